@@ -1,0 +1,152 @@
+"""liteagent.eventlog — the source of truth: events, messages, the Checkpointer contract and its
+backends, the blob store and the fold.
+
+This package imports nothing else of liteagent. The conformance suite for backends lives in
+:mod:`liteagent.eventlog.conformance` (it needs the ``test`` extra: pytest and hypothesis).
+"""
+
+from ._blobs import BLOB_REF_PATTERN, BlobStore, blob_ref
+from ._codec import Codec, zlib_codec
+from ._contract import Checkpointer, IntegrityProblem, IntegrityReport, Position, SessionInfo
+from ._errors import (
+    BlobError,
+    BlobNotFoundError,
+    CheckpointConflictError,
+    CheckpointerClosedError,
+    CheckpointerError,
+    CodecError,
+    CorruptBlobError,
+    CorruptLogError,
+    InvalidArgumentError,
+    InvalidBlobRefError,
+    InvalidEventError,
+    InvalidMessageError,
+    InvalidSessionIdError,
+    LiteAgentError,
+    NotADatabaseError,
+    SchemaVersionError,
+    StorageIOError,
+    TruncateRangeError,
+)
+from ._eventcodec import EVENT_KINDS
+from ._events import (
+    AssistantMessage,
+    BackgroundCompleted,
+    Compaction,
+    ContextStatus,
+    Event,
+    FileSnapshot,
+    ModelRequest,
+    OpaqueEvent,
+    Origin,
+    PassRecord,
+    SessionStarted,
+    StoredEvent,
+    ToolResult,
+    TurnAborted,
+    Usage,
+    UserPrompt,
+)
+from ._file import file_checkpointer
+from ._fold import CheckpointMark, ConversationEntry, SessionState, apply, conversation, fold
+from ._ids import SESSION_ID_PATTERN, validate_session_id
+from ._interchange import (
+    message_from_dict,
+    message_to_dict,
+    messages_from_dicts,
+    messages_to_dicts,
+)
+from ._memory import memory_checkpointer
+from ._messages import (
+    Block,
+    CompactionBlock,
+    Message,
+    RawBlock,
+    RedactedThinkingBlock,
+    Role,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    message_text,
+)
+from ._paths import lite_agent_home, project_dir, project_hash
+from ._pvec import PVec
+from ._sqlite import sqlite_checkpointer
+
+__all__ = [
+    "BLOB_REF_PATTERN",
+    "EVENT_KINDS",
+    "SESSION_ID_PATTERN",
+    "AssistantMessage",
+    "BackgroundCompleted",
+    "Block",
+    "BlobError",
+    "BlobNotFoundError",
+    "BlobStore",
+    "CheckpointConflictError",
+    "CheckpointMark",
+    "Checkpointer",
+    "CheckpointerClosedError",
+    "CheckpointerError",
+    "Codec",
+    "CodecError",
+    "Compaction",
+    "CompactionBlock",
+    "ContextStatus",
+    "ConversationEntry",
+    "CorruptBlobError",
+    "CorruptLogError",
+    "Event",
+    "FileSnapshot",
+    "IntegrityProblem",
+    "IntegrityReport",
+    "InvalidArgumentError",
+    "InvalidBlobRefError",
+    "InvalidEventError",
+    "InvalidMessageError",
+    "InvalidSessionIdError",
+    "LiteAgentError",
+    "Message",
+    "ModelRequest",
+    "NotADatabaseError",
+    "OpaqueEvent",
+    "Origin",
+    "PVec",
+    "PassRecord",
+    "Position",
+    "RawBlock",
+    "RedactedThinkingBlock",
+    "Role",
+    "SchemaVersionError",
+    "SessionInfo",
+    "SessionStarted",
+    "SessionState",
+    "StorageIOError",
+    "StoredEvent",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolResult",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "TruncateRangeError",
+    "TurnAborted",
+    "Usage",
+    "UserPrompt",
+    "apply",
+    "blob_ref",
+    "conversation",
+    "file_checkpointer",
+    "fold",
+    "lite_agent_home",
+    "memory_checkpointer",
+    "message_from_dict",
+    "message_text",
+    "message_to_dict",
+    "messages_from_dicts",
+    "messages_to_dicts",
+    "project_dir",
+    "project_hash",
+    "sqlite_checkpointer",
+    "validate_session_id",
+]

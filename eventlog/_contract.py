@@ -1,0 +1,301 @@
+"""The Checkpointer contract: one append-only event log per session, with optimistic concurrency.
+
+Every backend subclasses :class:`Checkpointer`, which validates arguments identically for all of
+them (so every backend raises the same errors for the same bad input, before any I/O) and
+encodes events before any lock is taken; backends implement the ``_``-prefixed primitives.
+"""
+
+from __future__ import annotations
+
+import abc
+import builtins
+import time
+from collections.abc import Iterable, Iterator
+from types import TracebackType
+from typing import TYPE_CHECKING, NamedTuple
+
+import msgspec
+
+from ._errors import (
+    CheckpointConflictError,
+    CheckpointerClosedError,
+    CodecError,
+    InvalidArgumentError,
+    InvalidEventError,
+)
+from ._eventcodec import decode_body, encode_body
+from ._events import Event, OpaqueEvent, StoredEvent
+from ._ids import validate_session_id
+
+if TYPE_CHECKING:
+    from ._blobs import BlobStore
+
+__all__ = [
+    "Checkpointer",
+    "EncodedEvent",
+    "IntegrityProblem",
+    "IntegrityReport",
+    "Position",
+    "SessionInfo",
+    "check_position",
+    "decode_stored",
+]
+
+
+class SessionInfo(NamedTuple):
+    """A stored session: its id and the time of its last write (Unix seconds)."""
+
+    id: str
+    mtime: float
+
+
+class Position(NamedTuple):
+    """Where a session's history stands: its ``head`` seq and its ``generation``.
+
+    The generation changes on every truncate and on delete-and-recreate and is never reused, so a
+    ``(head, generation)`` pair is a compare-and-set token that cannot suffer ABA. An empty or
+    unknown session is at ``Position(0, 0)``.
+    """
+
+    head: int
+    generation: int
+
+
+class IntegrityProblem(msgspec.Struct, frozen=True, gc=False):
+    """One finding of :meth:`Checkpointer.check_integrity`.
+
+    ``kind`` is one of ``"torn_tail"`` (an unfinished last write, cut on the next write),
+    ``"corrupt"`` (damage that is not a torn tail), ``"codec"`` (bytes the codec or event decoder
+    refuses), ``"gap"`` (seqs not contiguous), ``"unknown_kind"`` (events of a newer writer; not an
+    error), ``"leftover"`` (a temp file of an interrupted truncate) or ``"database"``.
+    """
+
+    kind: str
+    detail: str
+    session_id: str | None = None
+    seq: int | None = None
+
+
+class IntegrityReport(msgspec.Struct, frozen=True, gc=False):
+    """The result of an integrity check: ``ok`` is false when any problem needs attention."""
+
+    ok: bool
+    detail: str
+    problems: tuple[IntegrityProblem, ...] = ()
+
+
+class EncodedEvent(NamedTuple):
+    """An event ready to store: its kind and body bytes."""
+
+    kind: str
+    body: bytes
+
+
+def check_position(
+    session_id: str,
+    head: int,
+    generation: int,
+    expected_head: int | None,
+    expected_generation: int | None,
+) -> None:
+    """Raise :class:`CheckpointConflictError` when the expectations do not match the position."""
+    if expected_head is not None and expected_head != head:
+        raise CheckpointConflictError(session_id, expected_head, head)
+    if expected_generation is not None and expected_generation != generation:
+        raise CheckpointConflictError(
+            session_id,
+            Position(head if expected_head is None else expected_head, expected_generation),
+            Position(head, generation),
+            "the generation changed: the history was truncated or deleted and recreated",
+        )
+
+
+def decode_stored(session_id: str, seq: int, ts: float, kind: str, body: bytes) -> StoredEvent:
+    """Decode one stored event; bytes that are not a valid ``kind`` event give :class:`CodecError`."""
+    try:
+        return StoredEvent(seq, ts, kind, decode_body(kind, body))
+    except (msgspec.DecodeError, RecursionError) as e:
+        raise CodecError(
+            f"cannot decode {kind} event: {e}", session_id=session_id, seq=seq
+        ) from e
+
+
+def _check_optional_int(name: str, value: object) -> None:
+    if value is not None and (type(value) is not int or value < 0):
+        raise InvalidArgumentError(f"{name} must be None or an int >= 0, got {value!r}")
+
+
+class Checkpointer(abc.ABC):
+    """An append-only event log per session, shared safely by threads (and, for the file and
+    SQLite backends, by processes).
+
+    Contract, for every backend:
+
+    - ``append`` is one atomic write: the events get seqs ``head+1..head+n``, never interleaved
+      with another writer's; nothing of a failed append is visible.
+    - ``expected_head`` / ``expected_generation`` make writes conditional: if either differs from
+      the session's position, :class:`CheckpointConflictError` is raised and nothing is written.
+    - ``read`` yields events in seq order, strictly after ``since_seq``. It never holds a read
+      transaction or lock while the caller iterates, and never yields events of two histories:
+      if the session is truncated or deleted while it iterates, it raises
+      :class:`CheckpointConflictError` (at the latest before it would finish).
+    - an empty or unknown session has head 0 and is at ``Position(0, 0)``; reading it yields
+      nothing; deleting it does nothing.
+    - a closed checkpointer raises :class:`CheckpointerClosedError` on every call.
+    - session ids are validated before any I/O (:class:`InvalidSessionIdError`).
+    """
+
+    def __init__(self) -> None:
+        self._closed = False
+
+    # -- public API ---------------------------------------------------------------------------
+
+    def append(
+        self,
+        session_id: str,
+        events: Iterable[Event | OpaqueEvent],
+        expected_head: int | None = None,
+        *,
+        expected_generation: int | None = None,
+    ) -> int:
+        """Append ``events`` atomically and return the new head.
+
+        An empty batch writes nothing and returns the head (after checking expectations).
+        """
+        self._check_open()
+        sid = validate_session_id(session_id)
+        _check_optional_int("expected_head", expected_head)
+        _check_optional_int("expected_generation", expected_generation)
+        if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
+            raise InvalidEventError(f"events must be an iterable of events, got {events!r}")
+        batch = [EncodedEvent(*encode_body(e)) for e in events]
+        return self._append(sid, batch, time.time(), expected_head, expected_generation)
+
+    def read(self, session_id: str, since_seq: int = 0) -> Iterator[StoredEvent]:
+        """Return an iterator over the events with ``seq > since_seq``, in seq order."""
+        self._check_open()
+        sid = validate_session_id(session_id)
+        if type(since_seq) is not int or since_seq < 0:
+            raise InvalidArgumentError(f"since_seq must be an int >= 0, got {since_seq!r}")
+        return self._read(sid, since_seq)
+
+    def head(self, session_id: str) -> int:
+        """Return the session's last seq; 0 for an empty or unknown session."""
+        return self.position(session_id).head
+
+    def position(self, session_id: str) -> Position:
+        """Return the session's ``(head, generation)``; ``(0, 0)`` for an unknown session."""
+        self._check_open()
+        return self._position(validate_session_id(session_id))
+
+    def list(self) -> builtins.list[SessionInfo]:
+        """Return every stored session, most recently written first (ties by id)."""
+        self._check_open()
+        infos = self._list()
+        infos.sort(key=lambda i: (-i.mtime, i.id))
+        return infos
+
+    def delete(self, session_id: str) -> None:
+        """Remove the session's events and record; a no-op for an unknown session."""
+        self._check_open()
+        self._delete(validate_session_id(session_id))
+
+    def truncate(
+        self,
+        session_id: str,
+        to_seq: int,
+        expected_head: int | None = None,
+        *,
+        expected_generation: int | None = None,
+    ) -> int:
+        """Drop every event with ``seq > to_seq`` atomically and return the new head (``to_seq``).
+
+        Every truncate of an existing session gives it a new generation. ``to_seq`` must be in
+        ``0..head`` (else :class:`TruncateRangeError`, after the conflict checks).
+        """
+        self._check_open()
+        sid = validate_session_id(session_id)
+        if type(to_seq) is not int:
+            raise InvalidArgumentError(f"to_seq must be an int, got {to_seq!r}")
+        _check_optional_int("expected_head", expected_head)
+        _check_optional_int("expected_generation", expected_generation)
+        return self._truncate(sid, to_seq, expected_head, expected_generation)
+
+    def check_integrity(self) -> IntegrityReport:
+        """Check every stored session and report what is damaged; repairs nothing."""
+        self._check_open()
+        return self._check_integrity()
+
+    @property
+    def blobs(self) -> BlobStore:
+        """The blob store that lives beside this checkpointer's logs."""
+        self._check_open()
+        return self._blobs()
+
+    def close(self) -> None:
+        """Release every resource; afterwards every call raises CheckpointerClosedError."""
+        if not self._closed:
+            self._closed = True
+            self._close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def __enter__(self) -> Checkpointer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise CheckpointerClosedError(f"{type(self).__name__} is closed")
+
+    # -- backend primitives -------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _append(
+        self,
+        session_id: str,
+        batch: builtins.list[EncodedEvent],
+        ts: float,
+        expected_head: int | None,
+        expected_generation: int | None,
+    ) -> int: ...
+
+    @abc.abstractmethod
+    def _read(self, session_id: str, since_seq: int) -> Iterator[StoredEvent]: ...
+
+    @abc.abstractmethod
+    def _position(self, session_id: str) -> Position: ...
+
+    @abc.abstractmethod
+    def _list(self) -> builtins.list[SessionInfo]: ...
+
+    @abc.abstractmethod
+    def _delete(self, session_id: str) -> None: ...
+
+    @abc.abstractmethod
+    def _truncate(
+        self,
+        session_id: str,
+        to_seq: int,
+        expected_head: int | None,
+        expected_generation: int | None,
+    ) -> int: ...
+
+    @abc.abstractmethod
+    def _check_integrity(self) -> IntegrityReport: ...
+
+    @abc.abstractmethod
+    def _blobs(self) -> BlobStore: ...
+
+    @abc.abstractmethod
+    def _close(self) -> None: ...

@@ -1,0 +1,181 @@
+"""The error tree of liteagent's storage layer.
+
+Every error liteagent raises derives from :class:`LiteAgentError`; the storage layer's errors are::
+
+    LiteAgentError
+    ├── InvalidSessionIdError        (also ValueError)
+    ├── InvalidEventError            (also TypeError)
+    ├── InvalidMessageError          (also ValueError)
+    ├── InvalidArgumentError         (also ValueError)
+    ├── CodecError                   (also ValueError)
+    ├── CheckpointerError
+    │   ├── CheckpointConflictError
+    │   ├── CheckpointerClosedError
+    │   ├── TruncateRangeError       (also ValueError)
+    │   ├── SchemaVersionError
+    │   ├── CorruptLogError
+    │   ├── NotADatabaseError
+    │   └── StorageIOError           (also OSError)
+    └── BlobError
+        ├── InvalidBlobRefError      (also ValueError)
+        ├── BlobNotFoundError        (also KeyError)
+        └── CorruptBlobError
+
+Foreign exceptions (apsw, OSError, msgspec, a codec's own errors) are translated at exactly one
+boundary per backend, with ``raise ... from e``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BlobError",
+    "BlobNotFoundError",
+    "CheckpointConflictError",
+    "CheckpointerClosedError",
+    "CheckpointerError",
+    "CodecError",
+    "CorruptBlobError",
+    "CorruptLogError",
+    "InvalidBlobRefError",
+    "InvalidArgumentError",
+    "InvalidEventError",
+    "InvalidMessageError",
+    "InvalidSessionIdError",
+    "LiteAgentError",
+    "NotADatabaseError",
+    "SchemaVersionError",
+    "StorageIOError",
+    "TruncateRangeError",
+]
+
+
+class LiteAgentError(Exception):
+    """Raised for every error liteagent itself reports; the root of the tree."""
+
+
+class InvalidSessionIdError(LiteAgentError, ValueError):
+    """Raised when a session id does not match ``[A-Za-z0-9][A-Za-z0-9._-]{0,127}``.
+
+    It is raised before any I/O: a session id is never a path.
+    """
+
+    def __init__(self, session_id: object) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"invalid session id {session_id!r}: expected 1-128 characters from "
+            "[A-Za-z0-9._-], starting with a letter or digit"
+        )
+
+
+class InvalidEventError(LiteAgentError, TypeError):
+    """Raised when something that is not a liteagent event is handed to a checkpointer."""
+
+
+class InvalidMessageError(LiteAgentError, ValueError):
+    """Raised when a message (or message dict) is not in the expected shape; names where."""
+
+
+class InvalidArgumentError(LiteAgentError, ValueError):
+    """Raised when an argument is out of its documented range (e.g. a negative ``since_seq``)."""
+
+
+class CodecError(LiteAgentError, ValueError):
+    """Raised when encoding or decoding stored bytes fails.
+
+    On write nothing is stored; on read ``session_id`` and ``seq`` name the first event that could
+    not be decoded (a wrong storage codec, or bytes that are not a valid event).
+    """
+
+    def __init__(self, message: str, *, session_id: str | None = None, seq: int | None = None):
+        self.session_id = session_id
+        self.seq = seq
+        where = ""
+        if session_id is not None:
+            where = f" (session {session_id!r}" + (f", seq {seq}" if seq is not None else "") + ")"
+        super().__init__(message + where)
+
+
+class CheckpointerError(LiteAgentError):
+    """Raised for failures of a checkpointer; the root of the storage errors."""
+
+
+class CheckpointConflictError(CheckpointerError):
+    """Raised when a write's ``expected_head`` or ``expected_generation`` is not the session's.
+
+    Also raised by a ``read`` whose history was replaced (truncated or deleted) while it iterated.
+    ``expected`` and ``actual`` are heads, or ``(head, generation)`` positions when a generation
+    was involved.
+    """
+
+    def __init__(self, session_id: str, expected: object, actual: object, reason: str = "") -> None:
+        self.session_id = session_id
+        self.expected = expected
+        self.actual = actual
+        msg = f"session {session_id!r}: expected {expected!r}, found {actual!r}"
+        if reason:
+            msg += f" ({reason})"
+        super().__init__(msg)
+
+
+class CheckpointerClosedError(CheckpointerError):
+    """Raised when a closed checkpointer is used."""
+
+
+class TruncateRangeError(CheckpointerError, ValueError):
+    """Raised when ``truncate`` is asked for a ``to_seq`` below 0 or beyond the head."""
+
+    def __init__(self, session_id: str, to_seq: int, head: int) -> None:
+        self.session_id = session_id
+        self.to_seq = to_seq
+        self.head = head
+        super().__init__(
+            f"session {session_id!r}: cannot truncate to seq {to_seq}; valid range is 0..{head}"
+        )
+
+
+class SchemaVersionError(CheckpointerError):
+    """Raised when a store was written by a newer liteagent (its schema version is unknown)."""
+
+
+class CorruptLogError(CheckpointerError):
+    """Raised when stored data is damaged anywhere but a torn tail; never silently skipped.
+
+    ``session_id`` and ``seq`` name the session and the first event that could not be read
+    (``seq`` is ``None`` when the damage is not tied to one event, e.g. a file header).
+    """
+
+    def __init__(self, session_id: str | None, seq: int | None, detail: str) -> None:
+        self.session_id = session_id
+        self.seq = seq
+        self.detail = detail
+        where = "store" if session_id is None else f"session {session_id!r}"
+        if seq is not None:
+            where += f" at seq {seq}"
+        super().__init__(f"corrupt log in {where}: {detail}")
+
+
+class NotADatabaseError(CheckpointerError):
+    """Raised when a file given as a SQLite checkpointer database is not a SQLite database."""
+
+
+class StorageIOError(CheckpointerError, OSError):
+    """Raised when the operating system refuses a storage operation (disk full, permissions)."""
+
+
+class BlobError(LiteAgentError):
+    """Raised for failures of a blob store; the root of the blob errors."""
+
+
+class InvalidBlobRefError(BlobError, ValueError):
+    """Raised when a string is not a blob reference of the form ``sha256:<64 hex digits>``."""
+
+
+class BlobNotFoundError(BlobError, KeyError):
+    """Raised when a blob reference is well formed but no such blob is stored."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "blob not found"
+
+
+class CorruptBlobError(BlobError):
+    """Raised when a stored blob no longer hashes to its reference, or cannot be decoded."""

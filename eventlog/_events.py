@@ -1,0 +1,210 @@
+"""The persisted event vocabulary (version 1) and the stored-event envelope.
+
+Every event is a frozen ``msgspec.Struct`` tagged with its ``kind``; :data:`Event` is the closed
+union of this version. A checkpointer stores each event as ``StoredEvent(seq, ts, kind, body)``
+and decodes the body per kind, so an event of a kind this version does not know (written by a
+newer liteagent) is read back as an :class:`OpaqueEvent` holding its exact bytes, instead of
+failing the whole session. Evolution rules: new fields get defaults; no field ever changes type.
+
+High-rate live events (text deltas, progress) are not persisted and are not defined here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+import msgspec
+
+from ._messages import Block, ToolResultBlock, message_text
+
+__all__ = [
+    "AssistantMessage",
+    "BackgroundCompleted",
+    "Compaction",
+    "ContextStatus",
+    "Event",
+    "FileSnapshot",
+    "ModelRequest",
+    "OpaqueEvent",
+    "Origin",
+    "PassRecord",
+    "SessionStarted",
+    "StoredEvent",
+    "ToolResult",
+    "TurnAborted",
+    "Usage",
+    "UserPrompt",
+]
+
+Origin: TypeAlias = Literal["user", "reminder", "repair", "background"]
+
+
+class _EventBase(
+    msgspec.Struct, frozen=True, tag_field="kind", omit_defaults=True, gc=False, kw_only=True
+):
+    """Base of every persisted event; encoded with a ``kind`` tag."""
+
+
+class Usage(msgspec.Struct, frozen=True, omit_defaults=True, gc=False, kw_only=True):
+    """Token usage of one model response, including the prompt-cache fields."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens
+            + other.cache_creation_input_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+        )
+
+
+class SessionStarted(_EventBase, tag="session_started"):
+    """A session began in ``workdir`` with ``model``."""
+
+    workdir: str
+    model: str
+    system_prompt: str | None = None
+
+
+class UserPrompt(_EventBase, tag="user_prompt"):
+    """A user-role message entered the conversation.
+
+    Only ``origin="user"`` makes a checkpoint; reminders, repair messages and background
+    completion notices are conversation content but not points to restore to.
+    """
+
+    content: tuple[Block, ...]
+    origin: Origin = "user"
+
+    @property
+    def text(self) -> str:
+        """The prompt's text blocks joined by newlines."""
+        return message_text(self.content)
+
+
+class AssistantMessage(_EventBase, tag="assistant_message"):
+    """One complete model response: its blocks, usage, stop reason and model."""
+
+    content: tuple[Block, ...]
+    usage: Usage = Usage()
+    stop_reason: str | None = None
+    model: str | None = None
+
+
+class ToolResult(_EventBase, tag="tool_result"):
+    """The result of one tool call, as the block the model will see."""
+
+    block: ToolResultBlock
+    tool_name: str | None = None
+
+
+class FileSnapshot(_EventBase, tag="file_snapshot"):
+    """A file's state captured before a tool call changed it.
+
+    ``pre_image`` is the blob reference of the content before the call, or ``None`` when the file
+    was absent; ``pre_hash`` and ``post_hash`` are SHA-256 hex digests before and after (``None``:
+    absent). ``truncated`` marks a pre-image that was not stored in full, which cannot be restored.
+    """
+
+    path: str
+    tool_call_id: str
+    pre_image: str | None
+    pre_hash: str | None
+    post_hash: str | None = None
+    truncated: bool = False
+
+
+class PassRecord(msgspec.Struct, frozen=True, omit_defaults=True, gc=False, kw_only=True):
+    """What one compaction pass did."""
+
+    name: str
+    tokens_before: int
+    tokens_after: int
+    detail: str = ""
+
+
+class Compaction(_EventBase, tag="compaction"):
+    """A compaction of the conversation over seqs ``first_seq..last_seq``.
+
+    The events stay in the log; the projection uses ``summary`` (an LLM summary) or the recorded
+    ``passes`` instead of the covered range.
+    """
+
+    first_seq: int
+    last_seq: int
+    tokens_before: int
+    tokens_after: int
+    summary: str | None = None
+    passes: tuple[PassRecord, ...] = ()
+    instructions: str | None = None
+
+
+class ContextStatus(_EventBase, tag="context_status"):
+    """The context engine's decision for one request: pressure level, tokens and actions."""
+
+    level: str
+    tokens: int
+    budget: int
+    tokens_after: int | None = None
+    actions: tuple[str, ...] = ()
+
+
+class ModelRequest(_EventBase, tag="model_request"):
+    """What the model was shown: the hash of the projected view and its token estimate."""
+
+    view_hash: str
+    token_estimate: int
+    model: str | None = None
+
+
+class BackgroundCompleted(_EventBase, tag="background_completed"):
+    """A background task finished."""
+
+    task_id: str
+    ok: bool = True
+    summary: str = ""
+
+
+class TurnAborted(_EventBase, tag="turn_aborted"):
+    """A turn stopped before completing (cancelled, failed, or cut by a crash)."""
+
+    reason: str
+
+
+Event: TypeAlias = (
+    SessionStarted
+    | UserPrompt
+    | AssistantMessage
+    | ToolResult
+    | FileSnapshot
+    | Compaction
+    | ContextStatus
+    | ModelRequest
+    | BackgroundCompleted
+    | TurnAborted
+)
+
+
+class OpaqueEvent(msgspec.Struct, frozen=True, gc=False):
+    """An event of a kind this version does not know, kept as its exact stored bytes.
+
+    Appending it again stores the same kind and bytes, so unknown events round-trip.
+    """
+
+    kind: str
+    data: bytes
+
+
+class StoredEvent(msgspec.Struct, frozen=True, gc=False):
+    """An event as stored: its position ``seq`` (1-based), append time ``ts`` (Unix seconds),
+    ``kind`` and decoded ``body``."""
+
+    seq: int
+    ts: float
+    kind: str
+    body: Event | OpaqueEvent

@@ -1,0 +1,694 @@
+"""The file checkpointer: one append-only file of checksummed frames per session.
+
+Layout under ``root``: ``<session_id>.log`` per session, ``.<session_id>.tmp`` while a truncate is
+being written, and ``blobs/`` for the blob store. Processes coordinate with ``flock`` on the log
+file itself: a writer takes an exclusive lock, then checks that the path still names the file it
+locked (a truncate replaces the file by rename, a delete unlinks it) and retries if not. Readers
+take a shared lock only for the instant they measure the file, never while the caller iterates.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import secrets
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+import structlog
+
+from ._blobs import BlobStore, FileBlobStore
+from ._codec import Codec
+from ._contract import (
+    Checkpointer,
+    EncodedEvent,
+    IntegrityProblem,
+    IntegrityReport,
+    Position,
+    SessionInfo,
+    check_position,
+    decode_stored,
+)
+from ._errors import (
+    CheckpointConflictError,
+    CheckpointerClosedError,
+    CodecError,
+    CorruptLogError,
+    InvalidArgumentError,
+    SchemaVersionError,
+    StorageIOError,
+    TruncateRangeError,
+)
+from ._events import OpaqueEvent, StoredEvent
+from ._frames import (
+    FILE_HEADER_SIZE,
+    FORMAT_VERSION,
+    Damage,
+    Frame,
+    FrameScanner,
+    HeaderInfo,
+    build_frame,
+    build_header,
+    decode_payload,
+    encode_payload,
+    encode_records,
+    parse_header,
+)
+from ._fsutil import fsync_dir, write_all
+from ._ids import SESSION_ID_PATTERN
+from ._paths import project_dir
+
+__all__ = ["FileCheckpointer", "file_checkpointer"]
+
+_log = structlog.get_logger("liteagent.eventlog")
+
+Durability = Literal["normal", "full"]
+_MAX_OPEN_HANDLES = 128
+_COPY_CHUNK = 1 << 20
+_RO = os.O_RDONLY | os.O_CLOEXEC
+_RW = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
+_LOG_NAME = re.compile(SESSION_ID_PATTERN + r"\.log")
+
+
+def _new_generation() -> int:
+    return secrets.randbits(63) | 1
+
+
+class _Handle:
+    """A session's cached write state in this process, guarded by ``lock``."""
+
+    __slots__ = ("evicted", "fd", "generation", "head", "ino", "lock", "size", "torn", "valid")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.fd = -1
+        self.ino = 0
+        self.size = 0
+        self.head = 0
+        self.generation = 0
+        self.valid = False
+        self.torn = False  # a torn tail was seen by a reader; the next writer cuts it
+        self.evicted = False
+
+    def close_fd(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.valid = False
+
+
+class FileCheckpointer(Checkpointer):
+    """See :func:`file_checkpointer`."""
+
+    def __init__(self, root: Path, durability: Durability, codec: Codec | None) -> None:
+        super().__init__()
+        if durability not in ("normal", "full"):
+            raise InvalidArgumentError(f"durability must be 'normal' or 'full', got {durability!r}")
+        if codec is not None and not isinstance(codec, Codec):
+            raise InvalidArgumentError(f"codec must have encode() and decode(), got {codec!r}")
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StorageIOError(e.errno, f"cannot create {root}: {e.strerror}") from e
+        self._root = root
+        self._root_s = os.fspath(root)
+        self._full = durability == "full"
+        self._codec = codec
+        self._handles: OrderedDict[str, _Handle] = OrderedDict()
+        self._handles_lock = threading.Lock()
+        self._blob_store = FileBlobStore(root / "blobs", codec)
+
+    @property
+    def root(self) -> Path:
+        """The folder holding the session logs."""
+        return self._root
+
+    def path_of(self, session_id: str) -> Path:
+        """The log file of ``session_id`` (which may not exist)."""
+        return self._root / f"{session_id}.log"
+
+    def _path(self, session_id: str) -> str:
+        return os.path.join(self._root_s, session_id + ".log")
+
+    def _tmp_path(self, session_id: str) -> str:
+        return os.path.join(self._root_s, "." + session_id + ".tmp")
+
+    # -- handles and locking --------------------------------------------------------------------
+
+    def _handle(self, session_id: str) -> _Handle:
+        with self._handles_lock:
+            self._check_open()
+            h = self._handles.get(session_id)
+            if h is None:
+                h = self._handles[session_id] = _Handle()
+                if len(self._handles) > _MAX_OPEN_HANDLES:
+                    self._evict_idle()
+            else:
+                self._handles.move_to_end(session_id)
+            return h
+
+    def _evict_idle(self) -> None:
+        for sid in list(self._handles)[: len(self._handles) - _MAX_OPEN_HANDLES]:
+            old = self._handles[sid]
+            if old.lock.acquire(blocking=False):
+                try:
+                    old.evicted = True
+                    old.close_fd()
+                    del self._handles[sid]
+                finally:
+                    old.lock.release()
+
+    def _acquire(self, session_id: str) -> _Handle:
+        """Return the session's handle with its thread lock held (a live, not evicted one)."""
+        while True:
+            h = self._handle(session_id)
+            h.lock.acquire()
+            if not h.evicted:
+                return h
+            h.lock.release()
+
+    def _flock(self, h: _Handle, session_id: str, *, create: bool, exclusive: bool) -> bool:
+        """flock the session's current log file through ``h`` and make ``h``'s state current.
+
+        Returns False (holding no flock) when the file does not exist and ``create`` is false.
+        Must be called with ``h.lock`` held; the caller releases the flock with ``_unflock``.
+        """
+        path = self._path(session_id)
+        mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+        while True:
+            if h.fd < 0:
+                try:
+                    h.fd = os.open(path, _RW | (os.O_CREAT if create else 0), 0o644)
+                except FileNotFoundError:
+                    if create:
+                        raise
+                    return False
+                h.ino = os.fstat(h.fd).st_ino
+                h.valid = False
+            fcntl.flock(h.fd, mode)
+            try:
+                st: os.stat_result | None = os.stat(path)
+            except FileNotFoundError:
+                st = None
+            if st is not None and st.st_ino == h.ino:
+                if not h.valid or st.st_size != h.size or (exclusive and h.torn):
+                    try:
+                        self._load(h, session_id, st.st_size, repair=exclusive)
+                    except BaseException:
+                        fcntl.flock(h.fd, fcntl.LOCK_UN)
+                        raise
+                return True
+            fcntl.flock(h.fd, fcntl.LOCK_UN)
+            h.close_fd()
+            if st is None and not create:
+                return False
+
+    @staticmethod
+    def _unflock(h: _Handle) -> None:
+        if h.fd >= 0:
+            fcntl.flock(h.fd, fcntl.LOCK_UN)
+
+    def _load(self, h: _Handle, session_id: str, size: int, *, repair: bool) -> None:
+        """Read the file's header and find its last whole frame; cut a torn tail if ``repair``."""
+        h.valid = False
+        if size < FILE_HEADER_SIZE:
+            # A new file, or a creation cut short before its header was whole: no session yet.
+            end, head, generation, damage = 0, 0, 0, size > 0
+            reason = "an incomplete file header"
+        else:
+            generation = self._read_header(h.fd, session_id).generation
+            end, head, found = _find_tail(h.fd, session_id, size)
+            if found is not None and not found.torn:
+                raise CorruptLogError(session_id, head + 1, found.reason)
+            damage = found is not None
+            reason = "" if found is None else found.reason
+        if damage and repair:
+            _log.warning(
+                "eventlog.torn_tail_cut",
+                session_id=session_id,
+                offset=end,
+                bytes=size - end,
+                reason=reason,
+            )
+            os.ftruncate(h.fd, end)
+            if self._full:
+                os.fsync(h.fd)
+        h.size = end if repair or not damage else size
+        h.torn = damage and not repair
+        h.head, h.generation, h.valid = head, generation, True
+
+    @staticmethod
+    def _read_header(fd: int, session_id: str) -> HeaderInfo:
+        hdr = parse_header(os.pread(fd, FILE_HEADER_SIZE, 0))
+        if hdr is None:
+            raise CorruptLogError(session_id, None, "the file header is damaged")
+        if hdr.version > FORMAT_VERSION:
+            raise SchemaVersionError(
+                f"session {session_id!r} was written in log format {hdr.version}; this "
+                f"liteagent reads up to {FORMAT_VERSION}: upgrade liteagent"
+            )
+        return hdr
+
+    # -- contract primitives ----------------------------------------------------------------------
+
+    def _append(
+        self,
+        session_id: str,
+        batch: list[EncodedEvent],
+        ts: float,
+        expected_head: int | None,
+        expected_generation: int | None,
+    ) -> int:
+        if not batch:
+            head, gen = self._position(session_id)
+            check_position(session_id, head, gen, expected_head, expected_generation)
+            return head
+        payload = encode_payload(batch, ts, self._codec)  # before any lock: a codec error
+        h = self._acquire(session_id)  # touches nothing on disk
+        try:
+            try:
+                self._flock(h, session_id, create=True, exclusive=True)
+            except OSError as e:
+                raise _io_error(e, session_id, "open") from e
+            try:
+                return self._append_locked(h, session_id, payload, len(batch), expected_head,
+                                           expected_generation)
+            finally:
+                self._unflock(h)
+        finally:
+            h.lock.release()
+
+    def _append_locked(
+        self,
+        h: _Handle,
+        session_id: str,
+        payload: bytes,
+        count: int,
+        expected_head: int | None,
+        expected_generation: int | None,
+    ) -> int:
+        check_position(session_id, h.head, h.generation, expected_head, expected_generation)
+        frame = build_frame(payload, h.head + 1, count)
+        generation = h.generation
+        if h.size == 0:
+            generation = _new_generation()
+            frame = build_header(generation) + frame
+        try:
+            write_all(h.fd, frame)
+            if self._full:
+                os.fdatasync(h.fd)
+                if h.size == 0:
+                    fsync_dir(self._root_s)
+        except OSError as e:
+            h.valid = False
+            try:
+                os.ftruncate(h.fd, h.size)
+            except OSError:
+                pass  # the torn tail is cut on the next write-open
+            raise _io_error(e, session_id, "append") from e
+        h.size += len(frame)
+        h.head += count
+        h.generation = generation
+        return h.head
+
+    def _position(self, session_id: str) -> Position:
+        h = self._acquire(session_id)
+        try:
+            try:
+                if not self._flock(h, session_id, create=False, exclusive=False):
+                    return Position(0, 0)
+            except OSError as e:
+                raise _io_error(e, session_id, "read") from e
+            self._unflock(h)
+            return Position(h.head, h.generation)
+        finally:
+            h.lock.release()
+
+    def _read(self, session_id: str, since_seq: int) -> Iterator[StoredEvent]:
+        path = self._path(session_id)
+        try:
+            fd = os.open(path, _RO)
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise _io_error(e, session_id, "read") from e
+        try:
+            yield from self._read_fd(fd, path, session_id, since_seq)
+        finally:
+            os.close(fd)
+
+    def _snapshot_size(self, fd: int, path: str, ino: int) -> int | None:
+        """Return the committed size of the file under a brief shared lock, or None when the
+        path no longer names this file (truncated or deleted since)."""
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        try:
+            try:
+                if os.stat(path).st_ino != ino:
+                    return None
+            except FileNotFoundError:
+                return None
+            return os.fstat(fd).st_size
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _replaced(self, session_id: str, generation: int) -> CheckpointConflictError:
+        try:
+            actual: object = self._position(session_id).generation
+        except Exception:  # noqa: BLE001 -- only for the message
+            actual = "unknown"
+        return CheckpointConflictError(
+            session_id,
+            generation,
+            actual,
+            "the history was truncated or deleted while it was being read",
+        )
+
+    def _read_fd(self, fd: int, path: str, session_id: str, since: int) -> Iterator[StoredEvent]:
+        ino = os.fstat(fd).st_ino
+        end = self._snapshot_size(fd, path, ino)
+        if end is None:
+            # Replaced between open and lock: start over on the current file.
+            yield from self._read(session_id, since)
+            return
+        if end < FILE_HEADER_SIZE:
+            return
+        generation = self._read_header(fd, session_id).generation
+        expected, offset, checked = 1, FILE_HEADER_SIZE, FILE_HEADER_SIZE
+        codec = self._codec
+        while True:
+            torn = False
+            for item in FrameScanner(fd, offset, end, skip_through=since):
+                if isinstance(item, Damage):
+                    if not item.torn:
+                        raise CorruptLogError(session_id, expected, item.reason)
+                    torn = True
+                    break
+                if item.first_seq != expected:
+                    raise CorruptLogError(
+                        session_id, expected, f"a frame starts at seq {item.first_seq}"
+                    )
+                expected = item.last_seq + 1
+                offset = item.end
+                if item.last_seq > since:
+                    if offset - checked >= _COPY_CHUNK:
+                        checked = offset
+                        if self._closed:
+                            raise CheckpointerClosedError("FileCheckpointer is closed")
+                        if self._snapshot_size(fd, path, ino) is None:
+                            raise self._replaced(session_id, generation)
+                    seq = item.first_seq
+                    for rec in decode_payload(item.payload, codec, session_id, seq):
+                        if seq > since:
+                            yield decode_stored(session_id, seq, rec.ts, rec.kind, bytes(rec.body))
+                        seq += 1
+            if self._closed:
+                raise CheckpointerClosedError("FileCheckpointer is closed")
+            new_end = self._snapshot_size(fd, path, ino)
+            if new_end is None:
+                raise self._replaced(session_id, generation)
+            if new_end == end or (torn and new_end < offset):
+                return
+            end = new_end
+
+    def _list(self) -> list[SessionInfo]:
+        pattern = _LOG_NAME
+        out: list[SessionInfo] = []
+        try:
+            entries = list(os.scandir(self._root_s))
+        except OSError as e:
+            raise _io_error(e, None, "list") from e
+        for entry in entries:
+            if pattern.fullmatch(entry.name) is None:
+                continue
+            try:
+                st = entry.stat()
+            except FileNotFoundError:
+                continue
+            if st.st_size >= FILE_HEADER_SIZE:
+                out.append(SessionInfo(entry.name[:-4], st.st_mtime))
+        return out
+
+    def _delete(self, session_id: str) -> None:
+        h = self._acquire(session_id)
+        try:
+            try:
+                if not self._flock(h, session_id, create=False, exclusive=True):
+                    return
+            except OSError as e:
+                raise _io_error(e, session_id, "delete") from e
+            try:
+                os.unlink(self._path(session_id))
+                try:
+                    os.unlink(self._tmp_path(session_id))
+                except FileNotFoundError:
+                    pass
+                if self._full:
+                    fsync_dir(self._root_s)
+            except OSError as e:
+                raise _io_error(e, session_id, "delete") from e
+            finally:
+                self._unflock(h)
+                h.close_fd()
+        finally:
+            h.lock.release()
+
+    def _truncate(
+        self,
+        session_id: str,
+        to_seq: int,
+        expected_head: int | None,
+        expected_generation: int | None,
+    ) -> int:
+        h = self._acquire(session_id)
+        try:
+            try:
+                exists = self._flock(h, session_id, create=False, exclusive=True)
+            except OSError as e:
+                raise _io_error(e, session_id, "truncate") from e
+            try:
+                head, gen = (h.head, h.generation) if exists else (0, 0)
+                check_position(session_id, head, gen, expected_head, expected_generation)
+                if not 0 <= to_seq <= head:
+                    raise TruncateRangeError(session_id, to_seq, head)
+                if not exists or h.size == 0:
+                    return 0
+                try:
+                    self._rewrite(h, session_id, to_seq)
+                except OSError as e:
+                    raise _io_error(e, session_id, "truncate") from e
+                return to_seq
+            finally:
+                if exists:
+                    self._unflock(h)
+        finally:
+            h.lock.release()
+
+    def _rewrite(self, h: _Handle, session_id: str, to_seq: int) -> None:
+        """Write the kept history to a temp file, fsync it, rename it over the log, fsync the
+        folder, and point ``h`` at the new file (releasing the old file's lock)."""
+        keep_end, partial = FILE_HEADER_SIZE, None
+        for item in FrameScanner(h.fd, FILE_HEADER_SIZE, h.size):
+            if isinstance(item, Damage):
+                raise CorruptLogError(session_id, None, item.reason)
+            if item.last_seq <= to_seq:
+                keep_end = item.end
+                continue
+            if item.first_seq <= to_seq:
+                partial = item
+            break
+        tail = b""
+        if partial is not None:
+            records = decode_payload(partial.payload, self._codec, session_id, partial.first_seq)
+            kept = records[: to_seq - partial.first_seq + 1]
+            tail = build_frame(encode_records(kept, self._codec), partial.first_seq, len(kept))
+        generation = _new_generation()
+        tmp = self._tmp_path(session_id)
+        tfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            try:
+                write_all(tfd, build_header(generation))
+                pos = FILE_HEADER_SIZE
+                while pos < keep_end:
+                    chunk = os.pread(h.fd, min(_COPY_CHUNK, keep_end - pos), pos)
+                    write_all(tfd, chunk)
+                    pos += len(chunk)
+                write_all(tfd, tail)
+                os.fsync(tfd)
+            finally:
+                os.close(tfd)
+            new_fd = os.open(tmp, _RW)
+        except BaseException:
+            _unlink_quietly(tmp)
+            raise
+        try:
+            os.replace(tmp, self._path(session_id))
+        except BaseException:
+            os.close(new_fd)
+            _unlink_quietly(tmp)
+            raise
+        fsync_dir(self._root_s)
+        old_fd = h.fd
+        h.fd, h.ino = new_fd, os.fstat(new_fd).st_ino
+        h.size = keep_end + len(tail)
+        h.head, h.generation, h.valid, h.torn = to_seq, generation, True, False
+        os.close(old_fd)  # releases the old file's lock: its waiters find it replaced and retry
+
+    def _check_integrity(self) -> IntegrityReport:
+        problems: list[IntegrityProblem] = []
+        sessions = events = 0
+        for info in sorted(self._list(), key=lambda i: i.id):
+            sessions += 1
+            try:
+                events += self._check_session(info.id, problems)
+            except OSError as e:
+                problems.append(IntegrityProblem("corrupt", f"cannot read: {e}", info.id))
+        try:
+            leftovers = [n for n in os.listdir(self._root_s) if n.endswith(".tmp")]
+        except OSError as e:
+            raise _io_error(e, None, "check") from e
+        problems.extend(
+            IntegrityProblem(
+                "leftover", f"{name}: a temp file of an interrupted truncate", name[1:-4]
+            )
+            for name in leftovers
+        )
+        serious = [p for p in problems if p.kind != "unknown_kind"]
+        detail = f"{sessions} sessions, {events} events checked"
+        if problems:
+            detail += "; " + "; ".join(
+                f"{p.session_id}: {p.kind}: {p.detail}" for p in problems
+            )
+        return IntegrityReport(not serious, detail, tuple(problems))
+
+    def _check_session(self, session_id: str, problems: list[IntegrityProblem]) -> int:
+        path = self._path(session_id)
+        fd = os.open(path, _RO)
+        try:
+            end = self._snapshot_size(fd, path, os.fstat(fd).st_ino)
+            if end is None or end < FILE_HEADER_SIZE:
+                return 0
+            try:
+                self._read_header(fd, session_id)
+            except (CorruptLogError, SchemaVersionError) as e:
+                problems.append(IntegrityProblem("corrupt", str(e), session_id))
+                return 0
+            return _check_frames(fd, session_id, end, self._codec, problems)
+        finally:
+            os.close(fd)
+
+    def _blobs(self) -> BlobStore:
+        return self._blob_store
+
+    def _close(self) -> None:
+        with self._handles_lock:
+            handles = list(self._handles.values())
+            self._handles.clear()
+        for h in handles:
+            with h.lock:
+                h.evicted = True
+                h.close_fd()
+
+
+def _find_tail(fd: int, session_id: str, size: int) -> tuple[int, int, Damage | None]:
+    """Return ``(end of the last whole frame, its last seq, damage after it or None)``.
+
+    Fast path: the trailer of the last frame gives its start. Only when the tail is not a whole
+    frame is the file scanned from the start.
+    """
+    if size == FILE_HEADER_SIZE:
+        return size, 0, None
+    if size - FILE_HEADER_SIZE >= 4:
+        total = int.from_bytes(os.pread(fd, 4, size - 4), "little")
+        start = size - total
+        if FILE_HEADER_SIZE <= start < size:
+            for item in FrameScanner(fd, start, size):
+                if isinstance(item, Frame) and item.end == size:
+                    return size, item.last_seq, None
+                break
+    end, head = FILE_HEADER_SIZE, 0
+    for item in FrameScanner(fd, FILE_HEADER_SIZE, size):
+        if isinstance(item, Damage):
+            return end, head, item
+        if item.first_seq != head + 1:
+            return end, head, Damage(item.offset, False, f"a frame starts at seq {item.first_seq}")
+        end, head = item.end, item.last_seq
+    return end, head, None
+
+
+def _check_frames(
+    fd: int, session_id: str, end: int, codec: Codec | None, problems: list[IntegrityProblem]
+) -> int:
+    """Verify every frame and event of one log; append what is wrong to ``problems``."""
+    expected = 1
+    unknown: set[str] = set()
+    for item in FrameScanner(fd, FILE_HEADER_SIZE, end):
+        if isinstance(item, Damage):
+            kind = "torn_tail" if item.torn else "corrupt"
+            what = "cut on the next write" if item.torn else "needs repair"
+            problems.append(
+                IntegrityProblem(kind, f"{item.reason} at byte {item.offset} ({what})",
+                                 session_id, expected)
+            )
+            break
+        if item.first_seq != expected:
+            problems.append(
+                IntegrityProblem("gap", f"expected seq {expected}, found {item.first_seq}",
+                                 session_id, expected)
+            )
+            break
+        try:
+            records = decode_payload(item.payload, codec, session_id, item.first_seq)
+            for i, rec in enumerate(records):
+                ev = decode_stored(session_id, item.first_seq + i, rec.ts, rec.kind,
+                                   bytes(rec.body))
+                if isinstance(ev.body, OpaqueEvent):
+                    unknown.add(ev.kind)
+        except CodecError as e:
+            problems.append(IntegrityProblem("codec", str(e), session_id, e.seq))
+            break
+        expected = item.last_seq + 1
+    if unknown:
+        problems.append(
+            IntegrityProblem(
+                "unknown_kind",
+                f"events of kinds this version does not know (kept as-is): {sorted(unknown)}",
+                session_id,
+            )
+        )
+    return expected - 1
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _io_error(e: OSError, session_id: str | None, what: str) -> StorageIOError:
+    where = f" session {session_id!r}" if session_id else ""
+    return StorageIOError(e.errno, f"cannot {what}{where}: {e.strerror or e}")
+
+
+def file_checkpointer(
+    root: str | os.PathLike[str] | None = None,
+    *,
+    durability: Durability = "normal",
+    codec: Codec | None = None,
+    workdir: str | os.PathLike[str] = ".",
+    home: str | os.PathLike[str] | None = None,
+) -> Checkpointer:
+    """Return the default checkpointer: one append-only file per session under ``root``.
+
+    ``root=None`` means ``<home>/projects/<project-hash>/sessions`` for ``workdir`` (see
+    :func:`project_dir`). ``durability="normal"`` survives a process crash (no fsync per append);
+    ``"full"`` also survives power loss (``fdatasync`` per append). ``codec`` transforms every
+    frame and blob on disk (e.g. :func:`zlib_codec`). Safe to share between threads and between
+    processes on one host.
+    """
+    path = Path(project_dir(workdir, home) / "sessions" if root is None else root)
+    return FileCheckpointer(path, durability, codec)

@@ -1,0 +1,23 @@
+"""Session id validation: an id is a name, never a path."""
+
+from __future__ import annotations
+
+import re
+
+from ._errors import InvalidSessionIdError
+
+__all__ = ["SESSION_ID_PATTERN", "validate_session_id"]
+
+SESSION_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+_SESSION_ID = re.compile(SESSION_ID_PATTERN)
+
+
+def validate_session_id(session_id: object) -> str:
+    """Return ``session_id`` if it matches :data:`SESSION_ID_PATTERN`.
+
+    Raises :class:`InvalidSessionIdError` for anything else (``../x``, ``a/b``, ``""``, NUL,
+    non-strings) before any I/O happens.
+    """
+    if type(session_id) is not str or _SESSION_ID.fullmatch(session_id) is None:
+        raise InvalidSessionIdError(session_id)
+    return session_id

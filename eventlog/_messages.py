@@ -1,0 +1,121 @@
+"""Provider-neutral conversation messages and their content blocks.
+
+Blocks mirror the Anthropic Messages API shapes (text, tool_use, tool_result, thinking with its
+signature, redacted_thinking, compaction). A field that can be absent in the API shape is
+``msgspec.UNSET`` when absent, so a transcript converts to and from that shape without loss; keys
+of an API block that liteagent does not model (``cache_control``, ``citations``, ...) are kept in
+``extra``, and a block of a type liteagent does not model (``image``, ``document``, server tool
+blocks) is kept whole as a :class:`RawBlock`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+__all__ = [
+    "Block",
+    "CompactionBlock",
+    "Message",
+    "RawBlock",
+    "RedactedThinkingBlock",
+    "Role",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "message_text",
+]
+
+Role: TypeAlias = Literal["user", "assistant"]
+Extra: TypeAlias = dict[str, Any] | UnsetType
+
+
+class _BlockBase(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True, gc=False):
+    """Base of every content block; encoded with a ``type`` tag."""
+
+
+class TextBlock(_BlockBase, tag="text"):
+    """Plain text from the user or the model."""
+
+    text: str
+    extra: Extra = UNSET
+
+
+class ToolUseBlock(_BlockBase, tag="tool_use"):
+    """A tool call the model made: its id, the tool's name and the JSON input."""
+
+    id: str
+    name: str
+    input: dict[str, Any]
+    extra: Extra = UNSET
+
+
+class ToolResultBlock(_BlockBase, tag="tool_result"):
+    """The result of one tool call, answering the ``tool_use`` with ``tool_use_id``.
+
+    ``content`` is a string or a tuple of blocks (text, images as :class:`RawBlock`).
+    """
+
+    tool_use_id: str
+    content: str | tuple[Block, ...] | UnsetType = UNSET
+    is_error: bool | UnsetType = UNSET
+    extra: Extra = UNSET
+
+
+class ThinkingBlock(_BlockBase, tag="thinking"):
+    """The model's extended thinking; ``signature`` must be sent back verbatim when present."""
+
+    thinking: str
+    signature: str | UnsetType = UNSET
+    extra: Extra = UNSET
+
+
+class RedactedThinkingBlock(_BlockBase, tag="redacted_thinking"):
+    """Thinking the provider returned encrypted; sent back verbatim."""
+
+    data: str
+    extra: Extra = UNSET
+
+
+class CompactionBlock(_BlockBase, tag="compaction"):
+    """A provider-side compaction summary; sent back verbatim as the first block of later requests.
+
+    ``content`` is ``None`` when the provider's compaction failed (the block is then a no-op).
+    """
+
+    content: str | None | UnsetType = UNSET
+    encrypted_content: str | None | UnsetType = UNSET
+    extra: Extra = UNSET
+
+
+class RawBlock(_BlockBase, tag="raw"):
+    """A block of a type liteagent does not model, kept exactly as the API dict ``data``."""
+
+    data: dict[str, Any]
+
+
+Block: TypeAlias = (
+    TextBlock
+    | ToolUseBlock
+    | ToolResultBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | CompactionBlock
+    | RawBlock
+)
+
+
+class Message(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
+    """One conversation message: a role and its content blocks, in order."""
+
+    role: Role
+    content: tuple[Block, ...]
+    extra: Extra = UNSET
+
+
+def message_text(content: tuple[Block, ...]) -> str:
+    """Return the text blocks of ``content`` joined by newlines (other blocks are ignored)."""
+    return "\n".join(b.text for b in content if type(b) is TextBlock)

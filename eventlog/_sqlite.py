@@ -1,0 +1,1 @@
+def sqlite_checkpointer(*a, **k): raise NotImplementedError
