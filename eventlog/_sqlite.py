@@ -1,1 +1,533 @@
-def sqlite_checkpointer(*a, **k): raise NotImplementedError
+"""The SQLite checkpointer (apsw, WAL): many processes on one host share one database file.
+
+Every write is one ``BEGIN IMMEDIATE`` transaction that reads the session's position, checks the
+caller's expectations and writes, so concurrent writers serialize without lost updates. Each
+thread gets its own connection (apsw connections must not be used by two threads at once); an
+in-memory database (``":memory:"``) is process-local and uses one connection under a lock.
+Reads fetch a page per short read transaction and never keep one open while the caller iterates.
+Every event row carries a checksum of its body, so damage inside a row is detected, not decoded.
+
+apsw exceptions are translated to liteagent's errors here, in :func:`_translate`, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import apsw
+import xxhash
+
+from ._blobs import BlobStore, blob_ref, parse_blob_ref, verify_blob
+from ._contract import (
+    Checkpointer,
+    EncodedEvent,
+    IntegrityProblem,
+    IntegrityReport,
+    Position,
+    SessionInfo,
+    check_position,
+    decode_stored,
+)
+from ._errors import (
+    BlobNotFoundError,
+    CheckpointConflictError,
+    CheckpointerClosedError,
+    CheckpointerError,
+    CodecError,
+    CorruptLogError,
+    InvalidArgumentError,
+    LiteAgentError,
+    NotADatabaseError,
+    SchemaVersionError,
+    StorageIOError,
+    TruncateRangeError,
+)
+from ._events import OpaqueEvent, StoredEvent
+
+__all__ = ["SCHEMA_VERSION", "SqliteCheckpointer", "sqlite_checkpointer"]
+
+Synchronous = Literal["normal", "full"]
+SCHEMA_VERSION = 1
+_PAGE = 2000
+_CRC_MASK = (1 << 63) - 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions(
+    id TEXT PRIMARY KEY,
+    head INTEGER NOT NULL,
+    generation INTEGER NOT NULL,
+    mtime REAL NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events(
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    ts REAL NOT NULL,
+    kind TEXT NOT NULL,
+    body BLOB NOT NULL,
+    crc INTEGER NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+CREATE TABLE IF NOT EXISTS blobs(
+    ref TEXT PRIMARY KEY,
+    data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta(
+    key TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO meta(key, value) VALUES ('next_generation', 1);
+"""
+
+_INSERT = "INSERT INTO events(session_id, seq, ts, kind, body, crc) VALUES (?, ?, ?, ?, ?, ?)"
+
+
+def _crc(body: bytes) -> int:
+    return xxhash.xxh3_64_intdigest(body) & _CRC_MASK
+
+
+@contextmanager
+def _translate(session_id: str | None = None) -> Iterator[None]:
+    """The one boundary where apsw exceptions become liteagent errors."""
+    where = f"session {session_id!r}: " if session_id else ""
+    try:
+        yield
+    except LiteAgentError:
+        raise
+    except apsw.NotADBError as e:
+        raise NotADatabaseError(f"{where}the file is not a SQLite database: {e}") from e
+    except apsw.CorruptError as e:
+        raise CorruptLogError(session_id, None, f"the database is damaged: {e}") from e
+    except (apsw.BusyError, apsw.LockedError) as e:
+        raise StorageIOError(
+            errno.EBUSY, f"{where}the database stayed locked past busy_timeout_ms: {e}"
+        ) from e
+    except (apsw.ConnectionClosedError, apsw.CursorClosedError) as e:
+        raise CheckpointerClosedError(f"{where}the SQLite checkpointer is closed") from e
+    except (
+        apsw.FullError,
+        apsw.IOError,
+        apsw.CantOpenError,
+        apsw.ReadOnlyError,
+        apsw.PermissionsError,
+    ) as e:
+        raise StorageIOError(errno.EIO, f"{where}{type(e).__name__}: {e}") from e
+    except apsw.Error as e:
+        raise CheckpointerError(f"{where}SQLite error {type(e).__name__}: {e}") from e
+    except OSError as e:
+        raise StorageIOError(e.errno, f"{where}{e.strerror or e}") from e
+
+
+class SqliteCheckpointer(Checkpointer):
+    """See :func:`sqlite_checkpointer`."""
+
+    def __init__(
+        self,
+        file: str,
+        synchronous: Synchronous,
+        busy_timeout_ms: int,
+        integrity_check_on_open: bool,
+    ) -> None:
+        super().__init__()
+        if synchronous not in ("normal", "full"):
+            raise InvalidArgumentError(
+                f"synchronous must be 'normal' or 'full', got {synchronous!r}"
+            )
+        if type(busy_timeout_ms) is not int or busy_timeout_ms < 0:
+            raise InvalidArgumentError(f"busy_timeout_ms must be an int >= 0, got {busy_timeout_ms!r}")
+        self._file = file
+        self._memory = file == ":memory:" or file.startswith("file::memory:")
+        self._sync = synchronous.upper()
+        self._busy_ms = busy_timeout_ms
+        self._local = threading.local()
+        self._conns: dict[int, apsw.Connection] = {}
+        self._conns_lock = threading.Lock()
+        self._mem_lock = threading.RLock()
+        self._blob_store = SqliteBlobStore(self)
+        if not self._memory:
+            with _translate():
+                Path(file).parent.mkdir(parents=True, exist_ok=True)
+        with self._conn() as conn, _translate():
+            if integrity_check_on_open:
+                self._integrity_pragma(conn, raise_on_problem=True)
+
+    @property
+    def file(self) -> str:
+        """The database file."""
+        return self._file
+
+    # -- connections ------------------------------------------------------------------------------
+
+    def _open(self) -> apsw.Connection:
+        conn = apsw.Connection(self._file)
+        try:
+            conn.set_busy_timeout(self._busy_ms)  # before any pragma
+            for attempt in range(200):
+                try:
+                    conn.pragma("journal_mode", "wal")
+                    break
+                except apsw.BusyError:
+                    # A fresh file can refuse the WAL switch at once, ignoring the busy timeout.
+                    if attempt == 199:
+                        raise
+                    time.sleep(0.01)
+            conn.pragma("synchronous", self._sync)
+            conn.pragma("journal_size_limit", 64 * 1024 * 1024)
+            self._ensure_schema(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _ensure_schema(self, conn: apsw.Connection) -> None:
+        version = conn.pragma("user_version")
+        if version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"{self._file} has schema version {version}; this liteagent knows up to "
+                f"{SCHEMA_VERSION}: upgrade liteagent"
+            )
+        if version == SCHEMA_VERSION:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = conn.pragma("user_version")
+            if version > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"{self._file} has schema version {version}; this liteagent knows up to "
+                    f"{SCHEMA_VERSION}: upgrade liteagent"
+                )
+            if version < SCHEMA_VERSION:
+                conn.execute(_SCHEMA)
+                conn.pragma("user_version", SCHEMA_VERSION)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def _conn(self) -> Iterator[apsw.Connection]:
+        """This thread's connection (the shared one, under a lock, for ``:memory:``)."""
+        if self._memory:
+            with self._mem_lock:
+                self._check_open()
+                conn = self._conns.get(0)
+                if conn is None:
+                    with _translate():
+                        conn = self._conns[0] = self._open()
+                yield conn
+            return
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            self._check_open()
+            with _translate():
+                conn = self._open()
+            with self._conns_lock:
+                if self._closed:
+                    conn.close()
+                    raise CheckpointerClosedError("SqliteCheckpointer is closed")
+                self._prune_dead_threads()
+                self._conns[threading.get_ident()] = conn
+            self._local.conn = conn
+        yield conn
+
+    def _prune_dead_threads(self) -> None:
+        alive = {t.ident for t in threading.enumerate()}
+        for ident in [i for i in self._conns if i not in alive]:
+            self._conns.pop(ident).close()
+
+    @contextmanager
+    def _write(self, session_id: str | None) -> Iterator[apsw.Connection]:
+        """A ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back on error."""
+        with self._conn() as conn, _translate(session_id):
+            conn.execute("BEGIN IMMEDIATE")
+            committed = False
+            try:
+                yield conn
+                conn.execute("COMMIT")
+                committed = True
+            finally:
+                if not committed and conn.in_transaction:
+                    conn.execute("ROLLBACK")
+
+    @contextmanager
+    def _snapshot(self, session_id: str | None) -> Iterator[apsw.Connection]:
+        """A short read transaction: the statements inside see one snapshot."""
+        with self._conn() as conn, _translate(session_id):
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+
+    @staticmethod
+    def _next_generation(conn: apsw.Connection) -> int:
+        gen: int = conn.execute(
+            "UPDATE meta SET value = value + 1 WHERE key = 'next_generation' RETURNING value - 1"
+        ).fetchall()[0][0]
+        return gen
+
+    # -- contract primitives ----------------------------------------------------------------------
+
+    def _append(
+        self,
+        session_id: str,
+        batch: list[EncodedEvent],
+        ts: float,
+        expected_head: int | None,
+        expected_generation: int | None,
+    ) -> int:
+        with self._write(session_id) as conn:
+            row = conn.execute(
+                "SELECT head, generation FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            head, gen = (0, 0) if row is None else row
+            check_position(session_id, head, gen, expected_head, expected_generation)
+            if not batch:
+                return int(head)
+            if len(batch) == 1:
+                e = batch[0]
+                conn.execute(_INSERT, (session_id, head + 1, ts, e.kind, e.body, _crc(e.body)))
+            else:
+                conn.executemany(
+                    _INSERT,
+                    [
+                        (session_id, head + 1 + i, ts, e.kind, e.body, _crc(e.body))
+                        for i, e in enumerate(batch)
+                    ],
+                )
+            new_head = head + len(batch)
+            if row is None:
+                conn.execute(
+                    "INSERT INTO sessions(id, head, generation, mtime) VALUES (?, ?, ?, ?)",
+                    (session_id, new_head, self._next_generation(conn), ts),
+                )
+            else:
+                conn.execute(
+                    "UPDATE sessions SET head = ?, mtime = ? WHERE id = ?",
+                    (new_head, ts, session_id),
+                )
+            return int(new_head)
+
+    def _read(self, session_id: str, since_seq: int) -> Iterator[StoredEvent]:
+        generation: int | None = None
+        last = since_seq
+        while True:
+            with self._snapshot(session_id) as conn:
+                row = conn.execute(
+                    "SELECT generation FROM sessions WHERE id = ?", (session_id,)
+                ).fetchone()
+                rows = (
+                    []
+                    if row is None
+                    else conn.execute(
+                        "SELECT seq, ts, kind, body, crc FROM events "
+                        "WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                        (session_id, last, _PAGE),
+                    ).fetchall()
+                )
+            current = 0 if row is None else int(row[0])
+            if generation is None:
+                generation = current
+            elif current != generation:
+                raise CheckpointConflictError(
+                    session_id,
+                    generation,
+                    current,
+                    "the history was truncated or deleted while it was being read",
+                )
+            if not rows:
+                return
+            for seq, ts, kind, body, crc in rows:
+                if seq != last + 1:
+                    raise CorruptLogError(session_id, last + 1, f"the next stored seq is {seq}")
+                if _crc(body) != crc:
+                    raise CorruptLogError(session_id, seq, "the event's checksum does not match")
+                last = seq
+                yield decode_stored(session_id, seq, ts, kind, body)
+            self._check_open()
+
+    def _position(self, session_id: str) -> Position:
+        with self._conn() as conn, _translate(session_id):
+            row = conn.execute(
+                "SELECT head, generation FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+        return Position(0, 0) if row is None else Position(int(row[0]), int(row[1]))
+
+    def _list(self) -> list[SessionInfo]:
+        with self._conn() as conn, _translate():
+            return [
+                SessionInfo(sid, float(mtime))
+                for sid, mtime in conn.execute("SELECT id, mtime FROM sessions")
+            ]
+
+    def _delete(self, session_id: str) -> None:
+        with self._write(session_id) as conn:
+            conn.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+
+    def _truncate(
+        self,
+        session_id: str,
+        to_seq: int,
+        expected_head: int | None,
+        expected_generation: int | None,
+    ) -> int:
+        with self._write(session_id) as conn:
+            row = conn.execute(
+                "SELECT head, generation FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            head, gen = (0, 0) if row is None else row
+            check_position(session_id, head, gen, expected_head, expected_generation)
+            if not 0 <= to_seq <= head:
+                raise TruncateRangeError(session_id, to_seq, int(head))
+            if row is None:
+                return 0
+            conn.execute(
+                "DELETE FROM events WHERE session_id = ? AND seq > ?", (session_id, to_seq)
+            )
+            conn.execute(
+                "UPDATE sessions SET head = ?, generation = ?, mtime = ? WHERE id = ?",
+                (to_seq, self._next_generation(conn), time.time(), session_id),
+            )
+            return to_seq
+
+    def _integrity_pragma(
+        self, conn: apsw.Connection, *, raise_on_problem: bool
+    ) -> IntegrityProblem | None:
+        try:
+            rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+        except apsw.CorruptError as e:
+            rows = [f"{type(e).__name__}: {e}"]
+        if rows == ["ok"]:
+            return None
+        detail = "; ".join(str(r) for r in rows[:10])
+        if raise_on_problem:
+            raise CorruptLogError(None, None, f"PRAGMA integrity_check: {detail}")
+        return IntegrityProblem("database", f"PRAGMA integrity_check: {detail}")
+
+    def _check_integrity(self) -> IntegrityReport:
+        problems: list[IntegrityProblem] = []
+        with self._conn() as conn, _translate():
+            db_problem = self._integrity_pragma(conn, raise_on_problem=False)
+            if db_problem is not None:
+                problems.append(db_problem)
+            sessions = [
+                (sid, int(head))
+                for sid, head in conn.execute("SELECT id, head FROM sessions ORDER BY id")
+            ]
+        events = 0
+        for sid, head in sessions:
+            events += self._check_session(sid, head, problems)
+        serious = [p for p in problems if p.kind != "unknown_kind"]
+        detail = f"{len(sessions)} sessions, {events} events checked"
+        if problems:
+            detail += "; " + "; ".join(f"{p.session_id}: {p.kind}: {p.detail}" for p in problems)
+        return IntegrityReport(not serious, detail, tuple(problems))
+
+    def _check_session(self, session_id: str, head: int, problems: list[IntegrityProblem]) -> int:
+        unknown: set[str] = set()
+        count = 0
+        try:
+            for count, ev in enumerate(self._read(session_id, 0), start=1):  # noqa: B007
+                if ev.seq != count:
+                    problems.append(
+                        IntegrityProblem("gap", f"expected seq {count}, found {ev.seq}",
+                                         session_id, count)
+                    )
+                    return count
+                if isinstance(ev.body, OpaqueEvent):
+                    unknown.add(ev.kind)
+        except CorruptLogError as e:
+            problems.append(IntegrityProblem("corrupt", e.detail, session_id, e.seq))
+            return count
+        except CodecError as e:
+            problems.append(IntegrityProblem("codec", str(e), session_id, e.seq))
+            return count
+        if count != head:
+            problems.append(
+                IntegrityProblem("gap", f"the session records head {head}, the log ends at "
+                                 f"{count}", session_id, count + 1)
+            )
+        if unknown:
+            problems.append(
+                IntegrityProblem(
+                    "unknown_kind",
+                    f"events of kinds this version does not know (kept as-is): {sorted(unknown)}",
+                    session_id,
+                )
+            )
+        return count
+
+    def _blobs(self) -> BlobStore:
+        return self._blob_store
+
+    def _close(self) -> None:
+        with self._mem_lock, self._conns_lock:
+            conns = list(self._conns.values())
+            self._conns.clear()
+        for conn in conns:
+            try:
+                conn.close()
+            except apsw.Error:
+                pass  # closing is best effort: a connection busy in another thread stays open
+        self._local = threading.local()
+
+
+class SqliteBlobStore(BlobStore):
+    """Blobs inside the checkpointer's database (table ``blobs``), so they live with the log."""
+
+    def __init__(self, owner: SqliteCheckpointer) -> None:
+        self._owner = owner
+
+    def put(self, data: bytes) -> str:
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"blob data must be bytes, got {type(data).__name__}")
+        data = bytes(data)
+        ref = blob_ref(data)
+        self._owner._check_open()
+        with self._owner._write(None) as conn:
+            conn.execute("INSERT OR IGNORE INTO blobs(ref, data) VALUES (?, ?)", (ref, data))
+        return ref
+
+    def _fetch(self, ref: str) -> Any:
+        parse_blob_ref(ref)
+        self._owner._check_open()
+        with self._owner._conn() as conn, _translate():
+            return conn.execute("SELECT data FROM blobs WHERE ref = ?", (ref,)).fetchone()
+
+    def get(self, ref: str) -> bytes:
+        row = self._fetch(ref)
+        if row is None:
+            raise BlobNotFoundError(f"no blob {ref}")
+        return verify_blob(ref, bytes(row[0]))
+
+    def has(self, ref: str) -> bool:
+        return self._fetch(ref) is not None
+
+
+def sqlite_checkpointer(
+    file: str | os.PathLike[str],
+    *,
+    synchronous: Synchronous = "normal",
+    busy_timeout_ms: int = 5000,
+    integrity_check_on_open: bool = False,
+) -> Checkpointer:
+    """Return a checkpointer on a SQLite database in WAL mode, shared by many processes.
+
+    ``synchronous="normal"`` survives a process crash; ``"full"`` also survives power loss (an
+    fsync per commit). ``busy_timeout_ms`` bounds how long a writer waits for another one.
+    ``":memory:"`` gives a process-local database. A database written by a newer liteagent is
+    refused with :class:`SchemaVersionError`; a file that is not a database with
+    :class:`NotADatabaseError`.
+    """
+    return SqliteCheckpointer(
+        os.fspath(file), synchronous, busy_timeout_ms, integrity_check_on_open
+    )
