@@ -67,7 +67,8 @@ class IntegrityProblem(msgspec.Struct, frozen=True, gc=False):
     ``kind`` is one of ``"torn_tail"`` (an unfinished last write, cut on the next write),
     ``"corrupt"`` (damage that is not a torn tail), ``"codec"`` (bytes the codec or event decoder
     refuses), ``"gap"`` (seqs not contiguous), ``"unknown_kind"`` (events of a newer writer; not an
-    error), ``"leftover"`` (a temp file of an interrupted truncate) or ``"database"``.
+    error), ``"leftover"`` (a temp file of an interrupted truncate; not an error) or
+    ``"database"`` (SQLite's own integrity check failed).
     """
 
     kind: str

@@ -72,6 +72,9 @@ _COPY_CHUNK = 1 << 20
 _RO = os.O_RDONLY | os.O_CLOEXEC
 _RW = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
 _LOG_NAME = re.compile(SESSION_ID_PATTERN + r"\.log")
+# Findings that do not make a store unhealthy: events of a newer writer (kept as they are) and
+# the temp file of a truncate that was killed (removed by the session's next writer).
+_INFORMATIONAL = frozenset({"unknown_kind", "leftover"})
 
 
 def _new_generation() -> int:
@@ -226,6 +229,8 @@ class FileCheckpointer(Checkpointer):
                 raise CorruptLogError(session_id, head + 1, found.reason)
             damage = found is not None
             reason = "" if found is None else found.reason
+        if repair:
+            _unlink_quietly(self._tmp_path(session_id))  # debris of a killed truncate
         if damage and repair:
             _log.warning(
                 "eventlog.torn_tail_cut",
@@ -552,11 +557,13 @@ class FileCheckpointer(Checkpointer):
             raise _io_error(e, None, "check") from e
         problems.extend(
             IntegrityProblem(
-                "leftover", f"{name}: a temp file of an interrupted truncate", name[1:-4]
+                "leftover",
+                f"{name}: the temp file of an interrupted truncate (removed by the next write)",
+                name[1:-4],
             )
             for name in leftovers
         )
-        serious = [p for p in problems if p.kind != "unknown_kind"]
+        serious = [p for p in problems if p.kind not in _INFORMATIONAL]
         detail = f"{sessions} sessions, {events} events checked"
         if problems:
             detail += "; " + "; ".join(

@@ -1,0 +1,207 @@
+"""liteagent.eventlog.conformance — the Checkpointer conformance suite, as importable test code.
+
+A backend's test file subclasses these classes in a few lines (pytest collects the inherited
+tests)::
+
+    import functools
+    from liteagent.eventlog import file_checkpointer
+    from liteagent.eventlog.conformance import (
+        CheckpointerConformance, CrashConformance, DurableConformance)
+
+    class TestFileCheckpointer(CheckpointerConformance, DurableConformance, CrashConformance):
+        def checkpointer_factory(self, path):
+            return functools.partial(file_checkpointer, path)
+
+- :class:`CheckpointerConformance` — every row of the contract in one process, and a hypothesis
+  state machine against a plain model.
+- :class:`DurableConformance` — for stores that outlive the checkpointer object: reopening,
+  two instances, and real OS processes racing on one session and on separate sessions.
+- :class:`CrashConformance` — writers SIGKILLed at random moments during append and truncate
+  (``crash_rounds`` per test in the default run; ``soak_crash_rounds`` under ``-m soak``).
+
+Needs the ``test`` extra (pytest, hypothesis). The factory must be picklable for the process
+tests (a ``functools.partial`` of a backend constructor is).
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis.stateful import run_state_machine_as_test
+
+from .._contract import Checkpointer, Position
+from .._errors import CheckpointConflictError
+from ._contract_tests import BAD_SESSION_IDS, ContractTests
+from ._machine import MACHINE_SETTINGS, make_machine
+from ._processes import run_crash_round, run_racing_writers, run_separate_writers
+from ._util import Factory, prompt, prompts, texts
+
+__all__ = [
+    "BAD_SESSION_IDS",
+    "CheckpointerConformance",
+    "CrashConformance",
+    "DurableConformance",
+    "Factory",
+    "prompt",
+    "prompts",
+    "texts",
+]
+
+
+def _open_fresh(factory_for: object, path: Path) -> Checkpointer:
+    make = factory_for(path)  # type: ignore[operator]
+    result: Checkpointer = make()
+    return result
+
+
+class CheckpointerConformance(ContractTests):
+    """The contract of DESIGN §4 for one process. Implement :meth:`checkpointer_factory`."""
+
+    def test_state_machine_against_model(self) -> None:
+        """Random sequences of appends, truncates, deletes and reads match a plain model."""
+        machine = make_machine(functools.partial(_open_fresh, self.checkpointer_factory))
+        run_state_machine_as_test(machine, settings=MACHINE_SETTINGS)
+
+
+class DurableConformance:
+    """Stores that outlive the checkpointer object, shared by instances and processes."""
+
+    def checkpointer_factory(self, path: Path) -> Factory:
+        """See :meth:`CheckpointerConformance.checkpointer_factory`."""
+        raise NotImplementedError
+
+    def test_reopen_keeps_events_and_position(self, tmp_path: Path) -> None:
+        """Events and the (head, generation) position survive close and reopen."""
+        factory = self.checkpointer_factory(tmp_path / "store")
+        with factory() as cp:
+            cp.append("s", prompts("a", "b", "c"))
+            cp.truncate("s", 2)
+            pos = cp.position("s")
+        with factory() as cp:
+            assert pos == cp.position("s")
+            assert ["a", "b"] == texts(cp.read("s"))
+            assert ["s"] == [i.id for i in cp.list()]
+            assert 3 == cp.append("s", prompts("d"), expected_head=2,
+                                  expected_generation=pos.generation)
+
+    def test_blobs_survive_reopen(self, tmp_path: Path) -> None:
+        """A blob put before close is there after reopen."""
+        factory = self.checkpointer_factory(tmp_path / "store")
+        with factory() as cp:
+            ref = cp.blobs.put(b"snapshot bytes")
+        with factory() as cp:
+            assert b"snapshot bytes" == cp.blobs.get(ref)
+
+    def test_stale_instance_gets_conflict(self, tmp_path: Path) -> None:
+        """Two instances on one store: the one with an old head conflicts, never overwrites."""
+        factory = self.checkpointer_factory(tmp_path / "store")
+        with factory() as a, factory() as b:
+            a.append("s", prompts("a1"))
+            seen = b.position("s")
+            a.append("s", prompts("a2"))
+            with pytest.raises(CheckpointConflictError):
+                b.append("s", prompts("b1"), expected_head=seen.head)
+            assert ["a1", "a2"] == texts(b.read("s"))
+
+    def test_truncate_by_one_instance_is_seen_by_another(self, tmp_path: Path) -> None:
+        """Another instance sees a truncate at once: new position, new history, ABA refused."""
+        factory = self.checkpointer_factory(tmp_path / "store")
+        with factory() as a, factory() as b:
+            a.append("s", prompts("1", "2", "3"))
+            stale = b.position("s")
+            a.truncate("s", 1)
+            a.append("s", prompts("2'", "3'"))
+            assert Position(3, a.position("s").generation) == b.position("s")
+            assert stale.generation != b.position("s").generation
+            with pytest.raises(CheckpointConflictError):
+                b.append("s", prompts("4"), expected_head=3, expected_generation=stale.generation)
+            assert ["1", "2'", "3'"] == texts(b.read("s"))
+            assert 4 == b.append("s", prompts("4"))
+
+    def test_delete_by_one_instance_is_seen_by_another(self, tmp_path: Path) -> None:
+        """A session deleted through one instance is gone for another, which can recreate it."""
+        factory = self.checkpointer_factory(tmp_path / "store")
+        with factory() as a, factory() as b:
+            a.append("s", prompts("1", "2"))
+            assert 2 == b.head("s")
+            a.delete("s")
+            assert Position(0, 0) == b.position("s")
+            assert 1 == b.append("s", prompts("new"))
+            assert ["new"] == texts(a.read("s"))
+
+    @pytest.mark.processes
+    def test_processes_racing_on_one_session(self, tmp_path: Path) -> None:
+        """4 processes append to one session with expected_head and retry: every conflict is
+        raised, the log is contiguous 1..N and holds each event exactly once, at the seq its
+        writer was told."""
+        factory = self.checkpointer_factory(tmp_path / "store")
+        with factory():
+            pass  # create the store once, before the race
+        conflicts, acks = run_racing_writers(factory, processes=4, count=25)
+        assert conflicts >= 3
+        with factory() as cp:
+            events = list(cp.read("race"))
+        assert list(range(1, 101)) == [e.seq for e in events]
+        by_seq = {e.seq: t for e, t in zip(events, texts(events), strict=True)}
+        assert 100 == len(set(by_seq.values()))
+        for name, seqs in acks.items():
+            assert [f"{name}:{i}" for i in range(25)] == [by_seq[s] for s in seqs]
+
+    @pytest.mark.processes
+    def test_processes_writing_separate_sessions(self, tmp_path: Path) -> None:
+        """4 processes appending to their own sessions each leave a contiguous, complete log."""
+        factory = self.checkpointer_factory(tmp_path / "store")
+        with factory():
+            pass
+        ids = run_separate_writers(factory, processes=4, count=50)
+        with factory() as cp:
+            for sid in ids:
+                assert [f"{sid}:{i}" for i in range(50)] == texts(cp.read(sid))
+            assert sorted(ids) == sorted(i.id for i in cp.list())
+
+
+class CrashConformance:
+    """Writers killed with SIGKILL at random moments during append and truncate."""
+
+    crash_rounds = 60
+    soak_crash_rounds = 600
+
+    def checkpointer_factory(self, path: Path) -> Factory:
+        """See :meth:`CheckpointerConformance.checkpointer_factory`."""
+        raise NotImplementedError
+
+    def _crash(self, tmp_path: Path, rounds: int, seed: int) -> None:
+        factory = self.checkpointer_factory(tmp_path / "store")
+        rng = random.Random(seed)
+        model: list[str] = []
+        outcomes = []
+        for _ in range(rounds):
+            outcome = run_crash_round(factory, model, rng.randrange(1, 1 << 30), max_delay=0.04)
+            outcomes.append(outcome)
+            model = outcome.log
+        with factory() as cp:
+            assert cp.check_integrity().ok
+        mid_op = [o for o in outcomes if o.in_flight is not None]
+        print(  # noqa: T201 -- shown with -s: how the kills landed
+            f"{rounds} kills: {len(mid_op)} during an operation "
+            f"({sum(o.in_flight == 'truncate' for o in mid_op)} truncates), "
+            f"{sum(o.applied for o in mid_op)} of those applied, "
+            f"{sum(o.torn_tail for o in outcomes)} torn tails"
+        )
+        assert len(mid_op) >= rounds // 2, "too few kills landed during an operation"
+
+    @pytest.mark.processes
+    def test_sigkill_during_append_and_truncate(self, tmp_path: Path) -> None:
+        """After each of many SIGKILLs the log opens, keeps every acknowledged append, shows no
+        partial batch, and its head is its last seq."""
+        self._crash(tmp_path, self.crash_rounds, seed=20261129)
+
+    @pytest.mark.soak
+    @pytest.mark.processes
+    @pytest.mark.timeout(3600)
+    def test_sigkill_soak(self, tmp_path: Path) -> None:
+        """The SIGKILL test with many more rounds."""
+        self._crash(tmp_path, self.soak_crash_rounds, seed=random.randrange(1 << 30))

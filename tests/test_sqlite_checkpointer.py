@@ -1,0 +1,35 @@
+"""The conformance suite against the SQLite checkpointer, on a file and in memory."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from liteagent.eventlog import sqlite_checkpointer
+from liteagent.eventlog.conformance import (
+    CheckpointerConformance,
+    CrashConformance,
+    DurableConformance,
+    Factory,
+)
+
+
+class TestSqliteCheckpointer(CheckpointerConformance, DurableConformance, CrashConformance):
+    """sqlite_checkpointer(file) with synchronous="normal"."""
+
+    def checkpointer_factory(self, path: Path) -> Factory:
+        return functools.partial(sqlite_checkpointer, path / "log.db")
+
+
+class TestSqliteCheckpointerFull(CheckpointerConformance):
+    """sqlite_checkpointer(file, synchronous="full")."""
+
+    def checkpointer_factory(self, path: Path) -> Factory:
+        return functools.partial(sqlite_checkpointer, path / "log.db", synchronous="full")
+
+
+class TestSqliteCheckpointerInMemory(CheckpointerConformance):
+    """sqlite_checkpointer(":memory:") is process-local but keeps the whole contract."""
+
+    def checkpointer_factory(self, path: Path) -> Factory:
+        return functools.partial(sqlite_checkpointer, ":memory:")
