@@ -20,6 +20,7 @@ _DECODERS: dict[str, msgspec.msgpack.Decoder[Any]] = {
     kind: msgspec.msgpack.Decoder(t) for t, kind in _KIND_BY_TYPE.items()
 }
 _ENCODER = msgspec.msgpack.Encoder()
+_ANY_DECODER: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder()
 
 
 def kind_of(event: object) -> str:
@@ -36,20 +37,42 @@ def kind_of(event: object) -> str:
 
 
 def encode_body(event: Event | OpaqueEvent) -> tuple[str, bytes]:
-    """Return ``(kind, body bytes)`` for ``event``.
+    """Return ``(kind, body bytes)`` for ``event``, checked to read back.
 
-    Raises :class:`InvalidEventError` for a non-event and :class:`CodecError` when the event holds
-    a value msgpack cannot encode (a set inside a tool input, an integer over 64 bits, ...).
+    msgspec does not type-check a Struct when it is built, so every body is decoded again here:
+    an event that would not read back (a non-str key in a dict, a wrongly typed field) is
+    refused with :class:`CodecError` before anything is written, instead of making the session
+    unreadable later. Raises :class:`InvalidEventError` for a non-event and for an
+    :class:`OpaqueEvent` whose bytes are not one msgpack value (or not a valid event of its kind,
+    when the kind is known), and :class:`CodecError` for values msgpack cannot encode (integers
+    beyond 64 bits, arbitrary objects). Containers are stored as msgpack arrays and maps, so a
+    set or tuple inside a dict value reads back as a list.
     """
     if type(event) is OpaqueEvent:
-        if not event.kind or not isinstance(event.data, bytes):
-            raise InvalidEventError("an OpaqueEvent needs a non-empty kind and bytes data")
-        return event.kind, event.data
+        return _encode_opaque(event)
     kind = kind_of(event)
     try:
-        return kind, _ENCODER.encode(event)
+        data = _ENCODER.encode(event)
     except (TypeError, OverflowError, msgspec.EncodeError) as e:
         raise CodecError(f"cannot encode {kind} event: {e}") from e
+    try:
+        _DECODERS[kind].decode(data)
+    except (msgspec.DecodeError, RecursionError) as e:
+        raise CodecError(f"cannot encode {kind} event: it would not read back ({e})") from e
+    return kind, data
+
+
+def _encode_opaque(event: OpaqueEvent) -> tuple[str, bytes]:
+    kind, data = event.kind, event.data
+    if type(kind) is not str or not kind or not isinstance(data, bytes):
+        raise InvalidEventError("an OpaqueEvent needs a non-empty str kind and bytes data")
+    decoder = _DECODERS.get(kind, _ANY_DECODER)
+    try:
+        decoder.decode(data)
+    except (msgspec.DecodeError, RecursionError) as e:
+        what = f"a valid {kind} event" if kind in _DECODERS else "one msgpack value"
+        raise InvalidEventError(f"OpaqueEvent({kind!r}) bytes are not {what}: {e}") from e
+    return kind, data
 
 
 def decode_body(kind: str, data: bytes | memoryview) -> Event | OpaqueEvent:

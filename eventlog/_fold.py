@@ -28,7 +28,7 @@ from ._events import (
     Usage,
     UserPrompt,
 )
-from ._messages import Message, ToolUseBlock, message_text
+from ._messages import Message, ToolResultBlock, ToolUseBlock, message_text
 from ._pvec import PVec
 
 __all__ = [
@@ -97,6 +97,7 @@ def apply(state: SessionState, event: StoredEvent) -> SessionState:
     if t is UserPrompt:
         assert isinstance(body, UserPrompt)
         entry = ConversationEntry(seq, Message("user", body.content))
+        answered = {b.tool_use_id for b in body.content if type(b) is ToolResultBlock}
         checkpoints = state.checkpoints
         if body.origin == "user":
             checkpoints = checkpoints.appended(
@@ -108,6 +109,9 @@ def apply(state: SessionState, event: StoredEvent) -> SessionState:
             last_ts=event.ts,
             entries=state.entries.appended(entry),
             checkpoints=checkpoints,
+            open_tool_calls=tuple(c for c in state.open_tool_calls if c not in answered)
+            if answered
+            else state.open_tool_calls,
         )
     if t is AssistantMessage:
         assert isinstance(body, AssistantMessage)

@@ -4,18 +4,19 @@ This is the interchange format users import and export transcripts in::
 
     {"role": "user" | "assistant", "content": [block, ...]}
 
-``messages_from_dicts(messages_to_dicts(ms)) == ms`` for every list of messages, and
-``messages_to_dicts(messages_from_dicts(ds)) == ds`` for every list of dicts whose ``content`` is a
-list. A string ``content`` (which the API treats as one text block) becomes one text block.
-Values are copied in both directions, so neither side can mutate the other's data.
+``messages_from_dicts(messages_to_dicts(ms)) == ms`` for every list of messages that converts
+(one that would not come back equal is refused with :class:`InvalidMessageError`), and
+``messages_to_dicts(messages_from_dicts(ds)) == ds`` for every list of JSON message dicts whose
+``content`` is a list. A string ``content`` (which the API treats as one text block) becomes one
+text block. Values are copied in both directions, so neither side can mutate the other's data;
+only JSON values are accepted (tuples are taken as lists).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-import msgspec
 from msgspec import UNSET
 
 from ._errors import InvalidMessageError
@@ -33,88 +34,140 @@ from ._messages import (
 
 __all__ = ["message_from_dict", "message_to_dict", "messages_from_dicts", "messages_to_dicts"]
 
-_COPY_ENC = msgspec.msgpack.Encoder()
-_COPY_DEC = msgspec.msgpack.Decoder()
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what msgpack can store
 
 
 def _copy(value: Any, where: str) -> Any:
-    """Deep-copy a JSON-like value (and check that it is plain data)."""
+    """Return a deep copy of a JSON value; anything else raises :class:`InvalidMessageError`.
+
+    JSON values are dicts with str keys, lists (tuples are copied as lists), str, int (within
+    msgpack's 64-bit range), float, bool and None.
+    """
     try:
-        return _COPY_DEC.decode(_COPY_ENC.encode(value))
-    except (TypeError, OverflowError, msgspec.EncodeError, RecursionError) as e:
-        raise InvalidMessageError(f"{where}: not plain JSON-like data ({e})") from e
+        return _json_copy(value, where)
+    except RecursionError as e:
+        raise InvalidMessageError(f"{where}: nested too deeply") from e
 
 
-def _extra_out(extra: Any) -> dict[str, Any]:
-    return {} if extra is UNSET else dict(_copy(extra, "extra"))
+def _json_copy(value: Any, where: str) -> Any:
+    t = type(value)
+    if t is str or t is bool or t is float or value is None:
+        return value
+    if t is int:
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise InvalidMessageError(f"{where}: not plain JSON data (an integer beyond 64 bits)")
+        return value
+    if t is dict:
+        out = {}
+        for k, v in value.items():
+            if type(k) is not str:
+                raise InvalidMessageError(
+                    f"{where}: not plain JSON data (a {type(k).__name__} key {k!r})"
+                )
+            out[k] = _json_copy(v, where)
+        return out
+    if t is list or t is tuple:
+        return [_json_copy(v, where) for v in value]
+    raise InvalidMessageError(f"{where}: not plain JSON data (a {t.__name__})")
+
+
+def _extra_out(extra: Any, modelled: frozenset[str], where: str) -> dict[str, Any]:
+    if extra is UNSET:
+        return {}
+    if not isinstance(extra, dict) or not extra:
+        raise InvalidMessageError(f"{where}: extra must be UNSET or a non-empty dict")
+    clash = modelled.intersection(extra)
+    if clash:
+        raise InvalidMessageError(f"{where}: extra repeats modelled keys {sorted(clash)}")
+    copied: dict[str, Any] = _copy(extra, where)
+    return copied
 
 
 # ---------------------------------------------------------------------------------------------
 # to dicts
 
 
-def _block_to_dict(block: Block) -> dict[str, Any]:
+def _block_to_dict(block: Block, where: str) -> dict[str, Any]:
     if isinstance(block, TextBlock):
-        return {"type": "text", "text": block.text, **_extra_out(block.extra)}
+        return {"type": "text", "text": block.text, **_extra_out(block.extra, _TEXT, where)}
     if isinstance(block, ToolUseBlock):
         return {
             "type": "tool_use",
             "id": block.id,
             "name": block.name,
-            "input": _copy(block.input, "tool_use input"),
-            **_extra_out(block.extra),
+            "input": _copy(block.input, where),
+            **_extra_out(block.extra, _KNOWN_KEYS["tool_use"], where),
         }
     if isinstance(block, ToolResultBlock):
         out: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.tool_use_id}
         if isinstance(block.content, str):
             out["content"] = block.content
         elif block.content is not UNSET:
-            out["content"] = [_block_to_dict(b) for b in block.content]
+            out["content"] = [_block_to_dict(b, f"{where} content") for b in block.content]
         if block.is_error is not UNSET:
             out["is_error"] = block.is_error
-        out.update(_extra_out(block.extra))
+        out.update(_extra_out(block.extra, _KNOWN_KEYS["tool_result"], where))
         return out
     if isinstance(block, ThinkingBlock):
         out = {"type": "thinking", "thinking": block.thinking}
         if block.signature is not UNSET:
             out["signature"] = block.signature
-        out.update(_extra_out(block.extra))
+        out.update(_extra_out(block.extra, _KNOWN_KEYS["thinking"], where))
         return out
     if isinstance(block, RedactedThinkingBlock):
-        return {"type": "redacted_thinking", "data": block.data, **_extra_out(block.extra)}
+        return {
+            "type": "redacted_thinking",
+            "data": block.data,
+            **_extra_out(block.extra, _KNOWN_KEYS["redacted_thinking"], where),
+        }
     if isinstance(block, CompactionBlock):
         out = {"type": "compaction"}
         if block.content is not UNSET:
             out["content"] = block.content
         if block.encrypted_content is not UNSET:
             out["encrypted_content"] = block.encrypted_content
-        out.update(_extra_out(block.extra))
+        out.update(_extra_out(block.extra, _KNOWN_KEYS["compaction"], where))
         return out
     if isinstance(block, RawBlock):
-        return dict(_copy(block.data, "raw block"))
+        kind = block.data.get("type") if isinstance(block.data, dict) else None
+        if type(kind) is not str or kind in _KNOWN_KEYS:
+            raise InvalidMessageError(
+                f"{where}: a RawBlock needs a str 'type' that liteagent does not model, "
+                f"got {kind!r}"
+            )
+        copied: dict[str, Any] = _copy(block.data, where)
+        return copied
     raise InvalidMessageError(f"not a content block: {type(block).__name__}")
 
 
-def message_to_dict(message: Message) -> dict[str, Any]:
-    """Return ``message`` in the Anthropic Messages API shape (a fresh dict)."""
+def message_to_dict(message: Message, *, where: str = "message") -> dict[str, Any]:
+    """Return ``message`` in the Anthropic Messages API shape (a fresh dict).
+
+    Raises :class:`InvalidMessageError` for a message that would not convert back to itself:
+    an ``extra`` that is empty or repeats a modelled key, a :class:`RawBlock` of a modelled
+    type, a value that is not JSON.
+    """
     if not isinstance(message, Message):
         raise InvalidMessageError(f"expected a Message, got {type(message).__name__}")
+    if message.role not in ("user", "assistant"):
+        raise InvalidMessageError(f"{where}: role must be 'user' or 'assistant'")
     out: dict[str, Any] = {
         "role": message.role,
-        "content": [_block_to_dict(b) for b in message.content],
+        "content": [_block_to_dict(b, f"{where} content[{i}]") for i, b in enumerate(message.content)],
     }
-    out.update(_extra_out(message.extra))
+    out.update(_extra_out(message.extra, _MESSAGE_KEYS, where))
     return out
 
 
 def messages_to_dicts(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Return ``messages`` in the Anthropic Messages API shape, one fresh dict per message."""
-    return [message_to_dict(m) for m in messages]
+    return [message_to_dict(m, where=f"message {i}") for i, m in enumerate(messages)]
 
 
 # ---------------------------------------------------------------------------------------------
 # from dicts
 
+_MESSAGE_KEYS = frozenset({"role", "content"})
 _KNOWN_KEYS: dict[str, frozenset[str]] = {
     "text": frozenset({"type", "text"}),
     "tool_use": frozenset({"type", "id", "name", "input"}),
@@ -123,6 +176,7 @@ _KNOWN_KEYS: dict[str, frozenset[str]] = {
     "redacted_thinking": frozenset({"type", "data"}),
     "compaction": frozenset({"type", "content", "encrypted_content"}),
 }
+_TEXT = _KNOWN_KEYS["text"]
 
 
 def _req(d: Mapping[str, Any], key: str, typ: type | tuple[type, ...], where: str) -> Any:
@@ -220,12 +274,12 @@ def message_from_dict(d: Any, *, where: str = "message") -> Message:
     return Message(role, content, extra=_copy(rest, where) if rest else UNSET)
 
 
-def messages_from_dicts(dicts: Sequence[Any]) -> list[Message]:
+def messages_from_dicts(dicts: Iterable[Any]) -> list[Message]:
     """Return the messages for a list of Anthropic-shaped message dicts.
 
     Raises :class:`InvalidMessageError` naming the index of the first bad message.
     """
-    if isinstance(dicts, (str, bytes, Mapping)):
+    if isinstance(dicts, (str, bytes, Mapping)) or not isinstance(dicts, Iterable):
         raise InvalidMessageError(
             f"expected a list of message dicts, got {type(dicts).__name__}"
         )

@@ -194,19 +194,11 @@ def test_opaque_event_between_known_events_keeps_order(checkpointer: Checkpointe
 
 
 _BAD_OPAQUE = [b"", b"\x01\x02", b"hello", b"\xc1", b"\x92\x01"]
-_FILE_FRAME_BUG = pytest.mark.xfail(
-    strict=True,
-    raises=CodecError,
-    reason="bug: eventlog/_frames.py encode_payload embeds OpaqueEvent.data as msgspec.Raw, so "
-    "bytes that are not exactly one MessagePack value corrupt the frame: the append succeeds "
-    "but every later read of the session raises CodecError ('a frame's payload is not a list "
-    "of events'); memory and sqlite store such bytes fine",
-)
 
 
 @pytest.mark.parametrize("data", _BAD_OPAQUE)
 @pytest.mark.parametrize(
-    "backend", ["memory", pytest.param("file", marks=_FILE_FRAME_BUG), "sqlite"]
+    "backend", ["memory", "file", "sqlite"]
 )
 def test_opaque_event_with_non_msgpack_bytes_never_poisons_session(
     tmp_path: Path, backend: str, data: bytes
@@ -227,13 +219,6 @@ def test_opaque_event_with_non_msgpack_bytes_never_poisons_session(
         cp.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pytest.fail.Exception,
-    reason="bug: eventlog/_eventcodec.py encode_body passes an OpaqueEvent of a known kind "
-    "through unchecked; OpaqueEvent('user_prompt', b'\\xc1') is stored and every later read "
-    "raises CodecError at that seq",
-)
 def test_opaque_event_of_known_kind_with_invalid_body_is_refused(
     checkpointer: Checkpointer,
 ) -> None:
@@ -317,27 +302,12 @@ def test_largest_encodable_ints_round_trip(checkpointer: Checkpointer) -> None:
     assert [event] == _bodies(checkpointer)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pytest.fail.Exception,
-    reason="bug: encode_body's docstring (eventlog/_eventcodec.py) promises CodecError for 'a set "
-    "inside a tool input', but msgspec encodes a set as an array: the append succeeds and the "
-    "event reads back with a list, unequal to what was appended",
-)
-def test_set_in_tool_input_raises_codec_error(checkpointer: Checkpointer) -> None:
-    """An event holding a set in a tool input raises CodecError and writes nothing."""
-    with pytest.raises(CodecError):
-        checkpointer.append(SID, [_tool_input_event({1, 2})])
-    assert 0 == checkpointer.head(SID)
+def test_set_in_tool_input_reads_back_as_a_list(checkpointer: Checkpointer) -> None:
+    """A set inside a tool input is stored as a msgpack array and reads back as a list."""
+    checkpointer.append(SID, [_tool_input_event({1, 2})])
+    assert [_tool_input_event(sorted({1, 2}))] == _bodies(checkpointer)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pytest.fail.Exception,
-    reason="bug: eventlog/_eventcodec.py encode_body accepts a tool input dict with a non-str key "
-    "({1: 2}); it is stored, and every later read of the session raises CodecError "
-    "('Expected `str`, got `int` - at `key` in `$.content[0].input`')",
-)
 def test_non_str_key_in_tool_input_is_refused(checkpointer: Checkpointer) -> None:
     """An event whose tool input has a non-str key is refused and the session stays readable."""
     checkpointer.append(SID, [SAMPLES["turn_aborted"]])
