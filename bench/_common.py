@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import hashlib
 import io
 import itertools
 import math
@@ -370,11 +371,31 @@ def environment() -> str:
     )
 
 
+def library_fingerprint() -> str:
+    """Which library code was measured: a hash of the eventlog sources and their newest mtime
+    (the library changes under the benchmarks while it is being developed)."""
+    import liteagent.eventlog as pkg  # noqa: PLC0415 -- only for its location
+
+    folder = os.path.dirname(os.path.abspath(pkg.__file__ or ""))
+    digest = hashlib.sha256()
+    newest = 0.0
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".py"):
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                digest.update(name.encode() + b"\0" + f.read())
+            newest = max(newest, os.stat(path).st_mtime)
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(newest))
+    return f"eventlog sources sha256 {digest.hexdigest()[:12]} (newest file modified {when})"
+
+
 def print_header(title: str, args: argparse.Namespace) -> None:
     print(f"== {title}{' (quick)' if args.quick else ''}")
     print(environment())
+    print(library_fingerprint())
     print(f"command: {sys.executable} {' '.join(sys.argv)}")
-    print(f"rounds: {args.rounds} (interleaved; best and median reported)")
+    print(f"rounds: {args.rounds} (twice that for fsync cases; interleaved; best and median "
+          "reported)")
 
 
 def add_common_args(p: argparse.ArgumentParser, rounds: int = 5) -> None:

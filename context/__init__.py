@@ -1,4 +1,5 @@
-"""liteagent.context — pure functions over messages and folded state (tokens, turns, compaction, ContextEngine). Built by a later issue.
+"""liteagent.context — pure functions over messages and folded state: tokens, turns,
+compaction, ContextEngine. Built by a later issue.
 
 This package is part of the repository skeleton (DESIGN §1); it exports nothing yet.
 """

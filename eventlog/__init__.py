@@ -80,10 +80,10 @@ __all__ = [
     "SESSION_ID_PATTERN",
     "AssistantMessage",
     "BackgroundCompleted",
-    "Block",
     "BlobError",
     "BlobNotFoundError",
     "BlobStore",
+    "Block",
     "CheckpointConflictError",
     "CheckpointMark",
     "Checkpointer",
@@ -149,4 +149,5 @@ __all__ = [
     "project_hash",
     "sqlite_checkpointer",
     "validate_session_id",
+    "zlib_codec",
 ]

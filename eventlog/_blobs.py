@@ -155,7 +155,7 @@ class FileBlobStore(BlobStore):
         assert self._codec is not None
         try:
             return self._codec.encode(data)
-        except Exception as e:  # noqa: BLE001 -- any codec failure is a CodecError
+        except Exception as e:
             raise CodecError(f"the storage codec could not encode blob {ref}: {e}") from e
 
     def get(self, ref: str) -> bytes:
@@ -169,7 +169,7 @@ class FileBlobStore(BlobStore):
         if self._codec is not None:
             try:
                 stored = self._codec.decode(stored)
-            except Exception as e:  # noqa: BLE001 -- any codec failure is a CodecError
+            except Exception as e:
                 raise CodecError(f"the storage codec could not decode blob {ref}: {e}") from e
         return verify_blob(ref, stored)
 

@@ -1,4 +1,5 @@
-"""Storage codecs: a byte transform applied to every stored frame and blob (compression, encryption).
+"""Storage codecs: a byte transform applied to every stored frame and blob (compression,
+encryption).
 
 A codec's ``encode`` runs before anything is written: if it raises, nothing is stored. Its
 ``decode`` runs on read: if it raises, the read fails with :class:`CodecError` naming the session

@@ -112,7 +112,7 @@ def check_position(
 
 
 def decode_stored(session_id: str, seq: int, ts: float, kind: str, body: bytes) -> StoredEvent:
-    """Decode one stored event; bytes that are not a valid ``kind`` event give :class:`CodecError`."""
+    """Decode one stored event; bytes that are not a valid ``kind`` event give CodecError."""
     try:
         return StoredEvent(seq, ts, kind, decode_body(kind, body))
     except (msgspec.DecodeError, RecursionError) as e:

@@ -63,7 +63,7 @@ class Usage(msgspec.Struct, frozen=True, omit_defaults=True, gc=False, kw_only=T
         )
 
 
-class SessionStarted(_EventBase, tag="session_started"):
+class SessionStarted(_EventBase, tag="session_started", frozen=True):
     """A session began in ``workdir`` with ``model``."""
 
     workdir: str
@@ -71,7 +71,7 @@ class SessionStarted(_EventBase, tag="session_started"):
     system_prompt: str | None = None
 
 
-class UserPrompt(_EventBase, tag="user_prompt"):
+class UserPrompt(_EventBase, tag="user_prompt", frozen=True):
     """A user-role message entered the conversation.
 
     Only ``origin="user"`` makes a checkpoint; reminders, repair messages and background
@@ -87,7 +87,7 @@ class UserPrompt(_EventBase, tag="user_prompt"):
         return message_text(self.content)
 
 
-class AssistantMessage(_EventBase, tag="assistant_message"):
+class AssistantMessage(_EventBase, tag="assistant_message", frozen=True):
     """One complete model response: its blocks, usage, stop reason and model."""
 
     content: tuple[Block, ...]
@@ -96,14 +96,14 @@ class AssistantMessage(_EventBase, tag="assistant_message"):
     model: str | None = None
 
 
-class ToolResult(_EventBase, tag="tool_result"):
+class ToolResult(_EventBase, tag="tool_result", frozen=True):
     """The result of one tool call, as the block the model will see."""
 
     block: ToolResultBlock
     tool_name: str | None = None
 
 
-class FileSnapshot(_EventBase, tag="file_snapshot"):
+class FileSnapshot(_EventBase, tag="file_snapshot", frozen=True):
     """A file's state captured before a tool call changed it.
 
     ``pre_image`` is the blob reference of the content before the call, or ``None`` when the file
@@ -128,7 +128,7 @@ class PassRecord(msgspec.Struct, frozen=True, omit_defaults=True, gc=False, kw_o
     detail: str = ""
 
 
-class Compaction(_EventBase, tag="compaction"):
+class Compaction(_EventBase, tag="compaction", frozen=True):
     """A compaction of the conversation over seqs ``first_seq..last_seq``.
 
     The events stay in the log; the projection uses ``summary`` (an LLM summary) or the recorded
@@ -144,7 +144,7 @@ class Compaction(_EventBase, tag="compaction"):
     instructions: str | None = None
 
 
-class ContextStatus(_EventBase, tag="context_status"):
+class ContextStatus(_EventBase, tag="context_status", frozen=True):
     """The context engine's decision for one request: pressure level, tokens and actions."""
 
     level: str
@@ -154,7 +154,7 @@ class ContextStatus(_EventBase, tag="context_status"):
     actions: tuple[str, ...] = ()
 
 
-class ModelRequest(_EventBase, tag="model_request"):
+class ModelRequest(_EventBase, tag="model_request", frozen=True):
     """What the model was shown: the hash of the projected view and its token estimate."""
 
     view_hash: str
@@ -162,7 +162,7 @@ class ModelRequest(_EventBase, tag="model_request"):
     model: str | None = None
 
 
-class BackgroundCompleted(_EventBase, tag="background_completed"):
+class BackgroundCompleted(_EventBase, tag="background_completed", frozen=True):
     """A background task finished."""
 
     task_id: str
@@ -170,7 +170,7 @@ class BackgroundCompleted(_EventBase, tag="background_completed"):
     summary: str = ""
 
 
-class TurnAborted(_EventBase, tag="turn_aborted"):
+class TurnAborted(_EventBase, tag="turn_aborted", frozen=True):
     """A turn stopped before completing (cancelled, failed, or cut by a crash)."""
 
     reason: str

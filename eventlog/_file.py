@@ -9,6 +9,7 @@ take a shared lock only for the instant they measure the file, never while the c
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
@@ -224,7 +225,7 @@ class FileCheckpointer(Checkpointer):
             reason = "an incomplete file header"
         else:
             generation = self._read_header(h.fd, session_id).generation
-            end, head, found = _find_tail(h.fd, session_id, size)
+            end, head, found = _find_tail(h.fd, size)
             if found is not None and not found.torn:
                 raise CorruptLogError(session_id, head + 1, found.reason)
             damage = found is not None
@@ -280,8 +281,9 @@ class FileCheckpointer(Checkpointer):
             except OSError as e:
                 raise _io_error(e, session_id, "open") from e
             try:
-                return self._append_locked(h, session_id, payload, len(batch), expected_head,
-                                           expected_generation)
+                return self._append_locked(
+                    h, session_id, payload, len(batch), (expected_head, expected_generation)
+                )
             finally:
                 self._unflock(h)
         finally:
@@ -293,10 +295,9 @@ class FileCheckpointer(Checkpointer):
         session_id: str,
         payload: bytes,
         count: int,
-        expected_head: int | None,
-        expected_generation: int | None,
+        expected: tuple[int | None, int | None],
     ) -> int:
-        check_position(session_id, h.head, h.generation, expected_head, expected_generation)
+        check_position(session_id, h.head, h.generation, *expected)
         frame = build_frame(payload, h.head + 1, count)
         generation = h.generation
         if h.size == 0:
@@ -310,10 +311,8 @@ class FileCheckpointer(Checkpointer):
                     fsync_dir(self._root_s)
         except OSError as e:
             h.valid = False
-            try:
+            with contextlib.suppress(OSError):  # else the next write-open cuts the torn tail
                 os.ftruncate(h.fd, h.size)
-            except OSError:
-                pass  # the torn tail is cut on the next write-open
             raise _io_error(e, session_id, "append") from e
         h.size += len(frame)
         h.head += count
@@ -447,10 +446,7 @@ class FileCheckpointer(Checkpointer):
                 raise _io_error(e, session_id, "delete") from e
             try:
                 os.unlink(self._path(session_id))
-                try:
-                    os.unlink(self._tmp_path(session_id))
-                except FileNotFoundError:
-                    pass
+                _unlink_quietly(self._tmp_path(session_id))
                 if self._full:
                     fsync_dir(self._root_s)
             except OSError as e:
@@ -600,7 +596,7 @@ class FileCheckpointer(Checkpointer):
                 h.close_fd()
 
 
-def _find_tail(fd: int, session_id: str, size: int) -> tuple[int, int, Damage | None]:
+def _find_tail(fd: int, size: int) -> tuple[int, int, Damage | None]:
     """Return ``(end of the last whole frame, its last seq, damage after it or None)``.
 
     Fast path: the trailer of the last frame gives its start. Only when the tail is not a whole
@@ -670,10 +666,8 @@ def _check_frames(
 
 
 def _unlink_quietly(path: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass
 
 
 def _io_error(e: OSError, session_id: str | None, what: str) -> StorageIOError:

@@ -128,13 +128,13 @@ def apply(state: SessionState, event: StoredEvent) -> SessionState:
         )
     if t is ToolResult:
         assert isinstance(body, ToolResult)
-        answered = body.block.tool_use_id
+        result_id = body.block.tool_use_id
         return _replace(
             state,
             head=seq,
             last_ts=event.ts,
             entries=state.entries.appended(ConversationEntry(seq, Message("user", (body.block,)))),
-            open_tool_calls=tuple(c for c in state.open_tool_calls if c != answered),
+            open_tool_calls=tuple(c for c in state.open_tool_calls if c != result_id),
         )
     if t is FileSnapshot:
         assert isinstance(body, FileSnapshot)

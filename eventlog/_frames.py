@@ -112,7 +112,7 @@ def encode_records(records: list[Record], codec: Codec | None) -> bytes:
     if codec is not None:
         try:
             raw = codec.encode(raw)
-        except Exception as e:  # noqa: BLE001 -- any codec failure means nothing is written
+        except Exception as e:
             raise CodecError(f"the storage codec failed to encode a batch: {e}") from e
         if not isinstance(raw, bytes):
             raise CodecError(f"the storage codec returned {type(raw).__name__}, not bytes")
@@ -129,7 +129,7 @@ def decode_payload(
     if codec is not None:
         try:
             data = codec.decode(bytes(payload))
-        except Exception as e:  # noqa: BLE001 -- any codec failure is a CodecError
+        except Exception as e:
             raise CodecError(
                 f"the storage codec could not decode a frame: {e}",
                 session_id=session_id,
@@ -165,14 +165,14 @@ class Frame(NamedTuple):
 
     offset: int
     first_seq: int
-    count: int
+    n_events: int
     payload: bytes
     end: int
 
     @property
     def last_seq(self) -> int:
         """The seq of the frame's last event."""
-        return self.first_seq + self.count - 1
+        return self.first_seq + self.n_events - 1
 
 
 class Damage(NamedTuple):

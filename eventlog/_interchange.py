@@ -153,7 +153,9 @@ def message_to_dict(message: Message, *, where: str = "message") -> dict[str, An
         raise InvalidMessageError(f"{where}: role must be 'user' or 'assistant'")
     out: dict[str, Any] = {
         "role": message.role,
-        "content": [_block_to_dict(b, f"{where} content[{i}]") for i, b in enumerate(message.content)],
+        "content": [
+            _block_to_dict(b, f"{where} content[{i}]") for i, b in enumerate(message.content)
+        ],
     }
     out.update(_extra_out(message.extra, _MESSAGE_KEYS, where))
     return out
@@ -183,7 +185,7 @@ def _req(d: Mapping[str, Any], key: str, typ: type | tuple[type, ...], where: st
     if key not in d:
         raise InvalidMessageError(f"{where}: missing required field {key!r}")
     value = d[key]
-    if not isinstance(value, typ) or isinstance(value, bool) and typ is not bool:
+    if not isinstance(value, typ) or (isinstance(value, bool) and typ is not bool):
         raise InvalidMessageError(
             f"{where}: field {key!r} must be {_type_name(typ)}, got {type(value).__name__}"
         )

@@ -37,14 +37,14 @@ class _BlockBase(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=Tr
     """Base of every content block; encoded with a ``type`` tag."""
 
 
-class TextBlock(_BlockBase, tag="text"):
+class TextBlock(_BlockBase, tag="text", frozen=True):
     """Plain text from the user or the model."""
 
     text: str
     extra: Extra = UNSET
 
 
-class ToolUseBlock(_BlockBase, tag="tool_use"):
+class ToolUseBlock(_BlockBase, tag="tool_use", frozen=True):
     """A tool call the model made: its id, the tool's name and the JSON input."""
 
     id: str
@@ -53,7 +53,7 @@ class ToolUseBlock(_BlockBase, tag="tool_use"):
     extra: Extra = UNSET
 
 
-class ToolResultBlock(_BlockBase, tag="tool_result"):
+class ToolResultBlock(_BlockBase, tag="tool_result", frozen=True):
     """The result of one tool call, answering the ``tool_use`` with ``tool_use_id``.
 
     ``content`` is a string or a tuple of blocks (text, images as :class:`RawBlock`).
@@ -65,7 +65,7 @@ class ToolResultBlock(_BlockBase, tag="tool_result"):
     extra: Extra = UNSET
 
 
-class ThinkingBlock(_BlockBase, tag="thinking"):
+class ThinkingBlock(_BlockBase, tag="thinking", frozen=True):
     """The model's extended thinking; ``signature`` must be sent back verbatim when present."""
 
     thinking: str
@@ -73,25 +73,25 @@ class ThinkingBlock(_BlockBase, tag="thinking"):
     extra: Extra = UNSET
 
 
-class RedactedThinkingBlock(_BlockBase, tag="redacted_thinking"):
+class RedactedThinkingBlock(_BlockBase, tag="redacted_thinking", frozen=True):
     """Thinking the provider returned encrypted; sent back verbatim."""
 
     data: str
     extra: Extra = UNSET
 
 
-class CompactionBlock(_BlockBase, tag="compaction"):
+class CompactionBlock(_BlockBase, tag="compaction", frozen=True):
     """A provider-side compaction summary; sent back verbatim as the first block of later requests.
 
     ``content`` is ``None`` when the provider's compaction failed (the block is then a no-op).
     """
 
-    content: str | None | UnsetType = UNSET
-    encrypted_content: str | None | UnsetType = UNSET
+    content: str | UnsetType | None = UNSET
+    encrypted_content: str | UnsetType | None = UNSET
     extra: Extra = UNSET
 
 
-class RawBlock(_BlockBase, tag="raw"):
+class RawBlock(_BlockBase, tag="raw", frozen=True):
     """A block of a type liteagent does not model, kept exactly as the API dict ``data``."""
 
     data: dict[str, Any]

@@ -12,6 +12,7 @@ apsw exceptions are translated to liteagent's errors here, in :func:`_translate`
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import threading
@@ -19,7 +20,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import apsw
 import xxhash
@@ -56,6 +57,7 @@ __all__ = ["SCHEMA_VERSION", "SqliteCheckpointer", "sqlite_checkpointer"]
 Synchronous = Literal["normal", "full"]
 SCHEMA_VERSION = 1
 _PAGE = 2000
+_WAL_ATTEMPTS = 200  # x 10 ms: how long to retry a WAL switch refused on a fresh file
 _CRC_MASK = (1 << 63) - 1
 
 _SCHEMA = """
@@ -140,7 +142,9 @@ class SqliteCheckpointer(Checkpointer):
                 f"synchronous must be 'normal' or 'full', got {synchronous!r}"
             )
         if type(busy_timeout_ms) is not int or busy_timeout_ms < 0:
-            raise InvalidArgumentError(f"busy_timeout_ms must be an int >= 0, got {busy_timeout_ms!r}")
+            raise InvalidArgumentError(
+                f"busy_timeout_ms must be an int >= 0, got {busy_timeout_ms!r}"
+            )
         self._file = file
         self._memory = file == ":memory:" or file.startswith("file::memory:")
         self._sync = synchronous.upper()
@@ -168,13 +172,13 @@ class SqliteCheckpointer(Checkpointer):
         conn = apsw.Connection(self._file)
         try:
             conn.set_busy_timeout(self._busy_ms)  # before any pragma
-            for attempt in range(200):
+            for attempt in range(_WAL_ATTEMPTS):
                 try:
                     conn.pragma("journal_mode", "wal")
                     break
                 except apsw.BusyError:
                     # A fresh file can refuse the WAL switch at once, ignoring the busy timeout.
-                    if attempt == 199:
+                    if attempt == _WAL_ATTEMPTS - 1:
                         raise
                     time.sleep(0.01)
             conn.pragma("synchronous", self._sync)
@@ -187,21 +191,13 @@ class SqliteCheckpointer(Checkpointer):
 
     def _ensure_schema(self, conn: apsw.Connection) -> None:
         version = conn.pragma("user_version")
-        if version > SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"{self._file} has schema version {version}; this liteagent knows up to "
-                f"{SCHEMA_VERSION}: upgrade liteagent"
-            )
+        self._refuse_newer(version)
         if version == SCHEMA_VERSION:
             return
         conn.execute("BEGIN IMMEDIATE")
         try:
             version = conn.pragma("user_version")
-            if version > SCHEMA_VERSION:
-                raise SchemaVersionError(
-                    f"{self._file} has schema version {version}; this liteagent knows up to "
-                    f"{SCHEMA_VERSION}: upgrade liteagent"
-                )
+            self._refuse_newer(version)
             if version < SCHEMA_VERSION:
                 conn.execute(_SCHEMA)
                 conn.pragma("user_version", SCHEMA_VERSION)
@@ -210,6 +206,13 @@ class SqliteCheckpointer(Checkpointer):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+    def _refuse_newer(self, version: int) -> None:
+        if version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"{self._file} has schema version {version}; this liteagent knows up to "
+                f"{SCHEMA_VERSION}: upgrade liteagent"
+            )
 
     @contextmanager
     def _conn(self) -> Iterator[apsw.Connection]:
@@ -269,10 +272,10 @@ class SqliteCheckpointer(Checkpointer):
 
     @staticmethod
     def _next_generation(conn: apsw.Connection) -> int:
-        gen: int = conn.execute(
+        rows = conn.execute(
             "UPDATE meta SET value = value + 1 WHERE key = 'next_generation' RETURNING value - 1"
-        ).fetchall()[0][0]
-        return gen
+        ).fetchall()
+        return int(cast(int, rows[0][0]))
 
     # -- contract primitives ----------------------------------------------------------------------
 
@@ -345,7 +348,8 @@ class SqliteCheckpointer(Checkpointer):
                 )
             if not rows:
                 return
-            for seq, ts, kind, body, crc in rows:
+            for row_ in rows:
+                seq, ts, kind, body, crc = cast(tuple[int, float, str, bytes, int], row_)
                 if seq != last + 1:
                     raise CorruptLogError(session_id, last + 1, f"the next stored seq is {seq}")
                 if _crc(body) != crc:
@@ -436,7 +440,7 @@ class SqliteCheckpointer(Checkpointer):
         unknown: set[str] = set()
         count = 0
         try:
-            for count, ev in enumerate(self._read(session_id, 0), start=1):  # noqa: B007
+            for count, ev in enumerate(self._read(session_id, 0), start=1):
                 if ev.seq != count:
                     problems.append(
                         IntegrityProblem("gap", f"expected seq {count}, found {ev.seq}",
@@ -474,10 +478,9 @@ class SqliteCheckpointer(Checkpointer):
             conns = list(self._conns.values())
             self._conns.clear()
         for conn in conns:
-            try:
+            # Closing is best effort: a connection busy in another thread stays open.
+            with contextlib.suppress(apsw.Error):
                 conn.close()
-            except apsw.Error:
-                pass  # closing is best effort: a connection busy in another thread stays open
         self._local = threading.local()
 
 

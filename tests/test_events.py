@@ -3,8 +3,6 @@ bad events are refused with nothing written, defaults fill absent fields, and ol
 bodies of newer writers."""
 
 # Tests write `assert expected == actual` (CONVENTIONS.md), which SIM300 calls a Yoda condition.
-# ruff: noqa: SIM300
-
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator

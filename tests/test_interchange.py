@@ -2,8 +2,6 @@
 for malformed input; also through the event log, on generated and on recorded real data."""
 
 # Tests write `assert expected == actual` (CONVENTIONS.md), which SIM300 calls a Yoda condition.
-# ruff: noqa: SIM300
-
 from __future__ import annotations
 
 import datetime

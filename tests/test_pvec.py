@@ -1,8 +1,6 @@
 """PVec: the append-only persistent vector behind SessionState's sequences."""
 
 # Tests write `assert expected == actual` (CONVENTIONS.md), which SIM300 calls a Yoda condition.
-# ruff: noqa: SIM300
-
 from __future__ import annotations
 
 import threading

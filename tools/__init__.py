@@ -1,4 +1,5 @@
-"""liteagent.tools — the Tool contract, file tools, shell, the context reader and path safety. Built by a later issue.
+"""liteagent.tools — the Tool contract, file tools, shell, the context reader and path
+safety. Built by a later issue.
 
 This package is part of the repository skeleton (DESIGN §1); it exports nothing yet.
 """

@@ -185,7 +185,7 @@ class CrashConformance:
         with factory() as cp:
             assert cp.check_integrity().ok
         mid_op = [o for o in outcomes if o.in_flight is not None]
-        print(  # noqa: T201 -- shown with -s: how the kills landed
+        print(
             f"{rounds} kills: {len(mid_op)} during an operation "
             f"({sum(o.in_flight == 'truncate' for o in mid_op)} truncates), "
             f"{sum(o.applied for o in mid_op)} of those applied, "

@@ -409,10 +409,10 @@ class ContractTests:
             lambda: cp.read("s"),
             lambda: cp.head("s"),
             lambda: cp.position("s"),
-            lambda: cp.list(),
+            cp.list,
             lambda: cp.delete("s"),
             lambda: cp.truncate("s", 0),
-            lambda: cp.check_integrity(),
+            cp.check_integrity,
             lambda: cp.blobs,
         ]
         for call in calls:

@@ -45,9 +45,8 @@ def mp_context() -> Any:
 # -- racing writers --------------------------------------------------------------------------------
 
 
-def _race_worker(
-    factory: Factory, session_id: str, name: str, count: int, barrier: Any, out: Any
-) -> None:
+def _race_worker(factory: Factory, name: str, count: int, barrier: Any, out: Any) -> None:
+    session_id = "race"
     cp = factory()
     try:
         conflicts = 0
@@ -68,7 +67,9 @@ def _race_worker(
         cp.close()
 
 
-def run_racing_writers(factory: Factory, processes: int, count: int) -> tuple[int, dict[str, list[int]]]:
+def run_racing_writers(
+    factory: Factory, processes: int, count: int
+) -> tuple[int, dict[str, list[int]]]:
     """Run ``processes`` writers appending ``count`` events each to one session with
     ``expected_head`` and retry. Returns ``(total conflicts, acknowledged seqs per writer)``.
 
@@ -79,7 +80,7 @@ def run_racing_writers(factory: Factory, processes: int, count: int) -> tuple[in
     barrier = ctx.Barrier(processes)
     out = ctx.Queue()
     procs = [
-        ctx.Process(target=_race_worker, args=(factory, "race", f"p{n}", count, barrier, out))
+        ctx.Process(target=_race_worker, args=(factory, f"p{n}", count, barrier, out))
         for n in range(processes)
     ]
     for p in procs:
@@ -162,7 +163,8 @@ def _replay(model: list[str], messages: list[tuple[Any, ...]]) -> CrashRun:
         if tag in ("append?", "truncate?"):
             pending = msg
         elif tag == "appended":
-            assert pending is not None and pending[0] == "append?"
+            assert pending is not None
+            assert pending[0] == "append?"
             acked.extend(_batch_texts(pending[1], pending[2], pending[3]))
             assert msg[2] == len(acked), "an acknowledged head disagrees with the model"
             pending = None

@@ -1,0 +1,63 @@
+"""The public names of each package are pinned (a change here is an API change)."""
+
+from __future__ import annotations
+
+import importlib
+
+import liteagent.eventlog
+import liteagent.eventlog.conformance
+import pytest
+
+EVENTLOG = {
+    "BLOB_REF_PATTERN", "EVENT_KINDS", "SESSION_ID_PATTERN",
+    "AssistantMessage", "BackgroundCompleted", "Block", "BlobError", "BlobNotFoundError",
+    "BlobStore", "CheckpointConflictError", "CheckpointMark", "Checkpointer",
+    "CheckpointerClosedError", "CheckpointerError", "Codec", "CodecError", "Compaction",
+    "CompactionBlock", "ContextStatus", "ConversationEntry", "CorruptBlobError",
+    "CorruptLogError", "Event", "FileSnapshot", "IntegrityProblem", "IntegrityReport",
+    "InvalidArgumentError", "InvalidBlobRefError", "InvalidEventError", "InvalidMessageError",
+    "InvalidSessionIdError", "LiteAgentError", "Message", "ModelRequest", "NotADatabaseError",
+    "OpaqueEvent", "Origin", "PVec", "PassRecord", "Position", "RawBlock",
+    "RedactedThinkingBlock", "Role", "SchemaVersionError", "SessionInfo", "SessionStarted",
+    "SessionState", "StorageIOError", "StoredEvent", "TextBlock", "ThinkingBlock", "ToolResult",
+    "ToolResultBlock", "ToolUseBlock", "TruncateRangeError", "TurnAborted", "Usage",
+    "UserPrompt", "apply", "blob_ref", "conversation", "file_checkpointer", "fold",
+    "lite_agent_home", "memory_checkpointer", "message_from_dict", "message_text",
+    "message_to_dict", "messages_from_dicts", "messages_to_dicts", "project_dir",
+    "project_hash", "sqlite_checkpointer", "validate_session_id", "zlib_codec",
+}
+CONFORMANCE = {
+    "BAD_SESSION_IDS", "CheckpointerConformance", "CrashConformance", "DurableConformance",
+    "Factory", "prompt", "prompts", "texts",
+}
+
+
+def test_eventlog_exports() -> None:
+    """liteagent.eventlog exports exactly its documented names."""
+    assert EVENTLOG == set(liteagent.eventlog.__all__)
+
+
+def test_conformance_exports() -> None:
+    """liteagent.eventlog.conformance exports the suite's classes and helpers."""
+    assert CONFORMANCE == set(liteagent.eventlog.conformance.__all__)
+
+
+@pytest.mark.parametrize(
+    "module", ["liteagent.eventlog", "liteagent.eventlog.conformance", "liteagent.context",
+               "liteagent.providers", "liteagent.tools", "liteagent.actors", "liteagent.sdk"]
+)
+def test_every_exported_name_exists(module: str) -> None:
+    """Each name in __all__ is an attribute of the package."""
+    mod = importlib.import_module(module)
+    assert [] == [name for name in mod.__all__ if not hasattr(mod, name)]
+
+
+def test_errors_share_one_root() -> None:
+    """Every exported error class derives from LiteAgentError."""
+    errors = [
+        getattr(liteagent.eventlog, n) for n in EVENTLOG
+        if n.endswith("Error") and isinstance(getattr(liteagent.eventlog, n), type)
+    ]
+    assert errors
+    root = liteagent.eventlog.LiteAgentError
+    assert [] == [e.__name__ for e in errors if not issubclass(e, root)]

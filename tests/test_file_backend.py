@@ -1,0 +1,373 @@
+"""The file checkpointer's own guarantees: torn tails, corruption, codecs, layout, blobs."""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import pytest
+from liteagent.eventlog import (
+    CodecError,
+    CorruptBlobError,
+    CorruptLogError,
+    InvalidArgumentError,
+    Position,
+    SchemaVersionError,
+    StorageIOError,
+    file_checkpointer,
+    project_dir,
+    project_hash,
+    zlib_codec,
+)
+from liteagent.eventlog._file import FileCheckpointer
+from liteagent.eventlog._frames import FILE_HEADER_SIZE, FRAME_HEAD_SIZE
+from liteagent.eventlog.conformance import prompts, texts
+
+SID = "s1"
+
+
+def _open(root: Path, **kw: object) -> FileCheckpointer:
+    cp = file_checkpointer(root, **kw)  # type: ignore[arg-type]
+    assert isinstance(cp, FileCheckpointer)
+    return cp
+
+
+def _log(root: Path) -> Path:
+    return root / f"{SID}.log"
+
+
+def _three_batches(root: Path) -> list[int]:
+    """Append three batches; return the file size after each."""
+    sizes = []
+    with _open(root) as cp:
+        for batch in (["a", "b"], ["c"], ["d", "e", "f"]):
+            cp.append(SID, prompts(*batch))
+            sizes.append(_log(root).stat().st_size)
+    return sizes
+
+
+def _flip(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+# -- torn tails -------------------------------------------------------------------------------
+
+
+def test_torn_tail_is_invisible_to_readers(tmp_path: Path) -> None:
+    """A last frame cut short reads as absent: head and events stop at the last whole frame."""
+    sizes = _three_batches(tmp_path)
+    os.truncate(_log(tmp_path), sizes[2] - 7)
+    with _open(tmp_path) as cp:
+        assert ["a", "b", "c"] == texts(cp.read(SID))
+        assert 3 == cp.head(SID)
+
+
+def test_torn_tail_is_reported_by_check_integrity(tmp_path: Path) -> None:
+    """check_integrity names the session and the torn tail; it repairs nothing."""
+    sizes = _three_batches(tmp_path)
+    os.truncate(_log(tmp_path), sizes[2] - 7)
+    with _open(tmp_path) as cp:
+        report = cp.check_integrity()
+    assert not report.ok
+    assert [("torn_tail", SID, 4)] == [(p.kind, p.session_id, p.seq) for p in report.problems]
+    assert sizes[2] - 7 == _log(tmp_path).stat().st_size
+
+
+def test_torn_tail_is_cut_on_the_next_write(tmp_path: Path) -> None:
+    """The next append cuts the torn tail back to the last whole frame and continues."""
+    sizes = _three_batches(tmp_path)
+    os.truncate(_log(tmp_path), sizes[2] - 7)
+    with _open(tmp_path) as cp:
+        assert 4 == cp.append(SID, prompts("g"))
+        assert ["a", "b", "c", "g"] == texts(cp.read(SID))
+        assert cp.check_integrity().ok
+
+
+def test_torn_tail_seen_by_a_reader_is_cut_by_the_same_instance(tmp_path: Path) -> None:
+    """A checkpointer that first read a torn log still cuts the tail before its own append."""
+    sizes = _three_batches(tmp_path)
+    os.truncate(_log(tmp_path), sizes[1] + FRAME_HEAD_SIZE + 3)
+    with _open(tmp_path) as cp:
+        assert Position(3, cp.position(SID).generation) == cp.position(SID)
+        assert 4 == cp.append(SID, prompts("x"))
+    with _open(tmp_path) as cp:
+        assert ["a", "b", "c", "x"] == texts(cp.read(SID))
+
+
+def test_zero_filled_tail_is_torn(tmp_path: Path) -> None:
+    """Zeros after the last frame (space allocated, data never written) are a torn tail."""
+    _three_batches(tmp_path)
+    with _log(tmp_path).open("ab") as f:
+        f.write(b"\0" * 5000)
+    with _open(tmp_path) as cp:
+        assert 6 == cp.head(SID)
+        assert 7 == cp.append(SID, prompts("g"))
+        assert cp.check_integrity().ok
+
+
+def test_incomplete_file_header_is_an_empty_session(tmp_path: Path) -> None:
+    """A creation cut short before the header was whole leaves no session; appends start at 1."""
+    _log(tmp_path).parent.mkdir(parents=True, exist_ok=True)
+    _log(tmp_path).write_bytes(b"LALOG\0")
+    with _open(tmp_path) as cp:
+        assert Position(0, 0) == cp.position(SID)
+        assert [] == cp.list()
+        assert 1 == cp.append(SID, prompts("a"))
+        assert ["a"] == texts(cp.read(SID))
+
+
+# -- corruption -------------------------------------------------------------------------------
+
+
+def test_flipped_byte_mid_file_raises_on_read(tmp_path: Path) -> None:
+    """A flipped byte inside an earlier frame raises CorruptLogError naming session and seq."""
+    sizes = _three_batches(tmp_path)
+    _flip(_log(tmp_path), sizes[0] + FRAME_HEAD_SIZE + 2)  # inside the second frame's payload
+    with _open(tmp_path) as cp:
+        it = cp.read(SID)
+        assert ["a", "b"] == texts([next(it), next(it)])
+        with pytest.raises(CorruptLogError) as info:
+            next(it)
+    assert (SID, 3) == (info.value.session_id, info.value.seq)
+
+
+def test_flipped_byte_mid_file_fails_check_integrity(tmp_path: Path) -> None:
+    """check_integrity reports damage before the tail as corrupt."""
+    sizes = _three_batches(tmp_path)
+    _flip(_log(tmp_path), sizes[0] + 3)  # inside the second frame's header
+    with _open(tmp_path) as cp:
+        report = cp.check_integrity()
+    assert not report.ok
+    assert [("corrupt", SID, 3)] == [(p.kind, p.session_id, p.seq) for p in report.problems]
+
+
+def test_damaged_last_frame_is_not_taken_for_a_torn_tail(tmp_path: Path) -> None:
+    """A whole last frame with a bad checksum is corruption: the next append refuses to cut
+    it and nothing is written."""
+    sizes = _three_batches(tmp_path)
+    _flip(_log(tmp_path), sizes[1] + FRAME_HEAD_SIZE + 1)
+    before = _log(tmp_path).read_bytes()
+    with _open(tmp_path) as cp:
+        with pytest.raises(CorruptLogError) as info:
+            cp.append(SID, prompts("g"))
+        assert (SID, 4) == (info.value.session_id, info.value.seq)
+        with pytest.raises(CorruptLogError):
+            cp.head(SID)
+    assert before == _log(tmp_path).read_bytes()
+
+
+def test_damaged_file_header_raises(tmp_path: Path) -> None:
+    """A damaged file header raises CorruptLogError for reads and writes alike."""
+    _three_batches(tmp_path)
+    _flip(_log(tmp_path), 20)
+    with _open(tmp_path) as cp:
+        with pytest.raises(CorruptLogError):
+            list(cp.read(SID))
+        with pytest.raises(CorruptLogError):
+            cp.append(SID, prompts("x"))
+        assert not cp.check_integrity().ok
+
+
+def test_newer_format_version_is_refused(tmp_path: Path) -> None:
+    """A log written in a newer format raises SchemaVersionError, and is left untouched."""
+    import xxhash
+
+    _three_batches(tmp_path)
+    data = bytearray(_log(tmp_path).read_bytes())
+    struct.pack_into("<I", data, 8, 2)
+    struct.pack_into("<Q", data, 24, xxhash.xxh3_64_intdigest(bytes(data[:24])))
+    _log(tmp_path).write_bytes(bytes(data))
+    with _open(tmp_path) as cp:
+        with pytest.raises(SchemaVersionError):
+            list(cp.read(SID))
+        with pytest.raises(SchemaVersionError):
+            cp.append(SID, prompts("x"))
+    assert bytes(data) == _log(tmp_path).read_bytes()
+
+
+# -- codecs -----------------------------------------------------------------------------------
+
+
+class _FailingCodec:
+    def encode(self, data: bytes) -> bytes:
+        raise RuntimeError("encryption key unavailable")
+
+    def decode(self, data: bytes) -> bytes:
+        return data
+
+
+def test_failing_codec_writes_nothing_and_repairs_nothing(tmp_path: Path) -> None:
+    """A codec whose encode raises gives CodecError: no byte written, the torn tail kept."""
+    sizes = _three_batches(tmp_path)
+    os.truncate(_log(tmp_path), sizes[2] - 7)
+    before = _log(tmp_path).read_bytes()
+    with _open(tmp_path, codec=_FailingCodec()) as cp, pytest.raises(CodecError):
+        cp.append(SID, prompts("x"))
+    assert before == _log(tmp_path).read_bytes()
+
+
+def test_zlib_codec_compresses_on_disk(tmp_path: Path) -> None:
+    """With zlib_codec the frames on disk are compressed and read back exactly."""
+    text = "repetitive " * 2000
+    with _open(tmp_path / "z", codec=zlib_codec()) as cp:
+        cp.append(SID, prompts(text))
+        assert [text] == texts(cp.read(SID))
+    with _open(tmp_path / "p") as cp:
+        cp.append(SID, prompts(text))
+    assert (tmp_path / "z" / f"{SID}.log").stat().st_size * 10 < _log(tmp_path / "p").stat().st_size
+
+
+@pytest.mark.parametrize(("write", "read"), [("zlib", None), (None, "zlib")])
+def test_wrong_codec_on_read_raises_codec_error(
+    tmp_path: Path, write: str | None, read: str | None
+) -> None:
+    """Reading with the wrong codec raises CodecError naming the session and seq."""
+    with _open(tmp_path, codec=zlib_codec() if write else None) as cp:
+        cp.append(SID, prompts("a", "b"))
+    with _open(tmp_path, codec=zlib_codec() if read else None) as cp:
+        with pytest.raises(CodecError) as info:
+            list(cp.read(SID))
+        report = cp.check_integrity()
+    assert (SID, 1) == (info.value.session_id, info.value.seq)
+    assert [("codec", SID)] == [(p.kind, p.session_id) for p in report.problems]
+
+
+def test_blobs_use_the_codec_and_verify_the_hash(tmp_path: Path) -> None:
+    """Blobs are stored through the codec; a wrong codec or damaged bytes never pass as data."""
+    data = b"file snapshot " * 500
+    with _open(tmp_path, codec=zlib_codec()) as cp:
+        ref = cp.blobs.put(data)
+        assert data == cp.blobs.get(ref)
+    (path,) = [p for p in (tmp_path / "blobs").rglob("*") if p.is_file()]
+    assert path.stat().st_size < len(data) // 10
+    with _open(tmp_path) as cp, pytest.raises(CorruptBlobError):
+        cp.blobs.get(ref)
+    _flip(path, 5)
+    with _open(tmp_path, codec=zlib_codec()) as cp, pytest.raises((CorruptBlobError, CodecError)):
+        cp.blobs.get(ref)
+
+
+def test_damaged_plain_blob_is_detected(tmp_path: Path) -> None:
+    """A blob whose bytes changed on disk raises CorruptBlobError."""
+    with _open(tmp_path) as cp:
+        ref = cp.blobs.put(b"original content")
+        path = tmp_path / "blobs" / ref[7:9] / ref[9:]
+        _flip(path, 0)
+        with pytest.raises(CorruptBlobError):
+            cp.blobs.get(ref)
+
+
+# -- layout -----------------------------------------------------------------------------------
+
+
+def test_default_root_is_under_the_project_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """root=None puts logs in <$LITE_AGENT_HOME>/projects/<hash of the workdir>/sessions."""
+    monkeypatch.setenv("LITE_AGENT_HOME", str(tmp_path / "home"))
+    work = tmp_path / "work"
+    work.mkdir()
+    with file_checkpointer(workdir=work) as cp:
+        cp.append(SID, prompts("a"))
+    expected = tmp_path / "home" / "projects" / project_hash(work) / "sessions" / f"{SID}.log"
+    assert expected.is_file()
+    assert project_dir(work) / "sessions" == expected.parent
+
+
+def test_project_hash_follows_symlinks(tmp_path: Path) -> None:
+    """A workspace reached through a symlink has the same project hash."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    assert project_hash(real) == project_hash(tmp_path / "link")
+    assert 16 == len(project_hash(real))
+    assert project_hash(real) != project_hash(tmp_path)
+
+
+def test_home_argument_beats_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An explicit home wins over $LITE_AGENT_HOME."""
+    monkeypatch.setenv("LITE_AGENT_HOME", str(tmp_path / "env"))
+    assert project_dir(tmp_path, home=tmp_path / "arg").is_relative_to(tmp_path / "arg")
+
+
+def test_list_ignores_files_that_are_not_session_logs(tmp_path: Path) -> None:
+    """Foreign files, hidden temp files and headerless logs are not sessions."""
+    with _open(tmp_path) as cp:
+        cp.append(SID, prompts("a"))
+        for name in ("notes.txt", ".x.log", "bad id.log", "empty.log", f".{SID}.tmp"):
+            (tmp_path / name).write_bytes(b"")
+        assert [SID] == [i.id for i in cp.list()]
+
+
+def test_leftover_truncate_temp_file_is_reported_and_removed(tmp_path: Path) -> None:
+    """The temp file of a killed truncate is reported (not as damage) and removed by the
+    session's next writer."""
+    _three_batches(tmp_path)
+    leftover = tmp_path / f".{SID}.tmp"
+    leftover.write_bytes(b"partial")
+    with _open(tmp_path) as cp:
+        report = cp.check_integrity()
+        assert report.ok
+        assert ["leftover"] == [p.kind for p in report.problems]
+        cp.append(SID, prompts("g"))
+    assert not leftover.exists()
+
+
+def test_truncate_inside_a_batch_rewrites_the_split_frame(tmp_path: Path) -> None:
+    """truncate to a seq inside a batch keeps that batch's first events, on disk too."""
+    with _open(tmp_path) as cp:
+        cp.append(SID, prompts("a", "b", "c", "d", "e"))
+        cp.append(SID, prompts("f"))
+        cp.truncate(SID, 2)
+    with _open(tmp_path) as cp:
+        assert ["a", "b"] == texts(cp.read(SID))
+        assert cp.check_integrity().ok
+        assert 3 == cp.append(SID, prompts("c'"))
+
+
+def test_file_starts_with_header_then_frames(tmp_path: Path) -> None:
+    """One append of a new session writes the header and one frame in one go."""
+    with _open(tmp_path) as cp:
+        cp.append(SID, prompts("a", "b"))
+    data = _log(tmp_path).read_bytes()
+    assert data.startswith(b"LALOG\0\0\x01")
+    length, first, count = struct.unpack_from("<IQI", data, FILE_HEADER_SIZE)
+    assert (1, 2) == (first, count)
+    assert FILE_HEADER_SIZE + FRAME_HEAD_SIZE + length + 4 == len(data)
+
+
+# -- arguments --------------------------------------------------------------------------------
+
+
+def test_bad_durability_is_refused(tmp_path: Path) -> None:
+    """durability must be 'normal' or 'full'."""
+    with pytest.raises(InvalidArgumentError):
+        file_checkpointer(tmp_path, durability="fast")  # type: ignore[arg-type]
+
+
+def test_bad_codec_is_refused(tmp_path: Path) -> None:
+    """A codec without encode/decode is refused at construction."""
+    with pytest.raises(InvalidArgumentError):
+        file_checkpointer(tmp_path, codec="zlib")  # type: ignore[arg-type]
+
+
+def test_root_that_is_a_file_gives_storage_io_error(tmp_path: Path) -> None:
+    """A root that cannot be created as a folder raises StorageIOError."""
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(StorageIOError):
+        file_checkpointer(tmp_path / "file" / "sessions")
+
+
+def test_many_sessions_keep_a_bounded_number_of_open_files(tmp_path: Path) -> None:
+    """Writing 300 sessions keeps at most 128 cached file handles open."""
+    with _open(tmp_path) as cp:
+        for i in range(300):
+            cp.append(f"s{i}", prompts(str(i)))
+        open_fds = sum(1 for h in cp._handles.values() if h.fd >= 0)
+        assert open_fds <= 128
+        assert ["7"] == texts(cp.read("s7"))
