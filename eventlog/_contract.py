@@ -167,8 +167,9 @@ class Checkpointer(abc.ABC):
         sid = validate_session_id(session_id)
         _check_optional_int("expected_head", expected_head)
         _check_optional_int("expected_generation", expected_generation)
-        if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
-            raise InvalidEventError(f"events must be an iterable of events, got {events!r}")
+        given: object = events
+        if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
+            raise InvalidEventError(f"events must be an iterable of events, got {given!r}")
         batch = [EncodedEvent(*encode_body(e)) for e in events]
         return self._append(sid, batch, time.time(), expected_head, expected_generation)
 
