@@ -17,6 +17,7 @@ import errno
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -146,20 +147,32 @@ class SqliteCheckpointer(Checkpointer):
                 f"busy_timeout_ms must be an int >= 0, got {busy_timeout_ms!r}"
             )
         self._file = file
-        self._memory = file == ":memory:" or file.startswith("file::memory:")
+        self._uri = file.startswith("file:")
+        # Every connection to ":memory:" (or a memory URI) is a database of its own: such a
+        # checkpointer shares one connection between threads, under a lock.
+        self._memory = file == ":memory:" or (
+            self._uri and (file.startswith("file::memory:") or "mode=memory" in file)
+        )
         self._sync = synchronous.upper()
         self._busy_ms = busy_timeout_ms
         self._local = threading.local()
-        self._conns: dict[int, apsw.Connection] = {}
+        # Every open connection, for close(). A thread's connection lives in self._local; when
+        # the thread ends, its connection is released (and closed by apsw) with it.
+        self._conns: weakref.WeakSet[apsw.Connection] = weakref.WeakSet()
+        self._shared: apsw.Connection | None = None
         self._conns_lock = threading.Lock()
         self._mem_lock = threading.RLock()
         self._blob_store = SqliteBlobStore(self)
-        if not self._memory:
+        if not self._memory and not self._uri:
             with _translate():
                 Path(file).parent.mkdir(parents=True, exist_ok=True)
-        with self._conn() as conn, _translate():
-            if integrity_check_on_open:
-                self._integrity_pragma(conn, raise_on_problem=True)
+        try:
+            with self._conn() as conn, _translate():
+                if integrity_check_on_open:
+                    self._integrity_pragma(conn, raise_on_problem=True)
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def file(self) -> str:
@@ -169,9 +182,15 @@ class SqliteCheckpointer(Checkpointer):
     # -- connections ------------------------------------------------------------------------------
 
     def _open(self) -> apsw.Connection:
-        conn = apsw.Connection(self._file)
+        flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+        if self._uri:
+            flags |= apsw.SQLITE_OPEN_URI
+        conn = apsw.Connection(self._file, flags=flags)
         try:
             conn.set_busy_timeout(self._busy_ms)  # before any pragma
+            # Refuse a newer or foreign database before changing anything in it (the WAL
+            # switch below rewrites the file header).
+            self._refuse_newer_or_foreign(conn)
             for attempt in range(_WAL_ATTEMPTS):
                 try:
                     conn.pragma("journal_mode", "wal")
@@ -207,6 +226,31 @@ class SqliteCheckpointer(Checkpointer):
                 conn.execute("ROLLBACK")
             raise
 
+    def _refuse_newer_or_foreign(self, conn: apsw.Connection) -> None:
+        """Refuse a database of a newer liteagent, or of another program (unversioned, with
+        tables), before anything in it is changed. Both are read in one snapshot."""
+        conn.execute("BEGIN")
+        try:
+            version = conn.pragma("user_version")
+            names = sorted(
+                str(row[0])
+                for row in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' "
+                    "AND name NOT LIKE 'sqlite_%'"
+                )
+            )
+        finally:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+        self._refuse_newer(version)
+        # liteagent creates its tables and sets user_version in one transaction, so an
+        # unversioned database with any table is not one of ours.
+        if version == 0 and names:
+            raise NotADatabaseError(
+                f"{self._file} is a SQLite database but not a liteagent log "
+                f"(it has tables {names}); liteagent will not change it"
+            )
+
     def _refuse_newer(self, version: int) -> None:
         if version > SCHEMA_VERSION:
             raise SchemaVersionError(
@@ -220,11 +264,11 @@ class SqliteCheckpointer(Checkpointer):
         if self._memory:
             with self._mem_lock:
                 self._check_open()
-                conn = self._conns.get(0)
-                if conn is None:
+                if self._shared is None:
                     with _translate():
-                        conn = self._conns[0] = self._open()
-                yield conn
+                        self._shared = self._open()
+                    self._conns.add(self._shared)
+                yield self._shared
             return
         conn = getattr(self._local, "conn", None)
         if conn is None:
@@ -235,15 +279,9 @@ class SqliteCheckpointer(Checkpointer):
                 if self._closed:
                     conn.close()
                     raise CheckpointerClosedError("SqliteCheckpointer is closed")
-                self._prune_dead_threads()
-                self._conns[threading.get_ident()] = conn
+                self._conns.add(conn)
             self._local.conn = conn
         yield conn
-
-    def _prune_dead_threads(self) -> None:
-        alive = {t.ident for t in threading.enumerate()}
-        for ident in [i for i in self._conns if i not in alive]:
-            self._conns.pop(ident).close()
 
     @contextmanager
     def _write(self, session_id: str | None) -> Iterator[apsw.Connection]:
@@ -423,10 +461,14 @@ class SqliteCheckpointer(Checkpointer):
             db_problem = self._integrity_pragma(conn, raise_on_problem=False)
             if db_problem is not None:
                 problems.append(db_problem)
-            sessions = [
-                (sid, int(head))
-                for sid, head in conn.execute("SELECT id, head FROM sessions ORDER BY id")
-            ]
+            try:
+                sessions = [
+                    (str(sid), int(cast(int, head)))
+                    for sid, head in conn.execute("SELECT id, head FROM sessions ORDER BY id")
+                ]
+            except apsw.CorruptError as e:
+                problems.append(IntegrityProblem("database", f"cannot list sessions: {e}"))
+                sessions = []
         events = 0
         for sid, head in sessions:
             events += self._check_session(sid, head, problems)
@@ -475,8 +517,9 @@ class SqliteCheckpointer(Checkpointer):
 
     def _close(self) -> None:
         with self._mem_lock, self._conns_lock:
-            conns = list(self._conns.values())
+            conns = list(self._conns)
             self._conns.clear()
+            self._shared = None
         for conn in conns:
             # Closing is best effort: a connection busy in another thread stays open.
             with contextlib.suppress(apsw.Error):
