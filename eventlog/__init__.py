@@ -48,7 +48,15 @@ from ._events import (
     UserPrompt,
 )
 from ._file import file_checkpointer
-from ._fold import CheckpointMark, ConversationEntry, SessionState, apply, conversation, fold
+from ._fold import (
+    CheckpointMark,
+    ConversationEntry,
+    SessionState,
+    apply,
+    apply_all,
+    conversation,
+    fold,
+)
 from ._ids import SESSION_ID_PATTERN, validate_session_id
 from ._interchange import (
     message_from_dict,
@@ -134,6 +142,7 @@ __all__ = [
     "Usage",
     "UserPrompt",
     "apply",
+    "apply_all",
     "blob_ref",
     "conversation",
     "file_checkpointer",

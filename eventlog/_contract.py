@@ -23,7 +23,7 @@ from ._errors import (
     InvalidArgumentError,
     InvalidEventError,
 )
-from ._eventcodec import decode_body, encode_body
+from ._eventcodec import DECODERS, encode_body
 from ._events import Event, OpaqueEvent, StoredEvent
 from ._ids import validate_session_id
 
@@ -40,6 +40,9 @@ __all__ = [
     "check_position",
     "decode_stored",
 ]
+
+
+_decoder_for = DECODERS.get
 
 
 class SessionInfo(NamedTuple):
@@ -113,8 +116,11 @@ def check_position(
 
 def decode_stored(session_id: str, seq: int, ts: float, kind: str, body: bytes) -> StoredEvent:
     """Decode one stored event; bytes that are not a valid ``kind`` event give CodecError."""
+    decoder = _decoder_for(kind)
+    if decoder is None:
+        return StoredEvent(seq, ts, kind, OpaqueEvent(kind, bytes(body)))
     try:
-        return StoredEvent(seq, ts, kind, decode_body(kind, body))
+        return StoredEvent(seq, ts, kind, decoder.decode(body))
     except (msgspec.DecodeError, RecursionError) as e:
         raise CodecError(
             f"cannot decode {kind} event: {e}", session_id=session_id, seq=seq

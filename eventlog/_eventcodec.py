@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, get_args
 
 import msgspec
@@ -9,7 +11,7 @@ import msgspec
 from ._errors import CodecError, InvalidEventError
 from ._events import Event, OpaqueEvent
 
-__all__ = ["EVENT_KINDS", "decode_body", "encode_body", "kind_of"]
+__all__ = ["DECODERS", "EVENT_KINDS", "decode_body", "encode_body", "kind_of"]
 
 _EVENT_TYPES: tuple[type[Any], ...] = get_args(Event)
 _KIND_BY_TYPE: dict[type[Any], str] = {
@@ -19,6 +21,8 @@ EVENT_KINDS: frozenset[str] = frozenset(_KIND_BY_TYPE.values())
 _DECODERS: dict[str, msgspec.msgpack.Decoder[Any]] = {
     kind: msgspec.msgpack.Decoder(t) for t, kind in _KIND_BY_TYPE.items()
 }
+DECODERS: Mapping[str, msgspec.msgpack.Decoder[Any]] = MappingProxyType(_DECODERS)
+"""One reused decoder per known kind (read-only)."""
 _ENCODER = msgspec.msgpack.Encoder()
 _ANY_DECODER: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder()
 

@@ -85,9 +85,12 @@ def _new_generation() -> int:
 class _Handle:
     """A session's cached write state in this process, guarded by ``lock``."""
 
-    __slots__ = ("evicted", "fd", "generation", "head", "ino", "lock", "size", "torn", "valid")
+    __slots__ = (
+        "evicted", "fd", "generation", "head", "ino", "lock", "path", "size", "torn", "valid"
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, path: str) -> None:
+        self.path = path
         self.lock = threading.Lock()
         self.fd = -1
         self.ino = 0
@@ -148,7 +151,7 @@ class FileCheckpointer(Checkpointer):
             self._check_open()
             h = self._handles.get(session_id)
             if h is None:
-                h = self._handles[session_id] = _Handle()
+                h = self._handles[session_id] = _Handle(self._path(session_id))
                 if len(self._handles) > _MAX_OPEN_HANDLES:
                     self._evict_idle()
             else:
@@ -181,7 +184,7 @@ class FileCheckpointer(Checkpointer):
         Returns False (holding no flock) when the file does not exist and ``create`` is false.
         Must be called with ``h.lock`` held; the caller releases the flock with ``_unflock``.
         """
-        path = self._path(session_id)
+        path = h.path
         mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
         while True:
             if h.fd < 0:

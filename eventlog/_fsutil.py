@@ -10,7 +10,10 @@ __all__ = ["fsync_dir", "write_all"]
 
 def write_all(fd: int, data: bytes | memoryview) -> None:
     """Write all of ``data`` to ``fd`` (``os.write`` may write less than asked)."""
-    view = memoryview(data)
+    n = os.write(fd, data)
+    if n == len(data):
+        return
+    view = memoryview(data)[n:]
     while view:
         view = view[os.write(fd, view) :]
 

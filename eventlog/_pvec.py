@@ -4,12 +4,17 @@ Versions share one Python list; a version is a prefix of it. Appending to the ne
 extends the shared list in place; appending to an older version (a branch) copies its prefix
 first. So a fold that applies events one by one costs O(1) per event, and every earlier state
 still sees exactly what it saw.
+
+Thread safety without a lock: ``list.append`` and ``list.extend`` are atomic in CPython. A
+version appends to the shared list only when the list ends exactly where the version ends, and
+then checks that its own items landed right after its prefix; if another thread's append got
+there first, it falls back to a copy. Stray items left behind by the loser are beyond every
+version's length and are never seen.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Generic, TypeVar, overload
 
 __all__ = ["PVec"]
@@ -18,38 +23,51 @@ T = TypeVar("T")
 
 
 class PVec(Sequence[T], Generic[T]):
-    """An immutable sequence with a cheap :meth:`appended`."""
+    """An immutable sequence with a cheap :meth:`appended` and :meth:`extended`."""
 
-    __slots__ = ("_items", "_len", "_lock")
+    __slots__ = ("_items", "_len")
 
-    def __init__(self, items: Sequence[T] = ()) -> None:
+    def __init__(self, items: Iterable[T] = ()) -> None:
         self._items: list[T] = list(items)
         self._len = len(self._items)
-        self._lock = threading.Lock()
-
-    @classmethod
-    def _share(cls, items: list[T], length: int, lock: threading.Lock) -> PVec[T]:
-        v: PVec[T] = cls.__new__(cls)
-        v._items, v._len, v._lock = items, length, lock
-        return v
 
     def appended(self, item: T) -> PVec[T]:
         """Return a new vector with ``item`` at the end; ``self`` is unchanged."""
-        with self._lock:
-            if len(self._items) == self._len:
-                self._items.append(item)
-                return PVec._share(self._items, self._len + 1, self._lock)
-        items = self._items[: self._len]
-        items.append(item)
-        return PVec._share(items, self._len + 1, threading.Lock())
+        items, n = self._items, self._len
+        if len(items) == n:
+            items.append(item)
+            if items[n] is item:
+                v: PVec[T] = PVec.__new__(PVec)
+                v._items, v._len = items, n + 1
+                return v
+        copy = items[:n]
+        copy.append(item)
+        v = PVec.__new__(PVec)
+        v._items, v._len = copy, n + 1
+        return v
+
+    def extended(self, new: Sequence[T]) -> PVec[T]:
+        """Return a new vector with ``new`` at the end; ``self`` is unchanged."""
+        if not new:
+            return self
+        items, n, k = self._items, self._len, len(new)
+        if len(items) == n:
+            items.extend(new)
+            if all(items[n + i] is x for i, x in enumerate(new)):
+                v: PVec[T] = PVec.__new__(PVec)
+                v._items, v._len = items, n + k
+                return v
+        copy = items[:n]
+        copy.extend(new)
+        v = PVec.__new__(PVec)
+        v._items, v._len = copy, n + k
+        return v
 
     def replaced_last(self, item: T) -> PVec[T]:
         """Return a new vector whose last item is ``item`` (O(n): a copy)."""
         if not self._len:
             raise IndexError("replaced_last on an empty PVec")
-        items = self._items[: self._len - 1]
-        items.append(item)
-        return PVec._share(items, self._len, threading.Lock())
+        return PVec([*self._items[: self._len - 1], item])
 
     def __len__(self) -> int:
         return self._len

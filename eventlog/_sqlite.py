@@ -88,43 +88,49 @@ CREATE TABLE IF NOT EXISTS meta(
 INSERT OR IGNORE INTO meta(key, value) VALUES ('next_generation', 1);
 """
 
+_POSITION = "SELECT head, generation FROM sessions WHERE id = ?"
+_TOUCH = "UPDATE sessions SET head = ?, mtime = ? WHERE id = ?"
+_xxh = xxhash.xxh3_64_intdigest
 _INSERT = "INSERT INTO events(session_id, seq, ts, kind, body, crc) VALUES (?, ?, ?, ?, ?, ?)"
 
 
 def _crc(body: bytes) -> int:
-    return xxhash.xxh3_64_intdigest(body) & _CRC_MASK
+    return _xxh(body) & _CRC_MASK
+
+
+def _map_error(e: BaseException, session_id: str | None) -> LiteAgentError:
+    """The one place where apsw (and OS) exceptions become liteagent errors."""
+    where = f"session {session_id!r}: " if session_id else ""
+    if isinstance(e, LiteAgentError):
+        return e
+    if isinstance(e, apsw.NotADBError):
+        return NotADatabaseError(f"{where}the file is not a SQLite database: {e}")
+    if isinstance(e, apsw.CorruptError):
+        return CorruptLogError(session_id, None, f"the database is damaged: {e}")
+    if isinstance(e, (apsw.BusyError, apsw.LockedError)):
+        return StorageIOError(
+            errno.EBUSY, f"{where}the database stayed locked past busy_timeout_ms: {e}"
+        )
+    if isinstance(e, (apsw.ConnectionClosedError, apsw.CursorClosedError)):
+        return CheckpointerClosedError(f"{where}the SQLite checkpointer is closed")
+    if isinstance(
+        e,
+        (apsw.FullError, apsw.IOError, apsw.CantOpenError, apsw.ReadOnlyError,
+         apsw.PermissionsError),
+    ):
+        return StorageIOError(errno.EIO, f"{where}{type(e).__name__}: {e}")
+    if isinstance(e, OSError):
+        return StorageIOError(e.errno, f"{where}{e.strerror or e}")
+    return CheckpointerError(f"{where}SQLite error {type(e).__name__}: {e}")
 
 
 @contextmanager
 def _translate(session_id: str | None = None) -> Iterator[None]:
-    """The one boundary where apsw exceptions become liteagent errors."""
-    where = f"session {session_id!r}: " if session_id else ""
+    """Translate apsw and OS errors raised inside the block (see :func:`_map_error`)."""
     try:
         yield
-    except LiteAgentError:
-        raise
-    except apsw.NotADBError as e:
-        raise NotADatabaseError(f"{where}the file is not a SQLite database: {e}") from e
-    except apsw.CorruptError as e:
-        raise CorruptLogError(session_id, None, f"the database is damaged: {e}") from e
-    except (apsw.BusyError, apsw.LockedError) as e:
-        raise StorageIOError(
-            errno.EBUSY, f"{where}the database stayed locked past busy_timeout_ms: {e}"
-        ) from e
-    except (apsw.ConnectionClosedError, apsw.CursorClosedError) as e:
-        raise CheckpointerClosedError(f"{where}the SQLite checkpointer is closed") from e
-    except (
-        apsw.FullError,
-        apsw.IOError,
-        apsw.CantOpenError,
-        apsw.ReadOnlyError,
-        apsw.PermissionsError,
-    ) as e:
-        raise StorageIOError(errno.EIO, f"{where}{type(e).__name__}: {e}") from e
-    except apsw.Error as e:
-        raise CheckpointerError(f"{where}SQLite error {type(e).__name__}: {e}") from e
-    except OSError as e:
-        raise StorageIOError(e.errno, f"{where}{e.strerror or e}") from e
+    except (apsw.Error, OSError) as e:
+        raise _map_error(e, session_id) from e
 
 
 class SqliteCheckpointer(Checkpointer):
@@ -263,25 +269,34 @@ class SqliteCheckpointer(Checkpointer):
         """This thread's connection (the shared one, under a lock, for ``:memory:``)."""
         if self._memory:
             with self._mem_lock:
-                self._check_open()
-                if self._shared is None:
-                    with _translate():
-                        self._shared = self._open()
-                    self._conns.add(self._shared)
-                yield self._shared
+                yield self._shared_conn()
             return
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            self._check_open()
+        yield self._thread_conn()
+
+    def _shared_conn(self) -> apsw.Connection:
+        """The one connection of an in-memory database; call with ``_mem_lock`` held."""
+        self._check_open()
+        if self._shared is None:
             with _translate():
-                conn = self._open()
-            with self._conns_lock:
-                if self._closed:
-                    conn.close()
-                    raise CheckpointerClosedError("SqliteCheckpointer is closed")
-                self._conns.add(conn)
-            self._local.conn = conn
-        yield conn
+                self._shared = self._open()
+            self._conns.add(self._shared)
+        return self._shared
+
+    def _thread_conn(self) -> apsw.Connection:
+        """This thread's own connection, opened on first use."""
+        conn: apsw.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        self._check_open()
+        with _translate():
+            conn = self._open()
+        with self._conns_lock:
+            if self._closed:
+                conn.close()
+                raise CheckpointerClosedError("SqliteCheckpointer is closed")
+            self._conns.add(conn)
+        self._local.conn = conn
+        return conn
 
     @contextmanager
     def _write(self, session_id: str | None) -> Iterator[apsw.Connection]:
@@ -325,37 +340,60 @@ class SqliteCheckpointer(Checkpointer):
         expected_head: int | None,
         expected_generation: int | None,
     ) -> int:
-        with self._write(session_id) as conn:
-            row = conn.execute(
-                "SELECT head, generation FROM sessions WHERE id = ?", (session_id,)
-            ).fetchone()
-            head, gen = (0, 0) if row is None else row
-            check_position(session_id, head, gen, expected_head, expected_generation)
-            if not batch:
-                return int(head)
-            if len(batch) == 1:
-                e = batch[0]
-                conn.execute(_INSERT, (session_id, head + 1, ts, e.kind, e.body, _crc(e.body)))
-            else:
-                conn.executemany(
-                    _INSERT,
-                    [
-                        (session_id, head + 1 + i, ts, e.kind, e.body, _crc(e.body))
-                        for i, e in enumerate(batch)
-                    ],
+        # The hot path: no context managers, one try block as the error boundary.
+        if self._memory:
+            with self._mem_lock:
+                conn = self._shared_conn()
+                return self._append_on(
+                    conn, session_id, batch, ts, (expected_head, expected_generation)
                 )
-            new_head = head + len(batch)
-            if row is None:
-                conn.execute(
-                    "INSERT INTO sessions(id, head, generation, mtime) VALUES (?, ?, ?, ?)",
-                    (session_id, new_head, self._next_generation(conn), ts),
-                )
-            else:
-                conn.execute(
-                    "UPDATE sessions SET head = ?, mtime = ? WHERE id = ?",
-                    (new_head, ts, session_id),
-                )
-            return int(new_head)
+        conn = getattr(self._local, "conn", None) or self._thread_conn()
+        return self._append_on(conn, session_id, batch, ts, (expected_head, expected_generation))
+
+    def _append_on(
+        self,
+        conn: apsw.Connection,
+        session_id: str,
+        batch: list[EncodedEvent],
+        ts: float,
+        expected: tuple[int | None, int | None],
+    ) -> int:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(_POSITION, (session_id,)).fetchone()
+                head, gen = (0, 0) if row is None else cast(tuple[int, int], row)
+                check_position(session_id, head, gen, *expected)
+                if batch:
+                    if len(batch) == 1:
+                        e = batch[0]
+                        body = e.body
+                        conn.execute(_INSERT, (session_id, head + 1, ts, e.kind, body,
+                                               _xxh(body) & _CRC_MASK))
+                    else:
+                        conn.executemany(
+                            _INSERT,
+                            [
+                                (session_id, head + 1 + i, ts, e.kind, e.body, _crc(e.body))
+                                for i, e in enumerate(batch)
+                            ],
+                        )
+                    if row is None:
+                        conn.execute(
+                            "INSERT INTO sessions(id, head, generation, mtime) "
+                            "VALUES (?, ?, ?, ?)",
+                            (session_id, head + len(batch), self._next_generation(conn), ts),
+                        )
+                    else:
+                        conn.execute(_TOUCH, (head + len(batch), ts, session_id))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except apsw.Error as e:
+            raise _map_error(e, session_id) from e
+        return head + len(batch)
 
     def _read(self, session_id: str, since_seq: int) -> Iterator[StoredEvent]:
         generation: int | None = None
@@ -386,11 +424,11 @@ class SqliteCheckpointer(Checkpointer):
                 )
             if not rows:
                 return
-            for row_ in rows:
-                seq, ts, kind, body, crc = cast(tuple[int, float, str, bytes, int], row_)
+            typed = cast(list[tuple[int, float, str, bytes, int]], rows)
+            for seq, ts, kind, body, crc in typed:
                 if seq != last + 1:
                     raise CorruptLogError(session_id, last + 1, f"the next stored seq is {seq}")
-                if _crc(body) != crc:
+                if _xxh(body) & _CRC_MASK != crc:
                     raise CorruptLogError(session_id, seq, "the event's checksum does not match")
                 last = seq
                 yield decode_stored(session_id, seq, ts, kind, body)

@@ -21,7 +21,7 @@ EVENTLOG = {
     "RedactedThinkingBlock", "Role", "SchemaVersionError", "SessionInfo", "SessionStarted",
     "SessionState", "StorageIOError", "StoredEvent", "TextBlock", "ThinkingBlock", "ToolResult",
     "ToolResultBlock", "ToolUseBlock", "TruncateRangeError", "TurnAborted", "Usage",
-    "UserPrompt", "apply", "blob_ref", "conversation", "file_checkpointer", "fold",
+    "UserPrompt", "apply", "apply_all", "blob_ref", "conversation", "file_checkpointer", "fold",
     "lite_agent_home", "memory_checkpointer", "message_from_dict", "message_text",
     "message_to_dict", "messages_from_dicts", "messages_to_dicts", "project_dir",
     "project_hash", "sqlite_checkpointer", "validate_session_id", "zlib_codec",
