@@ -114,7 +114,9 @@ def check_position(
         )
 
 
-def decode_stored(session_id: str, seq: int, ts: float, kind: str, body: bytes) -> StoredEvent:
+def decode_stored(
+    session_id: str, seq: int, ts: float, kind: str, body: bytes | memoryview | msgspec.Raw
+) -> StoredEvent:
     """Decode one stored event; bytes that are not a valid ``kind`` event give CodecError."""
     decoder = _decoder_for(kind)
     if decoder is None:

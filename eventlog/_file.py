@@ -407,11 +407,15 @@ class FileCheckpointer(Checkpointer):
                             raise CheckpointerClosedError("FileCheckpointer is closed")
                         if self._snapshot_size(fd, path, ino) is None:
                             raise self._replaced(session_id, generation)
-                    seq = item.first_seq
-                    for rec in decode_payload(item.payload, codec, session_id, seq):
-                        if seq > since:
-                            yield decode_stored(session_id, seq, rec.ts, rec.kind, bytes(rec.body))
-                        seq += 1
+                    first = item.first_seq
+                    records = decode_payload(item.payload, codec, session_id, first)
+                    if first <= since:
+                        records = records[since - first + 1 :]
+                        first = since + 1
+                    yield from [
+                        decode_stored(session_id, first + i, rec.ts, rec.kind, rec.body)
+                        for i, rec in enumerate(records)
+                    ]
             if self._closed:
                 raise CheckpointerClosedError("FileCheckpointer is closed")
             new_end = self._snapshot_size(fd, path, ino)
@@ -649,8 +653,7 @@ def _check_frames(
         try:
             records = decode_payload(item.payload, codec, session_id, item.first_seq)
             for i, rec in enumerate(records):
-                ev = decode_stored(session_id, item.first_seq + i, rec.ts, rec.kind,
-                                   bytes(rec.body))
+                ev = decode_stored(session_id, item.first_seq + i, rec.ts, rec.kind, rec.body)
                 if isinstance(ev.body, OpaqueEvent):
                     unknown.add(ev.kind)
         except CodecError as e:

@@ -61,6 +61,17 @@ FRAME_OVERHEAD = FRAME_HEAD_SIZE + _TRAILER.size  # 32
 MAX_PAYLOAD = 0xFFFFFFFF - FRAME_OVERHEAD
 
 _xxh = xxhash.xxh3_64_intdigest
+_xxh_stream = xxhash.xxh3_64
+_STREAM_FROM = 4096  # hash larger payloads in two steps instead of copying them
+
+
+def _frame_checksum(prefix: bytes, payload: bytes | memoryview) -> int:
+    """xxh3_64 of ``prefix + payload``, without copying a large payload."""
+    if len(payload) < _STREAM_FROM:
+        return _xxh(prefix + bytes(payload))
+    h = _xxh_stream(prefix)
+    h.update(payload)
+    return int(h.intdigest())
 _xxh32 = xxhash.xxh32_intdigest
 
 
@@ -148,7 +159,7 @@ def decode_payload(
 def build_frame(payload: bytes, first_seq: int, count: int) -> bytes:
     """Return the bytes of one frame holding ``count`` events starting at ``first_seq``."""
     prefix = _PREFIX.pack(len(payload), first_seq, count)
-    checksum = _xxh(prefix + payload)
+    checksum = _frame_checksum(prefix, payload)
     return b"".join(
         (
             prefix,
@@ -166,7 +177,7 @@ class Frame(NamedTuple):
     offset: int
     first_seq: int
     n_events: int
-    payload: bytes
+    payload: bytes | memoryview
     end: int
 
     @property
@@ -199,18 +210,30 @@ class FrameScanner:
         self.end = end
         self._skip = skip_through
         self._buf = b""
+        self._mem = memoryview(self._buf)
         self._buf_off = start
 
     def _bytes(self, offset: int, n: int) -> bytes:
         """Return ``n`` bytes at ``offset`` (fewer only at the end of the range)."""
+        rel = self._fill(offset, n)
+        return self._buf[rel : rel + n]
+
+    def _view(self, offset: int, n: int) -> memoryview:
+        """Like :meth:`_bytes`, without copying (valid until the next read of the scanner)."""
+        rel = self._fill(offset, n)
+        return self._mem[rel : rel + n]
+
+    def _fill(self, offset: int, n: int) -> int:
+        """Make sure the buffer holds ``n`` bytes at ``offset``; return their index in it."""
         rel = offset - self._buf_off
         if rel < 0 or rel + n > len(self._buf):
             want = max(n, self.CHUNK)
             want = min(want, self.end - offset)
             self._buf = os.pread(self._fd, want, offset)
+            self._mem = memoryview(self._buf)
             self._buf_off = offset
             rel = 0
-        return self._buf[rel : rel + n]
+        return rel
 
     def __iter__(self) -> Iterator[Frame | Damage]:
         while self.offset < self.end:
@@ -234,12 +257,12 @@ class FrameScanner:
                 tail = self._bytes(frame_end - 4, 4)
                 payload = b""
             else:
-                data = self._bytes(off + FRAME_HEAD_SIZE, length + 4)
+                data = self._view(off + FRAME_HEAD_SIZE, length + 4)
                 payload, tail = data[:-4], data[-4:]
             if _TRAILER.unpack(tail)[0] != total or count == 0:
                 yield self._damage(off, "a frame with a damaged trailer", False)
                 return
-            if not skip and _xxh(head[:16] + payload) != checksum:
+            if not skip and _frame_checksum(head[:16], payload) != checksum:
                 yield self._damage(off, "a frame whose checksum does not match", False)
                 return
             self.offset = frame_end

@@ -14,6 +14,7 @@ version's length and are never seen.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Generic, TypeVar, overload
 
@@ -53,7 +54,7 @@ class PVec(Sequence[T], Generic[T]):
         items, n, k = self._items, self._len, len(new)
         if len(items) == n:
             items.extend(new)
-            if all(items[n + i] is x for i, x in enumerate(new)):
+            if all(map(operator.is_, items[n : n + k], new)):
                 v: PVec[T] = PVec.__new__(PVec)
                 v._items, v._len = items, n + k
                 return v

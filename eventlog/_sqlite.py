@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 import apsw
+import msgspec
 import xxhash
 
 from ._blobs import BlobStore, blob_ref, parse_blob_ref, verify_blob
@@ -35,7 +36,6 @@ from ._contract import (
     Position,
     SessionInfo,
     check_position,
-    decode_stored,
 )
 from ._errors import (
     BlobNotFoundError,
@@ -51,6 +51,7 @@ from ._errors import (
     StorageIOError,
     TruncateRangeError,
 )
+from ._eventcodec import DECODERS
 from ._events import OpaqueEvent, StoredEvent
 
 __all__ = ["SCHEMA_VERSION", "SqliteCheckpointer", "sqlite_checkpointer"]
@@ -91,6 +92,7 @@ INSERT OR IGNORE INTO meta(key, value) VALUES ('next_generation', 1);
 _POSITION = "SELECT head, generation FROM sessions WHERE id = ?"
 _TOUCH = "UPDATE sessions SET head = ?, mtime = ? WHERE id = ?"
 _xxh = xxhash.xxh3_64_intdigest
+_decoder_for = DECODERS.get
 _INSERT = "INSERT INTO events(session_id, seq, ts, kind, body, crc) VALUES (?, ?, ?, ?, ?, ?)"
 
 
@@ -424,14 +426,35 @@ class SqliteCheckpointer(Checkpointer):
                 )
             if not rows:
                 return
+            # Decode the page into a list and hand it over with one `yield from`; a damaged
+            # event still comes after every good event before it.
+            page: list[StoredEvent] = []
+            append = page.append
+            error: LiteAgentError | None = None
             typed = cast(list[tuple[int, float, str, bytes, int]], rows)
             for seq, ts, kind, body, crc in typed:
                 if seq != last + 1:
-                    raise CorruptLogError(session_id, last + 1, f"the next stored seq is {seq}")
+                    error = CorruptLogError(session_id, last + 1, f"the next stored seq is {seq}")
+                    break
                 if _xxh(body) & _CRC_MASK != crc:
-                    raise CorruptLogError(session_id, seq, "the event's checksum does not match")
+                    error = CorruptLogError(session_id, seq, "the event's checksum does not match")
+                    break
                 last = seq
-                yield decode_stored(session_id, seq, ts, kind, body)
+                decoder = _decoder_for(kind)
+                if decoder is None:
+                    append(StoredEvent(seq, ts, kind, OpaqueEvent(kind, body)))
+                    continue
+                try:
+                    append(StoredEvent(seq, ts, kind, decoder.decode(body)))
+                except (msgspec.DecodeError, RecursionError) as e:
+                    error = CodecError(
+                        f"cannot decode {kind} event: {e}", session_id=session_id, seq=seq
+                    )
+                    error.__cause__ = e
+                    break
+            yield from page
+            if error is not None:
+                raise error
             self._check_open()
 
     def _position(self, session_id: str) -> Position:
