@@ -15,7 +15,6 @@ import os
 import re
 import secrets
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
@@ -125,7 +124,7 @@ class FileCheckpointer(Checkpointer):
         self._root_s = os.fspath(root)
         self._full = durability == "full"
         self._codec = codec
-        self._handles: OrderedDict[str, _Handle] = OrderedDict()
+        self._handles: dict[str, _Handle] = {}
         self._handles_lock = threading.Lock()
         self._blob_store = FileBlobStore(root / "blobs", codec)
 
@@ -147,6 +146,9 @@ class FileCheckpointer(Checkpointer):
     # -- handles and locking --------------------------------------------------------------------
 
     def _handle(self, session_id: str) -> _Handle:
+        h = self._handles.get(session_id)  # fast path: a dict read is atomic
+        if h is not None and not self._closed:
+            return h
         with self._handles_lock:
             self._check_open()
             h = self._handles.get(session_id)
@@ -154,11 +156,10 @@ class FileCheckpointer(Checkpointer):
                 h = self._handles[session_id] = _Handle(self._path(session_id))
                 if len(self._handles) > _MAX_OPEN_HANDLES:
                     self._evict_idle()
-            else:
-                self._handles.move_to_end(session_id)
             return h
 
     def _evict_idle(self) -> None:
+        # Oldest first (dict order); a busy handle is skipped and evicted on a later call.
         for sid in list(self._handles)[: len(self._handles) - _MAX_OPEN_HANDLES]:
             old = self._handles[sid]
             if old.lock.acquire(blocking=False):
@@ -197,10 +198,16 @@ class FileCheckpointer(Checkpointer):
                 h.ino = os.fstat(h.fd).st_ino
                 h.valid = False
             fcntl.flock(h.fd, mode)
-            try:
-                st: os.stat_result | None = os.stat(path)
-            except FileNotFoundError:
-                st = None
+            st: os.stat_result | None = os.fstat(h.fd)
+            # One link means the file is still at its path: liteagent replaces a log only by
+            # renaming over it and deletes it by unlinking, both of which drop the old file to
+            # zero links. Any other count (a replaced file, or a hard link made by a backup
+            # tool) is settled by looking the path up.
+            if st is not None and st.st_nlink != 1:
+                try:
+                    st = os.stat(path)
+                except FileNotFoundError:
+                    st = None
             if st is not None and st.st_ino == h.ino:
                 if not h.valid or st.st_size != h.size or (exclusive and h.torn):
                     try:
