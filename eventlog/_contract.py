@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ._blobs import BlobStore
 
 __all__ = [
+    "INFORMATIONAL_PROBLEMS",
     "Checkpointer",
     "EncodedEvent",
     "IntegrityProblem",
@@ -39,6 +40,7 @@ __all__ = [
     "SessionInfo",
     "check_position",
     "decode_stored",
+    "integrity_report",
 ]
 
 
@@ -93,6 +95,22 @@ class EncodedEvent(NamedTuple):
 
     kind: str
     body: bytes
+
+
+INFORMATIONAL_PROBLEMS = frozenset({"unknown_kind", "leftover"})
+"""Findings that do not make a store unhealthy: events of a newer writer (kept as they are) and
+the temp file of a truncate that was killed (removed by the session's next writer)."""
+
+
+def integrity_report(
+    problems: builtins.list[IntegrityProblem], sessions: int, events: int
+) -> IntegrityReport:
+    """Summarize an integrity check: ok unless a problem is more than informational."""
+    detail = f"{sessions} sessions, {events} events checked"
+    if problems:
+        detail += "; " + "; ".join(f"{p.session_id}: {p.kind}: {p.detail}" for p in problems)
+    serious = [p for p in problems if p.kind not in INFORMATIONAL_PROBLEMS]
+    return IntegrityReport(not serious, detail, tuple(problems))
 
 
 def check_position(

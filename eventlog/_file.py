@@ -13,7 +13,6 @@ import contextlib
 import fcntl
 import os
 import re
-import secrets
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,32 +30,23 @@ from ._contract import (
     Position,
     SessionInfo,
     check_position,
-    decode_stored,
+    integrity_report,
 )
 from ._errors import (
     CheckpointConflictError,
-    CheckpointerClosedError,
-    CodecError,
     CorruptLogError,
     InvalidArgumentError,
-    SchemaVersionError,
     StorageIOError,
     TruncateRangeError,
 )
-from ._events import OpaqueEvent, StoredEvent
+from ._events import StoredEvent
+from ._filerewrite import new_generation, rewrite_log, unlink_quietly
+from ._filescan import check_log, find_tail, read_header, read_log
 from ._frames import (
     FILE_HEADER_SIZE,
-    FORMAT_VERSION,
-    Damage,
-    Frame,
-    FrameScanner,
-    HeaderInfo,
     build_frame,
     build_header,
-    decode_payload,
     encode_payload,
-    encode_records,
-    parse_header,
 )
 from ._fsutil import fsync_dir, write_all
 from ._ids import SESSION_ID_PATTERN
@@ -72,13 +62,6 @@ _COPY_CHUNK = 1 << 20
 _RO = os.O_RDONLY | os.O_CLOEXEC
 _RW = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
 _LOG_NAME = re.compile(SESSION_ID_PATTERN + r"\.log")
-# Findings that do not make a store unhealthy: events of a newer writer (kept as they are) and
-# the temp file of a truncate that was killed (removed by the session's next writer).
-_INFORMATIONAL = frozenset({"unknown_kind", "leftover"})
-
-
-def _new_generation() -> int:
-    return secrets.randbits(63) | 1
 
 
 class _Handle:
@@ -234,14 +217,14 @@ class FileCheckpointer(Checkpointer):
             end, head, generation, damage = 0, 0, 0, size > 0
             reason = "an incomplete file header"
         else:
-            generation = self._read_header(h.fd, session_id).generation
-            end, head, found = _find_tail(h.fd, size)
+            generation = read_header(h.fd, session_id).generation
+            end, head, found = find_tail(h.fd, size)
             if found is not None and not found.torn:
                 raise CorruptLogError(session_id, head + 1, found.reason)
             damage = found is not None
             reason = "" if found is None else found.reason
         if repair:
-            _unlink_quietly(self._tmp_path(session_id))  # debris of a killed truncate
+            unlink_quietly(self._tmp_path(session_id))  # debris of a killed truncate
         if damage and repair:
             _log.warning(
                 "eventlog.torn_tail_cut",
@@ -256,18 +239,6 @@ class FileCheckpointer(Checkpointer):
         h.size = end if repair or not damage else size
         h.torn = damage and not repair
         h.head, h.generation, h.valid = head, generation, True
-
-    @staticmethod
-    def _read_header(fd: int, session_id: str) -> HeaderInfo:
-        hdr = parse_header(os.pread(fd, FILE_HEADER_SIZE, 0))
-        if hdr is None:
-            raise CorruptLogError(session_id, None, "the file header is damaged")
-        if hdr.version > FORMAT_VERSION:
-            raise SchemaVersionError(
-                f"session {session_id!r} was written in log format {hdr.version}; this "
-                f"liteagent reads up to {FORMAT_VERSION}: upgrade liteagent"
-            )
-        return hdr
 
     # -- contract primitives ----------------------------------------------------------------------
 
@@ -311,7 +282,7 @@ class FileCheckpointer(Checkpointer):
         frame = build_frame(payload, h.head + 1, count)
         generation = h.generation
         if h.size == 0:
-            generation = _new_generation()
+            generation = new_generation()
             frame = build_header(generation) + frame
         try:
             write_all(h.fd, frame)
@@ -344,30 +315,29 @@ class FileCheckpointer(Checkpointer):
 
     def _read(self, session_id: str, since_seq: int) -> Iterator[StoredEvent]:
         path = self._path(session_id)
-        try:
-            fd = os.open(path, _RO)
-        except FileNotFoundError:
-            return
-        except OSError as e:
-            raise _io_error(e, session_id, "read") from e
-        try:
-            yield from self._read_fd(fd, path, session_id, since_seq)
-        finally:
-            os.close(fd)
-
-    def _snapshot_size(self, fd: int, path: str, ino: int) -> int | None:
-        """Return the committed size of the file under a brief shared lock, or None when the
-        path no longer names this file (truncated or deleted since)."""
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        try:
+        while True:
             try:
-                if os.stat(path).st_ino != ino:
-                    return None
+                fd = os.open(path, _RO)
             except FileNotFoundError:
-                return None
-            return os.fstat(fd).st_size
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+                return
+            except OSError as e:
+                raise _io_error(e, session_id, "read") from e
+            try:
+                events = read_log(
+                    fd,
+                    path,
+                    session_id,
+                    since_seq,
+                    codec=self._codec,
+                    check_open=self._check_open,
+                    replaced=lambda generation: self._replaced(session_id, generation),
+                )
+                if events is not None:
+                    yield from events
+                    return
+            finally:
+                os.close(fd)
+            # The file was replaced between open and lock: read the current one.
 
     def _replaced(self, session_id: str, generation: int) -> CheckpointConflictError:
         try:
@@ -380,57 +350,6 @@ class FileCheckpointer(Checkpointer):
             actual,
             "the history was truncated or deleted while it was being read",
         )
-
-    def _read_fd(self, fd: int, path: str, session_id: str, since: int) -> Iterator[StoredEvent]:
-        ino = os.fstat(fd).st_ino
-        end = self._snapshot_size(fd, path, ino)
-        if end is None:
-            # Replaced between open and lock: start over on the current file.
-            yield from self._read(session_id, since)
-            return
-        if end < FILE_HEADER_SIZE:
-            return
-        generation = self._read_header(fd, session_id).generation
-        expected, offset, checked = 1, FILE_HEADER_SIZE, FILE_HEADER_SIZE
-        codec = self._codec
-        while True:
-            torn = False
-            for item in FrameScanner(fd, offset, end, skip_through=since):
-                if isinstance(item, Damage):
-                    if not item.torn:
-                        raise CorruptLogError(session_id, expected, item.reason)
-                    torn = True
-                    break
-                if item.first_seq != expected:
-                    raise CorruptLogError(
-                        session_id, expected, f"a frame starts at seq {item.first_seq}"
-                    )
-                expected = item.last_seq + 1
-                offset = item.end
-                if item.last_seq > since:
-                    if offset - checked >= _COPY_CHUNK:
-                        checked = offset
-                        if self._closed:
-                            raise CheckpointerClosedError("FileCheckpointer is closed")
-                        if self._snapshot_size(fd, path, ino) is None:
-                            raise self._replaced(session_id, generation)
-                    first = item.first_seq
-                    records = decode_payload(item.payload, codec, session_id, first)
-                    if first <= since:
-                        records = records[since - first + 1 :]
-                        first = since + 1
-                    yield from [
-                        decode_stored(session_id, first + i, rec.ts, rec.kind, rec.body)
-                        for i, rec in enumerate(records)
-                    ]
-            if self._closed:
-                raise CheckpointerClosedError("FileCheckpointer is closed")
-            new_end = self._snapshot_size(fd, path, ino)
-            if new_end is None:
-                raise self._replaced(session_id, generation)
-            if new_end == end or (torn and new_end < offset):
-                return
-            end = new_end
 
     def _list(self) -> list[SessionInfo]:
         pattern = _LOG_NAME
@@ -460,7 +379,7 @@ class FileCheckpointer(Checkpointer):
                 raise _io_error(e, session_id, "delete") from e
             try:
                 os.unlink(self._path(session_id))
-                _unlink_quietly(self._tmp_path(session_id))
+                unlink_quietly(self._tmp_path(session_id))
                 if self._full:
                     fsync_dir(self._root_s)
             except OSError as e:
@@ -503,66 +422,34 @@ class FileCheckpointer(Checkpointer):
             h.lock.release()
 
     def _rewrite(self, h: _Handle, session_id: str, to_seq: int) -> None:
-        """Write the kept history to a temp file, fsync it, rename it over the log, fsync the
-        folder, and point ``h`` at the new file (releasing the old file's lock)."""
-        keep_end, partial = FILE_HEADER_SIZE, None
-        for item in FrameScanner(h.fd, FILE_HEADER_SIZE, h.size):
-            if isinstance(item, Damage):
-                raise CorruptLogError(session_id, None, item.reason)
-            if item.last_seq <= to_seq:
-                keep_end = item.end
-                continue
-            if item.first_seq <= to_seq:
-                partial = item
-            break
-        tail = b""
-        if partial is not None:
-            records = decode_payload(partial.payload, self._codec, session_id, partial.first_seq)
-            kept = records[: to_seq - partial.first_seq + 1]
-            tail = build_frame(encode_records(kept, self._codec), partial.first_seq, len(kept))
-        generation = _new_generation()
-        tmp = self._tmp_path(session_id)
-        tfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            try:
-                write_all(tfd, build_header(generation))
-                pos = FILE_HEADER_SIZE
-                while pos < keep_end:
-                    chunk = os.pread(h.fd, min(_COPY_CHUNK, keep_end - pos), pos)
-                    write_all(tfd, chunk)
-                    pos += len(chunk)
-                write_all(tfd, tail)
-                os.fsync(tfd)
-            finally:
-                os.close(tfd)
-            new_fd = os.open(tmp, _RW)
-        except BaseException:
-            _unlink_quietly(tmp)
-            raise
-        try:
-            os.replace(tmp, self._path(session_id))
-        except BaseException:
-            os.close(new_fd)
-            _unlink_quietly(tmp)
-            raise
-        fsync_dir(self._root_s)
+        """Replace the log by its first ``to_seq`` events and point ``h`` at the new file
+        (closing the old one releases its lock: its waiters find it replaced and retry)."""
+        generation = new_generation()
+        new_fd, new_size = rewrite_log(
+            h.fd,
+            h.size,
+            to_seq,
+            generation,
+            paths=(self._path(session_id), self._tmp_path(session_id), self._root_s),
+            session_id=session_id,
+            codec=self._codec,
+        )
         old_fd = h.fd
-        h.fd, h.ino = new_fd, os.fstat(new_fd).st_ino
-        h.size = keep_end + len(tail)
+        h.fd, h.ino, h.size = new_fd, os.fstat(new_fd).st_ino, new_size
         h.head, h.generation, h.valid, h.torn = to_seq, generation, True, False
-        os.close(old_fd)  # releases the old file's lock: its waiters find it replaced and retry
+        os.close(old_fd)
 
     def _check_integrity(self) -> IntegrityReport:
         problems: list[IntegrityProblem] = []
-        sessions = events = 0
-        for info in sorted(self._list(), key=lambda i: i.id):
-            sessions += 1
+        infos = sorted(self._list(), key=lambda i: i.id)
+        events = 0
+        for info in infos:
             try:
-                events += self._check_session(info.id, problems)
+                events += check_log(self._path(info.id), info.id, self._codec, problems)
             except OSError as e:
                 problems.append(IntegrityProblem("corrupt", f"cannot read: {e}", info.id))
         try:
-            leftovers = [n for n in os.listdir(self._root_s) if n.endswith(".tmp")]
+            leftovers = sorted(n for n in os.listdir(self._root_s) if n.endswith(".tmp"))
         except OSError as e:
             raise _io_error(e, None, "check") from e
         problems.extend(
@@ -573,29 +460,7 @@ class FileCheckpointer(Checkpointer):
             )
             for name in leftovers
         )
-        serious = [p for p in problems if p.kind not in _INFORMATIONAL]
-        detail = f"{sessions} sessions, {events} events checked"
-        if problems:
-            detail += "; " + "; ".join(
-                f"{p.session_id}: {p.kind}: {p.detail}" for p in problems
-            )
-        return IntegrityReport(not serious, detail, tuple(problems))
-
-    def _check_session(self, session_id: str, problems: list[IntegrityProblem]) -> int:
-        path = self._path(session_id)
-        fd = os.open(path, _RO)
-        try:
-            end = self._snapshot_size(fd, path, os.fstat(fd).st_ino)
-            if end is None or end < FILE_HEADER_SIZE:
-                return 0
-            try:
-                self._read_header(fd, session_id)
-            except (CorruptLogError, SchemaVersionError) as e:
-                problems.append(IntegrityProblem("corrupt", str(e), session_id))
-                return 0
-            return _check_frames(fd, session_id, end, self._codec, problems)
-        finally:
-            os.close(fd)
+        return integrity_report(problems, len(infos), events)
 
     def _blobs(self) -> BlobStore:
         return self._blob_store
@@ -608,79 +473,6 @@ class FileCheckpointer(Checkpointer):
             with h.lock:
                 h.evicted = True
                 h.close_fd()
-
-
-def _find_tail(fd: int, size: int) -> tuple[int, int, Damage | None]:
-    """Return ``(end of the last whole frame, its last seq, damage after it or None)``.
-
-    Fast path: the trailer of the last frame gives its start. Only when the tail is not a whole
-    frame is the file scanned from the start.
-    """
-    if size == FILE_HEADER_SIZE:
-        return size, 0, None
-    if size - FILE_HEADER_SIZE >= 4:
-        total = int.from_bytes(os.pread(fd, 4, size - 4), "little")
-        start = size - total
-        if FILE_HEADER_SIZE <= start < size:
-            for item in FrameScanner(fd, start, size):
-                if isinstance(item, Frame) and item.end == size:
-                    return size, item.last_seq, None
-                break
-    end, head = FILE_HEADER_SIZE, 0
-    for item in FrameScanner(fd, FILE_HEADER_SIZE, size):
-        if isinstance(item, Damage):
-            return end, head, item
-        if item.first_seq != head + 1:
-            return end, head, Damage(item.offset, False, f"a frame starts at seq {item.first_seq}")
-        end, head = item.end, item.last_seq
-    return end, head, None
-
-
-def _check_frames(
-    fd: int, session_id: str, end: int, codec: Codec | None, problems: list[IntegrityProblem]
-) -> int:
-    """Verify every frame and event of one log; append what is wrong to ``problems``."""
-    expected = 1
-    unknown: set[str] = set()
-    for item in FrameScanner(fd, FILE_HEADER_SIZE, end):
-        if isinstance(item, Damage):
-            kind = "torn_tail" if item.torn else "corrupt"
-            what = "cut on the next write" if item.torn else "needs repair"
-            problems.append(
-                IntegrityProblem(kind, f"{item.reason} at byte {item.offset} ({what})",
-                                 session_id, expected)
-            )
-            break
-        if item.first_seq != expected:
-            problems.append(
-                IntegrityProblem("gap", f"expected seq {expected}, found {item.first_seq}",
-                                 session_id, expected)
-            )
-            break
-        try:
-            records = decode_payload(item.payload, codec, session_id, item.first_seq)
-            for i, rec in enumerate(records):
-                ev = decode_stored(session_id, item.first_seq + i, rec.ts, rec.kind, rec.body)
-                if isinstance(ev.body, OpaqueEvent):
-                    unknown.add(ev.kind)
-        except CodecError as e:
-            problems.append(IntegrityProblem("codec", str(e), session_id, e.seq))
-            break
-        expected = item.last_seq + 1
-    if unknown:
-        problems.append(
-            IntegrityProblem(
-                "unknown_kind",
-                f"events of kinds this version does not know (kept as-is): {sorted(unknown)}",
-                session_id,
-            )
-        )
-    return expected - 1
-
-
-def _unlink_quietly(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
 
 
 def _io_error(e: OSError, session_id: str | None, what: str) -> StorageIOError:

@@ -253,6 +253,8 @@ class FrameScanner:
                 return
             frame_end = off + total
             skip = first_seq + count - 1 <= self._skip
+            payload: bytes | memoryview
+            tail: bytes | memoryview
             if skip:
                 tail = self._bytes(frame_end - 4, 4)
                 payload = b""

@@ -13,7 +13,6 @@ apsw exceptions are translated to liteagent's errors here, in :func:`_translate`
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import threading
 import time
@@ -36,58 +35,27 @@ from ._contract import (
     Position,
     SessionInfo,
     check_position,
+    integrity_report,
 )
 from ._errors import (
     BlobNotFoundError,
     CheckpointConflictError,
     CheckpointerClosedError,
-    CheckpointerError,
     CodecError,
     CorruptLogError,
     InvalidArgumentError,
     LiteAgentError,
-    NotADatabaseError,
-    SchemaVersionError,
-    StorageIOError,
     TruncateRangeError,
 )
 from ._eventcodec import DECODERS
 from ._events import OpaqueEvent, StoredEvent
+from ._sqlite_db import SCHEMA_VERSION, integrity_problem, map_error, open_connection, translate
 
 __all__ = ["SCHEMA_VERSION", "SqliteCheckpointer", "sqlite_checkpointer"]
 
 Synchronous = Literal["normal", "full"]
-SCHEMA_VERSION = 1
 _PAGE = 2000
-_WAL_ATTEMPTS = 200  # x 10 ms: how long to retry a WAL switch refused on a fresh file
 _CRC_MASK = (1 << 63) - 1
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS sessions(
-    id TEXT PRIMARY KEY,
-    head INTEGER NOT NULL,
-    generation INTEGER NOT NULL,
-    mtime REAL NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS events(
-    session_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    ts REAL NOT NULL,
-    kind TEXT NOT NULL,
-    body BLOB NOT NULL,
-    crc INTEGER NOT NULL,
-    PRIMARY KEY (session_id, seq)
-);
-CREATE TABLE IF NOT EXISTS blobs(
-    ref TEXT PRIMARY KEY,
-    data BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS meta(
-    key TEXT PRIMARY KEY,
-    value INTEGER NOT NULL
-) WITHOUT ROWID;
-INSERT OR IGNORE INTO meta(key, value) VALUES ('next_generation', 1);
-"""
 
 _POSITION = "SELECT head, generation FROM sessions WHERE id = ?"
 _TOUCH = "UPDATE sessions SET head = ?, mtime = ? WHERE id = ?"
@@ -98,41 +66,6 @@ _INSERT = "INSERT INTO events(session_id, seq, ts, kind, body, crc) VALUES (?, ?
 
 def _crc(body: bytes) -> int:
     return _xxh(body) & _CRC_MASK
-
-
-def _map_error(e: BaseException, session_id: str | None) -> LiteAgentError:
-    """The one place where apsw (and OS) exceptions become liteagent errors."""
-    where = f"session {session_id!r}: " if session_id else ""
-    if isinstance(e, LiteAgentError):
-        return e
-    if isinstance(e, apsw.NotADBError):
-        return NotADatabaseError(f"{where}the file is not a SQLite database: {e}")
-    if isinstance(e, apsw.CorruptError):
-        return CorruptLogError(session_id, None, f"the database is damaged: {e}")
-    if isinstance(e, (apsw.BusyError, apsw.LockedError)):
-        return StorageIOError(
-            errno.EBUSY, f"{where}the database stayed locked past busy_timeout_ms: {e}"
-        )
-    if isinstance(e, (apsw.ConnectionClosedError, apsw.CursorClosedError)):
-        return CheckpointerClosedError(f"{where}the SQLite checkpointer is closed")
-    if isinstance(
-        e,
-        (apsw.FullError, apsw.IOError, apsw.CantOpenError, apsw.ReadOnlyError,
-         apsw.PermissionsError),
-    ):
-        return StorageIOError(errno.EIO, f"{where}{type(e).__name__}: {e}")
-    if isinstance(e, OSError):
-        return StorageIOError(e.errno, f"{where}{e.strerror or e}")
-    return CheckpointerError(f"{where}SQLite error {type(e).__name__}: {e}")
-
-
-@contextmanager
-def _translate(session_id: str | None = None) -> Iterator[None]:
-    """Translate apsw and OS errors raised inside the block (see :func:`_map_error`)."""
-    try:
-        yield
-    except (apsw.Error, OSError) as e:
-        raise _map_error(e, session_id) from e
 
 
 class SqliteCheckpointer(Checkpointer):
@@ -172,15 +105,17 @@ class SqliteCheckpointer(Checkpointer):
         self._mem_lock = threading.RLock()
         self._blob_store = SqliteBlobStore(self)
         if not self._memory and not self._uri:
-            with _translate():
+            with translate():
                 Path(file).parent.mkdir(parents=True, exist_ok=True)
         try:
-            with self._conn() as conn, _translate():
-                if integrity_check_on_open:
-                    self._integrity_pragma(conn, raise_on_problem=True)
+            with self._conn() as conn, translate():  # open now: a bad file fails here
+                problem = integrity_problem(conn) if integrity_check_on_open else None
         except BaseException:
             self.close()
             raise
+        if problem is not None:
+            self.close()
+            raise CorruptLogError(None, None, problem.detail)
 
     @property
     def file(self) -> str:
@@ -188,83 +123,6 @@ class SqliteCheckpointer(Checkpointer):
         return self._file
 
     # -- connections ------------------------------------------------------------------------------
-
-    def _open(self) -> apsw.Connection:
-        flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
-        if self._uri:
-            flags |= apsw.SQLITE_OPEN_URI
-        conn = apsw.Connection(self._file, flags=flags)
-        try:
-            conn.set_busy_timeout(self._busy_ms)  # before any pragma
-            # Refuse a newer or foreign database before changing anything in it (the WAL
-            # switch below rewrites the file header).
-            self._refuse_newer_or_foreign(conn)
-            for attempt in range(_WAL_ATTEMPTS):
-                try:
-                    conn.pragma("journal_mode", "wal")
-                    break
-                except apsw.BusyError:
-                    # A fresh file can refuse the WAL switch at once, ignoring the busy timeout.
-                    if attempt == _WAL_ATTEMPTS - 1:
-                        raise
-                    time.sleep(0.01)
-            conn.pragma("synchronous", self._sync)
-            conn.pragma("journal_size_limit", 64 * 1024 * 1024)
-            self._ensure_schema(conn)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _ensure_schema(self, conn: apsw.Connection) -> None:
-        version = conn.pragma("user_version")
-        self._refuse_newer(version)
-        if version == SCHEMA_VERSION:
-            return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            version = conn.pragma("user_version")
-            self._refuse_newer(version)
-            if version < SCHEMA_VERSION:
-                conn.execute(_SCHEMA)
-                conn.pragma("user_version", SCHEMA_VERSION)
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-
-    def _refuse_newer_or_foreign(self, conn: apsw.Connection) -> None:
-        """Refuse a database of a newer liteagent, or of another program (unversioned, with
-        tables), before anything in it is changed. Both are read in one snapshot."""
-        conn.execute("BEGIN")
-        try:
-            version = conn.pragma("user_version")
-            names = sorted(
-                str(row[0])
-                for row in conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' "
-                    "AND name NOT LIKE 'sqlite_%'"
-                )
-            )
-        finally:
-            if conn.in_transaction:
-                conn.execute("COMMIT")
-        self._refuse_newer(version)
-        # liteagent creates its tables and sets user_version in one transaction, so an
-        # unversioned database with any table is not one of ours.
-        if version == 0 and names:
-            raise NotADatabaseError(
-                f"{self._file} is a SQLite database but not a liteagent log "
-                f"(it has tables {names}); liteagent will not change it"
-            )
-
-    def _refuse_newer(self, version: int) -> None:
-        if version > SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"{self._file} has schema version {version}; this liteagent knows up to "
-                f"{SCHEMA_VERSION}: upgrade liteagent"
-            )
 
     @contextmanager
     def _conn(self) -> Iterator[apsw.Connection]:
@@ -279,8 +137,8 @@ class SqliteCheckpointer(Checkpointer):
         """The one connection of an in-memory database; call with ``_mem_lock`` held."""
         self._check_open()
         if self._shared is None:
-            with _translate():
-                self._shared = self._open()
+            with translate():
+                self._shared = open_connection(self._file, self._busy_ms, self._sync)
             self._conns.add(self._shared)
         return self._shared
 
@@ -290,8 +148,8 @@ class SqliteCheckpointer(Checkpointer):
         if conn is not None:
             return conn
         self._check_open()
-        with _translate():
-            conn = self._open()
+        with translate():
+            conn = open_connection(self._file, self._busy_ms, self._sync)
         with self._conns_lock:
             if self._closed:
                 conn.close()
@@ -303,7 +161,7 @@ class SqliteCheckpointer(Checkpointer):
     @contextmanager
     def _write(self, session_id: str | None) -> Iterator[apsw.Connection]:
         """A ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back on error."""
-        with self._conn() as conn, _translate(session_id):
+        with self._conn() as conn, translate(session_id):
             conn.execute("BEGIN IMMEDIATE")
             committed = False
             try:
@@ -317,7 +175,7 @@ class SqliteCheckpointer(Checkpointer):
     @contextmanager
     def _snapshot(self, session_id: str | None) -> Iterator[apsw.Connection]:
         """A short read transaction: the statements inside see one snapshot."""
-        with self._conn() as conn, _translate(session_id):
+        with self._conn() as conn, translate(session_id):
             conn.execute("BEGIN")
             try:
                 yield conn
@@ -394,7 +252,7 @@ class SqliteCheckpointer(Checkpointer):
                     conn.execute("ROLLBACK")
                 raise
         except apsw.Error as e:
-            raise _map_error(e, session_id) from e
+            raise map_error(e, session_id) from e
         return head + len(batch)
 
     def _read(self, session_id: str, since_seq: int) -> Iterator[StoredEvent]:
@@ -458,14 +316,14 @@ class SqliteCheckpointer(Checkpointer):
             self._check_open()
 
     def _position(self, session_id: str) -> Position:
-        with self._conn() as conn, _translate(session_id):
+        with self._conn() as conn, translate(session_id):
             row = conn.execute(
                 "SELECT head, generation FROM sessions WHERE id = ?", (session_id,)
             ).fetchone()
         return Position(0, 0) if row is None else Position(int(row[0]), int(row[1]))
 
     def _list(self) -> list[SessionInfo]:
-        with self._conn() as conn, _translate():
+        with self._conn() as conn, translate():
             return [
                 SessionInfo(sid, float(mtime))
                 for sid, mtime in conn.execute("SELECT id, mtime FROM sessions")
@@ -502,24 +360,10 @@ class SqliteCheckpointer(Checkpointer):
             )
             return to_seq
 
-    def _integrity_pragma(
-        self, conn: apsw.Connection, *, raise_on_problem: bool
-    ) -> IntegrityProblem | None:
-        try:
-            rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
-        except apsw.CorruptError as e:
-            rows = [f"{type(e).__name__}: {e}"]
-        if rows == ["ok"]:
-            return None
-        detail = "; ".join(str(r) for r in rows[:10])
-        if raise_on_problem:
-            raise CorruptLogError(None, None, f"PRAGMA integrity_check: {detail}")
-        return IntegrityProblem("database", f"PRAGMA integrity_check: {detail}")
-
     def _check_integrity(self) -> IntegrityReport:
         problems: list[IntegrityProblem] = []
-        with self._conn() as conn, _translate():
-            db_problem = self._integrity_pragma(conn, raise_on_problem=False)
+        with self._conn() as conn, translate():
+            db_problem = integrity_problem(conn)
             if db_problem is not None:
                 problems.append(db_problem)
             try:
@@ -533,11 +377,7 @@ class SqliteCheckpointer(Checkpointer):
         events = 0
         for sid, head in sessions:
             events += self._check_session(sid, head, problems)
-        serious = [p for p in problems if p.kind != "unknown_kind"]
-        detail = f"{len(sessions)} sessions, {events} events checked"
-        if problems:
-            detail += "; " + "; ".join(f"{p.session_id}: {p.kind}: {p.detail}" for p in problems)
-        return IntegrityReport(not serious, detail, tuple(problems))
+        return integrity_report(problems, len(sessions), events)
 
     def _check_session(self, session_id: str, head: int, problems: list[IntegrityProblem]) -> int:
         unknown: set[str] = set()
@@ -607,7 +447,7 @@ class SqliteBlobStore(BlobStore):
     def _fetch(self, ref: str) -> Any:
         parse_blob_ref(ref)
         self._owner._check_open()
-        with self._owner._conn() as conn, _translate():
+        with self._owner._conn() as conn, translate():
             return conn.execute("SELECT data FROM blobs WHERE ref = ?", (ref,)).fetchone()
 
     def get(self, ref: str) -> bytes:

@@ -1,0 +1,226 @@
+"""Reading the file backend's logs: the read loop, the tail search and the integrity scan.
+
+Readers never hold a lock while their caller iterates: :func:`snapshot_size` takes a shared
+``flock`` only for the instant it measures the file (a writer holds an exclusive one while it
+writes a frame, so the measured size ends on a whole frame unless a crash tore the tail).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Callable, Iterator
+
+from ._codec import Codec
+from ._contract import IntegrityProblem, decode_stored
+from ._errors import CheckpointConflictError, CodecError, CorruptLogError, SchemaVersionError
+from ._events import OpaqueEvent, StoredEvent
+from ._frames import (
+    FILE_HEADER_SIZE,
+    FORMAT_VERSION,
+    Damage,
+    Frame,
+    FrameScanner,
+    HeaderInfo,
+    decode_payload,
+    parse_header,
+)
+
+__all__ = ["check_log", "find_tail", "read_header", "read_log", "snapshot_size"]
+
+_CHECK_EVERY = 1 << 20  # while reading, look for a replaced file after each MiB
+
+
+def read_header(fd: int, session_id: str) -> HeaderInfo:
+    """Return the log's header; raise CorruptLogError or SchemaVersionError when it is not
+    one this version can read."""
+    hdr = parse_header(os.pread(fd, FILE_HEADER_SIZE, 0))
+    if hdr is None:
+        raise CorruptLogError(session_id, None, "the file header is damaged")
+    if hdr.version > FORMAT_VERSION:
+        raise SchemaVersionError(
+            f"session {session_id!r} was written in log format {hdr.version}; this "
+            f"liteagent reads up to {FORMAT_VERSION}: upgrade liteagent"
+        )
+    return hdr
+
+
+def snapshot_size(fd: int, path: str, ino: int) -> int | None:
+    """Return the committed size of the file under a brief shared lock, or None when the
+    path no longer names this file (truncated or deleted since)."""
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    try:
+        try:
+            if os.stat(path).st_ino != ino:
+                return None
+        except FileNotFoundError:
+            return None
+        return os.fstat(fd).st_size
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def read_log(
+    fd: int,
+    path: str,
+    session_id: str,
+    since: int,
+    *,
+    codec: Codec | None,
+    check_open: Callable[[], None],
+    replaced: Callable[[int], CheckpointConflictError],
+) -> Iterator[StoredEvent] | None:
+    """Return an iterator over the events of the open log ``fd`` after ``since``, or None when
+    ``path`` no longer names that file (the caller opens the current one and retries).
+
+    ``check_open`` raises when the checkpointer was closed; ``replaced(generation)`` builds the
+    conflict raised when the file is truncated or deleted while the caller iterates.
+    """
+    ino = os.fstat(fd).st_ino
+    end = snapshot_size(fd, path, ino)
+    if end is None:
+        return None
+    return _events(fd, path, ino, end, session_id, since, codec, check_open, replaced)
+
+
+def _events(  # noqa: PLR0917 -- the private body of read_log
+    fd: int,
+    path: str,
+    ino: int,
+    end: int,
+    session_id: str,
+    since: int,
+    codec: Codec | None,
+    check_open: Callable[[], None],
+    replaced: Callable[[int], CheckpointConflictError],
+) -> Iterator[StoredEvent]:
+    if end < FILE_HEADER_SIZE:
+        return
+    generation = read_header(fd, session_id).generation
+    expected, offset, checked = 1, FILE_HEADER_SIZE, FILE_HEADER_SIZE
+    while True:
+        torn = False
+        for item in FrameScanner(fd, offset, end, skip_through=since):
+            if isinstance(item, Damage):
+                if not item.torn:
+                    raise CorruptLogError(session_id, expected, item.reason)
+                torn = True
+                break
+            if item.first_seq != expected:
+                raise CorruptLogError(
+                    session_id, expected, f"a frame starts at seq {item.first_seq}"
+                )
+            expected = item.last_seq + 1
+            offset = item.end
+            if item.last_seq <= since:
+                continue
+            if offset - checked >= _CHECK_EVERY:
+                checked = offset
+                check_open()
+                if snapshot_size(fd, path, ino) is None:
+                    raise replaced(generation)
+            first = item.first_seq
+            records = decode_payload(item.payload, codec, session_id, first)
+            if first <= since:
+                records = records[since - first + 1 :]
+                first = since + 1
+            yield from [
+                decode_stored(session_id, first + i, rec.ts, rec.kind, rec.body)
+                for i, rec in enumerate(records)
+            ]
+        check_open()
+        new_end = snapshot_size(fd, path, ino)
+        if new_end is None:
+            raise replaced(generation)
+        if new_end == end or (torn and new_end < offset):
+            return
+        end = new_end
+
+
+def find_tail(fd: int, size: int) -> tuple[int, int, Damage | None]:
+    """Return ``(end of the last whole frame, its last seq, damage after it or None)``.
+
+    Fast path: the trailer of the last frame gives its start. Only when the tail is not a whole
+    frame is the file scanned from the start.
+    """
+    if size == FILE_HEADER_SIZE:
+        return size, 0, None
+    if size - FILE_HEADER_SIZE >= 4:
+        total = int.from_bytes(os.pread(fd, 4, size - 4), "little")
+        start = size - total
+        if FILE_HEADER_SIZE <= start < size:
+            for item in FrameScanner(fd, start, size):
+                if isinstance(item, Frame) and item.end == size:
+                    return size, item.last_seq, None
+                break
+    end, head = FILE_HEADER_SIZE, 0
+    for item in FrameScanner(fd, FILE_HEADER_SIZE, size):
+        if isinstance(item, Damage):
+            return end, head, item
+        if item.first_seq != head + 1:
+            return end, head, Damage(item.offset, False, f"a frame starts at seq {item.first_seq}")
+        end, head = item.end, item.last_seq
+    return end, head, None
+
+
+def check_log(
+    path: str, session_id: str, codec: Codec | None, problems: list[IntegrityProblem]
+) -> int:
+    """Verify one log's header, frames and events; append what is wrong to ``problems`` and
+    return the number of events checked."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        end = snapshot_size(fd, path, os.fstat(fd).st_ino)
+        if end is None or end < FILE_HEADER_SIZE:
+            return 0
+        try:
+            read_header(fd, session_id)
+        except (CorruptLogError, SchemaVersionError) as e:
+            problems.append(IntegrityProblem("corrupt", str(e), session_id))
+            return 0
+        return _check_frames(fd, session_id, end, codec, problems)
+    finally:
+        os.close(fd)
+
+
+def _check_frames(
+    fd: int, session_id: str, end: int, codec: Codec | None, problems: list[IntegrityProblem]
+) -> int:
+    expected = 1
+    unknown: set[str] = set()
+    for item in FrameScanner(fd, FILE_HEADER_SIZE, end):
+        if isinstance(item, Damage):
+            kind = "torn_tail" if item.torn else "corrupt"
+            what = "cut on the next write" if item.torn else "needs repair"
+            problems.append(
+                IntegrityProblem(
+                    kind, f"{item.reason} at byte {item.offset} ({what})", session_id, expected
+                )
+            )
+            break
+        if item.first_seq != expected:
+            problems.append(
+                IntegrityProblem(
+                    "gap", f"expected seq {expected}, found {item.first_seq}", session_id, expected
+                )
+            )
+            break
+        try:
+            records = decode_payload(item.payload, codec, session_id, item.first_seq)
+            for i, rec in enumerate(records):
+                ev = decode_stored(session_id, item.first_seq + i, rec.ts, rec.kind, rec.body)
+                if isinstance(ev.body, OpaqueEvent):
+                    unknown.add(ev.kind)
+        except CodecError as e:
+            problems.append(IntegrityProblem("codec", str(e), session_id, e.seq))
+            break
+        expected = item.last_seq + 1
+    if unknown:
+        problems.append(
+            IntegrityProblem(
+                "unknown_kind",
+                f"events of kinds this version does not know (kept as-is): {sorted(unknown)}",
+                session_id,
+            )
+        )
+    return expected - 1

@@ -1,0 +1,185 @@
+"""SQLite connections for the checkpointer: opening, schema, and the one place where apsw
+exceptions become liteagent errors."""
+
+from __future__ import annotations
+
+import errno
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import apsw
+
+from ._contract import IntegrityProblem
+from ._errors import (
+    CheckpointerClosedError,
+    CheckpointerError,
+    CorruptLogError,
+    LiteAgentError,
+    NotADatabaseError,
+    SchemaVersionError,
+    StorageIOError,
+)
+
+__all__ = ["SCHEMA_VERSION", "integrity_problem", "map_error", "open_connection", "translate"]
+
+SCHEMA_VERSION = 1
+_WAL_ATTEMPTS = 200  # x 10 ms: how long to retry a WAL switch refused on a fresh file
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions(
+    id TEXT PRIMARY KEY,
+    head INTEGER NOT NULL,
+    generation INTEGER NOT NULL,
+    mtime REAL NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events(
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    ts REAL NOT NULL,
+    kind TEXT NOT NULL,
+    body BLOB NOT NULL,
+    crc INTEGER NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+CREATE TABLE IF NOT EXISTS blobs(
+    ref TEXT PRIMARY KEY,
+    data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta(
+    key TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO meta(key, value) VALUES ('next_generation', 1);
+"""
+
+
+def map_error(e: BaseException, session_id: str | None) -> LiteAgentError:
+    """The one place where apsw (and OS) exceptions become liteagent errors."""
+    where = f"session {session_id!r}: " if session_id else ""
+    if isinstance(e, LiteAgentError):
+        return e
+    if isinstance(e, apsw.NotADBError):
+        return NotADatabaseError(f"{where}the file is not a SQLite database: {e}")
+    if isinstance(e, apsw.CorruptError):
+        return CorruptLogError(session_id, None, f"the database is damaged: {e}")
+    if isinstance(e, (apsw.BusyError, apsw.LockedError)):
+        return StorageIOError(
+            errno.EBUSY, f"{where}the database stayed locked past busy_timeout_ms: {e}"
+        )
+    if isinstance(e, (apsw.ConnectionClosedError, apsw.CursorClosedError)):
+        return CheckpointerClosedError(f"{where}the SQLite checkpointer is closed")
+    if isinstance(
+        e,
+        (apsw.FullError, apsw.IOError, apsw.CantOpenError, apsw.ReadOnlyError,
+         apsw.PermissionsError),
+    ):
+        return StorageIOError(errno.EIO, f"{where}{type(e).__name__}: {e}")
+    if isinstance(e, OSError):
+        return StorageIOError(e.errno, f"{where}{e.strerror or e}")
+    return CheckpointerError(f"{where}SQLite error {type(e).__name__}: {e}")
+
+
+@contextmanager
+def translate(session_id: str | None = None) -> Iterator[None]:
+    """Translate apsw and OS errors raised inside the block (see :func:`map_error`)."""
+    try:
+        yield
+    except (apsw.Error, OSError) as e:
+        raise map_error(e, session_id) from e
+
+
+def open_connection(file: str, busy_timeout_ms: int, synchronous: str) -> apsw.Connection:
+    """Open one connection: busy timeout first, refuse a newer or foreign database before
+    changing anything, switch to WAL (retrying a refusal on a fresh file), set
+    ``synchronous``, and create the schema if the database is new."""
+    flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    if file.startswith("file:"):
+        flags |= apsw.SQLITE_OPEN_URI
+    conn = apsw.Connection(file, flags=flags)
+    try:
+        conn.set_busy_timeout(busy_timeout_ms)  # before any pragma
+        # Refuse a newer or foreign database before changing anything in it (the WAL
+        # switch below rewrites the file header).
+        _refuse_newer_or_foreign(conn, file)
+        for attempt in range(_WAL_ATTEMPTS):
+            try:
+                conn.pragma("journal_mode", "wal")
+                break
+            except apsw.BusyError:
+                # A fresh file can refuse the WAL switch at once, ignoring the busy timeout.
+                if attempt == _WAL_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.01)
+        conn.pragma("synchronous", synchronous)
+        conn.pragma("journal_size_limit", 64 * 1024 * 1024)
+        _ensure_schema(conn, file)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _ensure_schema(conn: apsw.Connection, file: str) -> None:
+    version = conn.pragma("user_version")
+    _refuse_newer(version, file)
+    if version == SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = conn.pragma("user_version")
+        _refuse_newer(version, file)
+        if version < SCHEMA_VERSION:
+            conn.execute(_SCHEMA)
+            conn.pragma("user_version", SCHEMA_VERSION)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _refuse_newer_or_foreign(conn: apsw.Connection, file: str) -> None:
+    """Refuse a database of a newer liteagent, or of another program (unversioned, with
+    tables), before anything in it is changed. Both are read in one snapshot."""
+    conn.execute("BEGIN")
+    try:
+        version = conn.pragma("user_version")
+        names = sorted(
+            str(row[0])
+            for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite_%'"
+            )
+        )
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+    _refuse_newer(version, file)
+    # liteagent creates its tables and sets user_version in one transaction, so an
+    # unversioned database with any table is not one of ours.
+    if version == 0 and names:
+        raise NotADatabaseError(
+            f"{file} is a SQLite database but not a liteagent log "
+            f"(it has tables {names}); liteagent will not change it"
+        )
+
+
+def _refuse_newer(version: int, file: str) -> None:
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{file} has schema version {version}; this liteagent knows up to "
+            f"{SCHEMA_VERSION}: upgrade liteagent"
+        )
+
+
+def integrity_problem(conn: apsw.Connection) -> IntegrityProblem | None:
+    """Run SQLite's own ``PRAGMA integrity_check``; None when the database is healthy."""
+    try:
+        rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+    except apsw.CorruptError as e:
+        rows = [f"{type(e).__name__}: {e}"]
+    if rows == ["ok"]:
+        return None
+    detail = "; ".join(str(r) for r in rows[:10])
+    return IntegrityProblem("database", f"PRAGMA integrity_check: {detail}")
