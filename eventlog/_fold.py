@@ -121,42 +121,39 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
         head, last_ts = seq, event.ts
         body = event.body
         t = type(body)
-        if t is AssistantMessage:
-            assert isinstance(body, AssistantMessage)
-            entries.append(ConversationEntry(seq, Message("assistant", body.content)))
-            u = body.usage
+        # Most frequent kinds first. The typed aliases narrow for mypy without a runtime check
+        # (the `t is X` test is the check).
+        if t is ToolResult:
+            result: ToolResult = body  # type: ignore[assignment]
+            entries.append(ConversationEntry(seq, Message("user", (result.block,))))
+            _answer(open_calls, result.block.tool_use_id)
+        elif t is AssistantMessage:
+            reply: AssistantMessage = body  # type: ignore[assignment]
+            entries.append(ConversationEntry(seq, Message("assistant", reply.content)))
+            u = reply.usage
             u_in += u.input_tokens
             u_out += u.output_tokens
             u_cc += u.cache_creation_input_tokens
             u_cr += u.cache_read_input_tokens
-            open_calls.extend(b.id for b in body.content if type(b) is ToolUseBlock)
-        elif t is ToolResult:
-            assert isinstance(body, ToolResult)
-            entries.append(ConversationEntry(seq, Message("user", (body.block,))))
-            _answer(open_calls, body.block.tool_use_id)
+            open_calls.extend(b.id for b in reply.content if type(b) is ToolUseBlock)
+        elif t is ModelRequest:
+            requests.append((seq, body))  # type: ignore[arg-type]
+        elif t is FileSnapshot:
+            snapshots.append((seq, body))  # type: ignore[arg-type]
         elif t is UserPrompt:
-            assert isinstance(body, UserPrompt)
-            entries.append(ConversationEntry(seq, Message("user", body.content)))
-            for b in body.content:
+            prompt: UserPrompt = body  # type: ignore[assignment]
+            entries.append(ConversationEntry(seq, Message("user", prompt.content)))
+            for b in prompt.content:
                 if type(b) is ToolResultBlock:
                     _answer(open_calls, b.tool_use_id)
-            if body.origin == "user":
-                checkpoints.append(CheckpointMark(seq, event.ts, message_text(body.content)))
-        elif t is ModelRequest:
-            assert isinstance(body, ModelRequest)
-            requests.append((seq, body))
-        elif t is FileSnapshot:
-            assert isinstance(body, FileSnapshot)
-            snapshots.append((seq, body))
+            if prompt.origin == "user":
+                checkpoints.append(CheckpointMark(seq, event.ts, message_text(prompt.content)))
         elif t is ContextStatus:
-            assert isinstance(body, ContextStatus)
-            context_status = body
+            context_status = body  # type: ignore[assignment]
         elif t is Compaction:
-            assert isinstance(body, Compaction)
-            compactions.append((seq, body))
+            compactions.append((seq, body))  # type: ignore[arg-type]
         elif t is SessionStarted:
-            assert isinstance(body, SessionStarted)
-            started = body
+            started = body  # type: ignore[assignment]
         elif t is BackgroundCompleted:
             background += 1
         elif t is TurnAborted:
