@@ -2,7 +2,6 @@
 bad events are refused with nothing written, defaults fill absent fields, and old readers decode
 bodies of newer writers."""
 
-# Tests write `assert expected == actual` (CONVENTIONS.md), which SIM300 calls a Yoda condition.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator

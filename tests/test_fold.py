@@ -1,6 +1,5 @@
 """The fold: each event kind's effect on SessionState, apply's seq check, purity, and properties."""
 
-# Tests write `assert expected == actual` (CONVENTIONS.md), which SIM300 calls a Yoda condition.
 from __future__ import annotations
 
 import functools

@@ -1,7 +1,6 @@
 """Interchange: messages to and from the Anthropic Messages API shape, losslessly, with clear errors
 for malformed input; also through the event log, on generated and on recorded real data."""
 
-# Tests write `assert expected == actual` (CONVENTIONS.md), which SIM300 calls a Yoda condition.
 from __future__ import annotations
 
 import datetime

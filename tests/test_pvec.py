@@ -1,6 +1,5 @@
 """PVec: the append-only persistent vector behind SessionState's sequences."""
 
-# Tests write `assert expected == actual` (CONVENTIONS.md), which SIM300 calls a Yoda condition.
 from __future__ import annotations
 
 import threading
