@@ -58,7 +58,6 @@ _log = structlog.get_logger("liteagent.eventlog")
 
 Durability = Literal["normal", "full"]
 _MAX_OPEN_HANDLES = 128
-_COPY_CHUNK = 1 << 20
 _RO = os.O_RDONLY | os.O_CLOEXEC
 _RW = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
 _LOG_NAME = re.compile(SESSION_ID_PATTERN + r"\.log")
