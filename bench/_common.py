@@ -33,7 +33,7 @@ from liteagent.eventlog import (
     ContextStatus,
     Event,
     FileSnapshot,
-    ModelRequest,
+    ModelRequestRecord,
     TextBlock,
     ToolResult,
     ToolResultBlock,
@@ -167,7 +167,7 @@ class EventFactory:
                        origin="user" if r.random() < 0.9 else "reminder")
         ]
         for step in range(r.randrange(1, 9)):
-            out.append(ModelRequest(view_hash=self._hex(),
+            out.append(ModelRequestRecord(view_hash=self._hex(),
                                     token_estimate=r.randrange(2000, 150_000), model=MODEL))
             if step % 4 == 3:
                 out.append(ContextStatus(level="ok", tokens=r.randrange(10_000, 150_000),
@@ -189,8 +189,8 @@ class EventFactory:
                     block=ToolResultBlock(call_id, output, True if r.random() < 0.05 else UNSET),
                     tool_name=tool,
                 ))
-        out.append(ModelRequest(view_hash=self._hex(), token_estimate=r.randrange(2000, 150_000),
-                                model=MODEL))
+        out.append(ModelRequestRecord(view_hash=self._hex(),
+                                      token_estimate=r.randrange(2000, 150_000), model=MODEL))
         out.append(AssistantMessage(content=(TextBlock(self.text(r.randrange(50, 1500))),),
                                     usage=self._usage(), stop_reason="end_turn", model=MODEL))
         return out

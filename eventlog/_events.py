@@ -24,7 +24,7 @@ __all__ = [
     "ContextStatus",
     "Event",
     "FileSnapshot",
-    "ModelRequest",
+    "ModelRequestRecord",
     "OpaqueEvent",
     "Origin",
     "PassRecord",
@@ -154,7 +154,7 @@ class ContextStatus(_EventBase, tag="context_status", frozen=True):
     actions: tuple[str, ...] = ()
 
 
-class ModelRequest(_EventBase, tag="model_request", frozen=True):
+class ModelRequestRecord(_EventBase, tag="model_request", frozen=True):
     """What the model was shown: the hash of the projected view and its token estimate."""
 
     view_hash: str
@@ -184,7 +184,7 @@ Event: TypeAlias = (
     | FileSnapshot
     | Compaction
     | ContextStatus
-    | ModelRequest
+    | ModelRequestRecord
     | BackgroundCompleted
     | TurnAborted
 )

@@ -19,7 +19,7 @@ from ._events import (
     Compaction,
     ContextStatus,
     FileSnapshot,
-    ModelRequest,
+    ModelRequestRecord,
     OpaqueEvent,
     SessionStarted,
     StoredEvent,
@@ -74,7 +74,7 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     open_tool_calls: tuple[str, ...] = ()
     usage: Usage = Usage()
     context_status: ContextStatus | None = None
-    model_requests: PVec[tuple[int, ModelRequest]] = msgspec.field(default_factory=PVec)
+    model_requests: PVec[tuple[int, ModelRequestRecord]] = msgspec.field(default_factory=PVec)
     background_completed: int = 0
     turns_aborted: int = 0
     unknown_kinds: frozenset[str] = frozenset()
@@ -107,7 +107,7 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
     checkpoints: list[CheckpointMark] = []
     snapshots: list[tuple[int, FileSnapshot]] = []
     compactions: list[tuple[int, Compaction]] = []
-    requests: list[tuple[int, ModelRequest]] = []
+    requests: list[tuple[int, ModelRequestRecord]] = []
     open_calls = list(state.open_tool_calls)
     usage = state.usage
     u_in = u_out = u_cc = u_cr = 0
@@ -136,7 +136,7 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
             u_cc += u.cache_creation_input_tokens
             u_cr += u.cache_read_input_tokens
             open_calls.extend(b.id for b in reply.content if type(b) is ToolUseBlock)
-        elif t is ModelRequest:
+        elif t is ModelRequestRecord:
             requests.append((seq, body))  # type: ignore[arg-type]
         elif t is FileSnapshot:
             snapshots.append((seq, body))  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ from liteagent.eventlog import (
     Event,
     FileSnapshot,
     InvalidEventError,
-    ModelRequest,
+    ModelRequestRecord,
     OpaqueEvent,
     PassRecord,
     RawBlock,
@@ -95,7 +95,7 @@ SAMPLES: dict[str, Event] = {
     "context_status": ContextStatus(
         level="high", tokens=90, budget=100, tokens_after=50, actions=("compact",)
     ),
-    "model_request": ModelRequest(view_hash="abc", token_estimate=42, model="claude"),
+    "model_request": ModelRequestRecord(view_hash="abc", token_estimate=42, model="claude"),
     "background_completed": BackgroundCompleted(task_id="bg1", ok=False, summary="failed"),
     "turn_aborted": TurnAborted(reason="cancelled"),
 }
@@ -398,7 +398,7 @@ _MINIMAL: list[tuple[dict[str, Any], Event]] = [
     ),
     (
         {"kind": "model_request", "view_hash": "h", "token_estimate": 3},
-        ModelRequest(view_hash="h", token_estimate=3, model=None),
+        ModelRequestRecord(view_hash="h", token_estimate=3, model=None),
     ),
     (
         {"kind": "background_completed", "task_id": "b"},

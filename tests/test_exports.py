@@ -16,7 +16,7 @@ EVENTLOG = {
     "CompactionBlock", "ContextStatus", "ConversationEntry", "CorruptBlobError",
     "CorruptLogError", "Event", "FileSnapshot", "IntegrityProblem", "IntegrityReport",
     "InvalidArgumentError", "InvalidBlobRefError", "InvalidEventError", "InvalidMessageError",
-    "InvalidSessionIdError", "LiteAgentError", "Message", "ModelRequest", "NotADatabaseError",
+    "InvalidSessionIdError", "LiteAgentError", "Message", "ModelRequestRecord", "NotADatabaseError",
     "OpaqueEvent", "Origin", "PVec", "PassRecord", "Position", "RawBlock",
     "RedactedThinkingBlock", "Role", "SchemaVersionError", "SessionInfo", "SessionStarted",
     "SessionState", "StorageIOError", "StoredEvent", "TextBlock", "ThinkingBlock", "ToolResult",

@@ -19,7 +19,7 @@ from liteagent.eventlog import (
     FileSnapshot,
     InvalidArgumentError,
     Message,
-    ModelRequest,
+    ModelRequestRecord,
     OpaqueEvent,
     Origin,
     PassRecord,
@@ -74,7 +74,7 @@ _COMPACTION = Compaction(
     tokens_after=10,
     passes=(PassRecord(name="p", tokens_before=100, tokens_after=10),),
 )
-_REQUEST = ModelRequest(view_hash="abc", token_estimate=42)
+_REQUEST = ModelRequestRecord(view_hash="abc", token_estimate=42)
 
 
 # -- each kind's effect --------------------------------------------------------------------------
@@ -412,7 +412,7 @@ _bodies: st.SearchStrategy[Body] = st.one_of(
         tokens_after=_small,
     ),
     st.builds(ContextStatus, level=_texts, tokens=_small, budget=_small),
-    st.builds(ModelRequest, view_hash=_texts, token_estimate=_small),
+    st.builds(ModelRequestRecord, view_hash=_texts, token_estimate=_small),
     st.builds(BackgroundCompleted, task_id=_texts),
     st.builds(TurnAborted, reason=_texts),
     st.builds(OpaqueEvent, st.sampled_from(["k1", "k2"]), st.binary(min_size=1, max_size=4)),
@@ -467,7 +467,7 @@ def test_fold_counts_match_a_model(events: list[StoredEvent]) -> None:
         sum(type(b) is UserPrompt and b.origin == "user" for b in bodies),
         count(FileSnapshot),
         count(Compaction),
-        count(ModelRequest),
+        count(ModelRequestRecord),
         count(BackgroundCompleted),
         count(TurnAborted),
         frozenset(b.kind for b in bodies if type(b) is OpaqueEvent),
