@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
+from msgspec import UNSET
+
 from liteagent.eventlog import (
     AssistantMessage,
     ContextStatus,
@@ -42,7 +44,6 @@ from liteagent.eventlog import (
     UserPrompt,
 )
 from liteagent.eventlog._eventcodec import encode_body
-from msgspec import UNSET
 
 __all__ = [
     "EventFactory",

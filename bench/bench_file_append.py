@@ -37,6 +37,7 @@ from _common import (
     report_append_case,
     timed_loop,
 )
+
 from liteagent.eventlog import Event, file_checkpointer
 from liteagent.eventlog._eventcodec import encode_body
 

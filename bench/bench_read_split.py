@@ -25,6 +25,7 @@ import apsw
 import msgspec
 import xxhash
 from _common import EventFactory, add_common_args, print_header
+
 from liteagent.eventlog import Event, StoredEvent, sqlite_checkpointer
 from liteagent.eventlog._eventcodec import DECODERS
 

@@ -48,6 +48,7 @@ from _common import (
     print_header,
     profile_top,
 )
+
 from liteagent.eventlog import Event, file_checkpointer, fold, sqlite_checkpointer
 from liteagent.eventlog._eventcodec import encode_body
 

@@ -35,6 +35,7 @@ from _common import (
     report_append_case,
     timed_loop,
 )
+
 from liteagent.eventlog import Event, sqlite_checkpointer
 from liteagent.eventlog._eventcodec import encode_body
 

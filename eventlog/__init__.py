@@ -6,6 +6,7 @@ This package imports nothing else of liteagent. The conformance suite for backen
 """
 
 from ._blobs import BLOB_REF_PATTERN, BlobStore, blob_ref
+from ._cancel import CancelToken
 from ._codec import Codec, zlib_codec
 from ._contract import Checkpointer, IntegrityProblem, IntegrityReport, Position, SessionInfo
 from ._errors import (
@@ -24,6 +25,7 @@ from ._errors import (
     InvalidSessionIdError,
     LiteAgentError,
     NotADatabaseError,
+    OperationCancelledError,
     SchemaVersionError,
     StorageIOError,
     TruncateRangeError,
@@ -92,6 +94,7 @@ __all__ = [
     "BlobNotFoundError",
     "BlobStore",
     "Block",
+    "CancelToken",
     "CheckpointConflictError",
     "CheckpointMark",
     "Checkpointer",
@@ -119,6 +122,7 @@ __all__ = [
     "ModelRequestRecord",
     "NotADatabaseError",
     "OpaqueEvent",
+    "OperationCancelledError",
     "Origin",
     "PVec",
     "PassRecord",

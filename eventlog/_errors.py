@@ -8,6 +8,7 @@ Every error liteagent raises derives from :class:`LiteAgentError`; the storage l
     ├── InvalidMessageError          (also ValueError)
     ├── InvalidArgumentError         (also ValueError)
     ├── CodecError                   (also ValueError)
+    ├── OperationCancelledError
     ├── CheckpointerError
     │   ├── CheckpointConflictError
     │   ├── CheckpointerClosedError
@@ -43,6 +44,7 @@ __all__ = [
     "InvalidSessionIdError",
     "LiteAgentError",
     "NotADatabaseError",
+    "OperationCancelledError",
     "SchemaVersionError",
     "StorageIOError",
     "TruncateRangeError",
@@ -77,6 +79,11 @@ class InvalidMessageError(LiteAgentError, ValueError):
 
 class InvalidArgumentError(LiteAgentError, ValueError):
     """Raised when an argument is out of its documented range (e.g. a negative ``since_seq``)."""
+
+
+class OperationCancelledError(LiteAgentError):
+    """Raised when an operation stops because its :class:`CancelToken` was cancelled; nothing
+    partial is returned."""
 
 
 class CodecError(LiteAgentError, ValueError):

@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
+
 from liteagent.eventlog import (
     EVENT_KINDS,
     AssistantMessage,

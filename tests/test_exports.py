@@ -4,27 +4,28 @@ from __future__ import annotations
 
 import importlib
 
-import liteagent.eventlog
-import liteagent.eventlog.conformance
 import pytest
 
+import liteagent.eventlog
+import liteagent.eventlog.conformance
+
 EVENTLOG = {
-    "BLOB_REF_PATTERN", "EVENT_KINDS", "SESSION_ID_PATTERN",
-    "AssistantMessage", "BackgroundCompleted", "Block", "BlobError", "BlobNotFoundError",
-    "BlobStore", "CheckpointConflictError", "CheckpointMark", "Checkpointer",
-    "CheckpointerClosedError", "CheckpointerError", "Codec", "CodecError", "Compaction",
-    "CompactionBlock", "ContextStatus", "ConversationEntry", "CorruptBlobError",
-    "CorruptLogError", "Event", "FileSnapshot", "IntegrityProblem", "IntegrityReport",
-    "InvalidArgumentError", "InvalidBlobRefError", "InvalidEventError", "InvalidMessageError",
-    "InvalidSessionIdError", "LiteAgentError", "Message", "ModelRequestRecord", "NotADatabaseError",
-    "OpaqueEvent", "Origin", "PVec", "PassRecord", "Position", "RawBlock",
-    "RedactedThinkingBlock", "Role", "SchemaVersionError", "SessionInfo", "SessionStarted",
-    "SessionState", "StorageIOError", "StoredEvent", "TextBlock", "ThinkingBlock", "ToolResult",
-    "ToolResultBlock", "ToolUseBlock", "TruncateRangeError", "TurnAborted", "Usage",
-    "UserPrompt", "apply", "apply_all", "blob_ref", "conversation", "file_checkpointer", "fold",
-    "lite_agent_home", "memory_checkpointer", "message_from_dict", "message_text",
-    "message_to_dict", "messages_from_dicts", "messages_to_dicts", "project_dir",
-    "project_hash", "sqlite_checkpointer", "validate_session_id", "zlib_codec",
+    "AssistantMessage", "BLOB_REF_PATTERN", "BackgroundCompleted", "BlobError",
+    "BlobNotFoundError", "BlobStore", "Block", "CancelToken", "CheckpointConflictError",
+    "CheckpointMark", "Checkpointer", "CheckpointerClosedError", "CheckpointerError", "Codec",
+    "CodecError", "Compaction", "CompactionBlock", "ContextStatus", "ConversationEntry",
+    "CorruptBlobError", "CorruptLogError", "EVENT_KINDS", "Event", "FileSnapshot",
+    "IntegrityProblem", "IntegrityReport", "InvalidArgumentError", "InvalidBlobRefError",
+    "InvalidEventError", "InvalidMessageError", "InvalidSessionIdError", "LiteAgentError",
+    "Message", "ModelRequestRecord", "NotADatabaseError", "OpaqueEvent", "OperationCancelledError",
+    "Origin", "PVec", "PassRecord", "Position", "RawBlock", "RedactedThinkingBlock", "Role",
+    "SESSION_ID_PATTERN", "SchemaVersionError", "SessionInfo", "SessionStarted", "SessionState",
+    "StorageIOError", "StoredEvent", "TextBlock", "ThinkingBlock", "ToolResult", "ToolResultBlock",
+    "ToolUseBlock", "TruncateRangeError", "TurnAborted", "Usage", "UserPrompt", "apply",
+    "apply_all", "blob_ref", "conversation", "file_checkpointer", "fold", "lite_agent_home",
+    "memory_checkpointer", "message_from_dict", "message_text", "message_to_dict",
+    "messages_from_dicts", "messages_to_dicts", "project_dir", "project_hash",
+    "sqlite_checkpointer", "validate_session_id", "zlib_codec",
 }
 CONFORMANCE = {
     "BAD_SESSION_IDS", "CheckpointerConformance", "CrashConformance", "DurableConformance",

@@ -7,6 +7,7 @@ import struct
 from pathlib import Path
 
 import pytest
+
 from liteagent.eventlog import (
     CodecError,
     CorruptBlobError,

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from liteagent.eventlog import (
     AssistantMessage,
     BackgroundCompleted,

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec import UNSET
+
 from liteagent.eventlog import (
     AssistantMessage,
     Block,
@@ -33,7 +35,6 @@ from liteagent.eventlog import (
     messages_from_dicts,
     messages_to_dicts,
 )
-from msgspec import UNSET
 
 
 def _user(*blocks: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import threading
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from liteagent.eventlog import PVec
 
 

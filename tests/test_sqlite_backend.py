@@ -19,6 +19,7 @@ from typing import Any
 
 import apsw
 import pytest
+
 from liteagent.eventlog import (
     CheckpointConflictError,
     Checkpointer,
