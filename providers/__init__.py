@@ -1,11 +1,15 @@
 """liteagent.providers — the model boundary: the ModelProvider contract and its providers.
 
 - :class:`ModelProvider`, :class:`ModelRequest`, the live stream events and the normalized
-  error tree (see :mod:`liteagent.providers._errors`).
+  error tree (see :mod:`liteagent.providers._errors`);
+- :func:`anthropic` — Claude over the official ``anthropic`` SDK;
+- :func:`scripted` — answers from a script, failing loudly on unexpected or unused calls;
+- :func:`replay` — answers from a recorded session log, checking each request against it.
 
 The fake Messages API server for tests is in :mod:`liteagent.providers.testing`.
 """
 
+from ._anthropic import AnthropicProvider, anthropic_provider
 from ._contract import (
     CLEAR_THINKING,
     CLEAR_TOOL_USES,
@@ -42,12 +46,19 @@ from ._errors import (
     UnexpectedRequestError,
     UnusedResponsesError,
 )
+from ._replay import ReplayProvider, replay, replay_messages
+from ._scripted import ScriptedProvider, ScriptItem, response_events, scripted
+
+anthropic = anthropic_provider
+"""``anthropic(*, api_key=None, base_url=None, max_retries=2, timeout=None, http_client=None,
+betas=())``: Claude over the official SDK (see :func:`anthropic_provider`)."""
 
 __all__ = [
     "CLEAR_THINKING",
     "CLEAR_TOOL_USES",
     "COMPACT",
     "TOKEN_COUNTING",
+    "AnthropicProvider",
     "AppliedEdit",
     "CapabilityNotSupportedError",
     "ClearThinking",
@@ -66,8 +77,11 @@ __all__ = [
     "ProviderUnavailableError",
     "RateLimitError",
     "ReplayMismatchError",
+    "ReplayProvider",
     "ResponseComplete",
     "ScriptError",
+    "ScriptItem",
+    "ScriptedProvider",
     "StreamEvent",
     "TextDelta",
     "ThinkingDelta",
@@ -76,4 +90,10 @@ __all__ = [
     "ToolUseStart",
     "UnexpectedRequestError",
     "UnusedResponsesError",
+    "anthropic",
+    "anthropic_provider",
+    "replay",
+    "replay_messages",
+    "response_events",
+    "scripted",
 ]

@@ -1,0 +1,232 @@
+"""Claude through the official ``anthropic`` SDK's streaming API.
+
+Each call opens ``messages.stream`` (``beta.messages.stream`` when the request carries native
+context edits), forwards the live deltas, and ends with the SDK's accumulated final message
+converted to liteagent's types. The SDK retries 429/5xx/529 itself (``max_retries``) before the
+stream starts; a stream that breaks after it started is never retried and never returns a
+partial message. The API key is read from ``api_key=`` or ``ANTHROPIC_API_KEY`` and never
+logged or shown in a repr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import anthropic
+import httpx2
+import structlog
+
+from liteagent.eventlog import CancelToken, OperationCancelledError
+
+from ._anthropic_convert import (
+    applied_edits,
+    assistant_message,
+    count_tokens_params,
+    request_params,
+)
+from ._anthropic_errors import map_error
+from ._contract import (
+    CLEAR_THINKING,
+    CLEAR_TOOL_USES,
+    COMPACT,
+    TOKEN_COUNTING,
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    ResponseComplete,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolInputDelta,
+    ToolUseStart,
+)
+from ._errors import ProviderAuthError, ProviderError, ProviderStreamError
+
+__all__ = ["AnthropicProvider", "anthropic_provider"]
+
+_log = structlog.get_logger("liteagent.providers")
+
+
+class AnthropicProvider(ModelProvider):
+    """See :func:`anthropic_provider`."""
+
+    capabilities = frozenset({TOKEN_COUNTING, CLEAR_TOOL_USES, CLEAR_THINKING, COMPACT})
+
+    def __init__(self, client: anthropic.Anthropic, betas: Sequence[str]) -> None:
+        self._client = client
+        self._betas = tuple(betas)
+
+    @property
+    def name(self) -> str:
+        return "anthropic"
+
+    @property
+    def client(self) -> anthropic.Anthropic:
+        """The underlying SDK client."""
+        return self._client
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider(base_url={str(self._client.base_url)!r})"
+
+    def stream(
+        self, request: ModelRequest, *, cancel: CancelToken | None = None
+    ) -> Iterator[StreamEvent]:
+        self.check_request(request)
+        params, betas = request_params(request)
+        betas = sorted({*betas, *self._betas})
+        return self._stream(params, betas, cancel)
+
+    def _open(self, params: dict[str, Any], betas: list[str]) -> Any:
+        if betas:
+            return self._client.beta.messages.stream(**params, betas=betas)
+        return self._client.messages.stream(**params)
+
+    def _stream(
+        self, params: dict[str, Any], betas: list[str], cancel: CancelToken | None
+    ) -> Iterator[StreamEvent]:
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+        manager = self._open(params, betas)
+        try:
+            stream = manager.__enter__()  # the HTTP request (and the SDK's retries) happen here
+        except BaseException as e:
+            raise _translated(e, streaming=False, cancel=cancel) from e
+        interrupt = _Interrupt(stream)
+        unregister = cancel.on_cancel(interrupt) if cancel is not None else (lambda: None)
+        finished = False
+        try:
+            yield from self._events(stream, cancel)
+            final = stream.get_final_message()
+            _check_complete(final)
+            response = ModelResponse(
+                message=assistant_message(final),
+                applied_edits=applied_edits(final),
+                request_id=getattr(final, "_request_id", None),
+            )
+            finished = True
+            yield ResponseComplete(response)
+        except ProviderError:
+            raise
+        except OperationCancelledError:
+            raise
+        except BaseException as e:
+            raise _translated(e, streaming=True, cancel=cancel) from e
+        finally:
+            unregister()
+            with contextlib.suppress(Exception):
+                manager.__exit__(None, None, None)
+            if not finished and cancel is not None and cancel.cancelled:
+                _log.debug("anthropic.stream_cancelled")
+
+    @staticmethod
+    def _events(stream: Any, cancel: CancelToken | None) -> Iterator[StreamEvent]:
+        saw_stop = False
+        for event in stream:
+            if cancel is not None and cancel.cancelled:
+                raise OperationCancelledError(cancel.reason or "cancelled")
+            kind = event.type
+            if kind == "content_block_delta":
+                delta = event.delta
+                if delta.type == "text_delta":
+                    yield TextDelta(event.index, delta.text)
+                elif delta.type == "thinking_delta":
+                    yield ThinkingDelta(event.index, delta.thinking)
+                elif delta.type == "input_json_delta":
+                    yield ToolInputDelta(event.index, delta.partial_json)
+            elif kind == "content_block_start":
+                block = event.content_block
+                if block.type == "tool_use":
+                    yield ToolUseStart(event.index, block.id, block.name)
+            elif kind == "message_stop":
+                saw_stop = True
+        if cancel is not None and cancel.cancelled:
+            raise OperationCancelledError(cancel.reason or "cancelled")
+        if not saw_stop:
+            raise ProviderStreamError("the stream ended without message_stop")
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        self.check_request(request)
+        params, betas = count_tokens_params(request)
+        betas = sorted({*betas, *self._betas})
+        try:
+            if betas:
+                return self._client.beta.messages.count_tokens(**params, betas=betas).input_tokens
+            return self._client.messages.count_tokens(**params).input_tokens
+        except BaseException as e:
+            raise _translated(e, streaming=False, cancel=None) from e
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _check_complete(final: Any) -> None:
+    """A final message without a stop reason was cut short: refuse it."""
+    if final.stop_reason is None:
+        raise ProviderStreamError(
+            "the stream ended without its final event (no message_stop)",
+            request_id=getattr(final, "_request_id", None),
+        )
+
+
+class _Interrupt:
+    """Called from the cancelling thread: wake a read blocked on the socket, then close."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self._lock:
+            response = getattr(self._stream, "response", None)
+            network = response.extensions.get("network_stream") if response is not None else None
+            sock = network.get_extra_info("socket") if network is not None else None
+            if isinstance(sock, socket.socket):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(Exception):
+                self._stream.close()
+
+
+def _translated(e: BaseException, *, streaming: bool, cancel: CancelToken | None) -> BaseException:
+    if cancel is not None and cancel.cancelled:
+        return OperationCancelledError(cancel.reason or "cancelled")
+    mapped = map_error(e, streaming=streaming)
+    return e if mapped is None else mapped
+
+
+def anthropic_provider(
+    *,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    max_retries: int = 2,
+    timeout: float | httpx2.Timeout | None = None,
+    http_client: httpx2.Client | None = None,
+    betas: Sequence[str] = (),
+) -> AnthropicProvider:
+    """Return a provider for Claude over the official SDK.
+
+    ``api_key`` defaults to ``$ANTHROPIC_API_KEY`` and ``base_url`` to ``$ANTHROPIC_BASE_URL``
+    (the SDK's default endpoint otherwise). The SDK retries rate limits, overload and server
+    errors ``max_retries`` times before a stream starts. ``timeout`` is in seconds (default: the
+    SDK's, 600 s with a 5 s connect timeout). ``betas`` are sent on every call, which then goes
+    to the beta endpoint. Raises :class:`ProviderAuthError` when no API key is available.
+    """
+    key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
+    if not key:
+        raise ProviderAuthError(
+            "no Anthropic API key: pass api_key= or set ANTHROPIC_API_KEY"
+        )
+    kwargs: dict[str, Any] = {"api_key": key, "max_retries": max_retries}
+    url = base_url if base_url is not None else os.environ.get("ANTHROPIC_BASE_URL")
+    if url:
+        kwargs["base_url"] = url
+    if timeout is not None:
+        kwargs["timeout"] = timeout
+    if http_client is not None:
+        kwargs["http_client"] = http_client
+    return AnthropicProvider(anthropic.Anthropic(**kwargs), betas)

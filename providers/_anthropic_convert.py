@@ -1,0 +1,243 @@
+"""Conversion between liteagent's provider-neutral types and the Anthropic Messages API.
+
+Outbound, a :class:`ModelRequest` becomes the keyword arguments of ``messages.stream`` /
+``beta.messages.stream``: messages in the API's JSON shape (via
+:func:`liteagent.eventlog.messages_to_dicts`, so every block, signature, compaction block and
+unknown key goes out verbatim), tool schemas, the system prompt, extended thinking, native
+context edits, and prompt-cache breakpoints on the stable prefix. Inbound, a response message
+becomes an :class:`~liteagent.eventlog.AssistantMessage` with usage and stop reason, and the
+edits the API reports applying become :class:`AppliedEdit` values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from msgspec import UNSET
+
+from liteagent.eventlog import (
+    AssistantMessage,
+    Message,
+    ThinkingBlock,
+    Usage,
+    message_from_dict,
+    messages_to_dicts,
+)
+
+from ._contract import (
+    AppliedEdit,
+    ClearThinking,
+    ClearToolUses,
+    Compact,
+    ContextEdit,
+    ModelRequest,
+    ToolSchema,
+)
+
+__all__ = [
+    "COMPACT_BETA",
+    "CONTEXT_MANAGEMENT_BETA",
+    "applied_edits",
+    "assistant_message",
+    "count_tokens_params",
+    "request_params",
+]
+
+CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
+COMPACT_BETA = "compact-2026-01-12"
+_EPHEMERAL = {"type": "ephemeral"}
+_MAX_BREAKPOINTS = 4  # the API accepts at most four cache_control markers per request
+# Block types that may carry cache_control (thinking blocks may not).
+_CACHEABLE = frozenset({"text", "tool_use", "tool_result", "image", "document"})
+
+
+def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The API shape of ``messages``. Thinking blocks without a signature (e.g. from an imported
+    transcript whose signatures were redacted) cannot be verified by the API and are left out."""
+    out = []
+    for m in messages:
+        if any(type(b) is ThinkingBlock and b.signature is UNSET for b in m.content):
+            kept = tuple(
+                b for b in m.content if not (type(b) is ThinkingBlock and b.signature is UNSET)
+            )
+            out.append(Message(m.role, kept, extra=m.extra))
+        else:
+            out.append(m)
+    return messages_to_dicts(out)
+
+
+def _tool(tool: ToolSchema) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": tool.name, "input_schema": tool.input_schema}
+    if tool.description:
+        out["description"] = tool.description
+    return out
+
+
+def _edit(edit: ContextEdit) -> dict[str, Any]:
+    if isinstance(edit, ClearToolUses):
+        out: dict[str, Any] = {"type": "clear_tool_uses_20250919"}
+        if edit.trigger_tokens is not None:
+            out["trigger"] = {"type": "input_tokens", "value": edit.trigger_tokens}
+        if edit.keep_tool_uses is not None:
+            out["keep"] = {"type": "tool_uses", "value": edit.keep_tool_uses}
+        if edit.clear_at_least_tokens is not None:
+            out["clear_at_least"] = {"type": "input_tokens", "value": edit.clear_at_least_tokens}
+        if edit.exclude_tools:
+            out["exclude_tools"] = list(edit.exclude_tools)
+        out["clear_tool_inputs"] = edit.clear_tool_inputs
+        return out
+    if isinstance(edit, ClearThinking):
+        keep: Any = (
+            {"type": "all"}
+            if edit.keep_turns == "all"
+            else {"type": "thinking_turns", "value": edit.keep_turns}
+        )
+        return {"type": "clear_thinking_20251015", "keep": keep}
+    out = {"type": "compact_20260112", "pause_after_compaction": edit.pause_after_compaction}
+    if edit.trigger_tokens is not None:
+        out["trigger"] = {"type": "input_tokens", "value": edit.trigger_tokens}
+    if edit.instructions is not None:
+        out["instructions"] = edit.instructions
+    return out
+
+
+def _context_management(edits: Sequence[ContextEdit]) -> tuple[dict[str, Any], list[str]]:
+    """The ``context_management`` parameter (clear_thinking first, as the API requires when it is
+    combined with other edits) and the betas it needs."""
+    ordered = sorted(edits, key=lambda e: 0 if isinstance(e, ClearThinking) else 1)
+    betas = [CONTEXT_MANAGEMENT_BETA]
+    if any(isinstance(e, Compact) for e in edits):
+        betas.append(COMPACT_BETA)
+    return {"edits": [_edit(e) for e in ordered]}, betas
+
+
+def _mark(block: dict[str, Any]) -> bool:
+    """Put a cache breakpoint on ``block`` if its type allows one; return whether it did."""
+    if block.get("type") not in _CACHEABLE:
+        return False
+    block.setdefault("cache_control", dict(_EPHEMERAL))
+    return True
+
+
+def _mark_last(message: dict[str, Any]) -> bool:
+    """Mark the last block of ``message`` that may carry a breakpoint."""
+    return any(_mark(block) for block in reversed(message["content"]))
+
+
+def _add_cache_breakpoints(
+    system: list[dict[str, Any]] | None,
+    tools: list[dict[str, Any]],
+    messages: list[dict[str, Any]],
+) -> None:
+    """Mark the stable prefix for prompt caching: the end of the system prompt (or of the
+    tools, without one), the newest message, and the last user message before it, so the next
+    request reads everything up to there from the cache."""
+    used = sum(1 for m in messages for b in m["content"] if "cache_control" in b)
+    if system:
+        system[-1].setdefault("cache_control", dict(_EPHEMERAL))
+        used += 1
+    elif tools:
+        tools[-1].setdefault("cache_control", dict(_EPHEMERAL))
+        used += 1
+    if messages and used < _MAX_BREAKPOINTS and _mark_last(messages[-1]):
+        used += 1
+    for m in reversed(messages[:-1]):
+        if used >= _MAX_BREAKPOINTS:
+            break
+        if m["role"] == "user":
+            _mark_last(m)
+            break
+
+
+def request_params(request: ModelRequest) -> tuple[dict[str, Any], list[str]]:
+    """The keyword arguments for ``messages.stream`` and the betas the request needs (a
+    non-empty list means the beta endpoint must be used)."""
+    messages = _messages(request.messages)
+    tools = [_tool(t) for t in request.tools]
+    system = [{"type": "text", "text": request.system}] if request.system else None
+    if request.cache:
+        _add_cache_breakpoints(system, tools, messages)
+    params: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "messages": messages,
+    }
+    if system is not None:
+        params["system"] = system if request.cache else request.system
+    if tools:
+        params["tools"] = tools
+    if request.thinking_budget is not None:
+        params["thinking"] = {"type": "enabled", "budget_tokens": request.thinking_budget}
+    if request.stop_sequences:
+        params["stop_sequences"] = list(request.stop_sequences)
+    betas: list[str] = []
+    if request.context_edits:
+        params["context_management"], betas = _context_management(request.context_edits)
+    return params, betas
+
+
+def count_tokens_params(request: ModelRequest) -> tuple[dict[str, Any], list[str]]:
+    """The keyword arguments for ``messages.count_tokens`` (no cache markers, no max_tokens)."""
+    params: dict[str, Any] = {"model": request.model, "messages": _messages(request.messages)}
+    if request.system:
+        params["system"] = request.system
+    if request.tools:
+        params["tools"] = [_tool(t) for t in request.tools]
+    if request.thinking_budget is not None:
+        params["thinking"] = {"type": "enabled", "budget_tokens": request.thinking_budget}
+    betas: list[str] = []
+    if request.context_edits:
+        params["context_management"], betas = _context_management(request.context_edits)
+    return params, betas
+
+
+def _block_dict(block: Any) -> dict[str, Any]:
+    """An SDK content block as the API's JSON: only the keys the response carried."""
+    data: dict[str, Any] = block.model_dump(mode="json", exclude_unset=True)
+    kind = data.get("type")
+    # The stream accumulator fills optional keys with None; the API's JSON leaves them out.
+    # A compaction block's content and encrypted_content keep an explicit null (it matters).
+    keep_null = {"content", "encrypted_content"} if kind == "compaction" else set()
+    return {k: v for k, v in data.items() if v is not None or k in keep_null}
+
+
+def assistant_message(final: Any) -> AssistantMessage:
+    """The persisted event for a complete SDK ``Message`` / ``BetaMessage``."""
+    content = [_block_dict(b) for b in final.content]
+    message = message_from_dict({"role": "assistant", "content": content}, where="response")
+    u = final.usage
+    usage = Usage(
+        input_tokens=int(getattr(u, "input_tokens", 0) or 0),
+        output_tokens=int(getattr(u, "output_tokens", 0) or 0),
+        cache_creation_input_tokens=int(getattr(u, "cache_creation_input_tokens", 0) or 0),
+        cache_read_input_tokens=int(getattr(u, "cache_read_input_tokens", 0) or 0),
+    )
+    return AssistantMessage(
+        content=message.content,
+        usage=usage,
+        stop_reason=final.stop_reason,
+        model=final.model,
+    )
+
+
+def applied_edits(final: Any) -> tuple[AppliedEdit, ...]:
+    """What the response's ``context_management.applied_edits`` says was cleared."""
+    cm = getattr(final, "context_management", None)
+    if cm is None:
+        return ()
+    entries: Iterable[Any] = (
+        cm.get("applied_edits", []) if isinstance(cm, dict) else getattr(cm, "applied_edits", [])
+    ) or []
+    out = []
+    for entry in entries:
+        d = entry if isinstance(entry, dict) else entry.model_dump(mode="json")
+        out.append(
+            AppliedEdit(
+                type=str(d.get("type", "")),
+                cleared_tool_uses=d.get("cleared_tool_uses"),
+                cleared_thinking_turns=d.get("cleared_thinking_turns"),
+                cleared_input_tokens=d.get("cleared_input_tokens"),
+            )
+        )
+    return tuple(out)
