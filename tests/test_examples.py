@@ -44,3 +44,24 @@ def test_readme_snippet_runs(tmp_path: Path) -> None:
 def test_readme_names_the_example() -> None:
     """The README points at the example file the tests run."""
     assert "examples/eventlog_quickstart.py" in (ROOT / "README.md").read_text()
+
+
+def test_readme_fake_server_snippet_runs() -> None:
+    """The README's fake-server example runs as written (given a request)."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### Testing without a network") :]
+    start = section.index("```python\n") + len("```python\n")
+    code = section[start : section.index("```", start)]
+    setup = (
+        "from liteagent.eventlog import Message, TextBlock\n"
+        "from liteagent.providers import ModelRequest\n"
+        "request = ModelRequest(model='m', messages=(Message('user', (TextBlock('hi'),)),))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", setup + code + "\nprint(response.message.content)\n"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "TextBlock(text='hello'" in result.stdout

@@ -8,6 +8,7 @@ import pytest
 
 import liteagent.eventlog
 import liteagent.eventlog.conformance
+import liteagent.providers
 
 EVENTLOG = {
     "AssistantMessage", "BLOB_REF_PATTERN", "BackgroundCompleted", "BlobError",
@@ -33,6 +34,24 @@ CONFORMANCE = {
 }
 
 
+PROVIDERS = {
+    "CLEAR_THINKING", "CLEAR_TOOL_USES", "COMPACT", "TOKEN_COUNTING", "AnthropicProvider",
+    "AppliedEdit", "CapabilityNotSupportedError", "ClearThinking", "ClearToolUses", "Compact",
+    "ContextEdit", "ContextOverflowError", "ModelProvider", "ModelRequest", "ModelResponse",
+    "OverloadedError", "ProviderAuthError", "ProviderError", "ProviderRequestError",
+    "ProviderStreamError", "ProviderUnavailableError", "RateLimitError", "ReplayMismatchError",
+    "ReplayProvider", "ResponseComplete", "ScriptError", "ScriptItem", "ScriptedProvider",
+    "StreamEvent", "TextDelta", "ThinkingDelta", "ToolInputDelta", "ToolSchema", "ToolUseStart",
+    "UnexpectedRequestError", "UnusedResponsesError", "anthropic", "anthropic_provider", "replay",
+    "replay_messages", "response_events", "scripted",
+}
+
+
+def test_providers_exports() -> None:
+    """liteagent.providers exports exactly its documented names."""
+    assert PROVIDERS == set(liteagent.providers.__all__)
+
+
 def test_eventlog_exports() -> None:
     """liteagent.eventlog exports exactly its documented names."""
     assert EVENTLOG == set(liteagent.eventlog.__all__)
@@ -44,8 +63,9 @@ def test_conformance_exports() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["liteagent.eventlog", "liteagent.eventlog.conformance", "liteagent.context",
-               "liteagent.providers", "liteagent.tools", "liteagent.actors", "liteagent.sdk"]
+    "module", ["liteagent.eventlog", "liteagent.eventlog.conformance", "liteagent.providers",
+               "liteagent.providers.testing", "liteagent.context", "liteagent.tools",
+               "liteagent.actors", "liteagent.sdk"]
 )
 def test_every_exported_name_exists(module: str) -> None:
     """Each name in __all__ is an attribute of the package."""

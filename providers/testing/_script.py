@@ -1,0 +1,192 @@
+"""The fake server's state: the scripted answers, the request log, and the routing rules.
+
+No sockets here; :class:`Script` is thread-safe and the HTTP handler calls
+:meth:`Script.record` then :meth:`Script.answer` for every request.
+
+Routing:
+
+- ``POST /v1/messages`` takes the next scripted response, first in first out. With nothing
+  scripted the answer is a 500 whose message says the script was empty, with
+  ``x-should-retry: false`` so the SDK fails at once instead of retrying. A
+  :class:`StreamResponse` reached by a request without ``"stream": true`` gets a 500 saying so.
+- ``POST /v1/messages/count_tokens`` takes the next answer from its own queue; unscripted, it
+  counts ``len(json.dumps(body)) // 4``. A request carrying ``context_management`` (the beta
+  form with edits) also gets ``context_management.original_input_tokens``.
+- Anything else is a 404 ``not_found_error`` (``x-should-retry: false``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from ._failures import error_response
+from ._responses import JSONResponse, MessageResponse, Response, StreamResponse
+
+__all__ = ["COUNT_TOKENS_PATH", "MESSAGES_PATH", "RecordedRequest", "Script"]
+
+MESSAGES_PATH = "/v1/messages"
+COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+
+_Count = tuple[int, int | None] | JSONResponse
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as the server received it.
+
+    ``headers`` has lower-cased names (repeated headers joined with ``", "``); ``body`` is the
+    parsed JSON (``None`` when the body was empty or not JSON; ``raw_body`` has the bytes);
+    ``time`` is ``time.monotonic()`` at arrival; ``request_id`` is the ``request-id`` header
+    the answer carried.
+    """
+
+    method: str
+    path: str
+    query: str
+    headers: Mapping[str, str]
+    body: Any
+    time: float
+    request_id: str
+    raw_body: bytes = field(default=b"", repr=False)
+
+    @property
+    def stream(self) -> bool:
+        """Whether the body asked for a stream (``"stream": true``)."""
+        return isinstance(self.body, dict) and self.body.get("stream") is True
+
+    @property
+    def retry_count(self) -> int | None:
+        """The SDK's attempt index from ``x-stainless-retry-count`` (``None`` if absent)."""
+        value = self.headers.get("x-stainless-retry-count")
+        return int(value) if value is not None and value.isdigit() else None
+
+
+class Script:
+    """The queues of scripted answers and the log of requests, behind one lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._messages: deque[Response] = deque()
+        self._counts: deque[_Count] = deque()
+        self._requests: list[RecordedRequest] = []
+        self._ids = itertools.count(1)
+
+    def add(self, responses: Iterable[Response | Mapping[str, Any]]) -> None:
+        """Queue answers for ``/v1/messages``; a mapping is a message. ``TypeError`` otherwise."""
+        queued: list[Response] = []
+        for response in responses:
+            if isinstance(response, MessageResponse | StreamResponse | JSONResponse):
+                queued.append(response)
+            elif isinstance(response, Mapping):
+                queued.append(MessageResponse(dict(response)))
+            else:
+                raise TypeError(f"cannot script {type(response).__name__}: {response!r}")
+        with self._lock:
+            self._messages.extend(queued)
+
+    def add_count(self, input_tokens: int | JSONResponse, original: int | None) -> None:
+        """Queue one answer for ``/v1/messages/count_tokens``."""
+        item: _Count = (
+            input_tokens if isinstance(input_tokens, JSONResponse) else (input_tokens, original)
+        )
+        with self._lock:
+            self._counts.append(item)
+
+    @property
+    def pending(self) -> int:
+        """How many scripted ``/v1/messages`` answers are left."""
+        with self._lock:
+            return len(self._messages)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """A snapshot of the request log, oldest first."""
+        with self._lock:
+            return list(self._requests)
+
+    def record(
+        self, method: str, target: str, headers: Iterable[tuple[str, str]], raw: bytes
+    ) -> RecordedRequest:
+        """Log a request (``target`` is the path with its query) and give it a request id."""
+        path, _, query = target.partition("?")
+        lowered: dict[str, str] = {}
+        for name, value in headers:
+            key = name.lower()
+            lowered[key] = f"{lowered[key]}, {value}" if key in lowered else value
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        with self._lock:
+            request = RecordedRequest(
+                method=method,
+                path=path,
+                query=query,
+                headers=MappingProxyType(lowered),
+                body=body,
+                time=time.monotonic(),
+                request_id=f"req_fake_{next(self._ids):04d}",
+                raw_body=raw,
+            )
+            self._requests.append(request)
+        return request
+
+    def answer(self, request: RecordedRequest) -> Response:
+        """The response for ``request``: the next scripted one, a default, or a loud error."""
+        route = (request.method, request.path)
+        if route == ("POST", MESSAGES_PATH):
+            with self._lock:
+                scripted = self._messages.popleft() if self._messages else None
+            if scripted is None:
+                return error_response(
+                    500,
+                    "api_error",
+                    "FakeMessagesServer: the script was empty: nothing was scripted for this "
+                    "POST /v1/messages (queue responses with server.add(...))",
+                    should_retry=False,
+                )
+            if isinstance(scripted, StreamResponse) and not request.stream:
+                return error_response(
+                    500,
+                    "api_error",
+                    "FakeMessagesServer: a stream was scripted, but this request did not ask "
+                    'for one ("stream": true)',
+                    should_retry=False,
+                )
+            return scripted
+        if route == ("POST", COUNT_TOKENS_PATH):
+            with self._lock:
+                counted = self._counts.popleft() if self._counts else None
+            return _count_tokens(request, counted)
+        return error_response(
+            404,
+            "not_found_error",
+            f"FakeMessagesServer: no route for {request.method} {request.path}",
+            should_retry=False,
+        )
+
+
+def _count_tokens(request: RecordedRequest, scripted: _Count | None) -> JSONResponse:
+    """The count_tokens answer: scripted, or estimated from the request body."""
+    if isinstance(scripted, JSONResponse):
+        return scripted
+    if scripted is None:
+        source = json.dumps(request.body) if request.body is not None else request.raw_body
+        tokens, original = len(source) // 4, None
+    else:
+        tokens, original = scripted
+    body: dict[str, Any] = {"input_tokens": tokens}
+    asked = isinstance(request.body, dict) and "context_management" in request.body
+    if original is not None or asked:
+        body["context_management"] = {
+            "original_input_tokens": original if original is not None else tokens
+        }
+    return JSONResponse(body)

@@ -1,0 +1,450 @@
+"""The Anthropic provider: the real ``anthropic`` client over real HTTP + SSE against the fake
+Messages API server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic as anthropic_sdk
+import pytest
+import structlog
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from liteagent.eventlog import (
+    AssistantMessage,
+    CancelToken,
+    CompactionBlock,
+    Message,
+    OperationCancelledError,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+    message_from_dict,
+)
+from liteagent.providers import (
+    AnthropicProvider,
+    AppliedEdit,
+    ClearThinking,
+    ClearToolUses,
+    Compact,
+    ContextOverflowError,
+    ModelRequest,
+    ModelResponse,
+    OverloadedError,
+    ProviderAuthError,
+    ProviderRequestError,
+    ProviderStreamError,
+    ProviderUnavailableError,
+    RateLimitError,
+    ResponseComplete,
+    TextDelta,
+    ThinkingDelta,
+    ToolInputDelta,
+    ToolSchema,
+    ToolUseStart,
+    anthropic,
+)
+from liteagent.providers.testing import (
+    FakeMessagesServer,
+    authentication_error,
+    compaction,
+    context_overflow,
+    dropped_stream,
+    error_response,
+    message,
+    overloaded,
+    rate_limited,
+    stalled_stream,
+    stream_error,
+    text,
+    thinking,
+    tool_use,
+    truncated_stream,
+    usage,
+)
+
+MODEL = "claude-test"
+
+
+@pytest.fixture
+def server() -> Iterator[FakeMessagesServer]:
+    """A fake Messages API server, closed after the test."""
+    with FakeMessagesServer() as s:
+        yield s
+
+
+def _provider(server: FakeMessagesServer, **kw: Any) -> AnthropicProvider:
+    return AnthropicProvider(server.client(**kw), ())
+
+
+def _request(*texts: str, **kw: Any) -> ModelRequest:
+    messages = tuple(
+        Message("user" if i % 2 == 0 else "assistant", (TextBlock(t),)) for i, t in enumerate(texts)
+    )
+    return ModelRequest(model=MODEL, messages=messages or (Message("user", (TextBlock("hi"),)),),
+                        **kw)
+
+
+def _complete(server: FakeMessagesServer, request: ModelRequest, **kw: Any) -> ModelResponse:
+    with _provider(server, **kw) as provider:
+        return provider.complete(request)
+
+
+def _events(provider: AnthropicProvider, request: ModelRequest, **kw: Any) -> list[Any]:
+    with provider:
+        return list(provider.stream(request, **kw))
+
+
+# -- streaming and conversion ---------------------------------------------------------------------
+
+
+def test_streamed_tool_use_is_assembled_exactly(server: FakeMessagesServer) -> None:
+    """Thinking, text and a tool call with nested input split in odd fragments come back exactly,
+    with all four usage fields."""
+    tool_input = {"path": "src/ü.py", "edits": [{"old": "a\n", "new": "b"}], "n": 3, "ok": None}
+    server.add_stream(
+        message(
+            [thinking("Let me look.", "sig-1"), text("Reading the file."),
+             tool_use("toolu_1", "edit", tool_input)],
+            usage=usage(377, 65, cache_creation_input_tokens=100, cache_read_input_tokens=200),
+        ),
+        text_chunk=3,
+        fragments=[1, 2, 3, 5, 8],
+    )
+    events = _events(_provider(server), _request("fix it"))
+    final = events[-1]
+    assert isinstance(final, ResponseComplete)
+    expected = AssistantMessage(
+        content=(
+            ThinkingBlock("Let me look.", "sig-1"),
+            TextBlock("Reading the file."),
+            ToolUseBlock("toolu_1", "edit", tool_input),
+        ),
+        usage=Usage(input_tokens=377, output_tokens=65, cache_creation_input_tokens=100,
+                    cache_read_input_tokens=200),
+        stop_reason="tool_use",
+        model=final.response.message.model,
+    )
+    assert expected == final.response.message
+    assert "Reading the file." == "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert "Let me look." == "".join(e.thinking for e in events if isinstance(e, ThinkingDelta))
+    starts = [e for e in events if isinstance(e, ToolUseStart)]
+    assert [ToolUseStart(2, "toolu_1", "edit")] == starts
+    fragments = "".join(e.partial_json for e in events if isinstance(e, ToolInputDelta))
+    assert tool_input == json.loads(fragments)
+    assert 1 == sum(isinstance(e, ResponseComplete) for e in events)
+
+
+def test_request_carries_the_conversation_verbatim(server: FakeMessagesServer) -> None:
+    """Tool results with is_error, signed thinking and compaction blocks are sent back as given."""
+    server.add(message([text("ok")]))
+    convo = (
+        Message("user", (TextBlock("go"),)),
+        Message("assistant", (
+            CompactionBlock(content="summary", encrypted_content="enc", extra={"signature": "s"}),
+            ThinkingBlock("hmm", "sig"),
+            ToolUseBlock("t1", "bash", {"command": "ls"}),
+        )),
+        Message("user", (ToolResultBlock("t1", "boom", is_error=True),)),
+    )
+    _complete(server, ModelRequest(model=MODEL, messages=convo, cache=False))
+    (req,) = server.requests
+    assert [
+        {"role": "user", "content": [{"type": "text", "text": "go"}]},
+        {"role": "assistant", "content": [
+            {"type": "compaction", "content": "summary", "encrypted_content": "enc",
+             "signature": "s"},
+            {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+            {"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "ls"}},
+        ]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "boom", "is_error": True},
+        ]},
+    ] == req.body["messages"]
+
+
+def test_unsigned_thinking_is_not_sent(server: FakeMessagesServer) -> None:
+    """A thinking block without a signature (redacted in an import) is left out of requests."""
+    server.add(message([text("ok")]))
+    convo = (
+        Message("user", (TextBlock("go"),)),
+        Message("assistant", (ThinkingBlock("unsigned"), TextBlock("done"))),
+        Message("user", (TextBlock("more"),)),
+    )
+    _complete(server, ModelRequest(model=MODEL, messages=convo, cache=False))
+    assert [{"type": "text", "text": "done"}] == server.requests[0].body["messages"][1]["content"]
+
+
+def test_tools_system_thinking_and_stop_sequences_are_sent(server: FakeMessagesServer) -> None:
+    """Tool schemas, the system prompt, extended thinking and stop sequences reach the API."""
+    server.add(message([text("ok")]))
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+    request = _request(
+        "hi", system="be brief", tools=(ToolSchema(name="read", description="d",
+                                                   input_schema=schema),),
+        thinking_budget=2048, stop_sequences=("END",), max_tokens=3000, cache=False,
+    )
+    _complete(server, request)
+    body = server.requests[0].body
+    assert "be brief" == body["system"]
+    assert [{"name": "read", "description": "d", "input_schema": schema}] == body["tools"]
+    assert {"type": "enabled", "budget_tokens": 2048} == body["thinking"]
+    assert (["END"], 3000, True) == (body["stop_sequences"], body["max_tokens"], body["stream"])
+
+
+def test_prompt_caching_marks_the_stable_prefix(server: FakeMessagesServer) -> None:
+    """Cache breakpoints go on the system prompt, the newest message and the user turn before."""
+    server.add(message([text("ok")]))
+    request = _request("first", "answer", "second", system="sys",
+                       tools=(ToolSchema(name="t"),))
+    _complete(server, request)
+    body = server.requests[0].body
+    ephemeral = {"type": "ephemeral"}
+    assert [{"type": "text", "text": "sys", "cache_control": ephemeral}] == body["system"]
+    assert "cache_control" not in body["tools"][0]
+    marked = [i for i, m in enumerate(body["messages"])
+              if any("cache_control" in b for b in m["content"])]
+    assert [0, 2] == marked
+
+
+def test_no_cache_markers_when_caching_is_off(server: FakeMessagesServer) -> None:
+    """cache=False sends the request without any cache_control."""
+    server.add(message([text("ok")]))
+    _complete(server, _request("a", "b", "c", system="sys", cache=False))
+    assert "cache_control" not in repr(server.requests[0].body)
+
+
+def test_compaction_block_comes_back_verbatim(server: FakeMessagesServer) -> None:
+    """With native compaction on, the compaction block and its extra keys come back verbatim."""
+    server.add_stream(message([compaction("summary", encrypted_content="enc", signature="s"),
+                               text("go on")]))
+    response = _complete(server, _request("hi", context_edits=(Compact(),)))
+    assert CompactionBlock(content="summary", encrypted_content="enc",
+                           extra={"signature": "s"}) == response.message.content[0]
+
+
+BLOCKS = st.one_of(
+    st.builds(text, st.text(min_size=1, max_size=40)),
+    st.builds(thinking, st.text(min_size=1, max_size=30), st.text(min_size=1, max_size=10)),
+    st.builds(
+        lambda i, v: tool_use(f"toolu_{i}", "tool", {"v": v}),
+        st.integers(0, 10**6),
+        st.recursive(
+            st.none() | st.booleans() | st.integers(-(2**31), 2**31) | st.text(max_size=10),
+            lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+            max_leaves=8,
+        ),
+    ),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(content=st.lists(BLOCKS, min_size=1, max_size=4), chunk=st.integers(1, 7))
+def test_responses_round_trip_through_the_wire(content: list[dict[str, Any]], chunk: int) -> None:
+    """Any streamed content comes back as the blocks the API JSON describes."""
+    with FakeMessagesServer() as srv:
+        srv.add_stream(message(content), text_chunk=chunk, seed=chunk)
+        with AnthropicProvider(srv.client(), ()) as provider:
+            response = provider.complete(_request("hi"))
+    assert message_from_dict({"role": "assistant", "content": content}).content == \
+        response.message.content
+
+
+# -- native context editing and token counting -----------------------------------------------------
+
+
+def test_context_edits_go_to_the_beta_endpoint(server: FakeMessagesServer) -> None:
+    """Native edits are sent as context_management with their betas, clear_thinking first, and
+    the applied edits the response reports are surfaced."""
+    applied = [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 4,
+                "cleared_input_tokens": 20000}]
+    server.add_stream(message([text("ok")], context_management={"applied_edits": applied}))
+    edits = (ClearToolUses(trigger_tokens=30000, keep_tool_uses=3, exclude_tools=("memory",)),
+             Compact(trigger_tokens=150000), ClearThinking(keep_turns=1))
+    response = _complete(server, _request("hi", context_edits=edits))
+    (req,) = server.requests
+    assert {"context-management-2025-06-27", "compact-2026-01-12"} == set(
+        req.headers["anthropic-beta"].split(","))
+    assert [
+        {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}},
+        {"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 30000},
+         "keep": {"type": "tool_uses", "value": 3}, "exclude_tools": ["memory"],
+         "clear_tool_inputs": False},
+        {"type": "compact_20260112", "pause_after_compaction": False,
+         "trigger": {"type": "input_tokens", "value": 150000}},
+    ] == req.body["context_management"]["edits"]
+    assert (AppliedEdit(type="clear_tool_uses_20250919", cleared_tool_uses=4,
+                        cleared_input_tokens=20000),) == response.applied_edits
+
+
+def test_count_tokens(server: FakeMessagesServer) -> None:
+    """count_tokens returns the API's count for the request."""
+    server.add_count_tokens(1234)
+    with _provider(server) as provider:
+        assert 1234 == provider.count_tokens(_request("hello", system="sys"))
+    assert "/v1/messages/count_tokens" == server.requests[0].path
+    assert "sys" == server.requests[0].body["system"]
+
+
+# -- errors ----------------------------------------------------------------------------------------
+
+
+def test_context_overflow_carries_the_token_numbers(server: FakeMessagesServer) -> None:
+    """A 400 'prompt is too long' becomes ContextOverflowError(tokens, maximum), not retried."""
+    server.add(context_overflow(210432, 200000))
+    with pytest.raises(ContextOverflowError) as info:
+        _events(_provider(server), _request("big"))
+    assert (210432, 200000, 1) == (info.value.tokens, info.value.maximum, len(server.requests))
+
+
+def test_auth_error(server: FakeMessagesServer) -> None:
+    """A 401 becomes ProviderAuthError."""
+    server.add(authentication_error())
+    with pytest.raises(ProviderAuthError):
+        _events(_provider(server), _request())
+
+
+def test_rate_limit_carries_retry_after(server: FakeMessagesServer) -> None:
+    """429s past the client's retries become RateLimitError with the server's retry-after."""
+    server.add(rate_limited(retry_after_ms=20), rate_limited(retry_after_ms=20))
+    with pytest.raises(RateLimitError) as info:
+        _events(_provider(server, max_retries=1), _request())
+    assert (0.02, 2) == (info.value.retry_after, len(server.requests))
+
+
+def test_overloaded(server: FakeMessagesServer) -> None:
+    """529s past the client's retries become OverloadedError."""
+    server.add(overloaded(), overloaded())
+    with pytest.raises(OverloadedError):
+        _events(_provider(server, max_retries=1), _request())
+
+
+def test_server_error(server: FakeMessagesServer) -> None:
+    """A 500 past the retries becomes ProviderUnavailableError."""
+    server.add(error_response(500, "api_error", "boom", should_retry=False))
+    with pytest.raises(ProviderUnavailableError):
+        _events(_provider(server), _request())
+
+
+def test_other_client_errors(server: FakeMessagesServer) -> None:
+    """Another 4xx becomes ProviderRequestError with its status and type."""
+    server.add(error_response(400, "invalid_request_error", "messages: bad"))
+    with pytest.raises(ProviderRequestError) as info:
+        _events(_provider(server), _request())
+    assert (400, "invalid_request_error") == (info.value.status_code, info.value.error_type)
+
+
+def test_no_connection() -> None:
+    """A refused connection becomes ProviderUnavailableError."""
+    with FakeMessagesServer() as srv:
+        client = srv.client(max_retries=0)
+    with AnthropicProvider(client, ()) as provider, pytest.raises(ProviderUnavailableError):
+        list(provider.stream(_request()))
+
+
+def test_overloaded_then_ok_takes_two_requests(server: FakeMessagesServer) -> None:
+    """A 529 followed by a good stream succeeds with exactly two requests."""
+    server.add(overloaded(), message([text("fine")]))
+    response = _complete(server, _request())
+    assert (TextBlock("fine"),) == response.message.content
+    assert [0, 1] == [r.retry_count for r in server.requests]
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [dropped_stream(after=4), truncated_stream(after=5), stream_error(after=3)],
+    ids=["dropped", "no-message-stop", "event-error"],
+)
+def test_broken_stream_gives_stream_error_and_no_message(
+    server: FakeMessagesServer, broken: Any
+) -> None:
+    """A stream that breaks after it started raises ProviderStreamError and yields no message."""
+    server.add(broken)
+    seen: list[Any] = []
+    with pytest.raises(ProviderStreamError), _provider(server) as provider:
+        seen.extend(provider.stream(_request()))
+    assert not any(isinstance(e, ResponseComplete) for e in seen)
+    assert 1 == len(server.requests)
+
+
+def test_stalled_stream_times_out_as_stream_error(server: FakeMessagesServer) -> None:
+    """A stream that stalls past the read timeout raises ProviderStreamError."""
+    server.add(stalled_stream(seconds=5, after=3))
+    start = time.monotonic()
+    with pytest.raises(ProviderStreamError):
+        _events(_provider(server, timeout=0.3), _request())
+    assert time.monotonic() - start < 3
+
+
+# -- cancellation ----------------------------------------------------------------------------------
+
+
+def test_cancel_mid_stream_returns_fast_and_closes_the_connection(
+    server: FakeMessagesServer,
+) -> None:
+    """Cancelling a stalled stream returns within 1 s, yields no message, and the server sees the
+    connection closed."""
+    server.add(stalled_stream(seconds=30, after=4))
+    cancel = CancelToken()
+    seen: list[Any] = []
+    timer = threading.Timer(0.3, cancel.cancel)
+    timer.start()
+    start = time.monotonic()
+    try:
+        with pytest.raises(OperationCancelledError), _provider(server) as provider:
+            seen.extend(provider.stream(_request(), cancel=cancel))
+    finally:
+        timer.cancel()
+    assert time.monotonic() - start < 1.3
+    assert not any(isinstance(e, ResponseComplete) for e in seen)
+    deadline = time.monotonic() + 1
+    while not server.hangups and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [server.requests[0].request_id] == server.hangups
+
+
+def test_cancel_before_start_sends_nothing(server: FakeMessagesServer) -> None:
+    """A cancelled token stops the call before any request is made."""
+    cancel = CancelToken()
+    cancel.cancel()
+    with pytest.raises(OperationCancelledError):
+        _events(_provider(server), _request(), cancel=cancel)
+    assert [] == server.requests
+
+
+# -- construction ----------------------------------------------------------------------------------
+
+
+def test_factory_reads_key_and_url_from_the_environment(
+    server: FakeMessagesServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """anthropic() uses ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL, sending the key as a bearer."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-secret")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+    server.add(message([text("hi")]))
+    provider = anthropic(http_client=anthropic_sdk.DefaultHttpxClient(trust_env=False))
+    with provider, structlog.testing.capture_logs() as logs:
+        provider.complete(_request())
+    assert "Bearer sk-test-secret" == server.requests[0].headers["authorization"]
+    assert "sk-test-secret" not in repr(provider)
+    assert "sk-test-secret" not in repr(logs)
+
+
+def test_factory_without_a_key_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    """anthropic() with no key anywhere raises ProviderAuthError."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(ProviderAuthError):
+        anthropic()
+
+
+def test_capabilities_are_declared() -> None:
+    """The Anthropic provider declares token counting and all three native edits."""
+    assert {"token_counting", "clear_tool_uses", "clear_thinking", "compact"} == set(
+        AnthropicProvider.capabilities)
