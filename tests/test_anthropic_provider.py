@@ -27,6 +27,8 @@ from liteagent.eventlog import (
     ToolUseBlock,
     Usage,
     message_from_dict,
+    messages_from_dicts,
+    messages_to_dicts,
 )
 from liteagent.providers import (
     AnthropicProvider,
@@ -51,6 +53,7 @@ from liteagent.providers import (
     ToolUseStart,
     anthropic,
 )
+from liteagent.providers._anthropic_convert import request_params
 from liteagent.providers.testing import (
     FakeMessagesServer,
     authentication_error,
@@ -448,3 +451,40 @@ def test_capabilities_are_declared() -> None:
     """The Anthropic provider declares token counting and all three native edits."""
     assert {"token_counting", "clear_tool_uses", "clear_thinking", "compact"} == set(
         AnthropicProvider.capabilities)
+
+
+def _strip_cache(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_cache(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_strip_cache(v) for v in value]
+    return value
+
+
+OUT_BLOCKS = st.one_of(
+    st.builds(TextBlock, st.text(max_size=20)),
+    st.builds(ThinkingBlock, st.text(max_size=20), st.text(min_size=1, max_size=8)),
+    st.builds(ToolUseBlock, st.text(min_size=1, max_size=8), st.sampled_from(["a", "b"]),
+              st.dictionaries(st.text(max_size=5),
+                              st.integers(-(2**63), 2**63) | st.text(max_size=5), max_size=3)),
+    st.builds(ToolResultBlock, st.text(min_size=1, max_size=8), st.text(max_size=20),
+              st.booleans()),
+    st.builds(CompactionBlock, st.none() | st.text(max_size=20), st.text(max_size=8)),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    messages=st.lists(
+        st.builds(Message, st.sampled_from(["user", "assistant"]),
+                  st.lists(OUT_BLOCKS, min_size=1, max_size=4).map(tuple)),
+        min_size=1, max_size=5,
+    ),
+    cache=st.booleans(),
+)
+def test_outbound_messages_are_the_interchange_shape(messages: list[Message], cache: bool) -> None:
+    """What goes on the wire is messages_to_dicts of the conversation (cache markers aside), and
+    it converts back to the same messages."""
+    params, _ = request_params(ModelRequest(model=MODEL, messages=tuple(messages), cache=cache))
+    assert messages_to_dicts(messages) == _strip_cache(params["messages"])
+    assert messages == messages_from_dicts(_strip_cache(params["messages"]))
