@@ -70,7 +70,9 @@ class Tool(abc.ABC):
     @property
     def spec(self) -> ToolSpec:
         """The tool as the model sees it."""
-        return ToolSpec(name=self.name, description=self.description, input_schema=self.input_schema)
+        return ToolSpec(
+            name=self.name, description=self.description, input_schema=self.input_schema
+        )
 
     def changed_paths(self, input: Mapping[str, Any], ctx: ToolContext) -> list[Path]:  # noqa: ARG002
         """The files (resolved, inside the workspace) this call may create, change or delete;
