@@ -1,7 +1,55 @@
-"""liteagent.actors — pykka actors: session, compactor, file-snapshot, maintenance-lock,
-session host. Built by a later issue.
+"""liteagent.actors — the orchestration layer: pykka actors exchanging msgspec messages.
 
-This package is part of the repository skeleton (DESIGN §1); it exports nothing yet.
+- :class:`SessionActor` runs one session's turns (:class:`SessionCore`) and background tasks;
+- :class:`FileSnapshotActor` snapshots files before tools change them (one per workspace);
+- :class:`MaintenanceLockActor` holds sessions for restore and compaction;
+- :class:`SessionHost` starts sessions on demand and passivates idle ones.
+
+Live events go through an :class:`EventHub` to :class:`Subscription` iterators.
 """
 
-__all__: list[str] = []
+from ._envelope import ActorBase, ActorStoppedError, Envelope, Message, ask, tell
+from ._host import AgentBusyError, SessionHost
+from ._hub import EventHub, LiveEvent, Missed, Subscription
+from ._live import (
+    BackgroundTaskFinished,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFailed,
+    TurnFinished,
+)
+from ._maintenance import Acquire, IsHeld, MaintenanceLockActor, Release
+from ._session import BackgroundTask, SessionActor
+from ._snapshots import FileSnapshotActor
+from ._turn import Middleware, SessionConfig, SessionCore, TurnResult
+
+__all__ = [
+    "Acquire",
+    "ActorBase",
+    "ActorStoppedError",
+    "AgentBusyError",
+    "BackgroundTask",
+    "BackgroundTaskFinished",
+    "Envelope",
+    "EventHub",
+    "FileSnapshotActor",
+    "IsHeld",
+    "LiveEvent",
+    "MaintenanceLockActor",
+    "Message",
+    "Middleware",
+    "Missed",
+    "Release",
+    "SessionActor",
+    "SessionConfig",
+    "SessionCore",
+    "SessionHost",
+    "Subscription",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "TurnFailed",
+    "TurnFinished",
+    "TurnResult",
+    "ask",
+    "tell",
+]

@@ -30,7 +30,7 @@ from ._errors import (
     StorageIOError,
     TruncateRangeError,
 )
-from ._eventcodec import EVENT_KINDS
+from ._eventcodec import EVENT_KINDS, kind_of
 from ._events import (
     AssistantMessage,
     BackgroundCompleted,
@@ -151,6 +151,7 @@ __all__ = [
     "conversation",
     "file_checkpointer",
     "fold",
+    "kind_of",
     "lite_agent_home",
     "memory_checkpointer",
     "message_from_dict",

@@ -184,10 +184,13 @@ class Checkpointer(abc.ABC):
         expected_head: int | None = None,
         *,
         expected_generation: int | None = None,
+        ts: float | None = None,
     ) -> int:
         """Append ``events`` atomically and return the new head.
 
-        An empty batch writes nothing and returns the head (after checking expectations).
+        Every event of the batch is stamped with ``ts`` (Unix seconds; default: now), so a
+        caller that applies its own events to a live state can use the same time. An empty
+        batch writes nothing and returns the head (after checking expectations).
         """
         self._check_open()
         sid = validate_session_id(session_id)
@@ -197,7 +200,11 @@ class Checkpointer(abc.ABC):
         if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
             raise InvalidEventError(f"events must be an iterable of events, got {given!r}")
         batch = [EncodedEvent(*encode_body(e)) for e in events]
-        return self._append(sid, batch, time.time(), expected_head, expected_generation)
+        if ts is None:
+            ts = time.time()
+        elif type(ts) is not float or ts != ts:  # noqa: PLR0124 -- NaN check
+            raise InvalidArgumentError(f"ts must be a float (Unix seconds), got {ts!r}")
+        return self._append(sid, batch, ts, expected_head, expected_generation)
 
     def read(self, session_id: str, since_seq: int = 0) -> Iterator[StoredEvent]:
         """Return an iterator over the events with ``seq > since_seq``, in seq order."""

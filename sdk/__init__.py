@@ -1,7 +1,48 @@
-"""liteagent.sdk — the public facade (create_lite_agent, LiteAgent, AsyncLiteAgent,
-create_agent) and the lite-agent CLI. Built by a later issue.
+"""liteagent.sdk — the public facade.
 
-This package is part of the repository skeleton (DESIGN §1); it exports nothing yet.
+- :func:`create_lite_agent` / :func:`create_async_lite_agent` → :class:`LiteAgent` /
+  :class:`AsyncLiteAgent`: a coding agent with default tools whose sessions are event-sourced
+  logs that survive restarts;
+- :func:`create_agent`: the lower-level kernel with explicit tools and model-call middleware;
+- :func:`configure_logging`: an opt-in logging setup (the library itself never configures).
 """
 
-__all__: list[str] = []
+from liteagent.actors import (
+    AgentBusyError,
+    BackgroundTask,
+    BackgroundTaskFinished,
+    LiveEvent,
+    Missed,
+    Subscription,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFailed,
+    TurnFinished,
+)
+
+from ._agent import AsyncLiteAgent, LiteAgent, LiteAgentResult
+from ._errors import AgentClosedError, SessionsDisabledError
+from ._factory import create_agent, create_async_lite_agent, create_lite_agent
+from ._logging import configure_logging
+
+__all__ = [
+    "AgentBusyError",
+    "AgentClosedError",
+    "AsyncLiteAgent",
+    "BackgroundTask",
+    "BackgroundTaskFinished",
+    "LiteAgent",
+    "LiteAgentResult",
+    "LiveEvent",
+    "Missed",
+    "SessionsDisabledError",
+    "Subscription",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "TurnFailed",
+    "TurnFinished",
+    "configure_logging",
+    "create_agent",
+    "create_async_lite_agent",
+    "create_lite_agent",
+]

@@ -9,6 +9,8 @@ import pytest
 import liteagent.eventlog
 import liteagent.eventlog.conformance
 import liteagent.providers
+import liteagent.sdk
+import liteagent.tools
 
 EVENTLOG = {
     "AssistantMessage", "BLOB_REF_PATTERN", "BackgroundCompleted", "BlobError",
@@ -23,7 +25,8 @@ EVENTLOG = {
     "SESSION_ID_PATTERN", "SchemaVersionError", "SessionInfo", "SessionStarted", "SessionState",
     "StorageIOError", "StoredEvent", "TextBlock", "ThinkingBlock", "ToolResult", "ToolResultBlock",
     "ToolUseBlock", "TruncateRangeError", "TurnAborted", "Usage", "UserPrompt", "apply",
-    "apply_all", "blob_ref", "conversation", "file_checkpointer", "fold", "lite_agent_home",
+    "apply_all", "blob_ref", "conversation", "file_checkpointer", "fold", "kind_of",
+    "lite_agent_home",
     "memory_checkpointer", "message_from_dict", "message_text", "message_to_dict",
     "messages_from_dicts", "messages_to_dicts", "project_dir", "project_hash",
     "sqlite_checkpointer", "validate_session_id", "zlib_codec",
@@ -45,6 +48,31 @@ PROVIDERS = {
     "UnexpectedRequestError", "UnusedResponsesError", "anthropic", "anthropic_provider", "replay",
     "replay_messages", "response_events", "scripted",
 }
+
+
+TOOLS = {
+    "BackgroundStarter", "FunctionTool", "InvalidPathError", "PathOutsideWorkspaceError", "Tool",
+    "ToolContext", "ToolDefinitionError", "ToolError", "ToolOutput", "ToolSpec", "bash",
+    "default_tools", "edit_file", "glob", "grep", "read_file", "resolve_in_workspace", "tool",
+    "write_file",
+}
+SDK = {
+    "AgentBusyError", "AgentClosedError", "AsyncLiteAgent", "BackgroundTask",
+    "BackgroundTaskFinished", "LiteAgent", "LiteAgentResult", "LiveEvent", "Missed",
+    "SessionsDisabledError", "Subscription", "ToolCallFinished", "ToolCallStarted", "TurnFailed",
+    "TurnFinished", "configure_logging", "create_agent", "create_async_lite_agent",
+    "create_lite_agent",
+}
+
+
+def test_tools_exports() -> None:
+    """liteagent.tools exports exactly its documented names."""
+    assert TOOLS == set(liteagent.tools.__all__)
+
+
+def test_sdk_exports() -> None:
+    """liteagent.sdk exports exactly its documented names."""
+    assert SDK == set(liteagent.sdk.__all__)
 
 
 def test_providers_exports() -> None:

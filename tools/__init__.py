@@ -1,7 +1,63 @@
-"""liteagent.tools — the Tool contract, file tools, shell, the context reader and path
-safety. Built by a later issue.
+"""liteagent.tools — what the agent does to its workspace: the Tool contract, the built-in file,
+shell and search tools, the ``@tool`` decorator, and path safety.
 
-This package is part of the repository skeleton (DESIGN §1); it exports nothing yet.
+- The contract: :class:`Tool` (``name``, ``description``, ``input_schema``, ``spec``,
+  ``changed_paths(input, ctx)``, ``run(input, ctx) -> ToolOutput``), :class:`ToolContext`,
+  :class:`ToolOutput`, :class:`ToolSpec`, ``BackgroundStarter``. A tool never raises at the
+  model: failures are ``ToolOutput(is_error=True)`` with a readable message.
+- Built-in tools, ready :class:`Tool` instances (stateless: the workspace comes from
+  ``ctx.workdir``, so one instance serves every session): :data:`read_file`,
+  :data:`write_file`, :data:`edit_file`, :data:`bash`, :data:`glob`, :data:`grep`;
+  :func:`default_tools` lists them. ``write_file`` and ``edit_file`` declare their path in
+  ``changed_paths`` so the runtime snapshots it; ``bash`` declares nothing (shell commands are
+  not undone by a restore).
+- :func:`tool` turns a typed function into a :class:`Tool` (:class:`FunctionTool`).
+- :func:`resolve_in_workspace` — every path a built-in tool touches goes through it: relative to
+  the workspace, symlinks resolved, anything outside refused.
+
+Errors (all under ``liteagent.eventlog.LiteAgentError``)::
+
+    ToolError
+    ├── InvalidPathError            (also ValueError)
+    │   └── PathOutsideWorkspaceError
+    └── ToolDefinitionError         (also TypeError)
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+from ._bash import bash
+from ._contract import BackgroundStarter, Tool, ToolContext, ToolOutput, ToolSpec
+from ._decorator import FunctionTool, tool
+from ._edit import edit_file
+from ._errors import InvalidPathError, PathOutsideWorkspaceError, ToolDefinitionError, ToolError
+from ._files import read_file, write_file
+from ._paths import resolve_in_workspace
+from ._search import glob, grep
+
+__all__ = [
+    "BackgroundStarter",
+    "FunctionTool",
+    "InvalidPathError",
+    "PathOutsideWorkspaceError",
+    "Tool",
+    "ToolContext",
+    "ToolDefinitionError",
+    "ToolError",
+    "ToolOutput",
+    "ToolSpec",
+    "bash",
+    "default_tools",
+    "edit_file",
+    "glob",
+    "grep",
+    "read_file",
+    "resolve_in_workspace",
+    "tool",
+    "write_file",
+]
+
+
+def default_tools() -> list[Tool]:
+    """The built-in tools, in a stable order: read_file, write_file, edit_file, bash, glob,
+    grep. A new list each call (the tools themselves are shared, stateless instances)."""
+    return [read_file, write_file, edit_file, bash, glob, grep]

@@ -1,0 +1,179 @@
+"""SessionActor: one per live session, the only writer of its session in this process.
+
+It runs its session's turns one at a time (messages queue in its mailbox), owns the session's
+background tasks, and appends their completion when the session is between turns. Its state is
+the log: a new actor folds it on its first message, which is how a passivated or crashed
+session comes back.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+import structlog
+
+from liteagent.eventlog import (
+    BackgroundCompleted,
+    CancelToken,
+    SessionState,
+    TextBlock,
+    UserPrompt,
+)
+from liteagent.tools import ToolOutput
+
+from ._envelope import ActorBase, Envelope, Message, tell
+from ._hub import LiveEvent
+from ._live import BackgroundTaskFinished
+from ._turn import SessionConfig, SessionCore
+
+__all__ = [
+    "BackgroundDone",
+    "BackgroundTask",
+    "BackgroundTasks",
+    "GetState",
+    "Send",
+    "SessionActor",
+]
+
+_log = structlog.get_logger("liteagent.session")
+
+
+class Send(Message, tag="send", frozen=True):
+    """Run a user prompt to the end of the model's turn (the cancel token travels beside)."""
+
+    text: str
+
+
+class GetState(Message, tag="get_state", frozen=True):
+    """Reply with the session's folded state (folding the log first if needed)."""
+
+
+class BackgroundDone(Message, tag="background_done", frozen=True):
+    """A background task of this session finished with ``content``."""
+
+    task_id: str
+    description: str
+    content: str
+    is_error: bool
+
+
+SessionMessage = Send | GetState | BackgroundDone
+
+
+class BackgroundTask(msgspec.Struct, frozen=True):
+    """A running background task: its id, what it does, and when it started."""
+
+    task_id: str
+    session_id: str
+    description: str
+
+
+_TASK_IDS = itertools.count(1)
+_BACKGROUND_SUMMARY = 4000
+
+
+class BackgroundTasks:
+    """The running background tasks of one session; shared by its actor and the host, so it
+    can be read from any thread."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, tuple[BackgroundTask, CancelToken]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, task: BackgroundTask, token: CancelToken) -> None:
+        """Record a started task."""
+        with self._lock:
+            self._tasks[task.task_id] = (task, token)
+
+    def remove(self, task_id: str) -> None:
+        """Forget a finished task."""
+        with self._lock:
+            self._tasks.pop(task_id, None)
+
+    def running(self) -> list[BackgroundTask]:
+        """The tasks still running."""
+        with self._lock:
+            return [t for t, _ in self._tasks.values()]
+
+    def cancel_all(self, reason: str) -> None:
+        """Cancel every running task."""
+        with self._lock:
+            tokens = [c for _, c in self._tasks.values()]
+        for token in tokens:
+            token.cancel(reason)
+
+
+class SessionActor(ActorBase):
+    """Runs one session's turns and owns its background tasks."""
+
+    decoder = msgspec.msgpack.Decoder(SessionMessage)
+
+    def __init__(self, session_id: str, config: SessionConfig, tasks: BackgroundTasks) -> None:
+        super().__init__()
+        self.core = SessionCore(session_id, config)
+        self.session_id = session_id
+        self.tasks = tasks
+
+    # -- messages ---------------------------------------------------------------------------------
+
+    def handle(self, message: Any, envelope: Envelope) -> Any:
+        if isinstance(message, Send):
+            cancel = envelope.cancel or CancelToken()
+            return self.core.send(message.text, cancel, self._start_background)
+        if isinstance(message, GetState):
+            if not self.core.loaded:
+                self.core.load()
+            state: SessionState = self.core.state
+            return state
+        assert isinstance(message, BackgroundDone)
+        self._finish_background(message)
+        return None
+
+    def _finish_background(self, done: BackgroundDone) -> None:
+        self.tasks.remove(done.task_id)
+        if not self.core.loaded:
+            self.core.load()
+        summary = done.content[:_BACKGROUND_SUMMARY]
+        status = "failed" if done.is_error else "finished"
+        notice = (
+            f"[background task {done.task_id} ({done.description}) {status}]\n{summary}"
+        )
+        try:
+            self.core.append([
+                BackgroundCompleted(task_id=done.task_id, ok=not done.is_error, summary=summary),
+                UserPrompt(content=(TextBlock(notice),), origin="background"),
+            ])
+        except Exception as e:
+            _log.error("background.not_recorded", session_id=self.session_id,
+                       task_id=done.task_id, error=repr(e))
+            raise
+        self.core.config.hub.publish(
+            LiveEvent(self.session_id, BackgroundTaskFinished(done.task_id, done.is_error))
+        )
+
+    def _start_background(
+        self, description: str, work: Callable[[CancelToken], ToolOutput]
+    ) -> str:
+        task_id = f"bg-{next(_TASK_IDS)}"
+        token = CancelToken()
+        task = BackgroundTask(task_id, self.session_id, description)
+        ref = self.actor_ref
+
+        def run() -> None:
+            try:
+                output = work(token)
+            except BaseException as e:  # noqa: BLE001 -- reported as the task's result
+                output = ToolOutput(f"{type(e).__name__}: {e}", is_error=True)
+            try:
+                tell(ref, BackgroundDone(task_id, description, output.content, output.is_error))
+            except Exception as e:  # noqa: BLE001 -- the session is gone; nothing to record
+                _log.warning("background.result_lost", session_id=self.session_id,
+                             task_id=task_id, error=repr(e))
+
+        self.tasks.add(task, token)
+        threading.Thread(target=run, name=f"liteagent-{task_id}", daemon=True).start()
+        return task_id

@@ -1,0 +1,195 @@
+"""LiteAgent (blocking) and AsyncLiteAgent (asyncio): the same agent, two shells.
+
+Both only wait: a turn runs on its session's actor thread, and its result arrives through a
+``concurrent.futures.Future`` — ``future.result()`` for the blocking API, ``await
+asyncio.wrap_future(future)`` for asyncio, so an event loop is never blocked and no executor
+thread is parked per call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from types import TracebackType
+from typing import Any
+
+from liteagent.actors import BackgroundTask, Subscription, TurnResult
+from liteagent.eventlog import CancelToken, SessionInfo
+
+from ._core import AgentCore, new_session_id
+
+__all__ = ["AsyncLiteAgent", "LiteAgent", "LiteAgentResult"]
+
+LiteAgentResult = TurnResult
+"""What ``send`` returns: ``text`` (the model's last text), the new ``messages``, ``usage``,
+``stop_reason`` and the ``session_id``."""
+
+
+class LiteAgent:
+    """A coding agent whose sessions are event-sourced logs (see :func:`create_lite_agent`).
+
+    ``send`` runs one prompt to the end of the model's turn. Sessions survive restarts: a new
+    agent on the same checkpointer can ``resume(id)`` and continue with the whole conversation.
+    """
+
+    def __init__(self, core: AgentCore) -> None:
+        self._core = core
+
+    @property
+    def session_id(self) -> str:
+        """The current session's id."""
+        return self._core.session_id
+
+    def send(
+        self,
+        input: str,
+        *,
+        session_id: str | None = None,
+        cancel: CancelToken | None = None,
+    ) -> LiteAgentResult:
+        """Run ``input`` as a user prompt in the current session (or ``session_id``) until the
+        model ends its turn. Raises :class:`AgentBusyError` if that session is already running,
+        a :class:`ProviderError` or :class:`OperationCancelledError` when the turn stops early
+        (the log records it and the next ``send`` continues), and
+        :class:`CheckpointConflictError` if another process advanced the session."""
+        self._core.check_open()
+        token = cancel or CancelToken()
+        env = self._core.host.send(self._core.session_for(session_id), input, token)
+        try:
+            result: LiteAgentResult = env.reply.result()
+        except KeyboardInterrupt:
+            token.cancel("interrupted")
+            env.reply.exception()  # wait for the turn to record its abort
+            raise
+        return result
+
+    def resume(self, session_id: str) -> None:
+        """Make ``session_id`` the current session (an unknown id starts empty)."""
+        self._core.require_sessions("resume")
+        self._core.session_id = self._core.session_for(session_id)
+
+    def clear(self) -> str:
+        """Start a new, empty session and return its id; the old transcript stays stored."""
+        self._core.check_open()
+        self._core.session_id = new_session_id()
+        return self._core.session_id
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """Every stored session, most recently active first."""
+        self._core.require_sessions("list_sessions")
+        return self._core.checkpointer.list()
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete a stored session (refused while it runs or has background tasks)."""
+        self._core.require_sessions("delete_session")
+        sid = self._core.session_for(session_id)
+        self._core.host.forget(sid)
+        self._core.checkpointer.delete(sid)
+        if sid == self._core.session_id:
+            self._core.session_id = new_session_id()
+
+    def subscribe(self, maxsize: int = 1024) -> Subscription:
+        """Live events of every session of this agent: an iterator (and context manager) with a
+        buffer of ``maxsize``; a slow subscriber misses events and is told how many."""
+        self._core.check_open()
+        return self._core.hub.subscribe(maxsize)
+
+    def background_tasks(self) -> list[BackgroundTask]:
+        """The background tasks still running."""
+        self._core.check_open()
+        return self._core.host.background_tasks()
+
+    def close(self) -> None:
+        """Stop every actor and background task; release the checkpointer it created."""
+        self._core.close()
+
+    def __enter__(self) -> LiteAgent:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncLiteAgent:
+    """The asyncio form of :class:`LiteAgent`: the same methods, as coroutines."""
+
+    def __init__(self, core: AgentCore) -> None:
+        self._core = core
+        self._sync = LiteAgent(core)
+
+    @property
+    def session_id(self) -> str:
+        """The current session's id."""
+        return self._core.session_id
+
+    async def send(
+        self,
+        input: str,
+        *,
+        session_id: str | None = None,
+        cancel: CancelToken | None = None,
+    ) -> LiteAgentResult:
+        """Like :meth:`LiteAgent.send`; cancelling the awaiting task cancels the turn."""
+        self._core.check_open()
+        token = cancel or CancelToken()
+        env = self._core.host.send(self._core.session_for(session_id), input, token)
+        try:
+            result: LiteAgentResult = await asyncio.wrap_future(env.reply)
+        except asyncio.CancelledError:
+            token.cancel("the awaiting task was cancelled")
+            raise
+        return result
+
+    async def resume(self, session_id: str) -> None:
+        """Like :meth:`LiteAgent.resume`."""
+        self._sync.resume(session_id)
+
+    async def clear(self) -> str:
+        """Like :meth:`LiteAgent.clear`."""
+        return self._sync.clear()
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        """Like :meth:`LiteAgent.list_sessions` (the storage read runs off the event loop)."""
+        sessions: list[SessionInfo] = await _off_loop(self._sync.list_sessions)
+        return sessions
+
+    async def delete_session(self, session_id: str) -> None:
+        """Like :meth:`LiteAgent.delete_session`."""
+        await _off_loop(self._sync.delete_session, session_id)
+
+    def subscribe(self, maxsize: int = 1024) -> Subscription:
+        """Like :meth:`LiteAgent.subscribe` (iterate it in a thread, or poll ``get(0)``)."""
+        return self._sync.subscribe(maxsize)
+
+    async def background_tasks(self) -> list[BackgroundTask]:
+        """Like :meth:`LiteAgent.background_tasks`."""
+        return self._sync.background_tasks()
+
+    async def close(self) -> None:
+        """Like :meth:`LiteAgent.close` (stopping actors runs off the event loop)."""
+        await _off_loop(self._core.close)
+
+    async def __aenter__(self) -> AsyncLiteAgent:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+_OFF_LOOP = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="liteagent")
+
+
+async def _off_loop(fn: Any, *args: Any) -> Any:
+    """Run a short blocking call on liteagent's own small pool (not the loop's default
+    executor, which DNS lookups and HTTP clients need)."""
+    return await asyncio.wrap_future(_OFF_LOOP.submit(fn, *args))

@@ -1,0 +1,130 @@
+"""AgentCore: what the sync and async facades share — the checkpointer, the actors, the
+current session id. The facades only wait on futures (blocking or with asyncio)."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pykka
+import structlog
+
+from liteagent.actors import (
+    EventHub,
+    FileSnapshotActor,
+    MaintenanceLockActor,
+    SessionConfig,
+    SessionHost,
+)
+from liteagent.eventlog import Checkpointer, validate_session_id
+from liteagent.providers import ModelProvider
+from liteagent.tools import Tool
+
+from ._errors import AgentClosedError, SessionsDisabledError
+
+__all__ = ["AgentCore", "new_session_id"]
+
+_log = structlog.get_logger("liteagent.sdk")
+
+
+def new_session_id() -> str:
+    """A fresh session id: sortable by creation time, unique (``20261129-224501-3f9a1c``)."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+class AgentCore:
+    """The state of one agent, shared by :class:`LiteAgent` and :class:`AsyncLiteAgent`."""
+
+    def __init__(
+        self,
+        *,
+        provider: ModelProvider,
+        model_name: str,
+        workdir: Path,
+        checkpointer: Checkpointer,
+        owns_checkpointer: bool,
+        sessions: bool,
+        tools: Sequence[Tool],
+        system_prompt: str | None,
+        middleware: Sequence[Any],
+        max_turns: int,
+        max_tokens: int,
+        max_live_sessions: int,
+    ) -> None:
+        self.sessions = sessions
+        self.checkpointer = checkpointer
+        self._owns_checkpointer = owns_checkpointer
+        self.provider = provider
+        self.hub = EventHub()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._refs: list[pykka.ActorRef[Any]] = []
+        try:
+            snapshot_ref = FileSnapshotActor.start(workdir, checkpointer.blobs)
+            self._refs.append(snapshot_ref)
+            lock_ref = MaintenanceLockActor.start()
+            self._refs.append(lock_ref)
+            self.lock_ref = lock_ref
+            config = SessionConfig(
+                checkpointer=checkpointer,
+                provider=provider,
+                model_name=model_name,
+                workdir=workdir,
+                tools=tuple(tools),
+                system_prompt=system_prompt,
+                max_turns=max_turns,
+                max_tokens=max_tokens,
+                middleware=tuple(middleware),
+                hub=self.hub,
+                snapshot_ref=snapshot_ref,
+            )
+            self.host = SessionHost(config, max_live_sessions=max_live_sessions,
+                                    lock_ref=lock_ref)
+        except BaseException:
+            self._stop_refs()
+            raise
+        self.session_id = new_session_id()
+
+    def check_open(self) -> None:
+        """Raise AgentClosedError after close()."""
+        if self._closed:
+            raise AgentClosedError("the agent is closed")
+
+    def require_sessions(self, method: str) -> None:
+        """Raise SessionsDisabledError when sessions are off."""
+        self.check_open()
+        if not self.sessions:
+            raise SessionsDisabledError(f"{method}() needs sessions=True")
+
+    def session_for(self, session_id: str | None) -> str:
+        """The id to use: ``session_id`` (validated) or the current one."""
+        if session_id is None:
+            return self.session_id
+        if not self.sessions and session_id != self.session_id:
+            raise SessionsDisabledError("send(session_id=...) needs sessions=True")
+        return validate_session_id(session_id)
+
+    def _stop_refs(self) -> None:
+        for ref in self._refs:
+            try:
+                ref.stop(block=True, timeout=10)
+            except pykka.Timeout:
+                _log.warning("agent.actor_stop_timeout", actor=ref.actor_class.__name__)
+
+    def close(self) -> None:
+        """Stop every actor (cancelling background tasks) and close an owned checkpointer."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self.host.close()
+        finally:
+            self._stop_refs()
+            self.hub.close()
+            if self._owns_checkpointer:
+                self.checkpointer.close()

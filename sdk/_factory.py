@@ -1,0 +1,178 @@
+"""The constructors of the public API: create_lite_agent, create_async_lite_agent, create_agent."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from liteagent.eventlog import (
+    Checkpointer,
+    InvalidArgumentError,
+    file_checkpointer,
+    memory_checkpointer,
+)
+from liteagent.providers import ModelProvider
+from liteagent.tools import Tool, default_tools
+
+from ._agent import AsyncLiteAgent, LiteAgent
+from ._core import AgentCore
+from ._prompt import DEFAULT_SYSTEM_PROMPT
+
+__all__ = ["create_agent", "create_async_lite_agent", "create_lite_agent"]
+
+DEFAULT_MAX_TURNS = 50
+
+
+def _core(
+    *,
+    model: ModelProvider,
+    model_name: str,
+    workdir: str | os.PathLike[str],
+    checkpointer: Checkpointer | None,
+    sessions: bool,
+    tools: Sequence[Tool] | None,
+    system_prompt: str | None,
+    home: str | os.PathLike[str] | None,
+    max_turns: int,
+    max_tokens: int,
+    max_live_sessions: int,
+    middleware: Sequence[Any],
+    memory_default: bool = False,
+) -> AgentCore:
+    if not isinstance(model, ModelProvider):
+        raise InvalidArgumentError(f"model must be a ModelProvider, got {type(model).__name__}")
+    if not isinstance(model_name, str) or not model_name:
+        raise InvalidArgumentError("model_name must be a non-empty string")
+    for name, value in (("max_turns", max_turns), ("max_tokens", max_tokens),
+                        ("max_live_sessions", max_live_sessions)):
+        if type(value) is not int or value < 1:
+            raise InvalidArgumentError(f"{name} must be an int >= 1, got {value!r}")
+    root = Path(workdir).expanduser().resolve()
+    if not root.is_dir():
+        raise InvalidArgumentError(f"workdir {str(root)!r} is not a folder")
+    owns = checkpointer is None
+    if checkpointer is None:
+        checkpointer = (
+            file_checkpointer(workdir=root, home=home)
+            if sessions and not memory_default
+            else memory_checkpointer()
+        )
+    elif not isinstance(checkpointer, Checkpointer):
+        raise InvalidArgumentError(
+            f"checkpointer must be a Checkpointer, got {type(checkpointer).__name__}"
+        )
+    try:
+        return AgentCore(
+            provider=model,
+            model_name=model_name,
+            workdir=root,
+            checkpointer=checkpointer,
+            owns_checkpointer=owns,
+            sessions=sessions,
+            tools=list(default_tools() if tools is None else tools),
+            system_prompt=system_prompt,
+            middleware=middleware,
+            max_turns=max_turns,
+            max_tokens=max_tokens,
+            max_live_sessions=max_live_sessions,
+        )
+    except BaseException:
+        if owns:
+            checkpointer.close()
+        raise
+
+
+def _no_context(context: Any) -> None:
+    if context:
+        raise InvalidArgumentError(
+            "context management (the ContextEngine) is not available yet; pass context={} "
+            "(the model sees the whole folded conversation)"
+        )
+
+
+def create_lite_agent(
+    *,
+    model: ModelProvider,
+    model_name: str,
+    workdir: str | os.PathLike[str] = ".",
+    checkpointer: Checkpointer | None = None,
+    sessions: bool = True,
+    tools: Sequence[Tool] | None = None,
+    system_prompt: str | None = None,
+    context: Mapping[str, Any] | None = None,
+    home: str | os.PathLike[str] | None = None,
+    max_turns: int = DEFAULT_MAX_TURNS,
+    max_tokens: int = 8192,
+    max_live_sessions: int = 256,
+) -> LiteAgent:
+    """Create a coding agent on ``workdir``.
+
+    ``model`` is a :class:`~liteagent.providers.ModelProvider` (e.g. ``anthropic()``) and
+    ``model_name`` the model to call. ``checkpointer`` defaults to ``file_checkpointer()``
+    under the project home (``home``, ``$LITE_AGENT_HOME`` or ``~/.lite-agent``); with
+    ``sessions=False`` everything stays in memory and the session methods raise
+    :class:`SessionsDisabledError`. ``tools`` defaults to the file tools, bash, glob and grep;
+    ``system_prompt`` to a short coding-agent prompt. A ``send`` runs at most ``max_turns``
+    model calls. At most ``max_live_sessions`` sessions keep an actor; idle ones are passivated
+    and come back from their log.
+    """
+    _no_context(context)
+    return LiteAgent(_core(
+        model=model, model_name=model_name, workdir=workdir, checkpointer=checkpointer,
+        sessions=sessions, tools=tools,
+        system_prompt=DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt,
+        home=home, max_turns=max_turns, max_tokens=max_tokens,
+        max_live_sessions=max_live_sessions, middleware=(),
+    ))
+
+
+def create_async_lite_agent(
+    *,
+    model: ModelProvider,
+    model_name: str,
+    workdir: str | os.PathLike[str] = ".",
+    checkpointer: Checkpointer | None = None,
+    sessions: bool = True,
+    tools: Sequence[Tool] | None = None,
+    system_prompt: str | None = None,
+    context: Mapping[str, Any] | None = None,
+    home: str | os.PathLike[str] | None = None,
+    max_turns: int = DEFAULT_MAX_TURNS,
+    max_tokens: int = 8192,
+    max_live_sessions: int = 256,
+) -> AsyncLiteAgent:
+    """Like :func:`create_lite_agent`, for asyncio: the methods are coroutines."""
+    _no_context(context)
+    return AsyncLiteAgent(_core(
+        model=model, model_name=model_name, workdir=workdir, checkpointer=checkpointer,
+        sessions=sessions, tools=tools,
+        system_prompt=DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt,
+        home=home, max_turns=max_turns, max_tokens=max_tokens,
+        max_live_sessions=max_live_sessions, middleware=(),
+    ))
+
+
+def create_agent(
+    *,
+    model: ModelProvider,
+    model_name: str,
+    tools: Sequence[Tool],
+    use: Sequence[Any] = (),
+    checkpointer: Checkpointer | None = None,
+    context: bool = False,
+    workdir: str | os.PathLike[str] = ".",
+    system_prompt: str | None = None,
+    max_turns: int = DEFAULT_MAX_TURNS,
+) -> LiteAgent:
+    """The lower-level kernel: exactly the given ``tools`` and model-call middleware ``use``
+    (objects with ``before_model(request, state)`` and/or ``wrap_model_call(request, call)``),
+    no default system prompt, and an in-memory log unless a ``checkpointer`` is given."""
+    _no_context(context)
+    return LiteAgent(_core(
+        model=model, model_name=model_name, workdir=workdir,
+        checkpointer=checkpointer, sessions=True, tools=tools,
+        system_prompt=system_prompt, home=None, max_turns=max_turns, max_tokens=8192,
+        max_live_sessions=256, middleware=use, memory_default=True,
+    ))

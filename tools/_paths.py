@@ -1,0 +1,61 @@
+"""Path safety: every path a tool touches is resolved inside the workspace or refused.
+
+The workspace is ``os.path.realpath(workdir)``. A tool's path is resolved component by component
+with every symlink followed (``os.path.realpath`` without ``strict``: the part that exists is
+resolved through the file system, dangling symlinks included, and the part that does not exist
+yet is appended as written, with ``..`` applied to what is already resolved). The result must
+be the workspace or lie below it. This refuses ``../`` escapes, absolute paths elsewhere, and
+symlinks — to a file or to a folder, existing or dangling — whose target is outside.
+
+Limits, stated plainly: the check is made when the path is resolved. A process that swaps a
+folder for a symlink between the check and the open (a TOCTOU race) is not defended against;
+the workspace is assumed not to be edited adversarially while a tool runs. ``~`` is not expanded
+(``~/x`` is a file named ``~`` below the workspace).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ._errors import InvalidPathError, PathOutsideWorkspaceError
+
+__all__ = ["is_inside", "relative_display", "resolve_in_workspace", "workspace_root"]
+
+
+def workspace_root(workdir: str | os.PathLike[str]) -> Path:
+    """The workspace's real path: ``os.path.realpath(workdir)`` (it need not exist)."""
+    return Path(os.path.realpath(os.fspath(workdir)))
+
+
+def resolve_in_workspace(workdir: str | os.PathLike[str], path: str | os.PathLike[str]) -> Path:
+    """Resolve ``path`` against the workspace ``workdir`` and return the real, absolute path.
+
+    A relative ``path`` is relative to the workspace; an absolute one is allowed only if it
+    resolves inside. ``""`` and ``"."`` name the workspace itself. Symlinks are followed (see
+    the module docstring), so the returned path is where a read or write would really go.
+
+    Raises :class:`InvalidPathError` for a path containing a NUL byte, and
+    :class:`PathOutsideWorkspaceError` when the resolved path is not the workspace or below it.
+    Nothing is created or opened.
+    """
+    given = os.fspath(path)
+    if "\x00" in given:
+        raise InvalidPathError(given, f"path {given!r} contains a NUL byte")
+    root = workspace_root(workdir)
+    joined = os.path.join(root, given)  # an absolute `given` replaces `root`, as intended
+    resolved = os.path.realpath(joined)
+    if not is_inside(root, resolved):
+        raise PathOutsideWorkspaceError(given, resolved, os.fspath(root))
+    return Path(resolved)
+
+
+def is_inside(root: Path, resolved: str) -> bool:
+    """Whether the real path ``resolved`` is the workspace ``root`` (a real path) or below it."""
+    return resolved == os.fspath(root) or resolved.startswith(os.path.join(root, ""))
+
+
+def relative_display(root: Path, path: Path) -> str:
+    """``path`` relative to the workspace ``root``, with ``/`` separators (``"."`` for the root
+    itself); used for the paths tools print. ``path`` must be ``root`` or below it."""
+    return path.relative_to(root).as_posix()
