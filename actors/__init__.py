@@ -22,6 +22,7 @@ from ._maintenance import Acquire, IsHeld, MaintenanceLockActor, Release
 from ._session import BackgroundTask, SessionActor
 from ._snapshots import FileSnapshotActor
 from ._turn import Middleware, SessionConfig, SessionCore, TurnResult
+from ._view import ConversationView, view_hash
 
 __all__ = [
     "Acquire",
@@ -30,6 +31,7 @@ __all__ = [
     "AgentBusyError",
     "BackgroundTask",
     "BackgroundTaskFinished",
+    "ConversationView",
     "Envelope",
     "EventHub",
     "FileSnapshotActor",
@@ -52,4 +54,5 @@ __all__ = [
     "TurnResult",
     "ask",
     "tell",
+    "view_hash",
 ]

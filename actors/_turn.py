@@ -10,7 +10,6 @@ overwritten. A provider error or a cancellation appends a turn-aborted record pl
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +38,6 @@ from liteagent.eventlog import (
     Usage,
     UserPrompt,
     apply_all,
-    conversation,
     fold,
     kind_of,
     message_text,
@@ -59,6 +57,7 @@ from ._envelope import ask
 from ._hub import EventHub, LiveEvent
 from ._live import ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished
 from ._snapshots import PostHashes, PreImage, PreImages, snapshot_event
+from ._view import ConversationView, view_hash
 
 __all__ = ["Middleware", "SessionConfig", "SessionCore", "TurnResult"]
 
@@ -102,10 +101,6 @@ class SessionConfig:
     snapshot_ref: pykka.ActorRef[Any] | None = None
 
 
-def _view_hash(request: ModelRequest) -> str:
-    return hashlib.sha256(_ENC.encode(request)).hexdigest()
-
-
 class SessionCore:
     """One session's folded state and its turn loop (used only from its actor's thread)."""
 
@@ -116,6 +111,7 @@ class SessionCore:
         self.state = SessionState()
         self.generation = 0
         self.loaded = False
+        self.view = ConversationView()
 
     # -- the log ----------------------------------------------------------------------------------
 
@@ -128,6 +124,7 @@ class SessionCore:
             head, generation = cp.position(self.session_id)
             state = fold(cp.read(self.session_id, state.head), state)
         self.state, self.generation, self.loaded = state, generation, True
+        self.view.reset()
 
     def append(self, events: Sequence[Event]) -> None:
         """Append ``events`` atomically at the session's known position and apply them."""
@@ -205,7 +202,7 @@ class SessionCore:
         )
         return ModelRequest(
             model=self.config.model_name,
-            messages=tuple(conversation(self.state)),
+            messages=self.view.sync(self.state),
             system=self.config.system_prompt,
             tools=tools,
             max_tokens=self.config.max_tokens,
@@ -238,11 +235,13 @@ class SessionCore:
                 chain = _bind(wrap, chain)
         response = chain(request)
         final = sent[-1] if sent else request
-        record = ModelRequestRecord(
-            view_hash=_view_hash(final),
-            token_estimate=len(_ENC.encode(final.messages)) // 4,
-            model=final.model,
-        )
+        if final.messages is self.view.sync(self.state):  # unchanged by middleware: cached
+            digest = view_hash(final, self.view.digests)
+            estimate = self.view.total_size // 4
+        else:
+            digest = view_hash(final)
+            estimate = len(_ENC.encode(final.messages)) // 4
+        record = ModelRequestRecord(view_hash=digest, token_estimate=estimate, model=final.model)
         self.append([record, response.message])
         return response
 
@@ -336,7 +335,7 @@ def conversation_since(state: SessionState, first_entry: int) -> list[ConvMessag
     """The messages the entries from ``first_entry`` on contribute (not merged across the
     boundary)."""
     out: list[ConvMessage] = []
-    for entry in list(state.entries)[first_entry:]:
+    for entry in state.entries[first_entry:]:
         m = entry.message
         if out and out[-1].role == m.role:
             out[-1] = ConvMessage(m.role, out[-1].content + m.content)

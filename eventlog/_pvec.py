@@ -79,7 +79,10 @@ class PVec(Sequence[T], Generic[T]):
     def __getitem__(self, index: slice) -> Sequence[T]: ...
     def __getitem__(self, index: int | slice) -> T | Sequence[T]:
         if isinstance(index, slice):
-            return self._items[: self._len][index]
+            if index.step is not None and index.step < 0:
+                return self._items[: self._len][index]
+            start, stop, step = index.indices(self._len)  # no copy of the whole prefix
+            return self._items[start:stop:step]
         if index < 0:
             index += self._len
         if not 0 <= index < self._len:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from liteagent.actors import view_hash
 from liteagent.eventlog import (
     AssistantMessage,
     BackgroundCompleted,
@@ -358,3 +359,15 @@ def test_default_tools_are_offered(workdir: Path) -> None:
     assert {t.name for t in default_tools()} == {t.name for t in provider.requests[0].tools}
     assert write_file.name in {t.name for t in provider.requests[0].tools}
 
+
+
+def test_recorded_view_hash_is_the_hash_of_what_the_model_got(workdir: Path) -> None:
+    """Each model_request record holds view_hash of the exact request the provider received."""
+    cp = memory_checkpointer()
+    provider = scripted([call("write_file", path="a.txt", content="x"), reply("ok"), reply("2")])
+    with _agent(workdir, provider, checkpointer=cp) as agent:
+        agent.send("one")
+        agent.send("two")
+        records = [e.body for e in cp.read(agent.session_id) if e.kind == "model_request"]
+    assert [view_hash(r) for r in provider.requests] == [r.view_hash for r in records]
+    assert 3 == len({r.view_hash for r in records})
