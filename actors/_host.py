@@ -17,23 +17,25 @@ from typing import Any
 import pykka
 import structlog
 
-from liteagent.eventlog import CancelToken, LiteAgentError
+from liteagent.eventlog import CancelToken
 
 from ._envelope import ActorStoppedError, Envelope, ask, tell
-from ._maintenance import IsHeld
-from ._session import BackgroundTask, BackgroundTasks, GetState, Send, SessionActor
+from ._session import (
+    AgentBusyError,
+    BackgroundTask,
+    BackgroundTasks,
+    GetState,
+    Send,
+    SessionActor,
+)
 from ._turn import SessionConfig
 
 __all__ = ["AgentBusyError", "SessionHost"]
 
+
 _log = structlog.get_logger("liteagent.actors")
 _STOP_TIMEOUT = 10.0
 _ASK_TIMEOUT = 60.0
-
-
-class AgentBusyError(LiteAgentError):
-    """Raised when a session is already running a turn (or is held for maintenance, such as a
-    restore or a compaction) and another operation on it was asked for."""
 
 
 @dataclass
@@ -75,7 +77,7 @@ class SessionHost:
                 _log.warning("session.restarted", session_id=session_id)
             tasks = live.tasks if live is not None else BackgroundTasks()
             live = self._live[session_id] = _Live(
-                SessionActor.start(session_id, self.config, tasks), tasks
+                SessionActor.start(session_id, self.config, tasks, self._lock_ref), tasks
             )
             evict = self._pick_idle_locked(exclude=session_id)
         for sid, old in evict:
@@ -124,8 +126,11 @@ class SessionHost:
     # -- operations -------------------------------------------------------------------------------
 
     def send(self, session_id: str, text: str, cancel: CancelToken | None) -> Envelope:
-        """Start a turn; the returned envelope's ``reply`` completes with its TurnResult."""
-        self._check_not_held(session_id)
+        """Start a turn; the returned envelope's ``reply`` completes with its TurnResult.
+
+        It never waits on another actor, so the asyncio shell can call it on the event loop;
+        the session's actor checks the maintenance lock itself.
+        """
         live = self._get(session_id)
         if not live.busy.acquire(blocking=False):
             raise AgentBusyError(f"session {session_id!r} is already running a turn")
@@ -136,13 +141,6 @@ class SessionHost:
             raise
         env.reply.add_done_callback(lambda _f: live.busy.release())
         return env
-
-    def _check_not_held(self, session_id: str) -> None:
-        if self._lock_ref is None:
-            return
-        holder = ask(self._lock_ref, IsHeld(session_id), timeout=_ASK_TIMEOUT)
-        if holder is not None:
-            raise AgentBusyError(f"session {session_id!r} is held for {holder}")
 
     def is_busy(self, session_id: str) -> bool:
         """Whether the session is running a turn or has background tasks."""

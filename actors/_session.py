@@ -14,23 +14,27 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
+import pykka
 import structlog
 
 from liteagent.eventlog import (
     BackgroundCompleted,
     CancelToken,
+    LiteAgentError,
     SessionState,
     TextBlock,
     UserPrompt,
 )
 from liteagent.tools import ToolOutput
 
-from ._envelope import ActorBase, Envelope, Message, tell
+from ._envelope import ActorBase, Envelope, Message, ask, tell
 from ._hub import LiveEvent
 from ._live import BackgroundTaskFinished
+from ._maintenance import IsHeld
 from ._turn import SessionConfig, SessionCore
 
 __all__ = [
+    "AgentBusyError",
     "BackgroundDone",
     "BackgroundTask",
     "BackgroundTasks",
@@ -40,6 +44,11 @@ __all__ = [
 ]
 
 _log = structlog.get_logger("liteagent.session")
+
+
+class AgentBusyError(LiteAgentError):
+    """Raised when a session is already running a turn (or is held for maintenance, such as a
+    restore or a compaction) and another operation on it was asked for."""
 
 
 class Send(Message, tag="send", frozen=True):
@@ -73,6 +82,7 @@ class BackgroundTask(msgspec.Struct, frozen=True):
 
 
 _TASK_IDS = itertools.count(1)
+_LOCK_TIMEOUT = 30.0
 _BACKGROUND_SUMMARY = 4000
 
 
@@ -112,16 +122,27 @@ class SessionActor(ActorBase):
 
     decoder = msgspec.msgpack.Decoder(SessionMessage)
 
-    def __init__(self, session_id: str, config: SessionConfig, tasks: BackgroundTasks) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        config: SessionConfig,
+        tasks: BackgroundTasks,
+        lock_ref: pykka.ActorRef[Any] | None = None,
+    ) -> None:
         super().__init__()
         self.core = SessionCore(session_id, config)
         self.session_id = session_id
         self.tasks = tasks
+        self.lock_ref = lock_ref
 
     # -- messages ---------------------------------------------------------------------------------
 
     def handle(self, message: Any, envelope: Envelope) -> Any:
         if isinstance(message, Send):
+            if self.lock_ref is not None:
+                holder = ask(self.lock_ref, IsHeld(self.session_id), timeout=_LOCK_TIMEOUT)
+                if holder is not None:
+                    raise AgentBusyError(f"session {self.session_id!r} is held for {holder}")
             cancel = envelope.cancel or CancelToken()
             return self.core.send(message.text, cancel, self._start_background)
         if isinstance(message, GetState):

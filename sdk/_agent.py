@@ -137,8 +137,10 @@ class AsyncLiteAgent:
         """Like :meth:`LiteAgent.send`; cancelling the awaiting task cancels the turn."""
         self._core.check_open()
         token = cancel or CancelToken()
-        env = self._core.host.send(self._core.session_for(session_id), input, token)
+        sid = self._core.session_for(session_id)
         try:
+            # Starting a session's actor starts a thread: do that off the event loop.
+            env = await _off_loop(self._core.host.send, sid, input, token)
             result: LiteAgentResult = await asyncio.wrap_future(env.reply)
         except asyncio.CancelledError:
             token.cancel("the awaiting task was cancelled")
