@@ -11,6 +11,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _block_after(heading: str) -> str:
+    """The first ```python block after ``heading`` in the README."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index(heading) :]
+    start = section.index("```python\n") + len("```python\n")
+    return section[start : section.index("```", start)]
+
+
 @pytest.mark.parametrize("backend", ["file", "sqlite"])
 def test_quickstart_runs(tmp_path: Path, backend: str) -> None:
     """examples/eventlog_quickstart.py runs and shows the restore and the refused stale writer."""
@@ -30,9 +38,7 @@ def test_quickstart_runs(tmp_path: Path, backend: str) -> None:
 
 def test_readme_snippet_runs(tmp_path: Path) -> None:
     """The README's first code block runs as written (with its folder moved into tmp)."""
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("```python\n") + len("```python\n")
-    code = readme[start : readme.index("```", start)]
+    code = _block_after("## The event log in 30 lines")
     code = code.replace('"/tmp/demo-sessions"', repr(str(tmp_path / "sessions")))
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
@@ -48,10 +54,7 @@ def test_readme_names_the_example() -> None:
 
 def test_readme_fake_server_snippet_runs() -> None:
     """The README's fake-server example runs as written (given a request)."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### Testing without a network") :]
-    start = section.index("```python\n") + len("```python\n")
-    code = section[start : section.index("```", start)]
+    code = _block_after("### Testing without a network")
     setup = (
         "from liteagent.eventlog import Message, TextBlock\n"
         "from liteagent.providers import ModelRequest\n"
@@ -65,3 +68,12 @@ def test_readme_fake_server_snippet_runs() -> None:
         check=True,
     )
     assert "TextBlock(text='hello'" in result.stdout
+
+
+def test_readme_scripted_agent_runs() -> None:
+    """The README's offline first agent runs: the real write_file tool and a scripted model."""
+    code = _block_after("Without a network, drive the same agent")
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert "Created hello.py." == result.stdout.strip()
