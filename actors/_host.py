@@ -44,6 +44,7 @@ class _Live:
     tasks: BackgroundTasks
     busy: threading.Lock = field(default_factory=threading.Lock)
     last_used: float = field(default_factory=time.monotonic)
+    running: CancelToken | None = None
 
 
 class SessionHost:
@@ -134,12 +135,19 @@ class SessionHost:
         live = self._get(session_id)
         if not live.busy.acquire(blocking=False):
             raise AgentBusyError(f"session {session_id!r} is already running a turn")
+        token = cancel or CancelToken()
         try:
-            env = tell(live.ref, Send(text), cancel or CancelToken())
+            env = tell(live.ref, Send(text), token)
         except BaseException:
             live.busy.release()
             raise
-        env.reply.add_done_callback(lambda _f: live.busy.release())
+        live.running = token
+
+        def done(_: object) -> None:
+            live.running = None
+            live.busy.release()
+
+        env.reply.add_done_callback(done)
         return env
 
     def is_busy(self, session_id: str) -> bool:
@@ -177,5 +185,8 @@ class SessionHost:
             self._live.clear()
         for _, live in lives:
             live.tasks.cancel_all("the agent is closing")
+            running = live.running
+            if running is not None:
+                running.cancel("the agent is closing")
         for sid, live in lives:
             self._stop(sid, live)

@@ -371,3 +371,28 @@ def test_recorded_view_hash_is_the_hash_of_what_the_model_got(workdir: Path) -> 
         records = [e.body for e in cp.read(agent.session_id) if e.kind == "model_request"]
     assert [view_hash(r) for r in provider.requests] == [r.view_hash for r in records]
     assert 3 == len({r.view_hash for r in records})
+
+
+def test_close_cancels_a_running_turn(workdir: Path) -> None:
+    """close() while a turn runs a long command cancels the turn and returns promptly."""
+    provider = scripted([call("bash", command="sleep 30")])
+    agent = _agent(workdir, provider, tools=[bash])
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            agent.send("wait")
+        except BaseException as e:  # noqa: BLE001 -- checked below
+            errors.append(e)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    deadline = time.monotonic() + 10
+    while not agent._core.host.is_busy(agent.session_id) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    start = time.monotonic()
+    agent.close()
+    worker.join(10)
+    assert time.monotonic() - start < 5
+    assert [OperationCancelledError] == [type(e) for e in errors]
