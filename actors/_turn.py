@@ -236,7 +236,7 @@ class SessionCore:
         response = chain(request)
         final = sent[-1] if sent else request
         if final.messages is self.view.sync(self.state):  # unchanged by middleware: cached
-            digest = view_hash(final, self.view.digests)
+            digest = view_hash(final, self.view.messages_digest())
             estimate = self.view.total_size // 4
         else:
             digest = view_hash(final)

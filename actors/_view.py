@@ -10,7 +10,6 @@ make it cheap.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 
 import msgspec
 
@@ -27,19 +26,20 @@ def _digest(message: Message) -> tuple[bytes, int]:
     return hashlib.sha256(data).digest(), len(data)
 
 
-def view_hash(request: ModelRequest, message_digests: Sequence[bytes] | None = None) -> str:
-    """SHA-256 over the request without its messages, then each message's SHA-256, in order.
+def view_hash(request: ModelRequest, messages_digest: bytes | None = None) -> str:
+    """SHA-256 of (SHA-256 of the request without its messages) + the messages' digest, where
+    the messages' digest is the SHA-256 of each message's SHA-256, concatenated in order.
 
-    ``message_digests`` (one per message, as :class:`ConversationView` keeps them) only saves
-    recomputing them; the result is the same.
+    ``messages_digest`` (as :meth:`ConversationView.messages_digest` keeps it, in O(1)) only
+    saves recomputing it; the result is the same.
     """
-    head = _ENC.encode(msgspec.structs.replace(request, messages=()))
-    h = hashlib.sha256(hashlib.sha256(head).digest())
-    if message_digests is None:
-        message_digests = [_digest(m)[0] for m in request.messages]
-    for d in message_digests:
-        h.update(d)
-    return h.hexdigest()
+    head = hashlib.sha256(_ENC.encode(msgspec.structs.replace(request, messages=()))).digest()
+    if messages_digest is None:
+        chain = hashlib.sha256()
+        for m in request.messages:
+            chain.update(_digest(m)[0])
+        messages_digest = chain.digest()
+    return hashlib.sha256(head + messages_digest).hexdigest()
 
 
 class ConversationView:
@@ -57,6 +57,8 @@ class ConversationView:
         self.total_size = 0
         self._seen = 0
         self._tuple: tuple[Message, ...] = ()
+        # The digest chain of every message but the last (which a merge may still replace).
+        self._stable = hashlib.sha256()
 
     def sync(self, state: SessionState) -> tuple[Message, ...]:
         """Take in the entries of ``state`` not seen yet; return the messages as a tuple (the
@@ -74,6 +76,8 @@ class ConversationView:
                 self.messages[-1] = m
                 self.digests[-1], self.sizes[-1] = _digest(m)
             else:
+                if self.digests:
+                    self._stable.update(self.digests[-1])  # the old last can no longer change
                 self.messages.append(m)
                 digest, size = _digest(m)
                 self.digests.append(digest)
@@ -82,3 +86,10 @@ class ConversationView:
         self._seen = len(entries)
         self._tuple = tuple(self.messages)
         return self._tuple
+
+    def messages_digest(self) -> bytes:
+        """The messages' digest :func:`view_hash` uses, in O(1)."""
+        chain = self._stable.copy()
+        if self.digests:
+            chain.update(self.digests[-1])
+        return chain.digest()
