@@ -92,6 +92,15 @@ def _no_context(context: Any) -> None:
         )
 
 
+def _lite_core(
+    *, context: Mapping[str, Any] | None, system_prompt: str | None, **kwargs: Any
+) -> AgentCore:
+    """The core of a create_lite_agent / create_async_lite_agent agent: defaults filled in."""
+    _no_context(context)
+    prompt = DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
+    return _core(system_prompt=prompt, middleware=(), **kwargs)
+
+
 def create_lite_agent(
     *,
     model: ModelProvider,
@@ -118,13 +127,10 @@ def create_lite_agent(
     model calls. At most ``max_live_sessions`` sessions keep an actor; idle ones are passivated
     and come back from their log.
     """
-    _no_context(context)
-    return LiteAgent(_core(
+    return LiteAgent(_lite_core(
         model=model, model_name=model_name, workdir=workdir, checkpointer=checkpointer,
-        sessions=sessions, tools=tools,
-        system_prompt=DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt,
-        home=home, max_turns=max_turns, max_tokens=max_tokens,
-        max_live_sessions=max_live_sessions, middleware=(),
+        sessions=sessions, tools=tools, system_prompt=system_prompt, context=context, home=home,
+        max_turns=max_turns, max_tokens=max_tokens, max_live_sessions=max_live_sessions,
     ))
 
 
@@ -144,13 +150,10 @@ def create_async_lite_agent(
     max_live_sessions: int = 256,
 ) -> AsyncLiteAgent:
     """Like :func:`create_lite_agent`, for asyncio: the methods are coroutines."""
-    _no_context(context)
-    return AsyncLiteAgent(_core(
+    return AsyncLiteAgent(_lite_core(
         model=model, model_name=model_name, workdir=workdir, checkpointer=checkpointer,
-        sessions=sessions, tools=tools,
-        system_prompt=DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt,
-        home=home, max_turns=max_turns, max_tokens=max_tokens,
-        max_live_sessions=max_live_sessions, middleware=(),
+        sessions=sessions, tools=tools, system_prompt=system_prompt, context=context, home=home,
+        max_turns=max_turns, max_tokens=max_tokens, max_live_sessions=max_live_sessions,
     ))
 
 
