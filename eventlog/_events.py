@@ -28,6 +28,9 @@ __all__ = [
     "OpaqueEvent",
     "Origin",
     "PassRecord",
+    "RestoreFile",
+    "RestoreFinished",
+    "RestoreStarted",
     "SessionStarted",
     "StoredEvent",
     "ToolResult",
@@ -176,6 +179,37 @@ class TurnAborted(_EventBase, tag="turn_aborted", frozen=True):
     reason: str
 
 
+class RestoreFile(msgspec.Struct, frozen=True, omit_defaults=True, gc=False, kw_only=True):
+    """One file of a restore: what it is put back to (``target``: a blob ref, ``None`` = the
+    file must not exist) and what it was before the restore (``backup``, likewise), with the
+    SHA-256 of each, so the restore can be finished or rolled back after a crash."""
+
+    path: str
+    target: str | None
+    target_hash: str | None
+    backup: str | None
+    backup_hash: str | None
+
+
+class RestoreStarted(_EventBase, tag="restore_started", frozen=True):
+    """A restore to the checkpoint at ``to_seq`` is about to change files (and, with
+    ``conversation``, truncate the log to ``to_seq - 1``). Until a :class:`RestoreFinished` for
+    it (or the truncate that removes it), the session has an interrupted restore."""
+
+    to_seq: int
+    conversation: bool
+    files: tuple[RestoreFile, ...] = ()
+
+
+class RestoreFinished(_EventBase, tag="restore_finished", frozen=True):
+    """The restore started at ``started_seq`` ended: ``completed`` (files put back, log kept) or
+    ``rolled_back`` (files returned to how they were before it)."""
+
+    started_seq: int
+    outcome: Literal["completed", "rolled_back"]
+    reason: str = ""
+
+
 Event: TypeAlias = (
     SessionStarted
     | UserPrompt
@@ -187,6 +221,8 @@ Event: TypeAlias = (
     | ModelRequestRecord
     | BackgroundCompleted
     | TurnAborted
+    | RestoreStarted
+    | RestoreFinished
 )
 
 

@@ -21,6 +21,8 @@ from ._events import (
     FileSnapshot,
     ModelRequestRecord,
     OpaqueEvent,
+    RestoreFinished,
+    RestoreStarted,
     SessionStarted,
     StoredEvent,
     ToolResult,
@@ -78,6 +80,7 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     background_completed: int = 0
     turns_aborted: int = 0
     unknown_kinds: frozenset[str] = frozenset()
+    pending_restore: tuple[int, RestoreStarted] | None = None
 
 
 def apply(state: SessionState, event: StoredEvent) -> SessionState:
@@ -113,6 +116,7 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
     u_in = u_out = u_cc = u_cr = 0
     context_status = state.context_status
     background, aborted = state.background_completed, state.turns_aborted
+    pending = state.pending_restore
     unknown: set[str] | None = None
     for event in events:
         seq = event.seq
@@ -158,6 +162,12 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
             background += 1
         elif t is TurnAborted:
             aborted += 1
+        elif t is RestoreStarted:
+            pending = (seq, body)  # type: ignore[assignment]
+        elif t is RestoreFinished:
+            finished: RestoreFinished = body  # type: ignore[assignment]
+            if pending is not None and pending[0] == finished.started_seq:
+                pending = None
         elif t is OpaqueEvent:
             if unknown is None:
                 unknown = set(state.unknown_kinds)
@@ -186,6 +196,7 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
         background_completed=background,
         turns_aborted=aborted,
         unknown_kinds=state.unknown_kinds if unknown is None else frozenset(unknown),
+        pending_restore=pending,
     )
 
 

@@ -29,6 +29,9 @@ from liteagent.eventlog import (
     PassRecord,
     RawBlock,
     RedactedThinkingBlock,
+    RestoreFile,
+    RestoreFinished,
+    RestoreStarted,
     SessionStarted,
     TextBlock,
     ThinkingBlock,
@@ -99,6 +102,15 @@ SAMPLES: dict[str, Event] = {
     "model_request": ModelRequestRecord(view_hash="abc", token_estimate=42, model="claude"),
     "background_completed": BackgroundCompleted(task_id="bg1", ok=False, summary="failed"),
     "turn_aborted": TurnAborted(reason="cancelled"),
+    "restore_started": RestoreStarted(
+        to_seq=3,
+        conversation=True,
+        files=(
+            RestoreFile(path="a.py", target="sha256:" + "0" * 64, target_hash="1" * 64,
+                        backup=None, backup_hash=None),
+        ),
+    ),
+    "restore_finished": RestoreFinished(started_seq=7, outcome="rolled_back", reason="disk full"),
 }
 
 _FACTORIES: dict[str, Callable[[Path], Checkpointer]] = {
