@@ -13,12 +13,21 @@ from ._host import AgentBusyError, SessionHost
 from ._hub import EventHub, LiveEvent, Missed, Subscription
 from ._live import (
     BackgroundTaskFinished,
+    CheckpointRestore,
     ToolCallFinished,
     ToolCallStarted,
     TurnFailed,
     TurnFinished,
 )
 from ._maintenance import Acquire, IsHeld, MaintenanceLockActor, Release
+from ._restore import Restorer, RestoreResult
+from ._restore_files import RestoreFailedError
+from ._restore_plan import (
+    Checkpoint,
+    InterruptedRestoreError,
+    InvalidCheckpointError,
+    RestoreRefusedError,
+)
 from ._session import BackgroundTask, SessionActor
 from ._snapshots import FileSnapshotActor
 from ._turn import Middleware, SessionConfig, SessionCore, TurnResult
@@ -31,10 +40,14 @@ __all__ = [
     "AgentBusyError",
     "BackgroundTask",
     "BackgroundTaskFinished",
+    "Checkpoint",
+    "CheckpointRestore",
     "ConversationView",
     "Envelope",
     "EventHub",
     "FileSnapshotActor",
+    "InterruptedRestoreError",
+    "InvalidCheckpointError",
     "IsHeld",
     "LiveEvent",
     "MaintenanceLockActor",
@@ -42,6 +55,10 @@ __all__ = [
     "Middleware",
     "Missed",
     "Release",
+    "RestoreFailedError",
+    "RestoreRefusedError",
+    "RestoreResult",
+    "Restorer",
     "SessionActor",
     "SessionConfig",
     "SessionCore",

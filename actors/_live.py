@@ -6,6 +6,7 @@ import msgspec
 
 __all__ = [
     "BackgroundTaskFinished",
+    "CheckpointRestore",
     "ToolCallFinished",
     "ToolCallStarted",
     "TurnFailed",
@@ -38,6 +39,16 @@ class TurnFailed(msgspec.Struct, frozen=True):
     """A ``send`` stopped early (error or cancellation); the log records a turn-aborted event."""
 
     reason: str
+
+
+class CheckpointRestore(msgspec.Struct, frozen=True, kw_only=True):
+    """Live progress of a restore (event name ``checkpoint_restore``): ``phase`` is ``start``,
+    ``progress``, ``done`` or ``error``, with ``completed`` of ``total`` files."""
+
+    phase: str
+    completed: int = 0
+    total: int = 0
+    detail: str = ""
 
 
 class BackgroundTaskFinished(msgspec.Struct, frozen=True):

@@ -15,14 +15,25 @@ from typing import Any
 
 import msgspec
 
-from liteagent.eventlog import BlobStore, FileSnapshot
+from liteagent.eventlog import BlobStore, FileSnapshot, RestoreFile
 
 from ._envelope import ActorBase, Envelope, Message
+from ._hub import EventHub, LiveEvent
+from ._live import CheckpointRestore
+from ._restore_files import apply_files
 
-__all__ = ["MAX_SNAPSHOT_BYTES", "FileSnapshotActor", "PostHashes", "PreImages", "snapshot_event"]
+__all__ = [
+    "MAX_SNAPSHOT_BYTES",
+    "ApplyRestore",
+    "FileSnapshotActor",
+    "PostHashes",
+    "PreImages",
+    "snapshot_event",
+]
 
-MAX_SNAPSHOT_BYTES = 16 * 1024 * 1024
-"""Files larger than this are recorded as truncated: changed, but not restorable."""
+MAX_SNAPSHOT_BYTES = 8 * 1024 * 1024
+"""The default snapshot cap (8 MiB): a larger file is recorded as truncated — changed, but not
+restorable (it shows in a checkpoint's ``unavailable_files`` and blocks a file restore)."""
 
 
 class PreImages(Message, tag="pre_images", frozen=True):
@@ -37,7 +48,17 @@ class PostHashes(Message, tag="post_hashes", frozen=True):
     paths: tuple[str, ...]
 
 
-SnapshotMessage = PreImages | PostHashes
+class ApplyRestore(Message, tag="apply_restore", frozen=True):
+    """Put ``files`` to their targets (``to_target``) or back to their backups; reply with the
+    paths. A failed write while going to the targets rolls back and raises RestoreFailedError.
+    The restore's cancel token travels beside the message."""
+
+    session_id: str
+    files: tuple[RestoreFile, ...]
+    to_target: bool
+
+
+SnapshotMessage = PreImages | PostHashes | ApplyRestore
 
 
 class PreImage(msgspec.Struct, frozen=True):
@@ -49,10 +70,10 @@ class PreImage(msgspec.Struct, frozen=True):
     truncated: bool = False
 
 
-def _read(path: str) -> bytes | None:
+def _read(path: str, max_bytes: int) -> bytes | None:
     try:
         with open(path, "rb") as f:
-            return f.read(MAX_SNAPSHOT_BYTES + 1)
+            return f.read(max_bytes + 1)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
 
@@ -73,22 +94,46 @@ class FileSnapshotActor(ActorBase):
 
     decoder = msgspec.msgpack.Decoder(SnapshotMessage)
 
-    def __init__(self, workdir: Path, blobs: BlobStore) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        blobs: BlobStore,
+        hub: EventHub | None = None,
+        max_bytes: int = MAX_SNAPSHOT_BYTES,
+    ) -> None:
         super().__init__()
         self.workdir = workdir
         self.blobs = blobs
+        self.hub = hub
+        self.max_bytes = max_bytes
 
-    def handle(self, message: Any, envelope: Envelope) -> Any:  # noqa: ARG002 -- no side data
+    def handle(self, message: Any, envelope: Envelope) -> Any:
         if isinstance(message, PreImages):
             return [self._pre_image(p) for p in message.paths]
-        assert isinstance(message, PostHashes)
-        return [_hash_file(p) for p in message.paths]
+        if isinstance(message, PostHashes):
+            return [_hash_file(p) for p in message.paths]
+        assert isinstance(message, ApplyRestore)
+        cancel = envelope.cancel
+        return apply_files(
+            self.workdir,
+            message.files,
+            self.blobs,
+            to_target=message.to_target,
+            progress=lambda done, total: self._progress(message.session_id, done, total),
+            stop=(lambda: cancel.reason or "cancelled" if cancel.cancelled else None)
+            if cancel is not None else None,
+        )
+
+    def _progress(self, session_id: str, done: int, total: int) -> None:
+        if self.hub is not None:
+            self.hub.publish(LiveEvent(session_id, CheckpointRestore(
+                phase="progress", completed=done, total=total)))
 
     def _pre_image(self, path: str) -> PreImage:
-        data = _read(path)
+        data = _read(path, self.max_bytes)
         if data is None:
             return PreImage(path, None, None)
-        if len(data) > MAX_SNAPSHOT_BYTES:
+        if len(data) > self.max_bytes:
             return PreImage(path, None, _hash_file(path), truncated=True)
         return PreImage(path, self.blobs.put(data), hashlib.sha256(data).hexdigest())
 

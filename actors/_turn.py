@@ -56,6 +56,7 @@ from liteagent.tools import BackgroundStarter, Tool, ToolContext, ToolOutput
 from ._envelope import ask
 from ._hub import EventHub, LiveEvent
 from ._live import ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished
+from ._restore_plan import InterruptedRestoreError
 from ._snapshots import PostHashes, PreImage, PreImages, snapshot_event
 from ._view import ConversationView, view_hash
 
@@ -159,6 +160,10 @@ class SessionCore:
         """Run one user prompt to the end of the model's turn."""
         if not self.loaded:
             self.load()
+        if self.state.pending_restore is not None:
+            raise InterruptedRestoreError(
+                f"session {self.session_id!r} has an interrupted restore (started at seq "
+                f"{self.state.pending_restore[0]}): call finish_restore() or rollback_restore()")
         cancel.raise_if_cancelled()
         first_entry = len(self.state.entries)
         before: list[Event] = []

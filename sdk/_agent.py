@@ -13,8 +13,14 @@ import concurrent.futures
 from types import TracebackType
 from typing import Any
 
-from liteagent.actors import BackgroundTask, Subscription, TurnResult
-from liteagent.eventlog import CancelToken, SessionInfo
+from liteagent.actors import (
+    BackgroundTask,
+    Checkpoint,
+    RestoreResult,
+    Subscription,
+    TurnResult,
+)
+from liteagent.eventlog import CancelToken, RestoreStarted, SessionInfo
 
 from ._core import AgentCore, new_session_id
 
@@ -87,6 +93,53 @@ class LiteAgent:
         self._core.checkpointer.delete(sid)
         if sid == self._core.session_id:
             self._core.session_id = new_session_id()
+
+    # -- time travel ------------------------------------------------------------------------------
+
+    def list_checkpoints(self, session_id: str | None = None) -> list[Checkpoint]:
+        """The session's checkpoints (one per user prompt), oldest first, with the files a
+        restore to each would put back and those it cannot."""
+        self._core.check_open()
+        return self._core.restorer.list_checkpoints(self._core.session_for(session_id))
+
+    def restore(
+        self,
+        session_id: str,
+        seq: int,
+        *,
+        files: bool = True,
+        conversation: bool = True,
+        cancel: CancelToken | None = None,
+    ) -> RestoreResult:
+        """Restore the session to the checkpoint at ``seq``: the conversation as it was before
+        that prompt (the log is truncated to ``seq - 1``) and every file the agent's file tools
+        changed since. It refuses, changing nothing, when that is unsafe
+        (:class:`RestoreRefusedError` names each file and why), and puts files back as they
+        were if anything fails. Afterwards the current session is ``session_id``. Shell
+        commands, custom tools and external services are not undone."""
+        self._core.check_open()
+        sid = self._core.session_for(session_id)
+        result = self._core.restorer.restore(sid, seq, files=files, conversation=conversation,
+                                             cancel=cancel)
+        self._core.session_id = sid
+        return result
+
+    def pending_restore(self, session_id: str | None = None) -> RestoreStarted | None:
+        """The session's interrupted restore (its intent record), or None."""
+        self._core.check_open()
+        return self._core.restorer.pending(self._core.session_for(session_id))
+
+    def finish_restore(self, session_id: str | None = None) -> RestoreResult:
+        """Complete an interrupted restore (files to their targets, then the log)."""
+        self._core.check_open()
+        return self._core.restorer.finish(self._core.session_for(session_id))
+
+    def rollback_restore(self, session_id: str | None = None) -> list[str]:
+        """Undo an interrupted restore: every file goes back to how it was before it."""
+        self._core.check_open()
+        return self._core.restorer.rollback(self._core.session_for(session_id))
+
+    # -- events -----------------------------------------------------------------------------------
 
     def subscribe(self, maxsize: int = 1024) -> Subscription:
         """Live events of every session of this agent: an iterator (and context manager) with a
@@ -163,6 +216,41 @@ class AsyncLiteAgent:
     async def delete_session(self, session_id: str) -> None:
         """Like :meth:`LiteAgent.delete_session`."""
         await _off_loop(self._sync.delete_session, session_id)
+
+    async def list_checkpoints(self, session_id: str | None = None) -> list[Checkpoint]:
+        """Like :meth:`LiteAgent.list_checkpoints`."""
+        result: list[Checkpoint] = await _off_loop(self._sync.list_checkpoints, session_id)
+        return result
+
+    async def restore(
+        self,
+        session_id: str,
+        seq: int,
+        *,
+        files: bool = True,
+        conversation: bool = True,
+        cancel: CancelToken | None = None,
+    ) -> RestoreResult:
+        """Like :meth:`LiteAgent.restore` (the work runs off the event loop)."""
+        result: RestoreResult = await _off_loop(
+            lambda: self._sync.restore(session_id, seq, files=files, conversation=conversation,
+                                       cancel=cancel))
+        return result
+
+    async def pending_restore(self, session_id: str | None = None) -> RestoreStarted | None:
+        """Like :meth:`LiteAgent.pending_restore`."""
+        result: RestoreStarted | None = await _off_loop(self._sync.pending_restore, session_id)
+        return result
+
+    async def finish_restore(self, session_id: str | None = None) -> RestoreResult:
+        """Like :meth:`LiteAgent.finish_restore`."""
+        result: RestoreResult = await _off_loop(self._sync.finish_restore, session_id)
+        return result
+
+    async def rollback_restore(self, session_id: str | None = None) -> list[str]:
+        """Like :meth:`LiteAgent.rollback_restore`."""
+        result: list[str] = await _off_loop(self._sync.rollback_restore, session_id)
+        return result
 
     def subscribe(self, maxsize: int = 1024) -> Subscription:
         """Like :meth:`LiteAgent.subscribe` (iterate it in a thread, or poll ``get(0)``)."""

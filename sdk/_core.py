@@ -17,6 +17,7 @@ from liteagent.actors import (
     EventHub,
     FileSnapshotActor,
     MaintenanceLockActor,
+    Restorer,
     SessionConfig,
     SessionHost,
 )
@@ -64,7 +65,7 @@ class AgentCore:
         self._closed = False
         self._refs: list[pykka.ActorRef[Any]] = []
         try:
-            snapshot_ref = FileSnapshotActor.start(workdir, checkpointer.blobs)
+            snapshot_ref = FileSnapshotActor.start(workdir, checkpointer.blobs, self.hub)
             self._refs.append(snapshot_ref)
             lock_ref = MaintenanceLockActor.start()
             self._refs.append(lock_ref)
@@ -84,6 +85,15 @@ class AgentCore:
             )
             self.host = SessionHost(config, max_live_sessions=max_live_sessions,
                                     lock_ref=lock_ref)
+            self.restorer = Restorer(
+                checkpointer=checkpointer,
+                workdir=workdir,
+                lock_ref=lock_ref,
+                snapshot_ref=snapshot_ref,
+                hub=self.hub,
+                is_busy=self.host.is_busy,
+                forget=self.host.forget,
+            )
         except BaseException:
             self._stop_refs()
             raise

@@ -54,12 +54,14 @@ PROVIDERS = {
 TOOLS = {
     "BackgroundStarter", "FunctionTool", "InvalidPathError", "PathOutsideWorkspaceError", "Tool",
     "ToolContext", "ToolDefinitionError", "ToolError", "ToolOutput", "ToolSpec", "bash",
-    "default_tools", "edit_file", "glob", "grep", "read_file", "resolve_in_workspace", "tool",
-    "write_file",
+    "default_tools", "delete_file", "edit_file", "glob", "grep", "read_file",
+    "resolve_in_workspace", "tool", "write_file",
 }
 SDK = {
     "AgentBusyError", "AgentClosedError", "AsyncLiteAgent", "BackgroundTask",
-    "BackgroundTaskFinished", "LiteAgent", "LiteAgentResult", "LiveEvent", "Missed",
+    "BackgroundTaskFinished", "Checkpoint", "CheckpointRestore", "InterruptedRestoreError",
+    "InvalidCheckpointError", "LiteAgent", "LiteAgentResult", "LiveEvent", "Missed",
+    "RestoreFailedError", "RestoreRefusedError", "RestoreResult",
     "SessionsDisabledError", "Subscription", "ToolCallFinished", "ToolCallStarted", "TurnFailed",
     "TurnFinished", "configure_logging", "create_agent", "create_async_lite_agent",
     "create_lite_agent",

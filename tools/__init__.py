@@ -30,7 +30,7 @@ from ._contract import BackgroundStarter, Tool, ToolContext, ToolOutput, ToolSpe
 from ._decorator import FunctionTool, tool
 from ._edit import edit_file
 from ._errors import InvalidPathError, PathOutsideWorkspaceError, ToolDefinitionError, ToolError
-from ._files import read_file, write_file
+from ._files import delete_file, read_file, write_file
 from ._paths import resolve_in_workspace
 from ._search import glob, grep
 
@@ -47,6 +47,7 @@ __all__ = [
     "ToolSpec",
     "bash",
     "default_tools",
+    "delete_file",
     "edit_file",
     "glob",
     "grep",
@@ -58,6 +59,7 @@ __all__ = [
 
 
 def default_tools() -> list[Tool]:
-    """The built-in tools, in a stable order: read_file, write_file, edit_file, bash, glob,
-    grep. A new list each call (the tools themselves are shared, stateless instances)."""
-    return [read_file, write_file, edit_file, bash, glob, grep]
+    """The built-in tools, in a stable order: read_file, write_file, edit_file, delete_file,
+    bash, glob, grep. A new list each call (the tools themselves are shared, stateless
+    instances)."""
+    return [read_file, write_file, edit_file, delete_file, bash, glob, grep]

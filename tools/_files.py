@@ -199,3 +199,22 @@ def write_file(
     size = len(content.encode("utf-8"))
     verb = "replaced" if existed else "created"
     return ToolOutput(f"{verb} {relative_display(root, target)} ({size} bytes)")
+
+
+@tool(name="delete_file", changes_param="path")
+def delete_file(
+    path: Annotated[str, Meta(description="The file, relative to the workspace.")],
+    *,
+    ctx: ToolContext,
+) -> ToolOutput:
+    """Delete a file in the workspace (not a folder). A restore brings it back."""
+    target = resolve_for_tool(ctx, path)
+    if isinstance(target, ToolOutput):
+        return target
+    if target.is_dir():
+        return ToolOutput(f"{path}: is a folder; only files can be deleted", is_error=True)
+    try:
+        os.unlink(target)
+    except OSError as e:
+        return ToolOutput(os_error_message(e, path), is_error=True)
+    return ToolOutput(f"deleted {relative_display(workspace_root(ctx.workdir), target)}")

@@ -1,0 +1,158 @@
+"""Planning a restore from the folded log: which files a checkpoint puts back, to what, and
+whether that is safe now. Pure functions of the state and the workspace's current files."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import msgspec
+
+from liteagent.eventlog import BlobStore, FileSnapshot, LiteAgentError, SessionState
+
+__all__ = [
+    "Checkpoint",
+    "FilePlan",
+    "InterruptedRestoreError",
+    "InvalidCheckpointError",
+    "RestoreRefusedError",
+    "checkpoints",
+    "current_hash",
+    "plan_files",
+    "preflight",
+]
+
+
+class InvalidCheckpointError(LiteAgentError, ValueError):
+    """Raised when a seq is not a checkpoint (a user-origin prompt) of the session."""
+
+
+class InterruptedRestoreError(LiteAgentError):
+    """Raised when a session has a restore that was interrupted (its process died between
+    changing files and truncating the log); settle it with ``finish_restore`` or
+    ``rollback_restore`` before using the session."""
+
+
+class RestoreRefusedError(LiteAgentError):
+    """Raised when a restore would not be safe; ``problems`` lists ``(path, reason)`` for each
+    file (path ``""`` for problems of the session as a whole). Nothing was changed."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  {path or '(session)'}: {reason}" for path, reason in problems)
+        super().__init__(f"restore refused, nothing was changed:\n{lines}")
+
+
+class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
+    """A point the session can be restored to: the user prompt at ``seq``.
+
+    ``files`` are the workspace paths a restore to it would put back; ``unavailable_files``
+    those it cannot (their snapshot is missing or was too large to keep).
+    """
+
+    seq: int
+    prompt: str
+    ts: float
+    files: tuple[str, ...] = ()
+    unavailable_files: tuple[str, ...] = ()
+
+
+class FilePlan(msgspec.Struct, frozen=True, kw_only=True):
+    """One file to put back: its pre-image before the checkpoint (``target`` blob ref, ``None``
+    when it did not exist) and the hash the agent last left it with (``last_hash``)."""
+
+    path: str
+    target: str | None
+    target_hash: str | None
+    last_hash: str | None
+    unavailable: str = ""  # why it cannot be put back ("" = it can)
+
+
+def plan_files(
+    state: SessionState, seq: int, blobs: BlobStore | None = None
+) -> list[FilePlan]:
+    """The files changed by file tools after the prompt at ``seq``, with what to put back."""
+    first: dict[str, FileSnapshot] = {}
+    last: dict[str, FileSnapshot] = {}
+    for snap_seq, snap in state.snapshots:
+        if snap_seq <= seq:
+            continue
+        first.setdefault(snap.path, snap)
+        last[snap.path] = snap
+    plans = []
+    for path, snap in sorted(first.items()):
+        reason = ""
+        if snap.truncated:
+            reason = "its snapshot was not kept (the file was over the snapshot size cap)"
+        elif snap.pre_image is not None and blobs is not None and not blobs.has(snap.pre_image):
+            reason = f"its snapshot {snap.pre_image} is missing from the blob store"
+        plans.append(FilePlan(path=path, target=snap.pre_image, target_hash=snap.pre_hash,
+                              last_hash=last[path].post_hash, unavailable=reason))
+    return plans
+
+
+def checkpoints(state: SessionState, blobs: BlobStore | None = None) -> list[Checkpoint]:
+    """Every checkpoint of the session, oldest first, with the files a restore would put back."""
+    out = []
+    for mark in state.checkpoints:
+        plans = plan_files(state, mark.seq, blobs)
+        out.append(Checkpoint(
+            seq=mark.seq, prompt=mark.prompt, ts=mark.ts,
+            files=tuple(p.path for p in plans if not p.unavailable),
+            unavailable_files=tuple(p.path for p in plans if p.unavailable),
+        ))
+    return out
+
+
+def current_hash(path: Path) -> str | None:
+    """SHA-256 of the file's content now, or None when it does not exist."""
+    try:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        return h.hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def _unsafe(workdir: Path, rel: str) -> str:
+    """Why ``rel`` is not a plain path inside the workspace now ("" when it is)."""
+    if os.path.isabs(rel) or "\0" in rel:
+        return "the path is not relative to the workspace"
+    joined = os.path.normpath(os.path.join(workdir, rel))
+    if not (joined == str(workdir) or joined.startswith(str(workdir) + os.sep)):
+        return "the path is outside the workspace"
+    if os.path.realpath(joined) != joined:
+        return "a symlink was swapped in on the path since the agent wrote it"
+    if os.path.isdir(joined):
+        return "the path is now a folder"
+    return ""
+
+
+def preflight(
+    state: SessionState, seq: int, workdir: Path, plans: Iterable[FilePlan]
+) -> list[tuple[str, str]]:
+    """Everything that makes a file restore unsafe now; empty when it is safe."""
+    problems: list[tuple[str, str]] = []
+    if state.open_tool_calls:
+        problems.append(("", "a tool call after the checkpoint has no result (it was cut in "
+                             f"half): {', '.join(state.open_tool_calls)}"))
+    for plan in plans:
+        if plan.unavailable:
+            problems.append((plan.path, plan.unavailable + "; restore with files=False to "
+                                                          "restore the conversation alone"))
+            continue
+        unsafe = _unsafe(workdir, plan.path)
+        if unsafe:
+            problems.append((plan.path, unsafe))
+            continue
+        now = current_hash(workdir / plan.path)
+        if now != plan.last_hash:
+            what = "deleted" if now is None else "changed"
+            problems.append((plan.path, f"it was {what} since the agent last wrote it "
+                                        "(by the user, a shell command or another session)"))
+    del seq
+    return problems
