@@ -77,3 +77,16 @@ def test_readme_scripted_agent_runs() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert "Created hello.py." == result.stdout.strip()
+
+
+def test_time_travel_example_runs() -> None:
+    """examples/time_travel.py refuses over a user's edit, then restores files and conversation."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "time_travel.py")],
+        capture_output=True, text=True, timeout=120, check=True,
+    )
+    assert "refused: [('app.py'" in result.stdout
+    assert "restored: ['app.py', 'notes.md']" in result.stdout
+    assert "app.py: print('v1')" in result.stdout
+    assert "notes.md back: True" in result.stdout
+    assert "conversation: ['create app.py']" in result.stdout
