@@ -42,7 +42,7 @@ from ._envelope import ask
 from ._hub import EventHub, LiveEvent
 from ._live import CheckpointRestore
 from ._maintenance import Acquire, Release
-from ._restore_files import RestoreFailedError, backup_files
+from ._restore_files import backup_files
 from ._restore_plan import (
     Checkpoint,
     InterruptedRestoreError,
@@ -152,7 +152,7 @@ class Restorer:
         if seq not in {c.seq for c in state.checkpoints}:
             raise InvalidCheckpointError(
                 f"seq {seq} is not a checkpoint of session {session_id!r}")
-        plans = plan_files(state, seq, cp.blobs) if files else []
+        plans = plan_files(state, seq, cp.blobs, verify=True) if files else []
         problems = preflight(state, seq, self.workdir, plans) if files else []
         if problems:
             raise RestoreRefusedError(problems)
@@ -173,9 +173,9 @@ class Restorer:
         try:
             restored = ask(self.snapshot_ref, ApplyRestore(session_id, tuple(records), True),
                            timeout=_ASK_TIMEOUT, cancel=cancel)
-        except RestoreFailedError as e:
+        except Exception as e:  # files were put back (or never changed): record the outcome
             cp.append(session_id, [RestoreFinished(started_seq=intent, outcome="rolled_back",
-                                                   reason=str(e))])
+                                                   reason=f"{type(e).__name__}: {e}")])
             if cancel is not None and cancel.cancelled:
                 raise OperationCancelledError(cancel.reason or "cancelled") from e
             raise

@@ -23,15 +23,34 @@ class RestoreFailedError(LiteAgentError):
     they were and the log was not touched (the restore is recorded as rolled back)."""
 
 
+_TEMP_MARK = ".liteagent-"
+
+
+def _remove_temps(path: Path) -> None:
+    """Remove temp files an interrupted write of ``path`` left beside it."""
+    prefix = f".{path.name}{_TEMP_MARK}"
+    try:
+        names = os.listdir(path.parent)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for name in names:
+        if name.startswith(prefix) and len(name) == len(prefix) + 8:
+            with contextlib.suppress(OSError):
+                os.unlink(path.parent / name)
+
+
 def put_file(workdir: Path, rel: str, content: bytes | None) -> None:
-    """Make ``workdir/rel`` hold ``content`` (``None``: not exist), atomically and durably."""
+    """Make ``workdir/rel`` hold ``content`` (``None``: not exist), atomically and durably.
+
+    Temp files a crashed earlier write of the same path left beside it are removed first."""
     path = workdir / rel
+    _remove_temps(path)
     if content is None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.liteagent-{secrets.token_hex(4)}"
+    tmp = path.parent / f".{path.name}{_TEMP_MARK}{secrets.token_hex(4)}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         try:

@@ -70,17 +70,35 @@ class FilePlan(msgspec.Struct, frozen=True, kw_only=True):
     unavailable: str = ""  # why it cannot be put back ("" = it can)
 
 
+def _damaged(blobs: BlobStore, ref: str) -> str:
+    """Why the blob ``ref`` cannot be read back intact ("" when it can)."""
+    try:
+        blobs.get(ref)
+    except LiteAgentError as e:
+        return f"its snapshot {ref} is damaged ({type(e).__name__}: {e})"
+    return ""
+
+
 def plan_files(
-    state: SessionState, seq: int, blobs: BlobStore | None = None
+    state: SessionState, seq: int, blobs: BlobStore | None = None, *, verify: bool = False
 ) -> list[FilePlan]:
-    """The files changed by file tools after the prompt at ``seq``, with what to put back."""
+    """The files changed by file tools after the prompt at ``seq``, with what to put back.
+
+    The hash the agent last left a file with comes from its last snapshot, or from a later
+    files-only restore that put it back. ``verify`` reads every needed snapshot back (a restore
+    does; listing checkpoints only checks that they exist).
+    """
     first: dict[str, FileSnapshot] = {}
-    last: dict[str, FileSnapshot] = {}
+    last_hash: dict[str, tuple[int, str | None]] = {}
     for snap_seq, snap in state.snapshots:
         if snap_seq <= seq:
             continue
         first.setdefault(snap.path, snap)
-        last[snap.path] = snap
+        last_hash[snap.path] = (snap_seq, snap.post_hash)
+    for restore_seq, restore in state.file_restores:
+        for f in restore.files:
+            if f.path in last_hash and restore_seq > last_hash[f.path][0]:
+                last_hash[f.path] = (restore_seq, f.target_hash)
     plans = []
     for path, snap in sorted(first.items()):
         reason = ""
@@ -88,8 +106,10 @@ def plan_files(
             reason = "its snapshot was not kept (the file was over the snapshot size cap)"
         elif snap.pre_image is not None and blobs is not None and not blobs.has(snap.pre_image):
             reason = f"its snapshot {snap.pre_image} is missing from the blob store"
+        elif snap.pre_image is not None and blobs is not None and verify:
+            reason = _damaged(blobs, snap.pre_image)
         plans.append(FilePlan(path=path, target=snap.pre_image, target_hash=snap.pre_hash,
-                              last_hash=last[path].post_hash, unavailable=reason))
+                              last_hash=last_hash[path][1], unavailable=reason))
     return plans
 
 
@@ -107,14 +127,15 @@ def checkpoints(state: SessionState, blobs: BlobStore | None = None) -> list[Che
 
 
 def current_hash(path: Path) -> str | None:
-    """SHA-256 of the file's content now, or None when it does not exist."""
+    """SHA-256 of the file's content now, or None when it does not exist (also when a folder on
+    its path is now a file)."""
     try:
         h = hashlib.sha256()
         with open(path, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
         return h.hexdigest()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
 
 
@@ -129,6 +150,11 @@ def _unsafe(workdir: Path, rel: str) -> str:
         return "a symlink was swapped in on the path since the agent wrote it"
     if os.path.isdir(joined):
         return "the path is now a folder"
+    parent = os.path.dirname(joined)
+    while len(parent) > len(str(workdir)):
+        if os.path.lexists(parent) and not os.path.isdir(parent):
+            return f"{os.path.relpath(parent, workdir)} on the path is now a file, not a folder"
+        parent = os.path.dirname(parent)
     return ""
 
 

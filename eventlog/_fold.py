@@ -81,6 +81,7 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     turns_aborted: int = 0
     unknown_kinds: frozenset[str] = frozenset()
     pending_restore: tuple[int, RestoreStarted] | None = None
+    file_restores: PVec[tuple[int, RestoreStarted]] = msgspec.field(default_factory=PVec)
 
 
 def apply(state: SessionState, event: StoredEvent) -> SessionState:
@@ -117,6 +118,7 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
     context_status = state.context_status
     background, aborted = state.background_completed, state.turns_aborted
     pending = state.pending_restore
+    restores: list[tuple[int, RestoreStarted]] = []
     unknown: set[str] | None = None
     for event in events:
         seq = event.seq
@@ -167,6 +169,8 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
         elif t is RestoreFinished:
             finished: RestoreFinished = body  # type: ignore[assignment]
             if pending is not None and pending[0] == finished.started_seq:
+                if finished.outcome == "completed":
+                    restores.append((seq, pending[1]))
                 pending = None
         elif t is OpaqueEvent:
             if unknown is None:
@@ -197,6 +201,7 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
         turns_aborted=aborted,
         unknown_kinds=state.unknown_kinds if unknown is None else frozenset(unknown),
         pending_restore=pending,
+        file_restores=state.file_restores.extended(restores),
     )
 
 
