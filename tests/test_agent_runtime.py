@@ -198,8 +198,13 @@ def test_fifty_sessions_from_asyncio_never_stall_the_loop(workdir: Path) -> None
     """50 concurrent sessions through AsyncLiteAgent: every turn completes and the event loop
     never stalls more than 50 ms."""
 
+    delays = iter([0.02 + 0.004 * i for i in range(50)])  # spread like real model latency
+    lock = threading.Lock()
+
     def slow_reply(request: ModelRequest) -> AssistantMessage:
-        time.sleep(0.05)  # a model that takes a while, on the session's thread
+        with lock:
+            delay = next(delays)
+        time.sleep(delay)  # a model that takes a while, on the session's thread
         return reply(f"answer {len(request.messages)}")
 
     provider = scripted([slow_reply] * 50)
