@@ -9,6 +9,7 @@ Every error liteagent raises derives from :class:`LiteAgentError`; the storage l
     ├── InvalidArgumentError         (also ValueError)
     ├── CodecError                   (also ValueError)
     ├── OperationCancelledError
+    ├── ContextLimitError
     ├── CheckpointerError
     │   ├── CheckpointConflictError
     │   ├── CheckpointerClosedError
@@ -35,6 +36,7 @@ __all__ = [
     "CheckpointerClosedError",
     "CheckpointerError",
     "CodecError",
+    "ContextLimitError",
     "CorruptBlobError",
     "CorruptLogError",
     "InvalidArgumentError",
@@ -84,6 +86,19 @@ class InvalidArgumentError(LiteAgentError, ValueError):
 class OperationCancelledError(LiteAgentError):
     """Raised when an operation stops because its :class:`CancelToken` was cancelled; nothing
     partial is returned."""
+
+
+class ContextLimitError(LiteAgentError):
+    """Raised when a request does not fit the model's context window; ``tokens`` is its size
+    and ``maximum`` the window, as reported (``None`` when unknown). The provider layer raises
+    it as ``liteagent.providers.ContextOverflowError``."""
+
+    def __init__(
+        self, message: str, *, tokens: int | None = None, maximum: int | None = None
+    ) -> None:
+        self.tokens = tokens
+        self.maximum = maximum
+        super().__init__(message)
 
 
 class CodecError(LiteAgentError, ValueError):

@@ -23,7 +23,7 @@ that breaks never yields a partial assistant message as if it were complete.
 
 from __future__ import annotations
 
-from liteagent.eventlog import LiteAgentError
+from liteagent.eventlog import ContextLimitError, LiteAgentError
 
 __all__ = [
     "CapabilityNotSupportedError",
@@ -53,12 +53,13 @@ class ProviderError(LiteAgentError):
         super().__init__(message)
 
 
-class ContextOverflowError(ProviderError):
+class ContextOverflowError(ProviderError, ContextLimitError):
     """Raised when the prompt is longer than the model's context window.
 
     ``tokens`` is the prompt's size and ``maximum`` the window, as the provider reported them
     (``None`` when it did not say). Raised before anything streamed, so a caller can trim the
-    request and retry.
+    request and retry. It is also a :class:`liteagent.eventlog.ContextLimitError`, which the
+    context layer's reactive compaction catches.
     """
 
     def __init__(
@@ -69,9 +70,9 @@ class ContextOverflowError(ProviderError):
         maximum: int | None = None,
         request_id: str | None = None,
     ) -> None:
+        ProviderError.__init__(self, message, request_id=request_id)
         self.tokens = tokens
         self.maximum = maximum
-        super().__init__(message, request_id=request_id)
 
 
 class RateLimitError(ProviderError):
