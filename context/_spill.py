@@ -1,0 +1,82 @@
+"""Spill stores: where large tool results go when a budget pass moves them out of the view.
+
+A spilled body leaves a short marker in the conversation that starts with :data:`SPILL_PREFIX`
+and names the key it can be read back with; the full text stays retrievable.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import threading
+
+from liteagent.eventlog import BlobNotFoundError, BlobStore
+
+__all__ = [
+    "SPILL_PREFIX",
+    "SpillStore",
+    "blob_spill_store",
+    "memory_spill_store",
+    "spill_marker",
+]
+
+SPILL_PREFIX = "[liteagent:spilled "
+
+
+def spill_marker(key: str, text: str, preview_chars: int = 200) -> str:
+    """The marker left in place of a spilled ``text``: prefix, key, size, then a preview."""
+    preview = text[:preview_chars]
+    more = "…" if len(text) > preview_chars else ""
+    return f"{SPILL_PREFIX}{key} {len(text)} chars; read it with the context tool]\n{preview}{more}"
+
+
+class SpillStore(abc.ABC):
+    """Keeps spilled text by key; the same text always gets the same key."""
+
+    @abc.abstractmethod
+    def put(self, text: str) -> str:
+        """Store ``text``; return its key."""
+
+    @abc.abstractmethod
+    def get(self, key: str) -> str:
+        """The text stored under ``key`` (KeyError if none)."""
+
+
+class _MemorySpillStore(SpillStore):
+    def __init__(self) -> None:
+        self._data: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def put(self, text: str) -> str:
+        key = "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        with self._lock:
+            self._data.setdefault(key, text)
+        return key
+
+    def get(self, key: str) -> str:
+        with self._lock:
+            return self._data[key]
+
+
+class _BlobSpillStore(SpillStore):
+    def __init__(self, blobs: BlobStore) -> None:
+        self._blobs = blobs
+
+    def put(self, text: str) -> str:
+        return self._blobs.put(text.encode("utf-8", "surrogatepass"))
+
+    def get(self, key: str) -> str:
+        try:
+            return self._blobs.get(key).decode("utf-8", "surrogatepass")
+        except BlobNotFoundError as e:
+            raise KeyError(key) from e
+
+
+def memory_spill_store() -> SpillStore:
+    """A process-local spill store."""
+    return _MemorySpillStore()
+
+
+def blob_spill_store(blobs: BlobStore) -> SpillStore:
+    """A spill store over a checkpointer's blob store (durable, content-addressed)."""
+    return _BlobSpillStore(blobs)
