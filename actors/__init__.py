@@ -8,12 +8,14 @@
 Live events go through an :class:`EventHub` to :class:`Subscription` iterators.
 """
 
+from ._compactor import CompactorActor, CompactStats, ManualCompaction, RunCompaction
 from ._envelope import ActorBase, ActorStoppedError, Envelope, Message, ask, tell
 from ._host import AgentBusyError, SessionHost
 from ._hub import EventHub, LiveEvent, Missed, Subscription
 from ._live import (
     BackgroundTaskFinished,
     CheckpointRestore,
+    CompactionProgress,
     ToolCallFinished,
     ToolCallStarted,
     TurnFailed,
@@ -42,6 +44,9 @@ __all__ = [
     "BackgroundTaskFinished",
     "Checkpoint",
     "CheckpointRestore",
+    "CompactStats",
+    "CompactionProgress",
+    "CompactorActor",
     "ConversationView",
     "Envelope",
     "EventHub",
@@ -51,6 +56,7 @@ __all__ = [
     "IsHeld",
     "LiveEvent",
     "MaintenanceLockActor",
+    "ManualCompaction",
     "Message",
     "Middleware",
     "Missed",
@@ -59,6 +65,7 @@ __all__ = [
     "RestoreRefusedError",
     "RestoreResult",
     "Restorer",
+    "RunCompaction",
     "SessionActor",
     "SessionConfig",
     "SessionCore",

@@ -156,6 +156,10 @@ class SessionHost:
             live = self._live.get(session_id)
         return live is not None and (live.busy.locked() or bool(live.tasks.running()))
 
+    def ref(self, session_id: str) -> pykka.ActorRef[Any]:
+        """The session's actor (started, folding its log, if needed)."""
+        return self._get(session_id).ref
+
     def state(self, session_id: str) -> Any:
         """The session's folded state (from its actor, folding the log if needed)."""
         return ask(self._get(session_id).ref, GetState(), timeout=_ASK_TIMEOUT)

@@ -7,6 +7,7 @@ import msgspec
 __all__ = [
     "BackgroundTaskFinished",
     "CheckpointRestore",
+    "CompactionProgress",
     "ToolCallFinished",
     "ToolCallStarted",
     "TurnFailed",
@@ -46,6 +47,19 @@ class CheckpointRestore(msgspec.Struct, frozen=True, kw_only=True):
     ``progress``, ``done`` or ``error``, with ``completed`` of ``total`` files."""
 
     phase: str
+    completed: int = 0
+    total: int = 0
+    detail: str = ""
+
+
+class CompactionProgress(msgspec.Struct, frozen=True, kw_only=True):
+    """Live progress of a compaction (event name ``compaction``): ``phase`` is ``start``,
+    ``progress``, ``done``, ``error`` or ``cancelled``; ``stage`` is ``measure``, ``archive``,
+    ``normalize``, ``summarize``, ``project`` or ``persist``; ``completed`` of ``total`` where
+    countable."""
+
+    phase: str
+    stage: str = ""
     completed: int = 0
     total: int = 0
     detail: str = ""

@@ -3,13 +3,16 @@ while it is held, and it is only granted while the session is idle."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import msgspec
+import pykka
 
-from ._envelope import ActorBase, Envelope, Message
+from ._envelope import ActorBase, Envelope, Message, ask
 
-__all__ = ["Acquire", "IsHeld", "MaintenanceLockActor", "Release"]
+__all__ = ["Acquire", "IsHeld", "MaintenanceLockActor", "Release", "held"]
 
 
 class Acquire(Message, tag="acquire", frozen=True):
@@ -34,6 +37,34 @@ class IsHeld(Message, tag="is_held", frozen=True):
 
 
 LockMessage = Acquire | Release | IsHeld
+
+_LOCK_TIMEOUT = 60.0
+
+
+@contextmanager
+def held(
+    lock_ref: pykka.ActorRef[Any],
+    session_id: str,
+    purpose: str,
+    is_busy: Callable[[str], bool],
+) -> Iterator[None]:
+    """Hold ``session_id``'s maintenance lock for ``purpose`` while the block runs.
+
+    Raises :class:`AgentBusyError` when the session runs a turn or a background task (checked
+    again once the lock is held, for a turn that started just before) or someone else holds it.
+    """
+    from ._session import AgentBusyError  # noqa: PLC0415 -- _session imports this module
+
+    if is_busy(session_id):
+        raise AgentBusyError(f"session {session_id!r} is running a turn or background task")
+    if not ask(lock_ref, Acquire(session_id, purpose), timeout=_LOCK_TIMEOUT):
+        raise AgentBusyError(f"session {session_id!r} is held for maintenance")
+    try:
+        if is_busy(session_id):
+            raise AgentBusyError(f"session {session_id!r} is running a turn")
+        yield
+    finally:
+        ask(lock_ref, Release(session_id, purpose), timeout=_LOCK_TIMEOUT)
 
 
 class MaintenanceLockActor(ActorBase):

@@ -19,7 +19,8 @@ interrupted restore until :func:`finish_restore` or :func:`rollback_restore` set
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ from liteagent.eventlog import (
 from ._envelope import ask
 from ._hub import EventHub, LiveEvent
 from ._live import CheckpointRestore
-from ._maintenance import Acquire, Release
+from ._maintenance import held
 from ._restore_files import backup_files
 from ._restore_plan import (
     Checkpoint,
@@ -52,7 +53,6 @@ from ._restore_plan import (
     plan_files,
     preflight,
 )
-from ._session import AgentBusyError
 from ._snapshots import ApplyRestore
 
 __all__ = ["RestoreResult", "Restorer"]
@@ -103,18 +103,11 @@ class Restorer:
         self.hub.publish(LiveEvent(session_id, CheckpointRestore(
             phase=phase, completed=completed, total=total, detail=detail)))
 
-    def _hold(self, session_id: str, purpose: str) -> None:
-        if self.is_busy(session_id):
-            raise AgentBusyError(f"session {session_id!r} is running a turn or background task")
-        if not ask(self.lock_ref, Acquire(session_id, purpose), timeout=_ASK_TIMEOUT):
-            raise AgentBusyError(f"session {session_id!r} is held for maintenance")
-        if self.is_busy(session_id):  # a turn that started just before the lock
-            ask(self.lock_ref, Release(session_id, purpose), timeout=_ASK_TIMEOUT)
-            raise AgentBusyError(f"session {session_id!r} is running a turn")
-        self.forget(session_id)  # its actor refolds the log when it is used again
-
-    def _release(self, session_id: str, purpose: str) -> None:
-        ask(self.lock_ref, Release(session_id, purpose), timeout=_ASK_TIMEOUT)
+    @contextmanager
+    def _hold(self, session_id: str) -> Iterator[None]:
+        with held(self.lock_ref, session_id, "restore", self.is_busy):
+            self.forget(session_id)  # its actor refolds the log when it is used again
+            yield
 
     def restore(
         self,
@@ -126,14 +119,12 @@ class Restorer:
         cancel: CancelToken | None = None,
     ) -> RestoreResult:
         """Restore ``session_id`` to the checkpoint at ``seq`` (see the module docstring)."""
-        self._hold(session_id, "restore")
-        try:
-            return self._restore(session_id, seq, files, conversation, cancel)
-        except Exception as e:
-            self._publish(session_id, "error", detail=f"{type(e).__name__}: {e}")
-            raise
-        finally:
-            self._release(session_id, "restore")
+        with self._hold(session_id):
+            try:
+                return self._restore(session_id, seq, files, conversation, cancel)
+            except Exception as e:
+                self._publish(session_id, "error", detail=f"{type(e).__name__}: {e}")
+                raise
 
     def _restore(
         self,
@@ -199,8 +190,7 @@ class Restorer:
     def finish(self, session_id: str) -> RestoreResult:
         """Finish an interrupted restore: put every file to its target again, then truncate (or
         record completion). Raises CheckpointConflictError when the log moved on since."""
-        self._hold(session_id, "restore")
-        try:
+        with self._hold(session_id):
             state, generation = self._fold(session_id)
             if state.pending_restore is None:
                 raise InvalidCheckpointError(f"session {session_id!r} has no interrupted restore")
@@ -216,13 +206,10 @@ class Restorer:
                     expected_head=state.head, expected_generation=generation)
             return RestoreResult(restored_files=tuple(restored),
                                  conversation_restored=started.conversation)
-        finally:
-            self._release(session_id, "restore")
 
     def rollback(self, session_id: str) -> list[str]:
         """Roll an interrupted restore back: every file returns to its backup."""
-        self._hold(session_id, "restore")
-        try:
+        with self._hold(session_id):
             state, generation = self._fold(session_id)
             if state.pending_restore is None:
                 raise InvalidCheckpointError(f"session {session_id!r} has no interrupted restore")
@@ -236,5 +223,3 @@ class Restorer:
                                  reason="rolled back after an interruption")],
                 expected_head=state.head, expected_generation=generation)
             return paths
-        finally:
-            self._release(session_id, "restore")

@@ -20,6 +20,8 @@ import structlog
 from liteagent.eventlog import (
     BackgroundCompleted,
     CancelToken,
+    CheckpointConflictError,
+    Compaction,
     LiteAgentError,
     SessionState,
     TextBlock,
@@ -39,6 +41,7 @@ __all__ = [
     "BackgroundTask",
     "BackgroundTasks",
     "GetState",
+    "RecordCompaction",
     "Send",
     "SessionActor",
 ]
@@ -61,6 +64,14 @@ class GetState(Message, tag="get_state", frozen=True):
     """Reply with the session's folded state (folding the log first if needed)."""
 
 
+class RecordCompaction(Message, tag="record_compaction", frozen=True):
+    """Append a compaction record made from the state at ``expected_head`` (the session is held
+    for maintenance meanwhile); the view uses it from the next turn on."""
+
+    record: Compaction
+    expected_head: int
+
+
 class BackgroundDone(Message, tag="background_done", frozen=True):
     """A background task of this session finished with ``content``."""
 
@@ -70,7 +81,7 @@ class BackgroundDone(Message, tag="background_done", frozen=True):
     is_error: bool
 
 
-SessionMessage = Send | GetState | BackgroundDone
+SessionMessage = Send | GetState | BackgroundDone | RecordCompaction
 
 
 class BackgroundTask(msgspec.Struct, frozen=True):
@@ -150,6 +161,15 @@ class SessionActor(ActorBase):
                 self.core.load()
             state: SessionState = self.core.state
             return state
+        if isinstance(message, RecordCompaction):
+            if not self.core.loaded:
+                self.core.load()
+            if self.core.state.head != message.expected_head:
+                raise CheckpointConflictError(self.session_id, message.expected_head,
+                                              self.core.state.head,
+                                              "the session moved on during the compaction")
+            self.core.append([message.record])
+            return None
         assert isinstance(message, BackgroundDone)
         self._finish_background(message)
         return None

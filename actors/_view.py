@@ -10,10 +10,11 @@ make it cheap.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 import msgspec
 
-from liteagent.eventlog import Message, SessionState
+from liteagent.eventlog import ConversationEntry, Message, SessionState
 from liteagent.providers import ModelRequest
 
 __all__ = ["ConversationView", "view_hash"]
@@ -42,6 +43,18 @@ def view_hash(request: ModelRequest, messages_digest: bytes | None = None) -> st
     return hashlib.sha256(head + messages_digest).hexdigest()
 
 
+def _first_after(entries: Sequence[ConversationEntry], seq: int) -> int:
+    """The index of the first entry whose seq is after ``seq`` (entries are in seq order)."""
+    lo, hi = 0, len(entries)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if entries[mid].seq <= seq:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 class ConversationView:
     """The merged messages of a session's conversation entries, with per-message digests and
     encoded sizes, updated from the entries added since the last :meth:`sync`."""
@@ -59,33 +72,43 @@ class ConversationView:
         self._tuple: tuple[Message, ...] = ()
         # The digest chain of every message but the last (which a merge may still replace).
         self._stable = hashlib.sha256()
+        self._compactions = 0
 
     def sync(self, state: SessionState) -> tuple[Message, ...]:
         """Take in the entries of ``state`` not seen yet; return the messages as a tuple (the
-        same tuple object while nothing changed)."""
+        same tuple object while nothing changed). The latest compaction record replaces the
+        conversation up to its ``last_seq`` with its ``replacement`` messages."""
         entries = state.entries
-        if len(entries) < self._seen:
+        if len(entries) < self._seen or len(state.compactions) != self._compactions:
             self.reset()
+            self._compactions = len(state.compactions)
+            if state.compactions:
+                _, record = state.compactions[-1]
+                for m in record.replacement:
+                    self._add(m)
+                self._seen = _first_after(entries, record.last_seq)
         if len(entries) == self._seen and self._tuple:
             return self._tuple
         for entry in entries[self._seen :]:
-            m = entry.message
-            if self.messages and self.messages[-1].role == m.role:
-                m = Message(m.role, self.messages[-1].content + m.content)
-                self.total_size -= self.sizes[-1]
-                self.messages[-1] = m
-                self.digests[-1], self.sizes[-1] = _digest(m)
-            else:
-                if self.digests:
-                    self._stable.update(self.digests[-1])  # the old last can no longer change
-                self.messages.append(m)
-                digest, size = _digest(m)
-                self.digests.append(digest)
-                self.sizes.append(size)
-            self.total_size += self.sizes[-1]
+            self._add(entry.message)
         self._seen = len(entries)
         self._tuple = tuple(self.messages)
         return self._tuple
+
+    def _add(self, m: Message) -> None:
+        if self.messages and self.messages[-1].role == m.role:
+            m = Message(m.role, self.messages[-1].content + m.content)
+            self.total_size -= self.sizes[-1]
+            self.messages[-1] = m
+            self.digests[-1], self.sizes[-1] = _digest(m)
+        else:
+            if self.digests:
+                self._stable.update(self.digests[-1])  # the old last can no longer change
+            self.messages.append(m)
+            digest, size = _digest(m)
+            self.digests.append(digest)
+            self.sizes.append(size)
+        self.total_size += self.sizes[-1]
 
     def messages_digest(self) -> bytes:
         """The messages' digest :func:`view_hash` uses, in O(1)."""

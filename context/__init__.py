@@ -4,7 +4,17 @@ compaction passes and compactors, spill stores, and model-call middleware.
 This layer imports only :mod:`liteagent.eventlog`.
 """
 
+from ._compactors import default_compactor, token_budget_compactor
 from ._contract import Compactor, CompactResult, Pass, PassReport
+from ._llm import SUMMARY_HEADER, SummarizerModel, llm_compactor
+from ._middleware import (
+    CompactionMiddleware,
+    ReactiveCompaction,
+    compaction,
+    reactive_compaction,
+    trim_messages,
+)
+from ._passes import micro_pass, snip_pass, tool_result_budget_pass
 from ._pipeline import run_pipeline
 from ._spill import (
     SPILL_PREFIX,
@@ -19,17 +29,30 @@ from ._turns import is_prompt, split_turns
 __all__ = [
     "BYTES_PER_TOKEN",
     "SPILL_PREFIX",
+    "SUMMARY_HEADER",
     "CompactResult",
+    "CompactionMiddleware",
     "Compactor",
     "Pass",
     "PassReport",
+    "ReactiveCompaction",
     "SpillStore",
+    "SummarizerModel",
     "blob_spill_store",
+    "compaction",
+    "default_compactor",
     "estimate_block_tokens",
     "estimate_tokens",
     "is_prompt",
+    "llm_compactor",
     "memory_spill_store",
+    "micro_pass",
+    "reactive_compaction",
     "run_pipeline",
+    "snip_pass",
     "spill_marker",
     "split_turns",
+    "token_budget_compactor",
+    "tool_result_budget_pass",
+    "trim_messages",
 ]

@@ -15,7 +15,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from ._messages import Block, ToolResultBlock, message_text
+from ._messages import Block, Message, ToolResultBlock, message_text
 
 __all__ = [
     "AssistantMessage",
@@ -134,8 +134,9 @@ class PassRecord(msgspec.Struct, frozen=True, omit_defaults=True, gc=False, kw_o
 class Compaction(_EventBase, tag="compaction", frozen=True):
     """A compaction of the conversation over seqs ``first_seq..last_seq``.
 
-    The events stay in the log; the projection uses ``summary`` (an LLM summary) or the recorded
-    ``passes`` instead of the covered range.
+    The events stay in the log; the projection uses ``replacement`` (the compacted messages) in
+    place of the conversation up to ``last_seq``, then the entries after it. ``passes`` record
+    what each pass did, ``summary`` an LLM summary when there was one.
     """
 
     first_seq: int
@@ -145,6 +146,7 @@ class Compaction(_EventBase, tag="compaction", frozen=True):
     summary: str | None = None
     passes: tuple[PassRecord, ...] = ()
     instructions: str | None = None
+    replacement: tuple[Message, ...] = ()
 
 
 class ContextStatus(_EventBase, tag="context_status", frozen=True):

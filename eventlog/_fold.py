@@ -75,6 +75,7 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     compactions: PVec[tuple[int, Compaction]] = msgspec.field(default_factory=PVec)
     open_tool_calls: tuple[str, ...] = ()
     usage: Usage = Usage()
+    last_usage: Usage | None = None
     context_status: ContextStatus | None = None
     model_requests: PVec[tuple[int, ModelRequestRecord]] = msgspec.field(default_factory=PVec)
     background_completed: int = 0
@@ -114,6 +115,7 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
     requests: list[tuple[int, ModelRequestRecord]] = []
     open_calls = list(state.open_tool_calls)
     usage = state.usage
+    last_usage = state.last_usage
     u_in = u_out = u_cc = u_cr = 0
     context_status = state.context_status
     background, aborted = state.background_completed, state.turns_aborted
@@ -136,7 +138,7 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
         elif t is AssistantMessage:
             reply: AssistantMessage = body  # type: ignore[assignment]
             entries.append(ConversationEntry(seq, Message("assistant", reply.content)))
-            u = reply.usage
+            u = last_usage = reply.usage
             u_in += u.input_tokens
             u_out += u.output_tokens
             u_cc += u.cache_creation_input_tokens
@@ -195,6 +197,7 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
         compactions=state.compactions.extended(compactions),
         open_tool_calls=tuple(open_calls),
         usage=usage,
+        last_usage=last_usage,
         context_status=context_status,
         model_requests=state.model_requests.extended(requests),
         background_completed=background,

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from collections.abc import AsyncIterator, Iterator
 from types import TracebackType
 from typing import Any
 
 from liteagent.actors import (
     BackgroundTask,
     Checkpoint,
+    CompactionProgress,
+    CompactStats,
+    LiveEvent,
     RestoreResult,
     Subscription,
     TurnResult,
@@ -139,6 +143,29 @@ class LiteAgent:
         self._core.check_open()
         return self._core.restorer.rollback(self._core.session_for(session_id))
 
+    # -- compaction -------------------------------------------------------------------------------
+
+    def compact(
+        self, instructions: str | None = None, *, cancel: CancelToken | None = None
+    ) -> CompactStats:
+        """Compact the current session's context now with the agent's compactor.
+
+        The session must be idle (it is held for maintenance meanwhile). The result is recorded
+        as a compaction event that later requests use; the original events stay in the log.
+        ``instructions`` steer a summarizing compactor. Cancelling leaves the session exactly as
+        it was. Subscribers see ``compaction`` live events (:class:`CompactionProgress`).
+        """
+        self._core.check_open()
+        return self._core.compaction.compact(self._core.session_id, instructions, cancel)
+
+    def iter_compact(
+        self, instructions: str | None = None, *, cancel: CancelToken | None = None
+    ) -> CompactIterator:
+        """Like :meth:`compact`, yielding its :class:`CompactionProgress` events as they happen;
+        the stats are on the iterator's ``stats`` once it is exhausted."""
+        self._core.check_open()
+        return CompactIterator(self._core, instructions, cancel)
+
     # -- events -----------------------------------------------------------------------------------
 
     def subscribe(self, maxsize: int = 1024) -> Subscription:
@@ -166,6 +193,34 @@ class LiteAgent:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class CompactIterator:
+    """Runs a compaction in a thread and yields its progress events (see ``iter_compact``)."""
+
+    def __init__(self, core: AgentCore, instructions: str | None,
+                 cancel: CancelToken | None) -> None:
+        self.stats: CompactStats | None = None
+        self._core = core
+        self._sid = core.session_id
+        self._sub = core.hub.subscribe(4096)
+        self._future = _OFF_LOOP.submit(core.compaction.compact, self._sid, instructions, cancel)
+
+    def __iter__(self) -> Iterator[CompactionProgress]:
+        try:
+            while True:
+                item = self._sub.get(0.05)
+                if isinstance(item, LiveEvent) and item.session_id == self._sid and isinstance(
+                    item.event, CompactionProgress
+                ):
+                    yield item.event
+                    if item.event.phase in ("done", "error", "cancelled"):
+                        break
+                elif item is None and self._future.done():
+                    break
+            self.stats = self._future.result()
+        finally:
+            self._sub.close()
 
 
 class AsyncLiteAgent:
@@ -216,6 +271,40 @@ class AsyncLiteAgent:
     async def delete_session(self, session_id: str) -> None:
         """Like :meth:`LiteAgent.delete_session`."""
         await _off_loop(self._sync.delete_session, session_id)
+
+    async def compact(
+        self, instructions: str | None = None, *, cancel: CancelToken | None = None
+    ) -> CompactStats:
+        """Like :meth:`LiteAgent.compact` (the work runs off the event loop)."""
+        token = cancel or CancelToken()
+        try:
+            result: CompactStats = await _off_loop(
+                lambda: self._sync.compact(instructions, cancel=token))
+        except asyncio.CancelledError:
+            token.cancel("the awaiting task was cancelled")
+            raise
+        return result
+
+    async def iter_compact(
+        self, instructions: str | None = None, *, cancel: CancelToken | None = None
+    ) -> AsyncIterator[CompactionProgress]:
+        """Like :meth:`LiteAgent.iter_compact`, as an async iterator."""
+        self._core.check_open()
+        sid = self._core.session_id
+        with self._core.hub.subscribe(4096) as sub:
+            task = asyncio.ensure_future(self.compact(instructions, cancel=cancel))
+            while True:
+                item = sub.get(0)
+                if item is None:
+                    if task.done():
+                        break
+                    await asyncio.sleep(0.01)
+                    continue
+                if isinstance(item, LiveEvent) and item.session_id == sid and isinstance(
+                    item.event, CompactionProgress
+                ):
+                    yield item.event
+            await task
 
     async def list_checkpoints(self, session_id: str | None = None) -> list[Checkpoint]:
         """Like :meth:`LiteAgent.list_checkpoints`."""

@@ -14,9 +14,11 @@ import pykka
 import structlog
 
 from liteagent.actors import (
+    CompactorActor,
     EventHub,
     FileSnapshotActor,
     MaintenanceLockActor,
+    ManualCompaction,
     Restorer,
     SessionConfig,
     SessionHost,
@@ -52,6 +54,7 @@ class AgentCore:
         tools: Sequence[Tool],
         system_prompt: str | None,
         middleware: Sequence[Any],
+        compactor: Any,
         max_turns: int,
         max_tokens: int,
         max_live_sessions: int,
@@ -85,6 +88,16 @@ class AgentCore:
             )
             self.host = SessionHost(config, max_live_sessions=max_live_sessions,
                                     lock_ref=lock_ref)
+            compactor_ref = CompactorActor.start(compactor)
+            self._refs.append(compactor_ref)
+            self.compaction = ManualCompaction(
+                compactor_ref=compactor_ref,
+                lock_ref=lock_ref,
+                hub=self.hub,
+                is_busy=self.host.is_busy,
+                session_ref=self.host.ref,
+                state=self.host.state,
+            )
             self.restorer = Restorer(
                 checkpointer=checkpointer,
                 workdir=workdir,

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from liteagent.context import Compactor, default_compactor
 from liteagent.eventlog import (
     Checkpointer,
     InvalidArgumentError,
@@ -39,6 +40,7 @@ def _core(
     max_tokens: int,
     max_live_sessions: int,
     middleware: Sequence[Any],
+    compactor: Compactor | None = None,
     memory_default: bool = False,
 ) -> AgentCore:
     if not isinstance(model, ModelProvider):
@@ -74,6 +76,7 @@ def _core(
             tools=list(default_tools() if tools is None else tools),
             system_prompt=system_prompt,
             middleware=middleware,
+            compactor=default_compactor() if compactor is None else compactor,
             max_turns=max_turns,
             max_tokens=max_tokens,
             max_live_sessions=max_live_sessions,
@@ -115,6 +118,7 @@ def create_lite_agent(
     max_turns: int = DEFAULT_MAX_TURNS,
     max_tokens: int = 8192,
     max_live_sessions: int = 256,
+    compactor: Compactor | None = None,
 ) -> LiteAgent:
     """Create a coding agent on ``workdir``.
 
@@ -125,12 +129,14 @@ def create_lite_agent(
     :class:`SessionsDisabledError`. ``tools`` defaults to the file tools, bash, glob and grep;
     ``system_prompt`` to a short coding-agent prompt. A ``send`` runs at most ``max_turns``
     model calls. At most ``max_live_sessions`` sessions keep an actor; idle ones are passivated
-    and come back from their log.
+    and come back from their log. ``compactor`` is what :meth:`LiteAgent.compact` runs
+    (default: ``default_compactor()``).
     """
     return LiteAgent(_lite_core(
         model=model, model_name=model_name, workdir=workdir, checkpointer=checkpointer,
         sessions=sessions, tools=tools, system_prompt=system_prompt, context=context, home=home,
         max_turns=max_turns, max_tokens=max_tokens, max_live_sessions=max_live_sessions,
+        compactor=compactor,
     ))
 
 
@@ -148,12 +154,14 @@ def create_async_lite_agent(
     max_turns: int = DEFAULT_MAX_TURNS,
     max_tokens: int = 8192,
     max_live_sessions: int = 256,
+    compactor: Compactor | None = None,
 ) -> AsyncLiteAgent:
     """Like :func:`create_lite_agent`, for asyncio: the methods are coroutines."""
     return AsyncLiteAgent(_lite_core(
         model=model, model_name=model_name, workdir=workdir, checkpointer=checkpointer,
         sessions=sessions, tools=tools, system_prompt=system_prompt, context=context, home=home,
         max_turns=max_turns, max_tokens=max_tokens, max_live_sessions=max_live_sessions,
+        compactor=compactor,
     ))
 
 
@@ -168,6 +176,7 @@ def create_agent(
     workdir: str | os.PathLike[str] = ".",
     system_prompt: str | None = None,
     max_turns: int = DEFAULT_MAX_TURNS,
+    compactor: Compactor | None = None,
 ) -> LiteAgent:
     """The lower-level kernel: exactly the given ``tools`` and model-call middleware ``use``
     (objects with ``before_model(request, state)`` and/or ``wrap_model_call(request, call)``),
@@ -177,5 +186,5 @@ def create_agent(
         model=model, model_name=model_name, workdir=workdir,
         checkpointer=checkpointer, sessions=True, tools=tools,
         system_prompt=system_prompt, home=None, max_turns=max_turns, max_tokens=8192,
-        max_live_sessions=256, middleware=use, memory_default=True,
+        max_live_sessions=256, middleware=use, compactor=compactor, memory_default=True,
     ))

@@ -6,6 +6,7 @@ import importlib
 
 import pytest
 
+import liteagent.context
 import liteagent.eventlog
 import liteagent.eventlog.conformance
 import liteagent.providers
@@ -61,13 +62,29 @@ TOOLS = {
 }
 SDK = {
     "AgentBusyError", "AgentClosedError", "AsyncLiteAgent", "BackgroundTask",
-    "BackgroundTaskFinished", "Checkpoint", "CheckpointRestore", "InterruptedRestoreError",
+    "BackgroundTaskFinished", "Checkpoint", "CheckpointRestore", "CompactStats",
+    "CompactionProgress", "InterruptedRestoreError",
     "InvalidCheckpointError", "LiteAgent", "LiteAgentResult", "LiveEvent", "Missed",
     "RestoreFailedError", "RestoreRefusedError", "RestoreResult",
     "SessionsDisabledError", "Subscription", "ToolCallFinished", "ToolCallStarted", "TurnFailed",
     "TurnFinished", "configure_logging", "create_agent", "create_async_lite_agent",
     "create_lite_agent",
 }
+
+
+CONTEXT = {
+    "BYTES_PER_TOKEN", "SPILL_PREFIX", "SUMMARY_HEADER", "CompactResult", "CompactionMiddleware",
+    "Compactor", "Pass", "PassReport", "ReactiveCompaction", "SpillStore", "SummarizerModel",
+    "blob_spill_store", "compaction", "default_compactor", "estimate_block_tokens",
+    "estimate_tokens", "is_prompt", "llm_compactor", "memory_spill_store", "micro_pass",
+    "reactive_compaction", "run_pipeline", "snip_pass", "spill_marker", "split_turns",
+    "token_budget_compactor", "tool_result_budget_pass", "trim_messages",
+}
+
+
+def test_context_exports() -> None:
+    """liteagent.context exports exactly its documented names."""
+    assert CONTEXT == set(liteagent.context.__all__)
 
 
 def test_tools_exports() -> None:

@@ -1,0 +1,124 @@
+"""Structural compactors: a pipeline of passes, and a hard token budget.
+
+Both are deterministic and make no model call; both ignore ``instructions`` (they do not
+summarize) and ``usage`` (they decide from :func:`~._tokens.estimate_tokens`, which is high by
+design, so a budget computed with it leaves headroom). Both return "nothing to reduce" as a
+:class:`~._contract.CompactResult` with ``changed=False`` and the input messages unchanged, and
+both keep the invariants of :mod:`._contract`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from liteagent.eventlog import InvalidArgumentError, Message, Usage
+
+from ._contract import Compactor, CompactResult, Pass
+from ._passes import micro_pass, snip_pass, tool_result_budget_pass
+from ._pipeline import run_pipeline
+from ._scope import Scope
+from ._spill import SpillStore, memory_spill_store
+from ._splice import choose_cut
+from ._tokens import estimate_tokens
+
+__all__ = ["default_compactor", "token_budget_compactor"]
+
+
+class _PipelineCompactor(Compactor):
+    """See :func:`default_compactor`."""
+
+    def __init__(self, passes: Sequence[Pass]) -> None:
+        self.passes: tuple[Pass, ...] = tuple(passes)
+
+    def __repr__(self) -> str:
+        return f"default_compactor(passes={list(self.passes)!r})"
+
+    def maybe_compact(
+        self,
+        messages: Sequence[Message],
+        usage: Usage | None = None,  # noqa: ARG002 -- structural: decides from the estimate
+        instructions: str | None = None,  # noqa: ARG002 -- structural: nothing to summarize
+    ) -> CompactResult:
+        """Run the passes in order (:func:`~._pipeline.run_pipeline`) and return its result."""
+        return run_pipeline(messages, self.passes)
+
+
+def default_compactor(
+    passes: Sequence[Pass] | None = None,
+    *,
+    budget_bytes: int = 200_000,
+    store: SpillStore | None = None,
+) -> Compactor:
+    """A compactor that runs ``passes`` in order on every call and reports each one.
+
+    By default the passes are ``tool_result_budget_pass(budget_bytes, store)`` (``store``
+    defaults to a fresh :func:`~._spill.memory_spill_store`), then ``snip_pass()``, then
+    ``micro_pass()``; ``budget_bytes`` and ``store`` only configure that default and are unused
+    when ``passes`` is given. The compactor has no trigger of its own: each pass decides what to
+    do, so the caller decides when to call it.
+    """
+    if passes is None:
+        spill = memory_spill_store() if store is None else store
+        passes = (tool_result_budget_pass(budget_bytes, spill), snip_pass(), micro_pass())
+    return _PipelineCompactor(passes)
+
+
+class _TokenBudgetPass:
+    """The cut of :func:`token_budget_compactor`, as a pass so it is reported like one."""
+
+    __slots__ = ("max_tokens", "name")
+    name: str
+
+    def __init__(self, max_tokens: int) -> None:
+        self.name = "token_budget"
+        self.max_tokens = max_tokens
+
+    def __call__(self, messages: Sequence[Message]) -> tuple[list[Message], str]:
+        scope = Scope(messages)
+        first = scope.first_prompt
+        if first is None or estimate_tokens(messages) <= self.max_tokens:
+            return list(messages), ""
+        stops = [s for s in scope.turn_starts if first < s <= scope.last_turn_start]
+        cut = choose_cut(messages, scope, first + 1, stops, self.max_tokens)
+        if cut is None:
+            return list(messages), ""
+        kept = len(messages) - cut.removed - (first + 1)
+        detail = (f"removed {cut.removed} messages from {cut.turns} turns after the first prompt; "
+                  f"kept the newest {kept} messages")
+        return cut.messages, detail
+
+
+class _TokenBudgetCompactor(Compactor):
+    """See :func:`token_budget_compactor`."""
+
+    def __init__(self, max_tokens: int) -> None:
+        if max_tokens < 1:
+            raise InvalidArgumentError(f"max_tokens must be >= 1, got {max_tokens}")
+        self.max_tokens = max_tokens
+        self._passes: tuple[Pass, ...] = (_TokenBudgetPass(max_tokens),)
+
+    def __repr__(self) -> str:
+        return f"token_budget_compactor(max_tokens={self.max_tokens})"
+
+    def maybe_compact(
+        self,
+        messages: Sequence[Message],
+        usage: Usage | None = None,  # noqa: ARG002 -- structural: decides from the estimate
+        instructions: str | None = None,  # noqa: ARG002 -- structural: nothing to summarize
+    ) -> CompactResult:
+        """Cut the conversation down to ``max_tokens`` if its estimate is above it."""
+        return run_pipeline(messages, self._passes)
+
+
+def token_budget_compactor(max_tokens: int) -> Compactor:
+    """A compactor that keeps the newest whole turns that fit within ``max_tokens``.
+
+    When the estimate is above ``max_tokens``, the result is the first user prompt (and anything
+    before it), one marker, and the newest whole turns that fit with them; the rest of the first
+    prompt's turn and the older turns go. The most recent turn is always kept, even alone above
+    the budget, so the result can still exceed ``max_tokens``. The marker is an assistant message
+    ``[liteagent: N earlier turns (M messages) were removed to save context]`` between the first
+    prompt and the kept turns (two user messages, both verbatim; see :mod:`._splice`).
+    ``max_tokens`` must be at least 1 (:class:`~liteagent.eventlog.InvalidArgumentError`).
+    """
+    return _TokenBudgetCompactor(max_tokens)

@@ -1,0 +1,376 @@
+"""The summarizing compactor: older turns become one model-written summary.
+
+:func:`llm_compactor` returns a :class:`~liteagent.context.Compactor` whose ``maybe_compact``:
+
+1. runs the deterministic ``base`` compactor first (when one is given);
+2. measures the result: its estimated tokens, or ``usage`` input + cache-creation + cache-read
+   tokens when ``usage`` is given and larger (usage also counts the system prompt and tools,
+   which the estimate does not). At or below ``token_threshold`` it returns the base result;
+3. otherwise it keeps the first user prompt and the last ``keep_tail_turns`` turns verbatim and
+   summarizes everything between them (the rest of the first turn and the middle turns) with
+   the model, and returns ``[first prompt + summary, *tail]``: the summary is a text block
+   ``"[liteagent: summary of the earlier conversation]\\n<summary>"`` in the first user message,
+   which also takes the blocks of the tail's first prompt, so roles keep alternating and every
+   ``tool_use`` keeps its ``tool_result`` (cuts align to turns, see :mod:`._turns`).
+
+The summarizer request is ``ModelRequest(model=model_name, system=<system_prompt>, messages=(one
+user message,), max_tokens=max_summary_tokens, cache=False)``; the user message has the task,
+the caller's ``instructions`` (what to keep or focus on; they steer the summary), the previous
+summary when rolling, and the older turns rendered as plain text (:mod:`._render`). When that
+text does not fit ``summarizer_window_tokens`` (estimated input tokens of system prompt and
+message, plus ``max_summary_tokens``), it is summarized in chunks of whole turns, oldest first,
+each call given the previous chunk's summary to extend ("rolling" summary); a single turn larger
+than the window is split between messages, and a single message larger than the window is
+split into consecutive pieces, so no call exceeds the window and nothing is left out.
+
+Summaries are remembered (the last 16, per compactor): when the turns to summarize start with
+turns already summarized under the same ``instructions``, only the new turns are sent, rolling
+over the remembered summary; with no new turns no call is made. So a compactor run before every
+model call (:func:`~liteagent.context.compaction`) makes one call per new turn, not one per
+model call.
+
+Failures never raise and never block a run: a summarizer call that raises (any ``Exception``
+except :class:`~liteagent.eventlog.OperationCancelledError`, which propagates) or returns no
+text is a failure, and the compactor returns the base result. After ``max_failures``
+consecutive failures the circuit opens: the compactor makes no more model calls for the rest of
+its life and returns the base result with a ``circuit_open`` report. A successful
+summarization resets the count. A summary that would not make the conversation smaller is not
+used (the base result is returned; not a failure).
+
+Reports (``CompactResult.passes``): the base compactor's own reports (or one ``base`` report
+when it gave none), then one ``summarize`` report per model call (tokens of the rendered chunk
+before, of its summary after; detail ``chunk i/n``), or one ``summarize`` / ``circuit_open``
+report saying why nothing was summarized. ``tokens_before`` / ``tokens_after`` are the estimates
+of the given messages and of the result.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Sequence
+from typing import Protocol
+
+import structlog
+
+from liteagent.eventlog import (
+    CancelToken,
+    InvalidArgumentError,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    OperationCancelledError,
+    TextBlock,
+    Usage,
+    message_text,
+)
+
+from ._contract import Compactor, CompactResult, PassReport
+from ._render import cut_text, render_turn, text_tokens
+from ._tokens import estimate_tokens
+from ._turns import is_prompt, split_turns
+
+__all__ = ["SUMMARY_HEADER", "SummarizerModel", "llm_compactor"]
+
+SUMMARY_HEADER = "[liteagent: summary of the earlier conversation]"
+"""The first line of the text block that carries a summary in the compacted conversation."""
+
+DEFAULT_SUMMARY_SYSTEM_PROMPT = (
+    "You summarize the conversation of a coding agent with its user so the agent can continue "
+    "the task from the summary alone. Keep what matters for continuing: the user's goals, "
+    "requests and constraints; decisions and their reasons; files read, created and changed; "
+    "commands run and their outcomes; errors and how they were resolved; the current state and "
+    "what remains to do. Be concise and factual. Output only the summary."
+)
+
+_TASK = "Summarize the conversation below (it continues after this part; the first user prompt "
+_TASK += "is kept verbatim elsewhere)."
+_CACHE_SIZE = 16
+_MIN_ROOM = 64  # estimated tokens a chunk must be able to hold
+_MESSAGE_TOKENS = 8  # estimate_tokens' overhead for a message with one block
+_log = structlog.get_logger("liteagent.context")
+
+
+class SummarizerModel(Protocol):
+    """What the summarizer needs from a model: one blocking call (any
+    :class:`liteagent.providers.ModelProvider` has it)."""
+
+    def complete(
+        self, request: ModelRequest, *, cancel: CancelToken | None = None
+    ) -> ModelResponse:
+        """Return the model's complete response to ``request``."""
+        ...
+
+
+class _EmptySummaryError(Exception):
+    """The summarizer answered without text."""
+
+
+class _Entry:
+    """A remembered summary: of ``region`` (messages), under ``instructions``."""
+
+    __slots__ = ("instructions", "region", "summary")
+
+    def __init__(self, region: tuple[Message, ...], instructions: str | None, summary: str):
+        self.region, self.instructions, self.summary = region, instructions, summary
+
+
+def _usage_tokens(usage: Usage | None) -> int:
+    if usage is None:
+        return 0
+    return (usage.input_tokens + usage.cache_creation_input_tokens
+            + usage.cache_read_input_tokens)
+
+
+def _split(messages: Sequence[Message], keep: int) -> tuple[Message | None, list[Message],
+                                                          list[Message]]:
+    """(first prompt or None, messages to summarize, tail) — the summary region is empty when
+    the conversation has at most ``keep`` turns."""
+    turns = split_turns(messages)
+    if len(turns) <= keep:
+        return None, [], list(messages)
+    head = turns[0][0] if is_prompt(turns[0][0]) else None
+    region = turns[0][1:] if head is not None else list(turns[0])
+    for turn in turns[1:-keep]:
+        region.extend(turn)
+    tail = [m for turn in turns[-keep:] for m in turn]
+    return head, region, tail
+
+
+def _assemble(head: Message | None, summary: str, tail: Sequence[Message]) -> list[Message]:
+    block = TextBlock(f"{SUMMARY_HEADER}\n{summary}")
+    out = [Message("user", (*head.content, block) if head is not None else (block,))]
+    for m in tail:
+        if out[-1].role == m.role:
+            out[-1] = Message(m.role, out[-1].content + m.content)
+        else:
+            out.append(m)
+    return out
+
+
+class _LLMCompactor(Compactor):
+    def __init__(self, *, model: SummarizerModel, model_name: str, token_threshold: int,
+                 base: Compactor | None, max_failures: int, keep_tail_turns: int,
+                 window: int, max_summary_tokens: int, system_prompt: str) -> None:
+        self._model, self._model_name, self._threshold = model, model_name, token_threshold
+        self._base, self._max_failures, self._keep = base, max_failures, keep_tail_turns
+        self._max_tokens, self._system = max_summary_tokens, system_prompt
+        self._lock = threading.Lock()
+        self._failures = 0
+        self._cache: deque[_Entry] = deque(maxlen=_CACHE_SIZE)
+        self._fixed = window - max_summary_tokens - text_tokens(system_prompt) - _MESSAGE_TOKENS
+        self._usable = self._fixed - text_tokens(self._prompt("", None, None))
+        if self._room("x" * (4 * self._usable), "x" * (4 * self._usable)) < _MIN_ROOM:
+            raise InvalidArgumentError(
+                f"summarizer_window_tokens={window} leaves too little room for the summarizer "
+                f"input next to max_summary_tokens={max_summary_tokens} and the system prompt")
+
+    @property
+    def consecutive_failures(self) -> int:
+        """How many summarizations failed in a row (``max_failures`` or more: circuit open)."""
+        with self._lock:
+            return self._failures
+
+    def maybe_compact(self, messages: Sequence[Message], usage: Usage | None = None,
+                      instructions: str | None = None) -> CompactResult:
+        """Compact ``messages`` as the module docstring describes; never raises for a failing
+        summarizer (only ``OperationCancelledError`` propagates)."""
+        original = tuple(messages)
+        before = estimate_tokens(original)
+        current = original
+        reports: list[PassReport] = []
+        if self._base is not None:
+            base = self._base.maybe_compact(original, usage, instructions)
+            current = base.messages
+            reports.extend(base.passes or (PassReport(
+                name="base", changed=base.changed, tokens_before=base.tokens_before,
+                tokens_after=base.tokens_after),))
+        tokens = estimate_tokens(current)
+
+        def done(result: Sequence[Message], *extra: PassReport) -> CompactResult:
+            final = tuple(result)
+            return CompactResult(messages=final, changed=final != original, tokens_before=before,
+                                 tokens_after=estimate_tokens(final),
+                                 passes=(*reports, *extra))
+
+        def unchanged(name: str, detail: str) -> PassReport:
+            return PassReport(name=name, changed=False, tokens_before=tokens,
+                              tokens_after=tokens, detail=detail)
+
+        if max(tokens, _usage_tokens(usage)) <= self._threshold:
+            return done(current)
+        with self._lock:
+            failures = self._failures
+        if failures >= self._max_failures:
+            return done(current, unchanged("circuit_open", (
+                f"{failures} consecutive summarizer failures; the model is no longer called")))
+        head, region, tail = _split(current, self._keep)
+        if not region:
+            return done(current, unchanged("summarize", (
+                f"nothing to summarize: {self._keep} tail turn(s) cover the conversation")))
+        try:
+            summary, calls, called = self._summarize(tuple(region), instructions)
+        except OperationCancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 -- a failing summarizer never blocks a run
+            with self._lock:
+                self._failures += 1
+                failures = self._failures
+            _log.warning("compaction.summarize_failed", error=repr(e), failures=failures)
+            return done(current, unchanged("summarize", (
+                f"failed ({failures}/{self._max_failures} consecutive): "
+                f"{type(e).__name__}: {e}; kept the base result")))
+        if called:
+            with self._lock:
+                self._failures = 0
+        result = _assemble(head, summary, tail)
+        if estimate_tokens(result) >= tokens:
+            return done(current, *calls, unchanged("summarize", (
+                "the summary would not make the conversation smaller; kept the base result")))
+        return done(result, *calls)
+
+    # -- summarizing ------------------------------------------------------------------------
+
+    def _remembered(self, region: tuple[Message, ...], instructions: str | None
+                    ) -> tuple[int, str | None]:
+        """The longest remembered summary of a turn-aligned prefix of ``region``."""
+        best: tuple[int, str | None] = (0, None)
+        with self._lock:
+            entries = list(self._cache)
+        for e in entries:
+            n = len(e.region)
+            if (e.instructions == instructions and best[0] < n <= len(region)
+                    and (n == len(region) or is_prompt(region[n])) and region[:n] == e.region):
+                best = (n, e.summary)
+        return best
+
+    def _summarize(self, region: tuple[Message, ...], instructions: str | None
+                   ) -> tuple[str, list[PassReport], bool]:
+        """The summary of ``region``, the reports, and whether the model was called (raises
+        on a failure)."""
+        covered, previous = self._remembered(region, instructions)
+        pending = deque(d for d in (deque(render_turn(t)) for t in split_turns(region[covered:]))
+                        if d)
+        summary = previous or "(the earlier conversation has no text to summarize)"
+        if not pending:
+            tokens = text_tokens(summary)
+            detail = ("reused the remembered summary" if previous is not None
+                      else "the messages carry no text") + " (no model call)"
+            return summary, [PassReport(name="summarize", changed=True, tokens_before=tokens,
+                                        tokens_after=tokens, detail=detail)], False
+        chunks: list[tuple[int, int]] = []
+        while pending:
+            chunk, used = self._take(pending, self._room(previous, instructions))
+            request = ModelRequest(
+                model=self._model_name, system=self._system, max_tokens=self._max_tokens,
+                messages=(Message("user", (TextBlock(self._prompt(
+                    chunk, previous, instructions)),)),), cache=False)
+            response = self._model.complete(request)
+            summary = message_text(response.message.content).strip()
+            if not summary:
+                raise _EmptySummaryError("the summarizer returned no text")
+            chunks.append((used, text_tokens(summary)))
+            previous = summary
+        with self._lock:
+            self._cache.append(_Entry(region, instructions, summary))
+        rolled = f", rolling over a remembered summary of {covered} message(s)" if covered else ""
+        return summary, [
+            PassReport(name="summarize", changed=True, tokens_before=used, tokens_after=out,
+                       detail=f"chunk {i}/{len(chunks)}{rolled if i == 1 else ''}")
+            for i, (used, out) in enumerate(chunks, 1)
+        ], True
+
+    @staticmethod
+    def _take(pending: deque[deque[str]], room: int) -> tuple[str, int]:
+        """Take whole turns that fit ``room`` estimated tokens from ``pending``; a first turn
+        that does not fit gives the messages that do, and a first message that does not fit is
+        cut (its rest stays pending)."""
+        parts: list[str] = []
+        used = 0
+        while pending:
+            turn = pending[0]
+            cost = sum(text_tokens(p) + 1 for p in turn)
+            if used + cost <= room:
+                parts.extend(turn)
+                used += cost
+                pending.popleft()
+                continue
+            if parts:
+                break
+            while turn and used + text_tokens(turn[0]) + 1 <= room:
+                piece = turn.popleft()
+                parts.append(piece)
+                used += text_tokens(piece) + 1
+            if not parts:
+                head, rest = cut_text(turn[0], room - 1)
+                parts.append(head)
+                used += text_tokens(head) + 1
+                turn[0] = "(continued) " + rest
+            if not turn:
+                pending.popleft()
+            break
+        return "\n".join(parts), used
+
+    def _room(self, previous: str | None, instructions: str | None) -> int:
+        """Estimated tokens left for the chunk next to the system prompt, the frame, the
+        instructions and the previous summary (each of these two cut to a quarter of the
+        window's usable part), so that the whole request stays within the window."""
+        return self._fixed - text_tokens(self._prompt("", previous, instructions)) - 1
+
+    def _fit(self, text: str | None) -> str:
+        return cut_text(text, self._usable // 4)[0] if text else ""
+
+    def _prompt(self, chunk: str, previous: str | None, instructions: str | None) -> str:
+        parts = [_TASK]
+        if instructions:
+            parts.append(f"Instructions for this summary:\n{self._fit(instructions)}")
+        if previous:
+            parts.append("Summary of the conversation before this part (write one summary "
+                         "that covers it and the part below):\n<previous_summary>\n"
+                         f"{self._fit(previous)}\n</previous_summary>")
+        parts.append(f"<conversation>\n{chunk}\n</conversation>")
+        return "\n\n".join(parts)
+
+
+def llm_compactor(
+    *,
+    model: SummarizerModel,
+    model_name: str,
+    token_threshold: int,
+    base: Compactor | None = None,
+    max_failures: int = 2,
+    keep_tail_turns: int = 2,
+    summarizer_window_tokens: int = 150_000,
+    max_summary_tokens: int = 4096,
+    system_prompt: str | None = None,
+) -> Compactor:
+    """A compactor that summarizes older turns with ``model`` once the conversation is above
+    ``token_threshold`` (see the module docstring for the exact semantics).
+
+    ``model`` is any object with ``complete(request, *, cancel=None) -> ModelResponse`` (a
+    :class:`liteagent.providers.ModelProvider`); ``model_name`` the model it calls.
+    ``system_prompt`` replaces the summarizer's default system prompt. Raises
+    :class:`InvalidArgumentError` for a model without ``complete``, an empty ``model_name``,
+    ``token_threshold < 0``, ``max_failures < 1``, ``keep_tail_turns < 1``,
+    ``max_summary_tokens < 1``, or a window too small for the summarizer's input.
+    """
+    if not callable(getattr(model, "complete", None)):
+        raise InvalidArgumentError(
+            f"model must have complete(request), got {type(model).__name__}")
+    if not isinstance(model_name, str) or not model_name:
+        raise InvalidArgumentError("model_name must be a non-empty string")
+    for name, value, least in (("token_threshold", token_threshold, 0),
+                               ("max_failures", max_failures, 1),
+                               ("keep_tail_turns", keep_tail_turns, 1),
+                               ("max_summary_tokens", max_summary_tokens, 1),
+                               ("summarizer_window_tokens", summarizer_window_tokens, 1)):
+        if type(value) is not int or value < least:
+            raise InvalidArgumentError(f"{name} must be an int >= {least}, got {value!r}")
+    if base is not None and not isinstance(base, Compactor):
+        raise InvalidArgumentError(f"base must be a Compactor, got {type(base).__name__}")
+    return _LLMCompactor(
+        model=model, model_name=model_name, token_threshold=token_threshold, base=base,
+        max_failures=max_failures, keep_tail_turns=keep_tail_turns,
+        window=summarizer_window_tokens, max_summary_tokens=max_summary_tokens,
+        system_prompt=DEFAULT_SUMMARY_SYSTEM_PROMPT if system_prompt is None else system_prompt,
+    )
