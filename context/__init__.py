@@ -24,7 +24,7 @@ from ._spill import (
     spill_marker,
 )
 from ._tokens import BYTES_PER_TOKEN, estimate_block_tokens, estimate_tokens
-from ._turns import is_prompt, split_turns
+from ._turns import is_prompt, split_turns, turn_starts
 
 __all__ = [
     "BYTES_PER_TOKEN",
@@ -55,4 +55,5 @@ __all__ = [
     "token_budget_compactor",
     "tool_result_budget_pass",
     "trim_messages",
+    "turn_starts",
 ]

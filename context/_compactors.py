@@ -47,19 +47,29 @@ def default_compactor(
     passes: Sequence[Pass] | None = None,
     *,
     budget_bytes: int = 200_000,
+    max_tokens: int | None = 120_000,
     store: SpillStore | None = None,
 ) -> Compactor:
     """A compactor that runs ``passes`` in order on every call and reports each one.
 
     By default the passes are ``tool_result_budget_pass(budget_bytes, store)`` (``store``
-    defaults to a fresh :func:`~._spill.memory_spill_store`), then ``snip_pass()``, then
-    ``micro_pass()``; ``budget_bytes`` and ``store`` only configure that default and are unused
-    when ``passes`` is given. The compactor has no trigger of its own: each pass decides what to
-    do, so the caller decides when to call it.
+    defaults to a fresh :func:`~._spill.memory_spill_store`), then
+    ``snip_pass(max_tokens=max_tokens)``, then ``micro_pass(max_tokens=max_tokens)``: large
+    tool results move to the store once they together exceed ``budget_bytes``; then, only while
+    the estimate is above ``max_tokens``, the oldest middle turns go, and then (if the first
+    prompt and the kept turns are still too large) the oldest tool-result bodies are cleared.
+    So the compactor can run before every model call (:func:`~._middleware.compaction`) and
+    leaves a conversation that fits alone. The default ``max_tokens`` (120,000 estimated tokens,
+    about 80,000 to 100,000 real ones since the estimate is high) suits a 200k window;
+    ``max_tokens=None`` makes snip and micro act on every call. ``budget_bytes``,
+    ``max_tokens`` and ``store`` only configure the default passes and are unused when
+    ``passes`` is given. Invalid settings raise
+    :class:`~liteagent.eventlog.InvalidArgumentError`.
     """
     if passes is None:
         spill = memory_spill_store() if store is None else store
-        passes = (tool_result_budget_pass(budget_bytes, spill), snip_pass(), micro_pass())
+        passes = (tool_result_budget_pass(budget_bytes, spill), snip_pass(max_tokens=max_tokens),
+                  micro_pass(max_tokens=max_tokens))
     return _PipelineCompactor(passes)
 
 
@@ -116,9 +126,10 @@ def token_budget_compactor(max_tokens: int) -> Compactor:
     When the estimate is above ``max_tokens``, the result is the first user prompt (and anything
     before it), one marker, and the newest whole turns that fit with them; the rest of the first
     prompt's turn and the older turns go. The most recent turn is always kept, even alone above
-    the budget, so the result can still exceed ``max_tokens``. The marker is an assistant message
-    ``[liteagent: N earlier turns (M messages) were removed to save context]`` between the first
-    prompt and the kept turns (two user messages, both verbatim; see :mod:`._splice`).
+    the budget, so the result can still exceed ``max_tokens``. The marker, ``[liteagent: N earlier
+    turns (M messages) were removed to save context]``, leads the first kept assistant step, or
+    is an assistant message of its own between the first prompt and a kept prompt (both stay
+    verbatim; see :mod:`._splice`).
     ``max_tokens`` must be at least 1 (:class:`~liteagent.eventlog.InvalidArgumentError`).
     """
     return _TokenBudgetCompactor(max_tokens)

@@ -10,8 +10,9 @@
    summarizes everything between them (the rest of the first turn and the middle turns) with
    the model, and returns ``[first prompt + summary, *tail]``: the summary is a text block
    ``"[liteagent: summary of the earlier conversation]\\n<summary>"`` in the first user message,
-   which also takes the blocks of the tail's first prompt, so roles keep alternating and every
-   ``tool_use`` keeps its ``tool_result`` (cuts align to turns, see :mod:`._turns`).
+   which also takes the blocks of the tail's first message when that is a prompt, so roles keep
+   alternating and every ``tool_use`` keeps its ``tool_result`` (cuts align to turns, which are
+   agent steps, see :mod:`._turns`: one long task is summarized too).
 
 The summarizer request is ``ModelRequest(model=model_name, system=<system_prompt>, messages=(one
 user message,), max_tokens=max_summary_tokens, cache=False)``; the user message has the task,
@@ -68,7 +69,7 @@ from liteagent.eventlog import (
 from ._contract import Compactor, CompactResult, PassReport
 from ._render import cut_text, render_turn, text_tokens
 from ._tokens import estimate_tokens
-from ._turns import is_prompt, split_turns
+from ._turns import is_prompt, opens_turn, split_turns
 
 __all__ = ["SUMMARY_HEADER", "SummarizerModel", "llm_compactor"]
 
@@ -239,8 +240,9 @@ class _LLMCompactor(Compactor):
             entries = list(self._cache)
         for e in entries:
             n = len(e.region)
-            if (e.instructions == instructions and best[0] < n <= len(region)
-                    and (n == len(region) or is_prompt(region[n])) and region[:n] == e.region):
+            aligned = n == len(region) or (n > 0 and opens_turn(region[n - 1], region[n]))
+            if (e.instructions == instructions and best[0] < n <= len(region) and aligned
+                    and region[:n] == e.region):
                 best = (n, e.summary)
         return best
 

@@ -166,12 +166,13 @@ def snip_pass(
     The first ``keep_head_turns`` turns (at least through the turn of the first user prompt) and
     the last ``keep_tail_turns`` turns stay; the ones between go. With ``max_tokens``, nothing
     happens when the estimate already fits, and otherwise only the oldest middle turns go, one at a
-    time, until it fits (all of them when it never does). The removed turns leave one marker,
-    ``[liteagent: N earlier turns (M messages) were removed to save context]``: a leading text
-    block of the next kept prompt, or, when that prompt opens the most recent turn (which must stay
-    verbatim), a trailing text block of the assistant message before the cut (see
-    :mod:`._splice`). Roles keep alternating, and a conversation that starts with its first user
-    prompt still does. Nothing happens if the marker would cost more tokens than the turns save.
+    time, until it fits (all of them when it never does). A turn is one agent step, so this
+    shortens one long task as well as a conversation of many prompts. The removed turns leave
+    one marker, ``[liteagent: N earlier turns (M messages) were removed to save context]``,
+    placed by :mod:`._splice`: at the end of the tool results before the cut, at the front of the
+    next kept prompt, or, when neither may change, as a message of its own. Roles keep
+    alternating, and a conversation that starts with its first user prompt still does. Nothing
+    happens if the marker would cost more tokens than the turns save.
     """
     return _SnipPass(keep_head_turns, keep_tail_turns, max_tokens)
 
@@ -179,25 +180,35 @@ def snip_pass(
 class _MicroPass:
     """See :func:`micro_pass`."""
 
-    __slots__ = ("keep_recent", "name")
+    __slots__ = ("keep_recent", "max_tokens", "name")
     name: str
 
-    def __init__(self, keep_recent: int) -> None:
+    def __init__(self, keep_recent: int, max_tokens: int | None) -> None:
         if keep_recent < 0:
             raise InvalidArgumentError(f"keep_recent must be >= 0, got {keep_recent}")
+        if max_tokens is not None and max_tokens < 0:
+            raise InvalidArgumentError(f"max_tokens must be >= 0 or None, got {max_tokens}")
         self.name = "micro"
         self.keep_recent = keep_recent
+        self.max_tokens = max_tokens
 
     def __repr__(self) -> str:
-        return f"micro_pass(keep_recent={self.keep_recent})"
+        return f"micro_pass(keep_recent={self.keep_recent}, max_tokens={self.max_tokens})"
 
     def __call__(self, messages: Sequence[Message]) -> tuple[list[Message], str]:
+        excess = 0
+        if self.max_tokens is not None:
+            excess = estimate_tokens(messages) - self.max_tokens
+            if excess <= 0:
+                return list(messages), ""
         scope = Scope(messages)
         results = list(tool_results(messages))
         older = results[: max(len(results) - self.keep_recent, 0)]
         bodies: dict[tuple[int, int], str] = {}
         cleared = 0
         for i, j, block in older:
+            if self.max_tokens is not None and excess <= 0:
+                break
             if scope.frozen(i) or is_compacted(block.content):
                 continue
             size = body_bytes(block.content)
@@ -205,20 +216,25 @@ class _MicroPass:
             if size and _shorter(block, placeholder):
                 bodies[i, j] = placeholder
                 cleared += size
+                new = ToolResultBlock(tool_use_id=block.tool_use_id, content=placeholder)
+                excess -= estimate_block_tokens(block) - estimate_block_tokens(new)
         if not bodies:
             return list(messages), ""
         detail = f"cleared {_plural(len(bodies), 'tool result')} ({cleared} bytes)"
         return replace_bodies(messages, bodies), detail
 
 
-def micro_pass(keep_recent: int = 3) -> Pass:
-    """A pass that clears the bodies of all but the ``keep_recent`` most recent tool results.
+def micro_pass(keep_recent: int = 3, *, max_tokens: int | None = None) -> Pass:
+    """A pass that clears the bodies of older tool results, all but the ``keep_recent`` most
+    recent.
 
     "Most recent" counts every tool result of the conversation, newest first; a cleared body
     becomes ``[liteagent:cleared <tool_use_id>: <N> bytes of tool output removed to save
     context]`` (the content is gone, not stored; use :func:`tool_result_budget_pass` to keep it).
     The id, ``is_error`` and ``extra`` stay. Never cleared: tool results in the most recent turn,
     bodies already compacted (a spill marker keeps its key), absent bodies, and bodies not longer
-    than the placeholder.
+    than the placeholder. With ``max_tokens``, nothing happens when the estimate already fits,
+    and otherwise only the oldest bodies are cleared, one at a time, until it fits (all of the
+    older ones when it never does).
     """
-    return _MicroPass(keep_recent)
+    return _MicroPass(keep_recent, max_tokens)

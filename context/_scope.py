@@ -4,9 +4,9 @@ Every pass and compactor keeps two parts of a conversation verbatim (see :mod:`.
 
 - the *first user prompt*: the first message for which :func:`~._turns.is_prompt` holds (usually
   message 0; a transcript that starts with tool results has it later, or not at all);
-- the *most recent turn*: from the last prompt to the end (the whole conversation when it has no
-  prompt), as :func:`~._turns.split_turns` would group it. It may end with an assistant message
-  whose ``tool_use`` calls are still unanswered; that is why it is never touched.
+- the *most recent turn*, as :func:`~._turns.split_turns` groups it: the last prompt or model
+  step to the end. It may end with an assistant message whose ``tool_use`` calls are still
+  unanswered; that is why it is never touched.
 
 :class:`Scope` computes both once per call, in one pass over the messages.
 """
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from liteagent.eventlog import Message
 
-from ._turns import is_prompt
+from ._turns import is_prompt, opens_turn
 
 __all__ = ["Scope"]
 
@@ -37,12 +37,13 @@ class Scope:
     def __init__(self, messages: Sequence[Message]) -> None:
         starts: list[int] = []
         first: int | None = None
+        previous: Message | None = None
         for i, m in enumerate(messages):
-            prompt = is_prompt(m)
-            if prompt and first is None:
+            if first is None and is_prompt(m):
                 first = i
-            if not starts or prompt:
+            if opens_turn(previous, m):
                 starts.append(i)
+            previous = m
         self.turn_starts: tuple[int, ...] = tuple(starts)
         self.first_prompt: int | None = first
         self.last_turn_start: int = starts[-1] if starts else 0

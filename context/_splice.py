@@ -15,12 +15,19 @@ whether they are *frozen* (the first user prompt, or part of the most recent tur
    ``next``).
 
 A merge is only allowed when ``prev`` and ``next`` already alternate. In a valid conversation a
-cut that removes whole turns lies between an assistant message and a user prompt, so the marker
-lands at the front of that prompt (rule 2), unless that prompt opens the most recent turn, in which
-case it ends the assistant message before the cut (rule 4). A cut right after the first user
-prompt (which :func:`~._compactors.token_budget_compactor` makes) lies between two user messages
-and gets an assistant marker message (rule 3). Roles keep alternating in every case, and no frozen
-message changes.
+cut that removes whole turns (:mod:`._turns`) ends before a user prompt or before an assistant
+message that follows tool results:
+
+- tool results, then an assistant step: the marker ends the tool-result message (rule 2; text
+  after ``tool_result`` blocks is allowed);
+- an assistant reply, then a prompt: the marker leads that prompt (rule 2), unless the prompt
+  opens the most recent turn, in which case it ends the assistant reply (rule 4);
+- two user messages (tool results or the first prompt, then a prompt), as a cut right after the
+  first user prompt (which :func:`~._compactors.token_budget_compactor` makes) can give: an
+  assistant marker message of its own (rule 3);
+- the first user prompt, then an assistant step: the marker leads the assistant step (rule 4).
+
+Roles keep alternating in every case, and no frozen message changes.
 """
 
 from __future__ import annotations

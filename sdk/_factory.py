@@ -76,7 +76,7 @@ def _core(
             tools=list(default_tools() if tools is None else tools),
             system_prompt=system_prompt,
             middleware=middleware,
-            compactor=default_compactor() if compactor is None else compactor,
+            compactor=default_compactor(max_tokens=None) if compactor is None else compactor,
             max_turns=max_turns,
             max_tokens=max_tokens,
             max_live_sessions=max_live_sessions,
@@ -130,7 +130,8 @@ def create_lite_agent(
     ``system_prompt`` to a short coding-agent prompt. A ``send`` runs at most ``max_turns``
     model calls. At most ``max_live_sessions`` sessions keep an actor; idle ones are passivated
     and come back from their log. ``compactor`` is what :meth:`LiteAgent.compact` runs
-    (default: ``default_compactor()``).
+    (default: ``default_compactor(max_tokens=None)``: asked to compact, it always drops the
+    middle turns and clears old tool results, instead of waiting for a token trigger).
     """
     return LiteAgent(_lite_core(
         model=model, model_name=model_name, workdir=workdir, checkpointer=checkpointer,

@@ -171,14 +171,17 @@ def pass_subjects(budget_bytes: int, snip_tokens: int) -> dict[str, Run]:
         "snip-tokens": _pass(lambda: snip_pass(keep_tail_turns=1, max_tokens=snip_tokens)),
         "micro": _pass(lambda: micro_pass(keep_recent=1)),
         "micro-0": _pass(lambda: micro_pass(keep_recent=0)),
+        "micro-tokens": _pass(lambda: micro_pass(keep_recent=0, max_tokens=snip_tokens)),
     }
 
 
 def compactor_subjects(budget_bytes: int, max_tokens: int) -> dict[str, Run]:
     """Every compactor, with settings that make it act on conversations of the given scale."""
     return {
-        "default": _compactor(lambda: default_compactor(budget_bytes=budget_bytes)),
-        "default-defaults": _compactor(default_compactor),
+        "default": _compactor(lambda: default_compactor(budget_bytes=budget_bytes,
+                                                        max_tokens=max_tokens)),
+        "default-untriggered": _compactor(lambda: default_compactor(budget_bytes=budget_bytes,
+                                                                    max_tokens=None)),
         "token-budget": _compactor(lambda: token_budget_compactor(max_tokens)),
         "token-budget-tiny": _compactor(lambda: token_budget_compactor(1)),
     }

@@ -112,8 +112,12 @@ class KeepLastTurn(Compactor):
     ) -> CompactResult:
         self.usages.append(usage)
         turns = split_turns(messages)
-        out = tuple(messages) if len(turns) < 2 else (
-            Message("user", turns[0][0].content + turns[-1][0].content), *turns[-1][1:])
+        first, last = turns[0][0], turns[-1]
+        out: tuple[Message, ...] = tuple(messages)
+        if len(turns) >= 2 and last[0].role == "user":
+            out = (Message("user", first.content + last[0].content), *last[1:])
+        elif len(turns) >= 2:
+            out = (first, *last)
         return CompactResult(messages=out, changed=out != tuple(messages),
                              tokens_before=estimate_tokens(messages),
                              tokens_after=estimate_tokens(out))
@@ -133,7 +137,7 @@ def test_compaction_replaces_the_messages_only() -> None:
     request = ModelRequest(model="m", messages=tuple(conversation_of(3)), system="sys",
                            max_tokens=77)
     new = compaction(KeepLastTurn()).before_model(request, SessionState())
-    assert ("m", "sys", 77, 4) == (new.model, new.system, new.max_tokens, len(new.messages))
+    assert ("m", "sys", 77, 2) == (new.model, new.system, new.max_tokens, len(new.messages))
 
 
 def test_compaction_refuses_a_non_compactor() -> None:
@@ -203,15 +207,15 @@ def test_trim_empties_the_largest_tool_result_first() -> None:
 def test_trim_drops_the_oldest_turns_when_emptying_is_not_enough() -> None:
     """Then the oldest units go; the first prompt and the last turn stay, pairs stay whole."""
     messages = conversation_of(8)
-    out, detail = trim_messages(messages, estimate_tokens(messages) // 3)
+    out, detail = trim_messages(messages, estimate_tokens(messages) // 5)
     first = message_text(out[0].content)
     assert first.startswith("task 0\n[liteagent: ")
     assert "dropped" in first
     assert "task 1" not in str(out)
     assert "task 6" in str(out)
-    assert tuple(messages[-3:]) == out[-3:]
+    assert messages[-1] == out[-1]
     assert pairs_whole(out)
-    assert "emptied 7 tool result(s); dropped" in detail
+    assert "emptied 8 tool result(s); dropped" in detail
 
 
 def test_trim_roles_alternate() -> None:
@@ -222,8 +226,9 @@ def test_trim_roles_alternate() -> None:
 
 
 def test_trim_keeps_a_single_turn_unchanged() -> None:
-    """The first turn is also the last: nothing may be trimmed."""
-    messages = turn(0, size=20_000)
+    """The first turn is also the last (a prompt, a call and its large result): nothing may be
+    trimmed."""
+    messages = turn(0, size=20_000)[:3]
     assert (tuple(messages), "") == trim_messages(messages, 10)
 
 
@@ -257,7 +262,7 @@ def test_reactive_reraises_when_nothing_can_be_trimmed() -> None:
     """A single-turn conversation cannot be trimmed: the error propagates after one call."""
     sent, call = overflowing(1)
     with pytest.raises(ContextLimitError):
-        reactive_compaction().wrap_model_call(request_of(turn(0, size=50_000)), call)
+        reactive_compaction().wrap_model_call(request_of(turn(0, size=50_000)[:3]), call)
     assert 1 == len(sent)
 
 

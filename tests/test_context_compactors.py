@@ -6,11 +6,14 @@ from __future__ import annotations
 import msgspec
 import pytest
 from _context_checks import (
+    assistant,
     compactor_subjects,
     conversations,
     count_changed,
     invariant_problems,
+    results,
     turn,
+    user,
 )
 from hypothesis import HealthCheck, given, settings
 
@@ -31,6 +34,11 @@ def big_turns(n: int, size: int = 3000) -> list[Message]:
     return [m for k in range(n) for m in turn(str(k), **{f"t{k}": str(k % 10) * size})]
 
 
+def lead(message: Message, block: object) -> Message:
+    assert isinstance(block, TextBlock)
+    return msgspec.structs.replace(message, content=(block, *message.content))
+
+
 def marker(turns: int, messages: int) -> Message:
     t = "1 earlier turn" if turns == 1 else f"{turns} earlier turns"
     verb = "was" if turns == 1 else "were"
@@ -49,9 +57,40 @@ def test_default_with_nothing_to_reduce_returns_the_input_unchanged() -> None:
     assert (False, tuple(conv)) == (result.changed, result.messages)
 
 
+def test_default_below_its_triggers_changes_nothing() -> None:
+    """With the default settings, a conversation under 200 KB of tool results and 120,000
+    estimated tokens is left alone, however many turns it has."""
+    conv = big_turns(30)
+    assert estimate_tokens(conv) < 120_000
+    result = default_compactor().maybe_compact(conv)
+    assert (False, tuple(conv)) == (result.changed, result.messages)
+
+
+def test_default_above_its_token_trigger_snips_the_oldest_turns_to_fit() -> None:
+    """Above ``max_tokens``, only the oldest middle turns go, until the estimate fits."""
+    conv = big_turns(40, size=20_000)
+    result = default_compactor(budget_bytes=10**9, max_tokens=200_000).maybe_compact(conv)
+    assert estimate_tokens(conv) > 200_000 >= result.tokens_after
+    assert (True, ["snip"]) == (result.changed, [r.name for r in result.passes if r.changed])
+    assert result.messages[-30:] == tuple(conv[-30:])
+
+
+def test_default_clears_old_results_when_snipping_is_not_enough() -> None:
+    """When the first prompt and the kept tail are still too large, micro clears the oldest
+    tool-result bodies too."""
+    conv = [user("task")]
+    for k in range(10):
+        conv += [assistant(f"step {k}", f"t{k}"), results((f"t{k}", str(k) * 20_000))]
+    result = default_compactor(budget_bytes=10**9, max_tokens=5_000).maybe_compact(conv)
+    assert ["snip", "micro"] == [r.name for r in result.passes if r.changed]
+    kept = [b.content for m in result.messages for b in m.content if type(b) is ToolResultBlock]
+    assert ["cleared", "cleared", "7", "8", "9"] == [
+        "cleared" if str(c).startswith("[liteagent:cleared") else str(c)[0] for c in kept]
+
+
 def test_default_runs_budget_then_snip_then_micro() -> None:
     """The default passes, in order, each reported."""
-    result = default_compactor().maybe_compact(big_turns(2))
+    result = default_compactor(max_tokens=None).maybe_compact(big_turns(2))
     assert ["tool_result_budget", "snip", "micro"] == [r.name for r in result.passes]
 
 
@@ -100,18 +139,23 @@ def test_token_budget_changes_nothing_that_fits() -> None:
 
 
 def test_token_budget_keeps_the_first_prompt_and_the_newest_turns_that_fit() -> None:
-    """The first prompt, one marker, and as many newest whole turns as fit."""
+    """The first prompt, one marker, and as many newest whole turns as fit (turns are agent
+    steps, so the newest that fit start with the final reply of turn 2, which takes the
+    marker)."""
     conv = big_turns(5)
     limit = estimate_tokens(conv[:1]) + estimate_tokens(conv[12:]) + 100
     result = token_budget_compactor(limit).maybe_compact(conv)
-    assert (conv[0], marker(3, 11), *conv[12:]) == result.messages
+    note = marker(5, 10).content[0]
+    assert (conv[0], lead(conv[11], note), *conv[12:]) == result.messages
 
 
 def test_token_budget_keeps_the_most_recent_turn_even_over_budget() -> None:
-    """The most recent turn stays, whole, even when it alone is over the budget."""
+    """The most recent turn stays, whole, even when it alone is over the budget; here the
+    marker cannot join the final reply (it is the most recent turn), so it stands before the
+    last prompt, which stays with its turn."""
     conv = big_turns(3)
     result = token_budget_compactor(1).maybe_compact(conv)
-    assert (conv[0], marker(2, 7), *conv[8:]) == result.messages
+    assert (conv[0], marker(4, 7), *conv[8:]) == result.messages
 
 
 def test_token_budget_fits_when_it_can() -> None:
@@ -128,7 +172,7 @@ def test_token_budget_reports_one_pass() -> None:
     result = token_budget_compactor(1).maybe_compact(conv)
     expected = PassReport(name="token_budget", changed=True, tokens_before=estimate_tokens(conv),
                           tokens_after=result.tokens_after,
-                          detail="removed 7 messages from 2 turns after the first prompt; "
+                          detail="removed 7 messages from 4 turns after the first prompt; "
                                  "kept the newest 4 messages")
     assert (expected,) == result.passes
 

@@ -125,8 +125,9 @@ def test_budget_leaves_bodies_with_images() -> None:
 
 
 def test_budget_never_touches_the_most_recent_turn() -> None:
-    """A large body in the most recent turn stays, even over budget."""
-    conv = turn("a") + turn("b", t1="x" * 9000)
+    """A large body in the most recent turn (the last step and its results) stays, even over
+    budget."""
+    conv = [*turn("a"), user("b"), assistant("go", "t1"), results(("t1", "x" * 9000))]
     assert (conv, "") == tool_result_budget_pass(1000, memory_spill_store())(conv)
 
 
@@ -172,61 +173,93 @@ def test_budget_rejects_a_negative_budget() -> None:
 # ---------------------------------------------------------------------------------------------
 # snip_pass
 
-NOTE_1 = "[liteagent: 1 earlier turn (4 messages) was removed to save context]"
-NOTE_2 = "[liteagent: 2 earlier turns (8 messages) were removed to save context]"
+def note(turns: int, messages: int) -> str:
+    t, verb = ("turn", "was") if turns == 1 else ("turns", "were")
+    m = "message" if messages == 1 else "messages"
+    return f"[liteagent: {turns} earlier {t} ({messages} {m}) {verb} removed to save context]"
+
+
+def task(steps: int, size: int = 3000) -> list[Message]:
+    """One prompt, ``steps`` model steps each calling a tool, then a final reply. Its turns (one
+    agent step each): ``[prompt, call 0, results 0]``, ``[call k, results k]`` for each further
+    step, ``[final reply]``."""
+    conv = [user("task")]
+    for k in range(steps):
+        conv += [assistant(f"step {k}", f"t{k}"), results((f"t{k}", str(k % 10) * size))]
+    return [*conv, assistant("done")]
 
 
 def four_turns(size: int = 3000) -> list[Message]:
+    """Four prompts, each answered by one tool call and a reply: eight turns, starting at
+    messages 0, 3, 4, 7, 8, 11, 12 and 15."""
     return [m for k in range(4) for m in turn(str(k), **{f"t{k}": str(k) * size})]
 
 
+def test_snip_removes_middle_steps_of_a_long_task() -> None:
+    """One long task is many turns: its middle steps go, the marker ends the results before
+    the cut, and the head and the last two steps stay verbatim."""
+    conv = task(4)
+    out, _ = snip_pass(keep_head_turns=1, keep_tail_turns=2)(conv)
+    assert [*conv[:2], trail(conv[2], note(2, 4)), *conv[7:]] == out
+
+
 def test_snip_removes_middle_turns_and_marks_the_next_prompt() -> None:
-    """Middle turns go; the marker leads the next kept prompt."""
+    """Across prompts, a cut that ends before a prompt puts the marker at its front."""
+    conv = four_turns()
+    out, _ = snip_pass(keep_head_turns=2, keep_tail_turns=2)(conv)
+    assert [*conv[:4], lead(conv[12], note(4, 8)), *conv[13:]] == out
+
+
+def test_snip_between_two_user_messages_adds_an_assistant_marker() -> None:
+    """A cut between tool results and a prompt gets a marker message of its own, so roles
+    alternate."""
     conv = four_turns()
     out, _ = snip_pass(keep_head_turns=1, keep_tail_turns=2)(conv)
-    assert [*conv[:4], lead(conv[8], NOTE_1), *conv[9:]] == out
+    marker = Message(role="assistant", content=(TextBlock(text=note(5, 9)),))
+    assert [*conv[:3], marker, *conv[12:]] == out
 
 
 def test_snip_marker_counts_turns_and_messages() -> None:
     """The marker names the number of removed turns and messages."""
-    conv = four_turns() + turn("4")
-    out, _ = snip_pass(keep_head_turns=1, keep_tail_turns=2)(conv)
-    assert [*conv[:4], lead(conv[12], NOTE_2), *conv[13:]] == out
+    conv = task(5)
+    out, _ = snip_pass(keep_head_turns=1, keep_tail_turns=1)(conv)
+    assert [*conv[:2], trail(conv[2], note(4, 8)), conv[11]] == out
 
 
 def test_snip_keeps_a_conversation_with_no_middle() -> None:
     """With no more turns than head plus tail, nothing changes."""
-    conv = four_turns()
-    assert (conv, "") == snip_pass(keep_head_turns=2, keep_tail_turns=2)(conv)
+    conv = task(2)
+    assert (conv, "") == snip_pass(keep_head_turns=1, keep_tail_turns=2)(conv)
 
 
 def test_snip_with_one_tail_turn_marks_the_reply_before_the_cut() -> None:
-    """The most recent turn stays verbatim; the marker ends the last kept reply instead."""
-    conv = four_turns()
-    out, _ = snip_pass(keep_head_turns=1, keep_tail_turns=1)(conv)
-    assert [*conv[:3], trail(conv[3], NOTE_2), *conv[12:]] == out
+    """A pending prompt is the most recent turn and stays verbatim; the marker ends the last
+    kept reply instead."""
+    conv = [*four_turns(), user("next")]
+    out, _ = snip_pass(keep_head_turns=2, keep_tail_turns=1)(conv)
+    assert [*conv[:3], trail(conv[3], note(6, 12)), conv[16]] == out
 
 
 def test_snip_with_max_tokens_changes_nothing_that_fits() -> None:
     """When the estimate already fits, nothing is removed."""
-    conv = four_turns()
+    conv = task(4)
     snip = snip_pass(keep_head_turns=1, keep_tail_turns=1, max_tokens=estimate_tokens(conv))
     assert (conv, "") == snip(conv)
 
 
 def test_snip_with_max_tokens_removes_only_the_oldest_turns_needed() -> None:
     """Just enough of the oldest middle turns go to fit."""
-    conv = four_turns()
-    limit = estimate_tokens(conv) - estimate_tokens(conv[4:8]) + 100
+    conv = task(4)
+    limit = estimate_tokens(conv) - estimate_tokens(conv[3:5]) + 100
     out, _ = snip_pass(keep_head_turns=1, keep_tail_turns=1, max_tokens=limit)(conv)
-    assert [*conv[:4], lead(conv[8], NOTE_1), *conv[9:]] == out
+    assert [*conv[:2], trail(conv[2], note(1, 2)), *conv[5:]] == out
 
 
 def test_snip_with_max_tokens_removes_every_middle_turn_when_it_never_fits() -> None:
     """An unreachable budget removes all middle turns and keeps head and tail."""
-    conv = four_turns()
+    conv = task(4)
     out, _ = snip_pass(keep_head_turns=1, keep_tail_turns=1, max_tokens=1)(conv)
-    assert [*conv[:3], trail(conv[3], NOTE_2), *conv[12:]] == out
+    assert [*conv[:2], trail(conv[2], note(3, 6)), conv[9]] == out
 
 
 def test_snip_does_nothing_when_the_marker_costs_more_than_it_saves() -> None:
@@ -237,15 +270,15 @@ def test_snip_does_nothing_when_the_marker_costs_more_than_it_saves() -> None:
 
 def test_snip_keeps_the_first_prompt_turn_after_leading_tool_results() -> None:
     """A transcript that starts with tool results keeps the first prompt's turn too."""
-    conv = [results(("t0", "x" * 3000)), assistant("a0"), *four_turns()]
+    conv = [results(("t0", "x" * 3000)), assistant("a0"), *task(4)]
     out, _ = snip_pass(keep_head_turns=1, keep_tail_turns=1)(conv)
-    assert [*conv[:5], trail(conv[5], NOTE_2), *conv[14:]] == out
+    assert [*conv[:4], trail(conv[4], note(3, 6)), conv[11]] == out
 
 
 def test_snip_detail_names_turns_and_messages() -> None:
     """The detail says how many turns and messages went."""
-    _, detail = snip_pass(keep_head_turns=1, keep_tail_turns=1)(four_turns())
-    assert "removed 2 middle turns (8 messages) after turn 1" == detail
+    _, detail = snip_pass(keep_head_turns=1, keep_tail_turns=1)(task(4))
+    assert "removed 3 middle turns (6 messages) after turn 1" == detail
 
 
 @pytest.mark.parametrize(
@@ -278,8 +311,9 @@ def test_micro_clears_all_but_the_most_recent() -> None:
 
 
 def test_micro_never_clears_the_most_recent_turn() -> None:
-    """With nothing to keep, results in the most recent turn still stay."""
-    out, _ = micro_pass(keep_recent=0)(three_turns())
+    """With nothing to keep, results in the most recent turn (the step that called the tool and
+    its results) still stay."""
+    out, _ = micro_pass(keep_recent=0)(three_turns()[:-1])
     assert ["cleared", "cleared", "cleared", "d" * 500] == [
         "cleared" if str(body).startswith("[liteagent:cleared ") else body
         for body in (body_of(out, 2, 0), body_of(out, 2, 1), body_of(out, 6), body_of(out, 10))]
@@ -328,7 +362,7 @@ def test_micro_clears_an_image_body() -> None:
 def test_micro_detail_names_results_and_bytes() -> None:
     """The detail says how many results and bytes were cleared."""
     _, detail = micro_pass(keep_recent=0)(three_turns())
-    assert "cleared 3 tool results (1500 bytes)" == detail
+    assert "cleared 4 tool results (2000 bytes)" == detail
 
 
 def test_micro_second_run_changes_nothing() -> None:

@@ -78,6 +78,7 @@ CONTEXT = {
     "blob_spill_store", "compaction", "default_compactor", "estimate_block_tokens",
     "estimate_tokens", "is_prompt", "llm_compactor", "memory_spill_store", "micro_pass",
     "reactive_compaction", "run_pipeline", "snip_pass", "spill_marker", "split_turns",
+    "turn_starts",
     "token_budget_compactor", "tool_result_budget_pass", "trim_messages",
 }
 

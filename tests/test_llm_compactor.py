@@ -135,13 +135,15 @@ def test_usage_larger_than_the_estimate_triggers_a_summary() -> None:
 
 
 def test_above_threshold_replaces_older_turns_with_the_summary() -> None:
-    """First prompt + summary (merged with the tail's first prompt) + the tail turns."""
+    """First prompt + summary (merged with the tail's first prompt) + the tail turns. The two
+    tail turns are the last two agent steps: the prompt "task 4" with its tool call and result,
+    and the final reply."""
     messages = conversation(5)
     result = compactor(scripted([summary("the summary")])).maybe_compact(messages)
-    tail = messages[12:]
+    tail = messages[16:]
     expected = (
         Message("user", (TextBlock("task 0"), TextBlock(f"{SUMMARY_HEADER}\nthe summary"),
-                         TextBlock("task 3"))),
+                         TextBlock("task 4"))),
         *tail[1:],
     )
     assert expected == result.messages
@@ -188,10 +190,11 @@ def test_summarizer_request_holds_the_older_turns_and_not_the_tail() -> None:
     assert "read_file" in text
     assert '"path":"file1.py"' in text
     assert "done 0" in text
-    assert "task 2" in text
-    assert "body2 " in text
+    assert "task 3" in text
+    assert "body3 " in text
+    assert "done 3" in text
     assert "task 0" not in text
-    assert "task 3" not in text
+    assert "task 4" not in text
     assert "file4.py" not in text
 
 
@@ -294,8 +297,8 @@ def test_new_turns_are_summarized_on_top_of_the_remembered_summary() -> None:
     result = c.maybe_compact(conversation(6))
     text = request_text(model.requests[1])
     assert "first summary" in text
-    assert "body3 " in text
-    assert "body1 " not in text
+    assert "body4 " in text
+    assert "body3 " not in text
     assert f"{SUMMARY_HEADER}\nsecond summary" in message_text(result.messages[0].content)
 
 

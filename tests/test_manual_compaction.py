@@ -97,6 +97,32 @@ def test_compact_records_a_compaction_the_next_request_uses(workdir: Path) -> No
     assert ["[summary of earlier turns] second", "two", "third"] == texts
 
 
+def test_the_default_compactor_shortens_a_long_task(workdir: Path) -> None:
+    """Without a compactor given, compact() drops the middle steps of one long task (real
+    file reads), keeps the last steps verbatim, and the next request is smaller."""
+    from liteagent.eventlog import ToolUseBlock
+    from liteagent.tools import read_file
+
+    for k in range(8):
+        (workdir / f"f{k}.txt").write_text(f"line {k}\n" * 400)
+    steps = [AssistantMessage(content=(ToolUseBlock(f"t{k}", "read_file", {"path": f"f{k}.txt"}),),
+                              stop_reason="tool_use") for k in range(8)]
+    provider = scripted([*steps, reply("read them all"), reply("ok")])
+    with create_lite_agent(model=provider, model_name="m", workdir=workdir, tools=[read_file],
+                           checkpointer=memory_checkpointer()) as agent:
+        agent.send("read every file")
+        stats = agent.compact()
+        agent.send("and now?")
+    assert stats.changed
+    assert stats.after < stats.before
+    sent = provider.requests[-1].messages
+    assert estimate_tokens(sent) < estimate_tokens(provider.requests[-2].messages)
+    assert "read every file" == sent[0].content[0].text  # type: ignore[union-attr]
+    assert provider.requests[-2].messages[-6:] == sent[-8:-2]  # the last steps, verbatim
+    assert 3 == sum(1 for m in sent for b in m.content
+                    if getattr(b, "content", "").startswith("     1\tline"))
+
+
 def test_nothing_to_reduce_records_nothing(workdir: Path) -> None:
     """A compactor that finds nothing to reduce leaves the log as it was."""
     cp = memory_checkpointer()
