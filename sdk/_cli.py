@@ -1,0 +1,173 @@
+"""The ``lite-agent`` command: the entry point, its options and the exit codes.
+
+``lite-agent`` alone is an interactive session on the current folder (see :mod:`._cli_repl`);
+``lite-agent demo`` runs offline; the other subcommands are scriptable, each with ``--json``.
+Exit codes: 0 ok, 1 refused or failed (a one-line reason on stderr), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from liteagent.eventlog import LiteAgentError
+
+from ._cli_commands import cmd_checkpoints, cmd_compact, cmd_restore, cmd_run, cmd_sessions
+from ._cli_demo import cmd_demo
+from ._cli_doctor import cmd_doctor
+from ._cli_env import CliEnv
+from ._cli_output import one_line
+from ._cli_repl import cmd_interactive
+from ._cli_replay import cmd_replay
+from ._cli_script import SCRIPT_FORMAT
+from ._cli_transcript import cmd_export, cmd_import
+from ._logging import configure_logging
+
+__all__ = ["build_parser", "main"]
+
+Command = Callable[[CliEnv, argparse.Namespace], int]
+
+_EPILOG = f"""\
+Without a subcommand, lite-agent is an interactive session on --workdir (needs
+ANTHROPIC_API_KEY unless --provider says otherwise). `lite-agent demo` needs nothing.
+
+Exit codes: 0 ok, 1 refused or failed (reason on stderr), 2 usage error.
+Logs go to stderr at $LITE_AGENT_LOG_LEVEL (default WARNING).
+
+{SCRIPT_FORMAT}
+"""
+
+
+def _global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """The global options; on subcommands they default to "not given" (SUPPRESS) so that one
+    given before the subcommand is kept."""
+
+    def d(value: object) -> object:
+        return value if defaults else argparse.SUPPRESS
+
+    group = parser.add_argument_group("global options")
+    group.add_argument("--workdir", default=d("."), help="the workspace (default: .)")
+    group.add_argument("--home", default=d(None),
+                       help="the lite-agent home (default: $LITE_AGENT_HOME or ~/.lite-agent)")
+    group.add_argument("--backend", choices=("file", "sqlite"), default=d("file"),
+                       help="the session store (default: file)")
+    group.add_argument("--db", default=d(None),
+                       help="the SQLite file for --backend sqlite "
+                            "(default: <home>/projects/<hash>/sessions.db)")
+    group.add_argument("--provider", default=d("anthropic"),
+                       help="anthropic (default), scripted:FILE or replay:SESSION")
+    group.add_argument("--model", default=d(None),
+                       help="the model name (default: claude-sonnet-4-5 for anthropic)")
+
+
+def _sub(
+    subs: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    command: Command,
+    help_text: str,
+) -> argparse.ArgumentParser:
+    parser = subs.add_parser(name, help=help_text, description=help_text,
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", action="store_true", help="print JSON for machines")
+    _global_options(parser, defaults=False)
+    parser.set_defaults(command=command)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``lite-agent``."""
+    parser = argparse.ArgumentParser(
+        prog="lite-agent",
+        description="A coding agent whose sessions are event-sourced: time travel, "
+                    "compaction, replay.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _global_options(parser, defaults=True)
+    parser.set_defaults(command=cmd_interactive, json=False)
+    subs = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    demo = _sub(subs, "demo", cmd_demo,
+                "an offline tour: a scripted model edits a project with the real tools, then "
+                "checkpoints, a restore, a compaction and the log")
+    demo.add_argument("--dir", help="where to create the demo (default: a new temp folder)")
+
+    run = _sub(subs, "run", cmd_run, "run one prompt to the end of the model's turn")
+    run.add_argument("prompt")
+    run.add_argument("--session", help="continue this session (default: a new one)")
+
+    _sub(subs, "sessions", cmd_sessions, "list the sessions, most recently active first")
+
+    cps = _sub(subs, "checkpoints", cmd_checkpoints, "list a session's checkpoints")
+    cps.add_argument("session_id", metavar="ID")
+
+    restore = _sub(subs, "restore", cmd_restore,
+                   "restore a session to a checkpoint: the conversation and the files")
+    restore.add_argument("session_id", metavar="ID")
+    restore.add_argument("seq", type=int, metavar="SEQ")
+    restore.add_argument("--conversation-only", action="store_true",
+                         help="leave the files as they are")
+
+    compact = _sub(subs, "compact", cmd_compact, "compact a session's context now")
+    compact.add_argument("session_id", metavar="ID")
+    compact.add_argument("instructions", nargs="?", help="what a summary should keep")
+
+    rep = _sub(subs, "replay", cmd_replay,
+               "a session's events; --view: what the model saw; --verify: recompute every "
+               "recorded request from the log")
+    rep.add_argument("session_id", metavar="ID")
+    rep.add_argument("--at", type=int, metavar="SEQ", help="stop at this seq")
+    rep.add_argument("--view", action="store_true",
+                     help="the request the model saw at --at (default: the end)")
+    rep.add_argument("--verify", action="store_true",
+                     help="recompute each recorded request's view hash from the log")
+
+    doctor = _sub(subs, "doctor", cmd_doctor,
+                  "check every session of the project: torn tails, interrupted restores, "
+                  "unknown kinds")
+    doctor.add_argument("--repair", action="store_true", help="repair what can be repaired")
+    doctor.add_argument("--finish-restores", action="store_true",
+                        help="with --repair: finish interrupted restores instead of rolling "
+                             "them back")
+
+    export = _sub(subs, "export", cmd_export,
+                  "a session's conversation as JSON Lines (Anthropic Messages shape)")
+    export.add_argument("session_id", metavar="ID")
+
+    imp = _sub(subs, "import", cmd_import,
+               "a JSON Lines transcript (Anthropic Messages shape) becomes a session")
+    imp.add_argument("file", metavar="FILE", help="the transcript ('-' for stdin)")
+    imp.add_argument("--session", help="the new session's id (default: a new one)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``lite-agent`` with ``argv`` (default: the process arguments); return the exit
+    code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse: --help (0) or a usage error (2)
+        return e.code if isinstance(e.code, int) else 2
+    configure_logging(level=os.environ.get("LITE_AGENT_LOG_LEVEL", "WARNING").upper())
+    env: CliEnv | None = None
+    try:
+        env = CliEnv(workdir=args.workdir, home=args.home, backend=args.backend, db=args.db,
+                     provider_spec=args.provider, model=args.model)
+        command: Command = args.command
+        return command(env, args)
+    except (LiteAgentError, OSError) as e:
+        print(f"lite-agent: {one_line(e)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("lite-agent: interrupted", file=sys.stderr)
+        return 1
+    finally:
+        if env is not None:
+            env.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""``lite-agent replay ID [--at SEQ] [--view] [--verify]``: a session's events in order, what
+the model saw at a request, and the check of every recorded request against the log."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from liteagent.eventlog import (
+    AssistantMessage,
+    Block,
+    Compaction,
+    FileSnapshot,
+    Message,
+    ModelRequestRecord,
+    OpaqueEvent,
+    RestoreFinished,
+    RestoreStarted,
+    SessionStarted,
+    StoredEvent,
+    TextBlock,
+    ThinkingBlock,
+    ToolResult,
+    ToolResultBlock,
+    ToolUseBlock,
+    TurnAborted,
+    UserPrompt,
+    messages_to_dicts,
+)
+from liteagent.tools import default_tools
+
+from ._cli_commands import existing_session
+from ._cli_env import CliEnv
+from ._cli_output import emit_json, short, to_json, when
+from ._prompt import DEFAULT_SYSTEM_PROMPT
+from ._replay import ViewConfig, iter_requests, request_at
+
+__all__ = ["cli_view_config", "cmd_replay", "describe_event"]
+
+
+def cli_view_config() -> ViewConfig:
+    """The request configuration of the CLI's agents (default tools, prompt and max_tokens)."""
+    config = ViewConfig.of_tools(default_tools())
+    return ViewConfig(tools=config.tools, max_tokens=config.max_tokens,
+                      system=DEFAULT_SYSTEM_PROMPT)
+
+
+def describe_block(block: Block) -> str:
+    """One block, briefly."""
+    if isinstance(block, TextBlock):
+        return f"text {short(block.text)!r}"
+    if isinstance(block, ToolUseBlock):
+        arg = next((str(block.input[k]) for k in ("path", "command", "pattern")
+                    if k in block.input), "")
+        return f"{block.name}({short(arg, 40)})"
+    if isinstance(block, ToolResultBlock):
+        content = block.content if isinstance(block.content, str) else "<blocks>"
+        error = " error" if block.is_error is True else ""
+        return f"result{error} {short(content, 50)!r}"
+    if isinstance(block, ThinkingBlock):
+        return f"thinking {short(block.thinking, 40)!r}"
+    return type(block).__name__
+
+
+def describe_event(event: StoredEvent) -> str:
+    """One line for a stored event: what it says, briefly."""
+    body = event.body
+    if isinstance(body, SessionStarted):
+        return f"workdir {body.workdir}, model {body.model}"
+    if isinstance(body, UserPrompt):
+        return f"[{body.origin}] {short(body.text)!r}"
+    if isinstance(body, AssistantMessage):
+        blocks = ", ".join(describe_block(b) for b in body.content)
+        return f"{blocks}  ({body.stop_reason})"
+    if isinstance(body, ToolResult):
+        return f"{body.tool_name or '?'} {body.block.tool_use_id}: {describe_block(body.block)}"
+    if isinstance(body, FileSnapshot):
+        change = ("created" if body.pre_hash is None else
+                  "deleted" if body.post_hash is None else "changed")
+        return f"{body.path} {change} by {body.tool_call_id}"
+    if isinstance(body, Compaction):
+        return (f"seqs {body.first_seq}..{body.last_seq}: ~{body.tokens_before} → "
+                f"~{body.tokens_after} tokens, {len(body.replacement)} messages")
+    if isinstance(body, ModelRequestRecord):
+        return f"view {body.view_hash[:16]}…, ~{body.token_estimate} tokens"
+    if isinstance(body, TurnAborted):
+        return short(body.reason, 80)
+    if isinstance(body, RestoreStarted):
+        return f"to seq {body.to_seq}, {len(body.files)} files"
+    if isinstance(body, RestoreFinished):
+        return f"{body.outcome} (started at seq {body.started_seq})"
+    if isinstance(body, OpaqueEvent):
+        return f"unknown kind {body.kind!r}, {len(body.data)} bytes (kept as is)"
+    return ""
+
+
+def _message_lines(messages: tuple[Message, ...]) -> list[str]:
+    lines = []
+    for i, m in enumerate(messages, start=1):
+        blocks = ", ".join(describe_block(b) for b in m.content)
+        lines.append(f"{i:>4} {m.role:<9} {blocks}")
+    return lines
+
+
+def _view(env: CliEnv, sid: str, at: int | None, as_json: bool) -> int:
+    events = list(env.checkpointer.read(sid))
+    seq = events[-1].seq if at is None else at
+    request, record = request_at(events, seq, cli_view_config())
+    computed = next((c for e, _, c in iter_requests(events, cli_view_config())
+                     if e.seq == seq), None) if record else None
+    matches = None if computed is None else computed.ok
+    doc: dict[str, Any] = {
+        "session_id": sid, "seq": seq, "recorded": record is not None,
+        "model": request.model, "system": request.system,
+        "tools": [t.name for t in request.tools], "max_tokens": request.max_tokens,
+        "messages": messages_to_dicts(request.messages),
+        "view_hash": computed.computed if computed else None,
+        "recorded_hash": record.view_hash if record else None, "matches": matches,
+    }
+    if as_json:
+        emit_json(doc)
+    else:
+        what = ("the request recorded at" if record else
+                "the request a model call would be sent after")
+        print(f"{what} seq {seq}: model {request.model}, {len(request.messages)} messages, "
+              f"tools: {', '.join(doc['tools'])}")
+        print("\n".join(_message_lines(request.messages)))
+        if record is not None:
+            verdict = "matches" if matches else "DOES NOT match"
+            print(f"recomputed view hash {verdict} the recorded one ({record.view_hash[:16]}…)")
+    return 0 if matches in (None, True) else 1
+
+
+def _verify(env: CliEnv, sid: str, as_json: bool) -> int:
+    checks = [c for _, _, c in iter_requests(env.checkpointer.read(sid), cli_view_config())]
+    bad = [c for c in checks if not c.ok]
+    if as_json:
+        emit_json({"session_id": sid, "ok": not bad, "requests": len(checks),
+                   "mismatches": [to_json(c) for c in bad]})
+    else:
+        for c in checks:
+            mark = "ok      " if c.ok else "MISMATCH"
+            print(f"{c.seq:>6}  {mark}  {c.messages} messages, ~{c.computed_tokens} tokens")
+        print(f"{len(checks) - len(bad)} of {len(checks)} recorded requests recomputed from "
+              f"the log exactly" + ("" if not bad else f"; {len(bad)} differ"))
+    return 0 if not bad else 1
+
+
+def cmd_replay(env: CliEnv, args: argparse.Namespace) -> int:
+    """The replay command (see the module docstring)."""
+    sid = existing_session(env, args.session_id)
+    if args.verify:
+        return _verify(env, sid, args.json)
+    if args.view:
+        return _view(env, sid, args.at, args.json)
+    events = [e for e in env.checkpointer.read(sid) if args.at is None or e.seq <= args.at]
+    if args.json:
+        emit_json([{"seq": e.seq, "ts": e.ts, "kind": e.kind, "body": to_json(e.body)}
+                   for e in events])
+    else:
+        for e in events:
+            print(f"{e.seq:>6}  {when(e.ts)}  {e.kind:<20} {describe_event(e)}")
+    return 0

@@ -1,0 +1,180 @@
+"""``--provider scripted:FILE``: a scripted model read from a JSON file.
+
+The file holds a list of responses (or ``{"responses": [...]}``), one per model call, in call
+order. Each response is an object with one of:
+
+- ``"text": "..."`` — a final answer (``stop_reason`` ``end_turn``);
+- ``"tool": NAME, "input": {...}`` — one tool call (``stop_reason`` ``tool_use``), optionally
+  with a ``"text"`` said before it; ``"tools": [{"name": ..., "input": ...}, ...]`` for several;
+- ``"content": [...]`` — content blocks in the Anthropic Messages shape, with an optional
+  ``"stop_reason"``;
+- ``"error": "overloaded" | "rate_limit" | "overflow" | "unavailable" | "auth"`` — the call
+  fails with that provider error (``"message"`` optional).
+
+Any response may also carry ``"delay": SECONDS``: the call waits that long before answering (a
+slow model; cancelling the turn interrupts the wait). Tool call ids are generated when absent.
+A call after the last response fails with ``UnexpectedRequestError``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from liteagent.eventlog import (
+    AssistantMessage,
+    Block,
+    CancelToken,
+    InvalidArgumentError,
+    OperationCancelledError,
+    TextBlock,
+    ToolUseBlock,
+    message_from_dict,
+)
+from liteagent.providers import (
+    ContextOverflowError,
+    ModelProvider,
+    ModelRequest,
+    OverloadedError,
+    ProviderAuthError,
+    ProviderUnavailableError,
+    RateLimitError,
+    ScriptedProvider,
+    ScriptItem,
+    StreamEvent,
+    scripted,
+)
+
+__all__ = ["SCRIPT_FORMAT", "ScriptFileProvider", "load_script", "script_provider"]
+
+SCRIPT_FORMAT = """\
+scripted:FILE is a JSON list of responses, one per model call, in order:
+  {"text": "Done."}                                       a final answer
+  {"tool": "write_file", "input": {"path": "a.py", "content": "x = 1\\n"}}
+                                                          one tool call ("text" may precede it)
+  {"tools": [{"name": "bash", "input": {"command": "ls"}}, ...]}   several calls
+  {"content": [<Anthropic content blocks>], "stop_reason": "end_turn"}
+  {"error": "overloaded"|"rate_limit"|"overflow"|"unavailable"|"auth", "message": "..."}
+Any response may add "delay": SECONDS (a slow model; Ctrl-C interrupts it)."""
+
+_ERRORS: dict[str, type[Exception]] = {
+    "overloaded": OverloadedError,
+    "rate_limit": RateLimitError,
+    "overflow": ContextOverflowError,
+    "unavailable": ProviderUnavailableError,
+    "auth": ProviderAuthError,
+}
+
+
+def _tool_calls(item: dict[str, Any], number: int, where: str) -> list[Block]:
+    calls = item.get("tools")
+    if calls is None:
+        calls = [{"name": item["tool"], "input": item.get("input", {})}]
+    if not isinstance(calls, list) or not calls:
+        raise InvalidArgumentError(f"{where}: \"tools\" must be a non-empty list")
+    blocks: list[Block] = []
+    for i, call in enumerate(calls, start=1):
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            raise InvalidArgumentError(f"{where}: tool call {i} needs a \"name\"")
+        tool_input = call.get("input", {})
+        if not isinstance(tool_input, dict):
+            raise InvalidArgumentError(f"{where}: the input of tool call {i} must be an object")
+        call_id = call.get("id") or f"toolu_{number:03d}_{i}"
+        blocks.append(ToolUseBlock(str(call_id), call["name"], tool_input))
+    return blocks
+
+
+def _item(item: Any, number: int) -> tuple[ScriptItem, float]:
+    """One response of the file as a script item, and its delay."""
+    where = f"response {number}"
+    if not isinstance(item, dict):
+        raise InvalidArgumentError(f"{where}: expected an object, got {type(item).__name__}")
+    delay = item.get("delay", 0)
+    if not isinstance(delay, int | float) or delay < 0:
+        raise InvalidArgumentError(f"{where}: \"delay\" must be a number of seconds >= 0")
+    if "error" in item:
+        kind = item["error"]
+        if kind not in _ERRORS:
+            raise InvalidArgumentError(
+                f"{where}: unknown error {kind!r}; one of {', '.join(sorted(_ERRORS))}")
+        return _ERRORS[kind](str(item.get("message", f"scripted {kind} error"))), float(delay)
+    if "content" in item:
+        message = message_from_dict({"role": "assistant", "content": item["content"]},
+                                    where=where)
+        uses_tools = any(type(b) is ToolUseBlock for b in message.content)
+        stop = item.get("stop_reason", "tool_use" if uses_tools else "end_turn")
+        return AssistantMessage(content=message.content, stop_reason=stop), float(delay)
+    if "tool" in item or "tools" in item:
+        blocks: list[Block] = []
+        if isinstance(item.get("text"), str):
+            blocks.append(TextBlock(item["text"]))
+        blocks.extend(_tool_calls(item, number, where))
+        return AssistantMessage(content=tuple(blocks), stop_reason="tool_use"), float(delay)
+    if isinstance(item.get("text"), str):
+        return AssistantMessage(content=(TextBlock(item["text"]),),
+                                stop_reason="end_turn"), float(delay)
+    raise InvalidArgumentError(
+        f"{where}: needs one of \"text\", \"tool\", \"tools\", \"content\" or \"error\"")
+
+
+def load_script(path: str | Path) -> tuple[list[ScriptItem], list[float]]:
+    """Read a script file (see the module docstring): its items and their delays."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InvalidArgumentError(f"cannot read the script {str(path)!r}: {e.strerror}") from e
+    except ValueError as e:
+        raise InvalidArgumentError(f"the script {str(path)!r} is not valid JSON: {e}") from e
+    if isinstance(data, dict):
+        data = data.get("responses")
+    if not isinstance(data, list):
+        raise InvalidArgumentError(
+            f"the script {str(path)!r} must be a JSON list of responses (or "
+            "{\"responses\": [...]})")
+    items: list[ScriptItem] = []
+    delays: list[float] = []
+    for number, raw in enumerate(data, start=1):
+        item, delay = _item(raw, number)
+        items.append(item)
+        delays.append(delay)
+    return items, delays
+
+
+class ScriptFileProvider(ModelProvider):
+    """A scripted provider whose calls may wait before answering (a cancellable delay)."""
+
+    def __init__(self, inner: ScriptedProvider, delays: list[float]) -> None:
+        self.inner = inner
+        self._delays = delays
+        self._lock = threading.Lock()
+        self._calls = 0
+
+    @property
+    def name(self) -> str:
+        """The inner provider's name."""
+        return self.inner.name
+
+    def stream(
+        self, request: ModelRequest, *, cancel: CancelToken | None = None
+    ) -> Iterator[StreamEvent]:
+        """Wait the call's delay (cancellable), then answer like the scripted provider."""
+        with self._lock:
+            index = self._calls
+        delay = self._delays[index] if index < len(self._delays) else 0.0
+        if delay:
+            token = cancel or CancelToken()
+            if token.wait(delay):
+                raise OperationCancelledError(token.reason or "cancelled")
+        with self._lock:
+            self._calls += 1
+        yield from self.inner.stream(request, cancel=cancel)
+
+
+def script_provider(path: str | Path, *, stream_chunk: int | None = 16) -> ScriptFileProvider:
+    """A provider answering from the script file at ``path``."""
+    items, delays = load_script(path)
+    inner = scripted(items, stream_chunk=stream_chunk, name=f"scripted:{path}")
+    return ScriptFileProvider(inner, delays)

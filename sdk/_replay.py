@@ -1,0 +1,120 @@
+"""Recomputing what the model saw from a session's log, and checking it against the record.
+
+Every model call appends a :class:`~liteagent.eventlog.ModelRequestRecord` holding
+:func:`~liteagent.actors.view_hash` of the request it sent. The request is a pure function of
+the log before that record (the folded conversation, with the latest compaction applied, as
+:class:`~liteagent.actors.ConversationView` projects it) and of the agent's configuration (the
+model, the system prompt the session started with, the tool schemas and ``max_tokens``), so
+it can be rebuilt offline and hashed again. :func:`verify_requests` does that for every record.
+
+The log does not store the tool schemas or ``max_tokens``: the caller passes the ones the
+session ran with (the CLI's are the defaults). A session run with other tools or middleware that
+rewrote its requests (a compaction middleware) does not verify here.
+
+This module stands in for the ContextEngine's ``verify_replay`` (issue 7), which will replace it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+import msgspec
+
+from liteagent.actors import ConversationView, view_hash
+from liteagent.eventlog import (
+    ModelRequestRecord,
+    SessionState,
+    StoredEvent,
+    apply,
+)
+from liteagent.providers import ModelRequest, ToolSchema
+from liteagent.tools import Tool
+
+__all__ = ["RequestCheck", "ViewConfig", "iter_requests", "request_at", "verify_requests"]
+
+
+class ViewConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """What a request holds besides the log: the tool schemas and ``max_tokens``. ``model``
+    and ``system`` override the record's model and the session's system prompt when given."""
+
+    tools: tuple[ToolSchema, ...] = ()
+    max_tokens: int = 8192
+    model: str | None = None
+    system: str | None = None
+
+    @staticmethod
+    def of_tools(tools: Sequence[Tool], max_tokens: int = 8192) -> ViewConfig:
+        """The configuration of an agent with ``tools`` (as the session actor builds it)."""
+        return ViewConfig(
+            tools=tuple(ToolSchema(name=t.name, description=t.description,
+                                   input_schema=t.input_schema) for t in tools),
+            max_tokens=max_tokens,
+        )
+
+
+class RequestCheck(msgspec.Struct, frozen=True, kw_only=True):
+    """One recorded request checked against the log: the record's ``seq``, the hash it recorded
+    and the one recomputed, and the token estimates of both."""
+
+    seq: int
+    recorded: str
+    computed: str
+    recorded_tokens: int
+    computed_tokens: int
+    messages: int
+
+    @property
+    def ok(self) -> bool:
+        """Whether the recomputed hash is the recorded one."""
+        return self.recorded == self.computed
+
+
+def _request(state: SessionState, view: ConversationView, config: ViewConfig,
+             model: str | None) -> ModelRequest:
+    system = config.system
+    if system is None and state.started is not None:
+        system = state.started.system_prompt
+    name = config.model or model or (state.started.model if state.started else "")
+    return ModelRequest(model=name, messages=view.sync(state), system=system,
+                        tools=config.tools, max_tokens=config.max_tokens)
+
+
+def iter_requests(
+    events: Iterable[StoredEvent], config: ViewConfig
+) -> Iterator[tuple[StoredEvent, ModelRequest, RequestCheck]]:
+    """For every model-request record of ``events`` (a whole log, in order): the record, the
+    request rebuilt from the log before it, and the check of its hash. O(events)."""
+    state = SessionState()
+    view = ConversationView()
+    for event in events:
+        body = event.body
+        if isinstance(body, ModelRequestRecord):
+            request = _request(state, view, config, body.model)
+            computed = view_hash(request, view.messages_digest())
+            yield event, request, RequestCheck(
+                seq=event.seq, recorded=body.view_hash, computed=computed,
+                recorded_tokens=body.token_estimate, computed_tokens=view.total_size // 4,
+                messages=len(request.messages))
+        state = apply(state, event)
+
+
+def verify_requests(events: Iterable[StoredEvent], config: ViewConfig) -> list[RequestCheck]:
+    """Check every recorded request of ``events`` (see the module docstring)."""
+    return [check for _, _, check in iter_requests(events, config)]
+
+
+def request_at(
+    events: Iterable[StoredEvent], seq: int, config: ViewConfig
+) -> tuple[ModelRequest, ModelRequestRecord | None]:
+    """The request the model saw at ``seq``: if the event at ``seq`` is a model-request record,
+    the request rebuilt from the log before it (and that record); otherwise the request a model
+    call would have been sent with the log up to ``seq`` (and None)."""
+    state = SessionState()
+    view = ConversationView()
+    for event in events:
+        if event.seq == seq and isinstance(event.body, ModelRequestRecord):
+            return _request(state, view, config, event.body.model), event.body
+        if event.seq > seq:
+            break
+        state = apply(state, event)
+    return _request(state, view, config, None), None
