@@ -21,6 +21,8 @@ __all__ = [
     "AssistantMessage",
     "BackgroundCompleted",
     "Compaction",
+    "ContentArchived",
+    "ContextSettings",
     "ContextStatus",
     "Event",
     "FileSnapshot",
@@ -149,22 +151,57 @@ class Compaction(_EventBase, tag="compaction", frozen=True):
     replacement: tuple[Message, ...] = ()
 
 
+class ContextSettings(msgspec.Struct, frozen=True, omit_defaults=True, gc=False, kw_only=True):
+    """The settings a context engine projected a request with, recorded beside its decision so
+    the same view can be projected again offline (see ``liteagent.context.verify_replay``)."""
+
+    budget_tokens: int
+    archive_threshold_bytes: int = 16384
+    keep_recent_results: int = 4
+    preview_chars: int = 400
+    fixed_tokens: int = 0
+
+
 class ContextStatus(_EventBase, tag="context_status", frozen=True):
-    """The context engine's decision for one request: pressure level, tokens and actions."""
+    """The context engine's decision for one request: pressure level, tokens and actions.
+
+    ``tokens`` is the estimate before the engine acted, ``tokens_after`` that of the view it
+    projected, ``budget`` the budget it projected for (smaller than the settings' budget after
+    an overflow), ``settings`` everything else the projection depended on.
+    """
 
     level: str
     tokens: int
     budget: int
     tokens_after: int | None = None
     actions: tuple[str, ...] = ()
+    settings: ContextSettings | None = None
+
+
+class ContentArchived(_EventBase, tag="content_archived", frozen=True):
+    """The body of the tool result answering ``tool_use_id`` is in the blob store as ``ref``
+    (UTF-8, ``chars`` characters, ``size`` bytes); views show a reference in its place, and the
+    ``context`` tool reads it back. Appended with the tool result, after the blob is durable."""
+
+    tool_use_id: str
+    ref: str
+    chars: int
+    size: int
 
 
 class ModelRequestRecord(_EventBase, tag="model_request", frozen=True):
-    """What the model was shown: the hash of the projected view and its token estimate."""
+    """What the model was shown: the hash of the projected view and its token estimate.
+
+    ``request_digest`` is the SHA-256 (hex) of the request without its messages (model, system
+    prompt, tools, limits, context edits), so a replay can check the messages alone against the
+    log; ``native_edits`` what the provider reported its own context editing cleared.
+    """
 
     view_hash: str
     token_estimate: int
     model: str | None = None
+    request_digest: str | None = None
+    native_edits: tuple[str, ...] = ()
 
 
 class BackgroundCompleted(_EventBase, tag="background_completed", frozen=True):
@@ -225,6 +262,7 @@ Event: TypeAlias = (
     | TurnAborted
     | RestoreStarted
     | RestoreFinished
+    | ContentArchived
 )
 
 

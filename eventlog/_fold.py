@@ -17,6 +17,7 @@ from ._events import (
     AssistantMessage,
     BackgroundCompleted,
     Compaction,
+    ContentArchived,
     ContextStatus,
     FileSnapshot,
     ModelRequestRecord,
@@ -78,6 +79,7 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     last_usage: Usage | None = None
     context_status: ContextStatus | None = None
     model_requests: PVec[tuple[int, ModelRequestRecord]] = msgspec.field(default_factory=PVec)
+    archived: PVec[tuple[int, ContentArchived]] = msgspec.field(default_factory=PVec)
     background_completed: int = 0
     turns_aborted: int = 0
     unknown_kinds: frozenset[str] = frozenset()
@@ -113,6 +115,7 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
     snapshots: list[tuple[int, FileSnapshot]] = []
     compactions: list[tuple[int, Compaction]] = []
     requests: list[tuple[int, ModelRequestRecord]] = []
+    archived: list[tuple[int, ContentArchived]] = []
     open_calls = list(state.open_tool_calls)
     usage = state.usage
     last_usage = state.last_usage
@@ -156,6 +159,8 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
                     _answer(open_calls, b.tool_use_id)
             if prompt.origin == "user":
                 checkpoints.append(CheckpointMark(seq, event.ts, message_text(prompt.content)))
+        elif t is ContentArchived:
+            archived.append((seq, body))  # type: ignore[arg-type]
         elif t is ContextStatus:
             context_status = body  # type: ignore[assignment]
         elif t is Compaction:
@@ -200,6 +205,7 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
         last_usage=last_usage,
         context_status=context_status,
         model_requests=state.model_requests.extended(requests),
+        archived=state.archived.extended(archived),
         background_completed=background,
         turns_aborted=aborted,
         unknown_kinds=state.unknown_kinds if unknown is None else frozenset(unknown),

@@ -20,6 +20,8 @@ from liteagent.eventlog import (
     CodecError,
     Compaction,
     CompactionBlock,
+    ContentArchived,
+    ContextSettings,
     ContextStatus,
     Event,
     FileSnapshot,
@@ -97,9 +99,14 @@ SAMPLES: dict[str, Event] = {
         instructions="keep code",
     ),
     "context_status": ContextStatus(
-        level="high", tokens=90, budget=100, tokens_after=50, actions=("compact",)
+        level="high", tokens=90, budget=100, tokens_after=50, actions=("compact",),
+        settings=ContextSettings(budget_tokens=100, keep_recent_results=2, fixed_tokens=7),
     ),
-    "model_request": ModelRequestRecord(view_hash="abc", token_estimate=42, model="claude"),
+    "model_request": ModelRequestRecord(view_hash="abc", token_estimate=42, model="claude",
+                                        request_digest="d" * 64,
+                                        native_edits=("clear_tool_uses: 3 tool uses",)),
+    "content_archived": ContentArchived(tool_use_id="t1", ref="sha256:" + "0" * 64, chars=5,
+                                        size=6),
     "background_completed": BackgroundCompleted(task_id="bg1", ok=False, summary="failed"),
     "turn_aborted": TurnAborted(reason="cancelled"),
     "restore_started": RestoreStarted(

@@ -19,6 +19,7 @@ EVENTLOG = {
     "CheckpointMark", "Checkpointer", "CheckpointerClosedError", "CheckpointerError",
     "ClearThinking", "ClearToolUses", "Codec", "CodecError", "Compact", "Compaction",
     "CompactionBlock", "ContextEdit", "ContextLimitError", "ContextStatus", "ConversationEntry",
+    "ContentArchived", "ContextSettings",
     "CorruptBlobError", "CorruptLogError", "EVENT_KINDS", "Event", "FileSnapshot",
     "IntegrityProblem", "IntegrityReport", "InvalidArgumentError", "InvalidBlobRefError",
     "InvalidEventError", "InvalidMessageError", "InvalidSessionIdError", "LiteAgentError",

@@ -14,6 +14,7 @@ from liteagent.eventlog import (
     BackgroundCompleted,
     CheckpointMark,
     Compaction,
+    ContentArchived,
     ContextStatus,
     ConversationEntry,
     Event,
@@ -185,6 +186,13 @@ def test_model_request_is_recorded_with_seq() -> None:
     """A model request is recorded with its seq."""
     state = fold(_numbered([_prompt("x"), _REQUEST]))
     assert PVec([(2, _REQUEST)]) == state.model_requests
+
+
+def test_archived_contents_are_recorded_with_their_seq() -> None:
+    """Each content_archived event is kept, in order, with its seq."""
+    a = ContentArchived(tool_use_id="t1", ref="sha256:" + "1" * 64, chars=3, size=3)
+    b = ContentArchived(tool_use_id="t2", ref="sha256:" + "2" * 64, chars=4, size=8)
+    assert PVec([(1, a), (3, b)]) == fold(_numbered([a, _prompt("x"), b])).archived
 
 
 def test_latest_context_status_wins() -> None:
