@@ -1,9 +1,19 @@
 """liteagent.context — pure functions over messages and folded state: token estimates, turns,
-compaction passes and compactors, spill stores, and model-call middleware.
+compaction passes and compactors, spill stores, the archive's marker and slice formats, and
+model-call middleware.
 
 This layer imports only :mod:`liteagent.eventlog`.
 """
 
+from ._archive import (
+    ARCHIVE_PREFIX,
+    REFERENCE_PATTERN,
+    archive_marker,
+    archive_ref,
+    refs_in,
+    render_slice,
+    slice_text,
+)
 from ._compactors import default_compactor, token_budget_compactor
 from ._contract import Compactor, CompactResult, Pass, PassReport
 from ._llm import SUMMARY_HEADER, SummarizerModel, llm_compactor
@@ -27,7 +37,9 @@ from ._tokens import BYTES_PER_TOKEN, estimate_block_tokens, estimate_tokens
 from ._turns import is_prompt, split_turns, turn_starts
 
 __all__ = [
+    "ARCHIVE_PREFIX",
     "BYTES_PER_TOKEN",
+    "REFERENCE_PATTERN",
     "SPILL_PREFIX",
     "SUMMARY_HEADER",
     "CompactResult",
@@ -38,6 +50,8 @@ __all__ = [
     "ReactiveCompaction",
     "SpillStore",
     "SummarizerModel",
+    "archive_marker",
+    "archive_ref",
     "blob_spill_store",
     "compaction",
     "default_compactor",
@@ -48,7 +62,10 @@ __all__ = [
     "memory_spill_store",
     "micro_pass",
     "reactive_compaction",
+    "refs_in",
+    "render_slice",
     "run_pipeline",
+    "slice_text",
     "snip_pass",
     "spill_marker",
     "split_turns",

@@ -60,6 +60,7 @@ TOOLS = {
     "ToolContext", "ToolDefinitionError", "ToolError", "ToolOutput", "ToolSpec", "bash",
     "default_tools", "delete_file", "edit_file", "glob", "grep", "read_file",
     "resolve_in_workspace", "tool", "write_file",
+    "ArchiveReader", "UnknownReferenceError", "context", "read_spilled",
 }
 SDK = {
     "AgentBusyError", "AgentClosedError", "AsyncLiteAgent", "BackgroundTask",
@@ -81,6 +82,8 @@ CONTEXT = {
     "reactive_compaction", "run_pipeline", "snip_pass", "spill_marker", "split_turns",
     "turn_starts",
     "token_budget_compactor", "tool_result_budget_pass", "trim_messages",
+    "ARCHIVE_PREFIX", "REFERENCE_PATTERN", "archive_marker", "archive_ref", "refs_in",
+    "render_slice", "slice_text",
 }
 
 

@@ -12,6 +12,10 @@ shell and search tools, the ``@tool`` decorator, and path safety.
   ``changed_paths`` so the runtime snapshots it; ``bash`` declares nothing (shell commands are
   not undone by a restore).
 - :func:`tool` turns a typed function into a :class:`Tool` (:class:`FunctionTool`).
+- :data:`context` (alias :data:`read_spilled`) reads an archived tool result in bounded,
+  labelled slices through ``ctx.archive`` (an :class:`ArchiveReader` that knows only the
+  current session's references; :class:`UnknownReferenceError` for any other). Not in
+  :func:`default_tools`: the SDK adds it where the session has an archive.
 - :func:`resolve_in_workspace` — every path a built-in tool touches goes through it: relative to
   the workspace, symlinks resolved, anything outside refused.
 
@@ -20,21 +24,37 @@ Errors (all under ``liteagent.eventlog.LiteAgentError``)::
     ToolError
     ├── InvalidPathError            (also ValueError)
     │   └── PathOutsideWorkspaceError
-    └── ToolDefinitionError         (also TypeError)
+    ├── ToolDefinitionError         (also TypeError)
+    └── UnknownReferenceError       (also LookupError)
 """
 
 from __future__ import annotations
 
 from ._bash import bash
-from ._contract import BackgroundStarter, Tool, ToolContext, ToolOutput, ToolSpec
+from ._context_tool import context, read_spilled
+from ._contract import (
+    ArchiveReader,
+    BackgroundStarter,
+    Tool,
+    ToolContext,
+    ToolOutput,
+    ToolSpec,
+)
 from ._decorator import FunctionTool, tool
 from ._edit import edit_file
-from ._errors import InvalidPathError, PathOutsideWorkspaceError, ToolDefinitionError, ToolError
+from ._errors import (
+    InvalidPathError,
+    PathOutsideWorkspaceError,
+    ToolDefinitionError,
+    ToolError,
+    UnknownReferenceError,
+)
 from ._files import delete_file, read_file, write_file
 from ._paths import resolve_in_workspace
 from ._search import glob, grep
 
 __all__ = [
+    "ArchiveReader",
     "BackgroundStarter",
     "FunctionTool",
     "InvalidPathError",
@@ -45,13 +65,16 @@ __all__ = [
     "ToolError",
     "ToolOutput",
     "ToolSpec",
+    "UnknownReferenceError",
     "bash",
+    "context",
     "default_tools",
     "delete_file",
     "edit_file",
     "glob",
     "grep",
     "read_file",
+    "read_spilled",
     "resolve_in_workspace",
     "tool",
     "write_file",

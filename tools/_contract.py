@@ -14,17 +14,31 @@ import abc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
 from liteagent.eventlog import CancelToken
 
-__all__ = ["BackgroundStarter", "Tool", "ToolContext", "ToolOutput", "ToolSpec"]
+__all__ = ["ArchiveReader", "BackgroundStarter", "Tool", "ToolContext", "ToolOutput", "ToolSpec"]
 
 BackgroundStarter = Callable[[str, Callable[[CancelToken], "ToolOutput"]], str]
 """``start(description, work) -> task_id``: run ``work`` in the background; when it finishes,
 the runtime records a background-completed event the model sees on its next turn."""
+
+
+class ArchiveReader(Protocol):
+    """Reads back the archived texts of one session (what the ``context`` tool reads from)."""
+
+    def read_archived(self, ref: str) -> str:
+        """The full text archived under ``ref``, which must be recorded in the current
+        session's log. Raises :class:`~liteagent.tools.UnknownReferenceError` when ``ref`` is
+        not recorded in this session (another session's, made up) or is malformed; may raise
+        :class:`~liteagent.eventlog.BlobNotFoundError`,
+        :class:`~liteagent.eventlog.CorruptBlobError`, :class:`~liteagent.eventlog.CodecError`
+        or :class:`~liteagent.eventlog.StorageIOError` when the stored blob is missing, damaged
+        or unreadable."""
+        ...
 
 
 class ToolOutput(msgspec.Struct, frozen=True):
@@ -45,13 +59,15 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
 @dataclass(frozen=True)
 class ToolContext:
     """What a running tool may use: the workspace, its session, the call's id, a cancel token,
-    and (when the runtime supports it) a way to start background work."""
+    and (when the runtime supports them) a way to start background work and the session's
+    archive reader."""
 
     workdir: Path
     session_id: str
     tool_call_id: str
     cancel: CancelToken = field(default_factory=CancelToken)
     start_background: BackgroundStarter | None = None
+    archive: ArchiveReader | None = None
 
 
 class Tool(abc.ABC):

@@ -6,7 +6,8 @@
     └── ToolError
         ├── InvalidPathError            (also ValueError)  a path that is not a usable name
         │   └── PathOutsideWorkspaceError                  a path that leaves the workspace
-        └── ToolDefinitionError         (also TypeError)   ``@tool`` cannot use a function
+        ├── ToolDefinitionError         (also TypeError)   ``@tool`` cannot use a function
+        └── UnknownReferenceError       (also LookupError) an archive reference not of this session
 
 A tool never raises these at the model: ``run`` turns every failure into a
 ``ToolOutput(is_error=True)`` whose text says what was wrong. They are raised by the helpers a
@@ -25,6 +26,7 @@ __all__ = [
     "PathOutsideWorkspaceError",
     "ToolDefinitionError",
     "ToolError",
+    "UnknownReferenceError",
     "os_error_message",
 ]
 
@@ -62,6 +64,19 @@ class PathOutsideWorkspaceError(InvalidPathError):
 class ToolDefinitionError(ToolError, TypeError):
     """Raised when ``@tool`` cannot turn a function into a tool (a bad name, no description, a
     parameter without an annotation, a type msgspec cannot describe, ``*args``...)."""
+
+
+class UnknownReferenceError(ToolError, LookupError):
+    """Raised by an :class:`~liteagent.tools.ArchiveReader` when a reference is not recorded in
+    the current session's log, or is not a reference at all.
+
+    ``ref`` is the reference as it was given. The message says only that: whether the content
+    exists elsewhere (another session, the blob store) is not revealed.
+    """
+
+    def __init__(self, ref: str) -> None:
+        self.ref = ref
+        super().__init__(f"reference {ref!r} is not recorded in this session")
 
 
 _REASONS = {
