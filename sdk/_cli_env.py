@@ -120,7 +120,8 @@ class CliEnv:
         agent = create_lite_agent(
             model=provider, model_name=name, workdir=self.workdir,
             checkpointer=self.checkpointer,
-            compactor=default_compactor(store=blob_spill_store(self.checkpointer.blobs)),
+            compactor=default_compactor(max_tokens=None,
+                                        store=blob_spill_store(self.checkpointer.blobs)),
         )
         self._agents.append(agent)
         return agent

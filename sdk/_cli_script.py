@@ -38,14 +38,15 @@ from liteagent.providers import (
     ContextOverflowError,
     ModelProvider,
     ModelRequest,
+    ModelResponse,
     OverloadedError,
     ProviderAuthError,
     ProviderUnavailableError,
     RateLimitError,
-    ScriptedProvider,
     ScriptItem,
     StreamEvent,
-    scripted,
+    UnexpectedRequestError,
+    response_events,
 )
 
 __all__ = ["SCRIPT_FORMAT", "ScriptFileProvider", "load_script", "script_provider"]
@@ -144,37 +145,51 @@ def load_script(path: str | Path) -> tuple[list[ScriptItem], list[float]]:
 
 
 class ScriptFileProvider(ModelProvider):
-    """A scripted provider whose calls may wait before answering (a cancellable delay)."""
+    """Answers call *k* with response *k* of a script file, after its delay (see the module
+    docstring). A call takes its response when it starts, so a call cancelled during its delay
+    has used it: the next call gets the next response."""
 
-    def __init__(self, inner: ScriptedProvider, delays: list[float]) -> None:
-        self.inner = inner
+    def __init__(self, items: list[ScriptItem], delays: list[float], *, name: str,
+                 stream_chunk: int | None = 16) -> None:
+        self._items = items
         self._delays = delays
+        self._name = name
+        self._chunk = stream_chunk
         self._lock = threading.Lock()
         self._calls = 0
+        self.requests: list[ModelRequest] = []  # every call's request, in call order
 
     @property
     def name(self) -> str:
-        """The inner provider's name."""
-        return self.inner.name
+        """``scripted:FILE``."""
+        return self._name
 
     def stream(
         self, request: ModelRequest, *, cancel: CancelToken | None = None
     ) -> Iterator[StreamEvent]:
-        """Wait the call's delay (cancellable), then answer like the scripted provider."""
+        """Wait the response's delay (cancellable), then stream it or raise its error."""
+        token = cancel or CancelToken()
+        token.raise_if_cancelled()
         with self._lock:
             index = self._calls
-        delay = self._delays[index] if index < len(self._delays) else 0.0
-        if delay:
-            token = cancel or CancelToken()
-            if token.wait(delay):
-                raise OperationCancelledError(token.reason or "cancelled")
-        with self._lock:
             self._calls += 1
-        yield from self.inner.stream(request, cancel=cancel)
+            self.requests.append(request)
+        if index >= len(self._items):
+            raise UnexpectedRequestError(
+                f"{self._name}: unexpected call {index + 1}: the script has "
+                f"{len(self._items)} responses and all were used")
+        if self._delays[index] and token.wait(self._delays[index]):
+            raise OperationCancelledError(token.reason or "cancelled")
+        item = self._items[index]
+        if isinstance(item, Exception):
+            raise item
+        assert isinstance(item, AssistantMessage)  # what load_script makes
+        for event in response_events(ModelResponse(message=item), chunk=self._chunk):
+            token.raise_if_cancelled()
+            yield event
 
 
 def script_provider(path: str | Path, *, stream_chunk: int | None = 16) -> ScriptFileProvider:
     """A provider answering from the script file at ``path``."""
     items, delays = load_script(path)
-    inner = scripted(items, stream_chunk=stream_chunk, name=f"scripted:{path}")
-    return ScriptFileProvider(inner, delays)
+    return ScriptFileProvider(items, delays, name=f"scripted:{path}", stream_chunk=stream_chunk)

@@ -7,15 +7,19 @@ the log before that record (the folded conversation, with the latest compaction 
 model, the system prompt the session started with, the tool schemas and ``max_tokens``), so
 it can be rebuilt offline and hashed again. :func:`verify_requests` does that for every record.
 
-The log does not store the tool schemas or ``max_tokens``: the caller passes the ones the
-session ran with (the CLI's are the defaults). A session run with other tools or middleware that
-rewrote its requests (a compaction middleware) does not verify here.
+A record that holds ``request_digest`` (the hash of the request without its messages) is
+checked on its messages alone: the view hash is recombined from that digest and the messages
+re-projected from the log, so the configuration does not matter. An older record holds only the
+combined hash; then the request is rebuilt with the configuration the caller passes (the tool
+schemas and ``max_tokens`` are not in the log; the CLI's are the defaults), and a session run
+with other tools, or with middleware that rewrote its requests, does not verify.
 
 This module stands in for the ContextEngine's ``verify_replay`` (issue 7), which will replace it.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 
 import msgspec
@@ -31,6 +35,8 @@ from liteagent.providers import ModelRequest, ToolSchema
 from liteagent.tools import Tool
 
 __all__ = ["RequestCheck", "ViewConfig", "iter_requests", "request_at", "verify_requests"]
+
+_ENC = msgspec.msgpack.Encoder()
 
 
 class ViewConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -62,6 +68,7 @@ class RequestCheck(msgspec.Struct, frozen=True, kw_only=True):
     recorded_tokens: int
     computed_tokens: int
     messages: int
+    request_matches: bool | None = None  # the record's request digest vs. the config's
 
     @property
     def ok(self) -> bool:
@@ -79,6 +86,11 @@ def _request(state: SessionState, view: ConversationView, config: ViewConfig,
                         tools=config.tools, max_tokens=config.max_tokens)
 
 
+def _request_digest(request: ModelRequest) -> str:
+    """The hash of ``request`` without its messages (the first part of its view hash)."""
+    return hashlib.sha256(_ENC.encode(msgspec.structs.replace(request, messages=()))).hexdigest()
+
+
 def iter_requests(
     events: Iterable[StoredEvent], config: ViewConfig
 ) -> Iterator[tuple[StoredEvent, ModelRequest, RequestCheck]]:
@@ -90,11 +102,18 @@ def iter_requests(
         body = event.body
         if isinstance(body, ModelRequestRecord):
             request = _request(state, view, config, body.model)
-            computed = view_hash(request, view.messages_digest())
+            digest = view.messages_digest()
+            recorded_head = getattr(body, "request_digest", None)
+            head = _request_digest(request)
+            if recorded_head:
+                computed = hashlib.sha256(bytes.fromhex(recorded_head) + digest).hexdigest()
+            else:
+                computed = view_hash(request, digest)
             yield event, request, RequestCheck(
                 seq=event.seq, recorded=body.view_hash, computed=computed,
                 recorded_tokens=body.token_estimate, computed_tokens=view.total_size // 4,
-                messages=len(request.messages))
+                messages=len(request.messages),
+                request_matches=None if not recorded_head else recorded_head == head)
         state = apply(state, event)
 
 
