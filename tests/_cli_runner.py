@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from liteagent.eventlog import StoredEvent, file_checkpointer
+
 LITE_AGENT = Path(sys.executable).parent / "lite-agent"
 
 _SERVER = r"""
@@ -40,6 +42,7 @@ for line in sys.stdin:
                 os.dup2(new, fd)
                 os.close(new)
             sys.stdin = io.TextIOWrapper(io.FileIO(0, closefd=False), encoding="utf-8")
+            exec(job["prelude"])  # a test's patch, e.g. to crash at a chosen point
             code = main(job["argv"])
         except BaseException:
             traceback.print_exc()
@@ -74,8 +77,9 @@ class CliServer:
         self.tmp = tempfile.TemporaryDirectory(prefix="lite-agent-cli-")
 
     def run(self, *argv: str, cwd: Path | None = None, stdin: str = "",
-            env: dict[str, str] | None = None) -> Result:
-        """Run ``lite-agent *argv`` in a forked child; return its exit code and output."""
+            env: dict[str, str] | None = None, prelude: str = "") -> Result:
+        """Run ``lite-agent *argv`` in a forked child (after running the Python code
+        ``prelude`` there); return its exit code and output."""
         assert self.proc.stdin is not None
         assert self.proc.stdout is not None
         folder = Path(self.tmp.name)
@@ -84,6 +88,7 @@ class CliServer:
         paths["stdout"].write_text("")
         paths["stderr"].write_text("")
         job = {"argv": list(argv), "cwd": str(cwd or folder), "env": env or clean_env(),
+               "prelude": prelude,
                **{k: str(v) for k, v in paths.items()}}
         self.proc.stdin.write(json.dumps(job) + "\n")
         self.proc.stdin.flush()
@@ -116,3 +121,54 @@ def write_script(path: Path, responses: list[dict[str, Any]]) -> str:
     """Write a ``scripted:FILE`` script; return the ``--provider`` value."""
     path.write_text(json.dumps(responses), encoding="utf-8")
     return f"scripted:{path}"
+
+
+class Cli:
+    """``lite-agent --workdir W --home H ...`` in a temp folder."""
+
+    def __init__(self, server: CliServer, root: Path) -> None:
+        self.server = server
+        self.root = root
+        self.work = root / "work"
+        self.home = root / "home"
+        self.work.mkdir()
+        self._scripts = 0
+
+    def __call__(self, *argv: str, provider: str | None = None, stdin: str = "",
+                 env: dict[str, str] | None = None, prelude: str = "") -> Result:
+        args = ["--workdir", str(self.work), "--home", str(self.home)]
+        if provider:
+            args += ["--provider", provider]
+        return self.server.run(*args, *argv, stdin=stdin, env=env, prelude=prelude)
+
+    def script(self, *responses: dict[str, Any]) -> str:
+        """A new script file; its ``--provider`` value."""
+        self._scripts += 1
+        return write_script(self.root / f"script{self._scripts}.json", list(responses))
+
+    def ok(self, *argv: str, provider: str | None = None, stdin: str = "") -> Result:
+        """Run and require exit code 0."""
+        result = self(*argv, provider=provider, stdin=stdin)
+        assert 0 == result.code, result
+        return result
+
+    def events(self, session_id: str) -> list[StoredEvent]:
+        """The session's stored events."""
+        with file_checkpointer(workdir=self.work, home=self.home) as cp:
+            return list(cp.read(session_id))
+
+
+def write(path: str, content: str, say: str = "") -> dict[str, Any]:
+    """A scripted write_file call."""
+    item: dict[str, Any] = {"tool": "write_file", "input": {"path": path, "content": content}}
+    if say:
+        item["text"] = say
+    return item
+
+
+def two_prompts(cli: Cli, sid: str = "s1") -> None:
+    """Session ``sid``: prompt 1 writes a.txt "one", prompt 2 rewrites it "two"."""
+    cli.ok("run", "write one", "--session", sid,
+           provider=cli.script(write("a.txt", "one\n"), {"text": "Wrote one."}))
+    cli.ok("run", "write two", "--session", sid,
+           provider=cli.script(write("a.txt", "two\n"), {"text": "Wrote two."}))

@@ -7,11 +7,10 @@ import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import pytest
-from _cli_runner import LITE_AGENT, CliServer, Result, clean_env, write_script
+from _cli_runner import LITE_AGENT, Cli, CliServer, clean_env, two_prompts, write
 
 from liteagent.eventlog import AssistantMessage, Message, TextBlock, file_checkpointer, fold
 from liteagent.providers import ModelRequest, scripted
@@ -33,61 +32,10 @@ def server() -> Iterator[CliServer]:
         s.close()
 
 
-class Cli:
-    """``lite-agent --workdir W --home H ...`` in a temp folder."""
-
-    def __init__(self, server: CliServer, root: Path) -> None:
-        self.server = server
-        self.root = root
-        self.work = root / "work"
-        self.home = root / "home"
-        self.work.mkdir()
-        self._scripts = 0
-
-    def __call__(self, *argv: str, provider: str | None = None, stdin: str = "",
-                 env: dict[str, str] | None = None) -> Result:
-        args = ["--workdir", str(self.work), "--home", str(self.home)]
-        if provider:
-            args += ["--provider", provider]
-        return self.server.run(*args, *argv, stdin=stdin, env=env)
-
-    def script(self, *responses: dict[str, Any]) -> str:
-        """A new script file; its ``--provider`` value."""
-        self._scripts += 1
-        return write_script(self.root / f"script{self._scripts}.json", list(responses))
-
-    def ok(self, *argv: str, provider: str | None = None, stdin: str = "") -> Result:
-        """Run and require exit code 0."""
-        result = self(*argv, provider=provider, stdin=stdin)
-        assert 0 == result.code, result
-        return result
-
-    def events(self, session_id: str) -> list[Any]:
-        """The session's stored events."""
-        with file_checkpointer(workdir=self.work, home=self.home) as cp:
-            return list(cp.read(session_id))
-
-
 @pytest.fixture
 def cli(server: CliServer, tmp_path: Path) -> Cli:
     """A CLI on an empty workspace and home."""
     return Cli(server, tmp_path)
-
-
-def write(path: str, content: str, say: str = "") -> dict[str, Any]:
-    """A scripted write_file call."""
-    item: dict[str, Any] = {"tool": "write_file", "input": {"path": path, "content": content}}
-    if say:
-        item["text"] = say
-    return item
-
-
-def two_prompts(cli: Cli, sid: str = "s1") -> None:
-    """Session ``sid``: prompt 1 writes a.txt "one", prompt 2 rewrites it "two"."""
-    cli.ok("run", "write one", "--session", sid,
-           provider=cli.script(write("a.txt", "one\n"), {"text": "Wrote one."}))
-    cli.ok("run", "write two", "--session", sid,
-           provider=cli.script(write("a.txt", "two\n"), {"text": "Wrote two."}))
 
 
 def test_usage_errors_exit_2_and_help_exits_0() -> None:
