@@ -43,7 +43,7 @@ MAX_LIMIT = 100_000
 _DESCRIPTION = (
     "Read the full text of an archived (or spilled) tool result. Large tool results are "
     "replaced in the conversation by a marker such as "
-    '[liteagent:archived sha256:<64 hex> — N chars, M bytes; ...] followed by a short preview. '
+    "[liteagent:archived sha256:<64 hex> — N chars, M bytes; ...] followed by a short preview. "
     "Pass that sha256:... reference as ref to read the text in slices: each call returns up to "
     "limit characters starting at offset (counted in characters, from 0) and says the "
     "next_offset to continue from, or 'none (end)' after the last slice. The returned text is "
