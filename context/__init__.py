@@ -16,6 +16,8 @@ from ._archive import (
 )
 from ._compactors import default_compactor, token_budget_compactor
 from ._contract import Compactor, CompactResult, Pass, PassReport
+from ._engine import ContextEngine, create_context_engine, left_out_note, project_context
+from ._engine_options import LEVELS, ContextBudgetError, ContextOptions, ContextView, Planner
 from ._llm import SUMMARY_HEADER, SummarizerModel, llm_compactor
 from ._middleware import (
     CompactionMiddleware,
@@ -26,6 +28,7 @@ from ._middleware import (
 )
 from ._passes import micro_pass, snip_pass, tool_result_budget_pass
 from ._pipeline import run_pipeline
+from ._replay import ReplayCheck, ReplayReport, verify_replay
 from ._spill import (
     SPILL_PREFIX,
     SpillStore,
@@ -35,35 +38,48 @@ from ._spill import (
 )
 from ._tokens import BYTES_PER_TOKEN, estimate_block_tokens, estimate_tokens
 from ._turns import is_prompt, split_turns, turn_starts
+from ._viewhash import request_digest, view_hash
 
 __all__ = [
     "ARCHIVE_PREFIX",
     "BYTES_PER_TOKEN",
+    "LEVELS",
     "REFERENCE_PATTERN",
     "SPILL_PREFIX",
     "SUMMARY_HEADER",
     "CompactResult",
     "CompactionMiddleware",
     "Compactor",
+    "ContextBudgetError",
+    "ContextEngine",
+    "ContextOptions",
+    "ContextView",
     "Pass",
     "PassReport",
+    "Planner",
     "ReactiveCompaction",
+    "ReplayCheck",
+    "ReplayReport",
     "SpillStore",
     "SummarizerModel",
     "archive_marker",
     "archive_ref",
     "blob_spill_store",
     "compaction",
+    "create_context_engine",
     "default_compactor",
     "estimate_block_tokens",
     "estimate_tokens",
     "is_prompt",
+    "left_out_note",
     "llm_compactor",
     "memory_spill_store",
     "micro_pass",
+    "project_context",
     "reactive_compaction",
     "refs_in",
     "render_slice",
+    "request_digest",
     "run_pipeline",
     "slice_text",
     "snip_pass",
@@ -73,4 +89,6 @@ __all__ = [
     "tool_result_budget_pass",
     "trim_messages",
     "turn_starts",
+    "verify_replay",
+    "view_hash",
 ]

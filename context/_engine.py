@@ -1,0 +1,182 @@
+"""The ContextEngine: a pure projection of a session's folded log into the view the model sees.
+
+Per request the engine measures the estimated tokens (:func:`~._tokens.estimate_tokens` of the
+messages, plus the fixed part: system prompt and tools) against the budget and escalates only as
+far as needed:
+
+1. **externalize** — always: archived tool results (:class:`~liteagent.eventlog.ContentArchived`)
+   show a reference and a preview (:func:`~._archive.archive_marker`) instead of their body;
+2. **normalize** — over budget: old tool results (all but ``keep_recent_results`` and those of
+   the current turn) become one-line placeholders (an archived one keeps its reference line),
+   and reads of a file read again or changed later are left out;
+3. **select** — still over budget: the newest whole turns that fit are kept, after the first
+   user prompt (with the latest user prompt, when it is older than them, appended to it) and one
+   marker saying how many messages are left out. If the first prompt, the latest prompt and the
+   current turn do not fit on their own, :class:`ContextBudgetError` is raised instead of cutting
+   them.
+
+The session adds two levels around it: **project** (a planner summarizes what select left out;
+the summary is recorded as a compaction, which later projections start from) and **recover** (a
+smaller budget after the provider reported an overflow).
+
+The projection is pure: :func:`project_context` gives, for the same state and settings, the same
+view byte for byte. A :class:`ContextEngine` gives the same result incrementally, in
+O(new events + view) per request: it keeps the base (:mod:`._engine_base`) between calls.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+from liteagent.eventlog import ContextSettings, Message, SessionState, TextBlock
+
+from ._engine_base import Base
+from ._engine_options import ContextBudgetError, ContextOptions, ContextView
+from ._tokens import estimate_tokens
+from ._viewhash import message_digest, messages_digest
+
+__all__ = ["ContextEngine", "create_context_engine", "left_out_note", "project_context"]
+
+
+def left_out_note(count: int) -> str:
+    """The marker of the select level for ``count`` left-out messages."""
+    noun = "message is" if count == 1 else "messages are"
+    return (f"[liteagent: {count} earlier {noun} left out of this view to fit the context "
+            "budget; the session log keeps them]")
+
+
+def _settings(value: ContextOptions | ContextSettings, max_tokens: int) -> ContextSettings:
+    if isinstance(value, ContextSettings):
+        return value
+    return value.settings(max_tokens=max_tokens)
+
+
+class ContextEngine:
+    """Projects views of one session, incrementally (see the module docstring).
+
+    One engine serves one session at a time and one settings' ``keep_recent_results`` and
+    ``preview_chars``; it rebuilds by itself when the log was rewritten (restore, compaction).
+    Not thread-safe: a session uses it from its own thread.
+    """
+
+    def __init__(self, settings: ContextSettings) -> None:
+        self.settings = settings
+        self._base = Base(keep_recent=settings.keep_recent_results,
+                          preview_chars=settings.preview_chars)
+
+    def project(self, state: SessionState, *, budget: int | None = None) -> ContextView:
+        """The view of ``state`` within ``budget`` (default: the settings' budget)."""
+        s = self.settings
+        limit = s.budget_tokens if budget is None else budget
+        base = self._base
+        base.sync(state)
+        fixed = s.fixed_tokens
+        total = base.prefix[-1] + fixed
+        raw = base.raw_total + fixed
+        archived = base.archived_in_view()
+        actions: list[str] = []
+        if archived:
+            actions.append(f"externalize: {archived} archived tool result(s) shown as references")
+        if total <= limit:
+            level = "externalize" if archived else "none"
+            return self._view(base.ext, base.ext_digests, level, before=raw, after=total,
+                              limit=limit, actions=actions)
+        base.advance_old()
+        normalized = total - base.saving_before(len(base.ext))
+        cleared, superseded = base.cleared_counts()
+        actions.append(f"normalize: {cleared} old tool result(s) cleared, {superseded} "
+                       "superseded read(s) left out")
+        if normalized <= limit:
+            return self._view(base.norm, base.norm_digests, "normalize", before=raw,
+                              after=normalized, limit=limit, actions=actions)
+        return self._select(raw, total, limit, actions)
+
+    def _view(self, messages: Sequence[Message], digests: Sequence[bytes], level: str, *,
+              before: int, after: int, limit: int, actions: list[str],
+              left_out: tuple[int, int] = (0, 0), last_seq: int = 0) -> ContextView:
+        return ContextView(messages=tuple(messages), level=level, tokens_before=before,
+                           tokens_after=after, budget=limit, actions=tuple(actions),
+                           digest=messages_digest(digests), left_out=left_out,
+                           left_out_last_seq=last_seq)
+
+    def _select(self, raw: int, total: int, limit: int, actions: list[str]) -> ContextView:
+        base = self._base
+        n = len(base.ext)
+        fixed = self.settings.fixed_tokens
+        first = base.prompts[0] if base.prompts else -1
+        latest = base.prompts[-1] if base.prompts else -1
+        starts = base.turn_starts
+        lo = bisect.bisect_right(starts, first)  # candidates: starts[lo:] (all <= last_turn)
+
+        def norm_sum(a: int, b: int) -> int:
+            return (base.prefix[b] - base.saving_before(b)) - (
+                base.prefix[a] - base.saving_before(a))
+
+        def kept_latest(t: int) -> bool:
+            return first < latest < t and base.ext[t].role == "assistant"
+
+        def left(t: int) -> int:
+            return t - first - 1 - (1 if kept_latest(t) else 0)
+
+        def head(t: int) -> list[Message]:
+            lead = list(base.norm[: first + 1])
+            note = TextBlock(left_out_note(left(t)))
+            if base.ext[t].role == "assistant" or not lead:
+                extra = base.ext[latest].content if kept_latest(t) else ()
+                last = lead[-1] if lead else Message("user", ())
+                lead[-1:] = [Message("user", (*last.content, note, *extra), last.extra)]
+            else:
+                lead.append(Message("assistant", (note,)))
+            return lead
+
+        def cost(t: int) -> int:
+            return fixed + estimate_tokens(head(t)) + norm_sum(t, n)
+
+        if first < 0:  # no prompt at all: the view must start with the user marker
+            while lo < len(starts) and base.ext[starts[lo]].role != "assistant":
+                lo += 1
+        if lo >= len(starts) or cost(starts[-1]) > limit:
+            protected = cost(starts[-1]) if lo < len(starts) else total
+            raise ContextBudgetError(
+                f"the first prompt, the latest prompt and the current turn alone need about "
+                f"{protected} tokens, over the budget of {limit}; nothing else can be cut",
+                tokens=protected, budget=limit)
+        hi = len(starts) - 1  # the first candidate whose cost fits
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if cost(starts[mid]) <= limit:
+                hi = mid
+            else:
+                lo = mid + 1
+        t = starts[lo]
+        lead = head(t)
+        messages = [*lead, *base.norm[t:]]
+        digests = [message_digest(m) for m in lead] + base.norm_digests[t:]
+        after = cost(t)
+        actions.append(f"select: {left(t)} earlier message(s) left out, kept the newest "
+                       f"{n - t} message(s)")
+        last_seq = base.last_seqs[t - 1] if t > 0 else 0
+        return self._view(messages, digests, "select", before=raw, after=after, limit=limit,
+                          actions=actions, left_out=(first + 1, t), last_seq=last_seq)
+
+    def base_messages(self, start: int, stop: int) -> list[Message]:
+        """Externalized base messages ``[start, stop)`` of the last projection (what a planner
+        summarizes)."""
+        return list(self._base.ext[start:stop])
+
+
+def create_context_engine(
+    options: ContextOptions | ContextSettings | None = None, *, max_tokens: int = 8192,
+) -> ContextEngine:
+    """An engine for ``options`` (default :class:`ContextOptions`), whose default budget
+    reserves ``max_tokens`` for the output."""
+    return ContextEngine(_settings(options or ContextOptions(), max_tokens))
+
+
+def project_context(
+    state: SessionState, options: ContextOptions | ContextSettings, *,
+    budget: int | None = None, max_tokens: int = 8192,
+) -> ContextView:
+    """The view of ``state`` (pure: a fresh engine each call; see the module docstring)."""
+    return ContextEngine(_settings(options, max_tokens)).project(state, budget=budget)

@@ -1,0 +1,336 @@
+"""The ContextEngine's incremental base: the session's conversation as the model may see it,
+kept up to date from the folded state in O(new entries) per request.
+
+The base is the latest compaction's replacement messages followed by the conversation entries
+after it (or all entries), consecutive entries of one role merged into one message, exactly as
+:func:`liteagent.eventlog.conversation` merges them. For every base message it keeps:
+
+- the *externalized* message: every tool result whose body was archived
+  (:class:`~liteagent.eventlog.ContentArchived`) shows :func:`~._archive.archive_marker` instead;
+- the *normalized* message: besides, the tool results the normalize level clears (old ones) or
+  drops (superseded reads) show a one-line placeholder;
+- token estimates and digests of both, and prefix sums of the estimates.
+
+A tool result becomes *old* once ``keep_recent`` newer results exist and it is not in the most
+recent turn; a ``read_file`` result is *superseded* once a later call reads the same path whole
+or writes, edits or deletes it. Both only ever grow as the conversation grows, so each message's
+normalized form is recomputed only when one of its results changes status. Anything that
+rewrites history (a compaction record, a truncation by restore, a late archive record for a
+result already seen) rebuilds the base from the state.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from liteagent.eventlog import (
+    ContentArchived,
+    Message,
+    SessionState,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+
+from ._archive import ARCHIVE_PREFIX, archive_marker, archive_ref
+from ._bodies import body_bytes, cleared_marker
+from ._tokens import estimate_block_tokens, estimate_tokens
+from ._turns import is_prompt, opens_turn
+from ._viewhash import message_digest
+
+__all__ = ["Base"]
+
+_PATH_TOOLS = frozenset({"read_file", "write_file", "edit_file", "delete_file"})
+
+
+def superseded_marker(tool_use_id: str, path: str) -> str:
+    """The placeholder of a read whose file was read again or changed later."""
+    return (f"[liteagent:superseded {tool_use_id}: {path} was read again or changed later; "
+            "this older output is left out]")
+
+
+@dataclass
+class _Result:
+    """One tool result of the base: where it is and what clearing it would save."""
+
+    message: int
+    block: int
+    tool_use_id: str
+    clear_saving: int
+    clear_body: str
+    sup_saving: int = 0
+    sup_body: str = ""
+    superseded: bool = False
+
+
+@dataclass
+class _Call:
+    name: str
+    path: str | None
+    whole_read: bool
+
+
+@dataclass
+class Base:
+    """See the module docstring. Use :meth:`sync` before reading the lists."""
+
+    keep_recent: int
+    preview_chars: int
+    ext: list[Message] = field(default_factory=list)
+    ext_digests: list[bytes] = field(default_factory=list)
+    prefix: list[int] = field(default_factory=lambda: [0])
+    norm: list[Message] = field(default_factory=list)
+    norm_digests: list[bytes] = field(default_factory=list)
+    last_seqs: list[int] = field(default_factory=list)
+    results: list[_Result] = field(default_factory=list)
+    result_messages: list[int] = field(default_factory=list)
+    turn_starts: list[int] = field(default_factory=list)
+    prompts: list[int] = field(default_factory=list)
+    archived_counts: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._reset_tracking()
+
+    def _reset_tracking(self) -> None:
+        self._seen = 0
+        self._compactions = 0
+        self._archived_seen = 0
+        self._archived: dict[str, ContentArchived] = {}
+        self._calls: dict[str, _Call] = {}
+        self._pending_reads: dict[str, list[int]] = {}
+        self._result_index: dict[str, int] = {}
+        self._old = 0
+        self._savings: list[int] = [0]
+        self._dirty = 0  # savings prefix entries from this result index on are stale
+        self._raw_last: Message | None = None
+        self._archived_total = 0
+        self._cleared = 0
+        self.raw_total = 0
+        self._raw_est: list[int] = []
+
+    def reset(self) -> None:
+        """Forget everything (the next :meth:`sync` rebuilds from the state)."""
+        for name in ("ext", "ext_digests", "norm", "norm_digests", "last_seqs", "results",
+                     "result_messages", "turn_starts", "prompts", "archived_counts"):
+            getattr(self, name).clear()
+        self.prefix[:] = [0]
+        self._reset_tracking()
+
+    # -- syncing ------------------------------------------------------------------------------
+
+    def sync(self, state: SessionState) -> None:
+        """Take in what ``state`` added since the last call."""
+        entries = state.entries
+        if (len(entries) < self._seen or len(state.compactions) != self._compactions
+                or len(state.archived) < self._archived_seen or self._take_archived(state)):
+            self._rebuild(state)
+            return
+        for entry in entries[self._seen:]:
+            self._add(entry.message, entry.seq)
+        self._seen = len(entries)
+
+    def _rebuild(self, state: SessionState) -> None:
+        self.reset()
+        self._take_archived(state)
+        self._compactions = len(state.compactions)
+        start = 0
+        if state.compactions:
+            _, record = state.compactions[-1]
+            for m in record.replacement:
+                self._add(m, record.last_seq)
+            lo, hi = 0, len(state.entries)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if state.entries[mid].seq <= record.last_seq:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            start = lo
+        for entry in state.entries[start:]:
+            self._add(entry.message, entry.seq)
+        self._seen = len(state.entries)
+
+    def _take_archived(self, state: SessionState) -> bool:
+        """Record new archive events; True when one is for a result already in the base."""
+        late = False
+        for _, event in state.archived[self._archived_seen:]:
+            self._archived[event.tool_use_id] = event
+            if event.tool_use_id in self._result_index:
+                late = True
+        self._archived_seen = len(state.archived)
+        return late
+
+    def archived_in_view(self, start: int = 0) -> int:
+        """How many archived results base messages ``[start, end)`` show as references."""
+        return sum(self.archived_counts[start:]) if start else self._archived_total
+
+    # -- one message --------------------------------------------------------------------------
+
+    def _add(self, message: Message, seq: int) -> None:
+        if self._raw_last is not None and self.ext and self.ext[-1].role == message.role:
+            message = Message(message.role, self._raw_last.content + message.content)
+            self._pop()
+        self._push(message, seq)
+
+    def _pop(self) -> None:
+        i = len(self.ext) - 1
+        while self.results and self.results[-1].message == i:
+            r = self.results.pop()
+            self.result_messages.pop()
+            self._result_index.pop(r.tool_use_id, None)
+        del self._savings[len(self.results) + 1:]
+        self._dirty = min(self._dirty, len(self.results))
+        if self.turn_starts and self.turn_starts[-1] == i:
+            self.turn_starts.pop()
+        if self.prompts and self.prompts[-1] == i:
+            self.prompts.pop()
+        self._archived_total -= self.archived_counts.pop()
+        self.raw_total -= self._raw_est.pop()
+        for lst in (self.ext, self.ext_digests, self.prefix, self.norm, self.norm_digests,
+                    self.last_seqs):
+            lst.pop()
+
+    def _push(self, raw: Message, seq: int) -> None:
+        i = len(self.ext)
+        previous = self.ext[-1] if self.ext else None
+        self._raw_last = raw
+        blocks = list(raw.content)
+        archived = 0
+        for j, b in enumerate(blocks):
+            if type(b) is ToolResultBlock:
+                blocks[j] = self._externalized(b)
+                archived += blocks[j] is not b
+            elif type(b) is ToolUseBlock:
+                self._take_call(b)
+        ext = Message(raw.role, tuple(blocks), raw.extra) if archived else raw
+        if previous is None or opens_turn(previous, ext):
+            self.turn_starts.append(i)
+        if is_prompt(ext):
+            self.prompts.append(i)
+        self.ext.append(ext)
+        digest = message_digest(ext)
+        self.ext_digests.append(digest)
+        self.prefix.append(self.prefix[-1] + estimate_tokens((ext,)))
+        self.norm.append(ext)
+        self.norm_digests.append(digest)
+        self.last_seqs.append(seq)
+        self.archived_counts.append(archived)
+        raw_est = estimate_tokens((raw,)) if archived else self.prefix[-1] - self.prefix[-2]
+        self._raw_est.append(raw_est)
+        self.raw_total += raw_est
+        self._archived_total += archived
+        for j, b in enumerate(ext.content):
+            if type(b) is ToolResultBlock:
+                self._take_result(i, j, b)
+
+    def _externalized(self, block: ToolResultBlock) -> ToolResultBlock:
+        event = self._archived.get(block.tool_use_id)
+        if event is None or not isinstance(block.content, str):
+            return block
+        if archive_ref(block.content) != event.ref:
+            return block
+        marker = archive_marker(event.ref, block.content, preview_chars=self.preview_chars)
+        return ToolResultBlock(block.tool_use_id, marker, is_error=block.is_error,
+                               extra=block.extra)
+
+    def _take_call(self, block: ToolUseBlock) -> None:
+        if block.id in self._calls:
+            return
+        path = block.input.get("path") if block.name in _PATH_TOOLS else None
+        path = path if isinstance(path, str) else None
+        whole = block.name == "read_file" and not set(block.input) - {"path"}
+        self._calls[block.id] = _Call(block.name, path, whole)
+        if path is not None and (block.name != "read_file" or whole):
+            for k in self._pending_reads.pop(path, []):
+                self._supersede(k)
+
+    def _take_result(self, i: int, j: int, block: ToolResultBlock) -> None:
+        k = len(self.results)
+        if isinstance(block.content, str) and block.content.startswith(ARCHIVE_PREFIX):
+            clear = block.content.split("\n", 1)[0]
+        else:
+            clear = cleared_marker(block.tool_use_id, body_bytes(block.content))
+        r = _Result(i, j, block.tool_use_id, _saving(block, clear), clear)
+        call = self._calls.get(block.tool_use_id)
+        if call is not None and call.name == "read_file" and call.path is not None:
+            r.sup_body = superseded_marker(block.tool_use_id, call.path)
+            r.sup_saving = _saving(block, r.sup_body)
+            self._pending_reads.setdefault(call.path, []).append(k)
+        self.results.append(r)
+        self.result_messages.append(i)
+        self._result_index[block.tool_use_id] = k
+
+    def _supersede(self, k: int) -> None:
+        if k >= len(self.results):
+            return
+        r = self.results[k]
+        if not r.superseded:
+            r.superseded = True
+            self._dirty = min(self._dirty, k)
+            self._refresh(r.message)
+
+    # -- the normalize level ------------------------------------------------------------------
+
+    def advance_old(self) -> None:
+        """Mark as old every result but the ``keep_recent`` newest and those of the most recent
+        turn, refreshing the normalized messages that change."""
+        last_turn = self.turn_starts[-1] if self.turn_starts else 0
+        in_last = bisect.bisect_left(self.result_messages, last_turn)
+        old = max(min(len(self.results) - self.keep_recent, in_last), self._old)
+        if old == self._old:
+            return
+        touched = sorted({self.results[k].message for k in range(self._old, old)})
+        self._cleared += sum(1 for k in range(self._old, old) if self.results[k].clear_saving)
+        self._dirty = min(self._dirty, self._old)
+        self._old = old
+        for i in touched:
+            self._refresh(i)
+
+    def _refresh(self, i: int) -> None:
+        """Recompute the normalized form of base message ``i``."""
+        first = bisect.bisect_left(self.result_messages, i)
+        m = self.ext[i]
+        blocks = list(m.content)
+        for k in range(first, len(self.results)):
+            r = self.results[k]
+            if r.message != i:
+                break
+            b = blocks[r.block]
+            assert type(b) is ToolResultBlock
+            if k < self._old and r.clear_saving > 0:
+                body = r.clear_body
+            elif r.superseded and r.sup_saving > 0:
+                body = r.sup_body
+            else:
+                continue
+            blocks[r.block] = ToolResultBlock(b.tool_use_id, body, is_error=b.is_error,
+                                              extra=b.extra)
+        new = Message(m.role, tuple(blocks), m.extra)
+        self.norm[i] = new
+        self.norm_digests[i] = message_digest(new)
+
+    # -- totals -------------------------------------------------------------------------------
+
+    def saving_before(self, i: int) -> int:
+        """What normalizing saves in base messages ``[0, i)``."""
+        n = len(self.results)
+        if self._dirty < n or len(self._savings) != n + 1:
+            start = min(self._dirty, len(self._savings) - 1)
+            del self._savings[start + 1:]
+            for k in range(start, n):
+                r = self.results[k]
+                s = r.clear_saving if k < self._old else (r.sup_saving if r.superseded else 0)
+                self._savings.append(self._savings[-1] + s)
+            self._dirty = n
+        return self._savings[bisect.bisect_left(self.result_messages, i)]
+
+    def cleared_counts(self) -> tuple[int, int]:
+        """(old results cleared, recent superseded reads left out) at the normalize level."""
+        cleared = self._cleared
+        superseded = sum(1 for r in self.results[self._old:] if r.superseded and r.sup_saving)
+        return cleared, superseded
+
+
+def _saving(block: ToolResultBlock, body: str) -> int:
+    new = ToolResultBlock(block.tool_use_id, body, is_error=block.is_error, extra=block.extra)
+    return max(estimate_block_tokens(block) - estimate_block_tokens(new), 0)
