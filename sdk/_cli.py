@@ -67,10 +67,13 @@ def _sub(
     name: str,
     command: Command,
     help_text: str,
+    *,
+    json: bool = True,
 ) -> argparse.ArgumentParser:
     parser = subs.add_parser(name, help=help_text, description=help_text,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--json", action="store_true", help="print JSON for machines")
+    if json:
+        parser.add_argument("--json", action="store_true", help="print JSON for machines")
     _global_options(parser, defaults=False)
     parser.set_defaults(command=command)
     return parser
@@ -91,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = _sub(subs, "demo", cmd_demo,
                 "an offline tour: a scripted model edits a project with the real tools, then "
-                "checkpoints, a restore, a compaction and the log")
+                "checkpoints, a restore, a compaction and the log", json=False)
     demo.add_argument("--dir", help="where to create the demo (default: a new temp folder)")
 
     run = _sub(subs, "run", cmd_run, "run one prompt to the end of the model's turn")

@@ -124,7 +124,7 @@ class Repl:
                 return self.command(line)
             self.turn(line)
         except OperationCancelledError:
-            self.say("  cancelled; nothing else was changed. The session continues.")
+            self.say("  cancelled: the log records the aborted turn; the session continues.")
         except LiteAgentError as e:
             self.say(f"  {type(e).__name__}: {e}")
         return None

@@ -12,6 +12,7 @@ import select
 import shlex
 import signal
 import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -146,7 +147,7 @@ def test_turns_ctrl_c_and_restore_in_a_terminal(tmp_path: Path) -> None:
         time.sleep(0.5)
         started = time.monotonic()
         term.type("\x03")
-        term.expect("cancelled; nothing else was changed")
+        term.expect("cancelled: the log records the aborted turn")
         assert time.monotonic() - started < 10
         term.type("after\r")
         term.expect(r"→ write_file b\.txt\nBack\.")
@@ -199,3 +200,46 @@ def test_slash_commands_in_a_terminal(tmp_path: Path) -> None:
         assert 0 == term.wait()
     finally:
         term.close()
+
+
+# The CLI with a compactor that takes two seconds (patched in before main runs).
+_SLOW_COMPACTOR = """
+import sys, time
+import liteagent.sdk._cli_env as env_module
+from liteagent.context import CompactResult, Compactor
+
+class Slow(Compactor):
+    def maybe_compact(self, messages, usage=None, instructions=None):
+        time.sleep(2)
+        return CompactResult(messages=tuple(messages[-1:]), changed=True, tokens_before=10,
+                             tokens_after=1)
+
+env_module.default_compactor = lambda **kwargs: Slow()
+from liteagent.sdk._cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_cancels_a_manual_compaction(tmp_path: Path) -> None:
+    """Ctrl-C during /compact: it is cancelled, nothing is recorded, and the prompt is back."""
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    provider = write_script(tmp_path / "script.json", [{"text": "Hi."}])
+    term = Terminal([sys.executable, "-c", _SLOW_COMPACTOR, "--workdir", str(work), "--home",
+                     str(home), "--provider", provider], clean_env())
+    try:
+        sid = term.expect(r"session (\S+)\n").group(1)
+        term.type("hello\r")
+        term.expect("Hi.")
+        term.type("/compact\r")
+        term.expect("compaction start")
+        term.type("\x03")
+        term.expect("cancelling")
+        term.expect("cancelled: ")
+        term.expect("> ")
+        term.type("/exit\r")
+        assert 0 == term.wait()
+    finally:
+        term.close()
+    with file_checkpointer(workdir=work, home=home) as cp:
+        assert "compaction" not in [e.kind for e in cp.read(sid)]
