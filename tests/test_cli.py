@@ -38,16 +38,16 @@ def cli(server: CliServer, tmp_path: Path) -> Cli:
     return Cli(server, tmp_path)
 
 
-def test_usage_errors_exit_2_and_help_exits_0() -> None:
-    """The installed script: a usage error exits 2 with argparse's message, --help 0."""
+def test_usage_errors_exit_2_and_help_exits_0(server: CliServer) -> None:
+    """The installed script: a usage error exits 2 with argparse's message; --help exits 0
+    and documents the script format."""
     bad = subprocess.run([str(LITE_AGENT), "restore", "only-an-id"], capture_output=True,
                          text=True, env=clean_env(), timeout=60, check=False)
     assert 2 == bad.returncode
     assert "the following arguments are required: SEQ" in bad.stderr
-    helped = subprocess.run([str(LITE_AGENT), "--help"], capture_output=True, text=True,
-                            env=clean_env(), timeout=60, check=False)
-    assert 0 == helped.returncode
-    assert "scripted:FILE" in helped.stdout
+    helped = server.run("--help")
+    assert 0 == helped.code
+    assert "scripted:FILE" in helped.out
 
 
 def test_run_streams_text_and_tool_calls_and_edits_real_files(cli: Cli) -> None:
