@@ -20,10 +20,20 @@ import msgspec
 import pykka
 import structlog
 
+from liteagent.context import (
+    ContextBudgetError,
+    ContextOptions,
+    ContextView,
+    combine_view_hash,
+    message_digest,
+    messages_digest,
+    request_digest,
+)
 from liteagent.eventlog import (
     CancelToken,
     CheckpointConflictError,
     Checkpointer,
+    ContextEdit,
     Event,
     ModelRequestRecord,
     OperationCancelledError,
@@ -44,6 +54,7 @@ from liteagent.eventlog import (
 )
 from liteagent.eventlog import Message as ConvMessage
 from liteagent.providers import (
+    ContextOverflowError,
     ModelProvider,
     ModelRequest,
     ModelResponse,
@@ -53,12 +64,13 @@ from liteagent.providers import (
 )
 from liteagent.tools import BackgroundStarter, Tool, ToolContext, ToolOutput
 
+from ._context import LogArchiveReader, SessionContext
 from ._envelope import ask
 from ._hub import EventHub, LiveEvent
 from ._live import ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished
 from ._restore_plan import InterruptedRestoreError
 from ._snapshots import PostHashes, PreImage, PreImages, snapshot_event
-from ._view import ConversationView, view_hash
+from ._view import ConversationView
 
 __all__ = ["Middleware", "SessionConfig", "SessionCore", "TurnResult"]
 
@@ -100,6 +112,7 @@ class SessionConfig:
     middleware: Sequence[Any] = ()
     hub: EventHub = field(default_factory=EventHub)
     snapshot_ref: pykka.ActorRef[Any] | None = None
+    context: ContextOptions | None = None
 
 
 class SessionCore:
@@ -113,6 +126,18 @@ class SessionCore:
         self.generation = 0
         self.loaded = False
         self.view = ConversationView()
+        self.context: SessionContext | None = None
+        self._tool_schemas = tuple(
+            ToolSchema(name=t.name, description=t.description, input_schema=t.input_schema)
+            for t in config.tools)
+        self._reset_context()
+
+    def _reset_context(self) -> None:
+        c = self.config
+        if c.context is not None:
+            self.context = SessionContext(c.context, provider=c.provider,
+                                          max_tokens=c.max_tokens, system=c.system_prompt,
+                                          tools=self._tool_schemas)
 
     # -- the log ----------------------------------------------------------------------------------
 
@@ -126,6 +151,7 @@ class SessionCore:
             state = fold(cp.read(self.session_id, state.head), state)
         self.state, self.generation, self.loaded = state, generation, True
         self.view.reset()
+        self._reset_context()
 
     def append(self, events: Sequence[Event]) -> None:
         """Append ``events`` atomically at the session's known position and apply them."""
@@ -189,7 +215,7 @@ class SessionCore:
                 self._run_tools(calls, cancel, start_background)
             else:
                 stop_reason = "max_turns"
-        except (ProviderError, OperationCancelledError) as e:
+        except (ProviderError, OperationCancelledError, ContextBudgetError) as e:
             self._abort(e)
             raise
         self.config.hub.publish(LiveEvent(self.session_id, TurnFinished(stop_reason)))
@@ -200,26 +226,87 @@ class SessionCore:
         return TurnResult(session_id=self.session_id, text=last_text, messages=tuple(new),
                           usage=usage, stop_reason=stop_reason)
 
-    def _request(self) -> ModelRequest:
-        tools = tuple(
-            ToolSchema(name=t.name, description=t.description, input_schema=t.input_schema)
-            for t in self.config.tools
-        )
-        return ModelRequest(
+    def _request(self, budget: int | None = None) -> tuple[ModelRequest, ContextView | None]:
+        """The request to send now: the engine's view of the log (with ``budget``, when given),
+        or the raw folded conversation when context management is off."""
+        view: ContextView | None = None
+        edits: tuple[ContextEdit, ...] = ()
+        if self.context is not None:
+            view = self.context.project(self.state, budget)
+            messages = view.messages
+            edits = self.context.edits(view)
+        else:
+            messages = self.view.sync(self.state)
+        request = ModelRequest(
             model=self.config.model_name,
-            messages=self.view.sync(self.state),
+            messages=messages,
             system=self.config.system_prompt,
-            tools=tools,
+            tools=self._tool_schemas,
             max_tokens=self.config.max_tokens,
+            context_edits=edits,
         )
+        return request, view
 
     def _model_turn(self, cancel: CancelToken) -> ModelResponse:
-        request = self._request()
+        request, view = self._request()
+        level: str | None = None
+        notes: list[str] = []
+        if view is not None and self.context is not None:
+            compaction, note = self.context.plan(view, cancel)
+            notes += [note] if note else []
+            if compaction is not None:
+                self.append([compaction])
+                request, view = self._request()
+                level = "project"
+        sent: list[ModelRequest] = []
+        try:
+            response = self._call(request, sent, cancel)
+        except ContextOverflowError as e:
+            budget = (None if view is None or self.context is None
+                      else self.context.recover_budget(view, e, self.config.max_tokens))
+            if budget is None or view is None:
+                raise
+            notes.append(f"recover: the provider reported a context overflow ({e}); "
+                         f"projected again within {budget} tokens")
+            request, view = self._request(budget)
+            level = "recover"
+            response = self._call(request, sent, cancel)
+        self._record(sent[-1] if sent else request, view, level, notes, response)
+        return response
+
+    def _record(self, final: ModelRequest, view: ContextView | None, level: str | None,
+                notes: Sequence[str], response: ModelResponse) -> None:
+        """Append what the model was shown (and why) with its answer, in one append."""
+        events: list[Event] = []
+        if view is not None and self.context is not None:
+            events.append(self.context.status(view, level, notes))
+            digest = (view.digest if final.messages is view.messages
+                      else messages_digest(message_digest(m) for m in final.messages))
+            estimate = view.tokens_after
+        elif final.messages is self.view.sync(self.state):  # unchanged by middleware: cached
+            digest = self.view.messages_digest()
+            estimate = self.view.total_size // 4
+        else:
+            digest = messages_digest(message_digest(m) for m in final.messages)
+            estimate = len(_ENC.encode(final.messages)) // 4
+        head = request_digest(final)
+        edits = tuple(
+            f"{e.type}: {e.cleared_tool_uses or 0} tool use(s), "
+            f"{e.cleared_thinking_turns or 0} thinking turn(s), "
+            f"{e.cleared_input_tokens or 0} input tokens" for e in response.applied_edits)
+        events.append(ModelRequestRecord(
+            view_hash=combine_view_hash(head, digest), token_estimate=estimate,
+            model=final.model, request_digest=head, native_edits=edits))
+        events.append(response.message)
+        self.append(events)
+
+    def _call(self, request: ModelRequest, sent: list[ModelRequest],
+              cancel: CancelToken) -> ModelResponse:
+        """Run the middleware and the model call for ``request``."""
         for mw in self.config.middleware:
             hook = getattr(mw, "before_model", None)
             if hook is not None:
                 request = hook(request, self.state)
-        sent: list[ModelRequest] = []
 
         def call(req: ModelRequest) -> ModelResponse:
             sent.append(req)
@@ -238,17 +325,7 @@ class SessionCore:
             wrap = getattr(mw, "wrap_model_call", None)
             if wrap is not None:
                 chain = _bind(wrap, chain)
-        response = chain(request)
-        final = sent[-1] if sent else request
-        if final.messages is self.view.sync(self.state):  # unchanged by middleware: cached
-            digest = view_hash(final, self.view.messages_digest())
-            estimate = self.view.total_size // 4
-        else:
-            digest = view_hash(final)
-            estimate = len(_ENC.encode(final.messages)) // 4
-        record = ModelRequestRecord(view_hash=digest, token_estimate=estimate, model=final.model)
-        self.append([record, response.message])
-        return response
+        return chain(request)
 
     def _run_tools(
         self,
@@ -259,12 +336,14 @@ class SessionCore:
         events: list[Event] = []
         results: list[Event] = []
         by_name = {t.name: t for t in self.config.tools}
+        blobs = self.config.checkpointer.blobs
+        reader = LogArchiveReader(lambda: self.state, blobs)
         for i, call in enumerate(calls):
             if cancel.cancelled:
                 results.extend(_interrupted_results(calls[i:], cancel.reason or "cancelled"))
                 break
             ctx = ToolContext(self.config.workdir, self.session_id, call.id, cancel,
-                              start_background)
+                              start_background, archive=reader)
             self.config.hub.publish(LiveEvent(self.session_id, ToolCallStarted(call.id,
                                                                                 call.name)))
             output, snaps = self._run_one(by_name.get(call.name), call, ctx)
@@ -275,7 +354,11 @@ class SessionCore:
             ))
             self.config.hub.publish(LiveEvent(
                 self.session_id, ToolCallFinished(call.id, call.name, output.is_error)))
-        self.append([*events, *results])
+        archived: list[Event] = []
+        if self.context is not None:
+            archived.extend(self.context.archive(
+                [r for r in results if isinstance(r, ToolResult)], blobs))
+        self.append([*events, *results, *archived])
         cancel.raise_if_cancelled()
 
     def _run_one(

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import msgspec
 
+from liteagent.context import view_hash
 from liteagent.eventlog import ConversationEntry, Message, SessionState
-from liteagent.providers import ModelRequest
 
 __all__ = ["ConversationView", "view_hash"]
 
@@ -25,22 +25,6 @@ _ENC = msgspec.msgpack.Encoder()
 def _digest(message: Message) -> tuple[bytes, int]:
     data = _ENC.encode(message)
     return hashlib.sha256(data).digest(), len(data)
-
-
-def view_hash(request: ModelRequest, messages_digest: bytes | None = None) -> str:
-    """SHA-256 of (SHA-256 of the request without its messages) + the messages' digest, where
-    the messages' digest is the SHA-256 of each message's SHA-256, concatenated in order.
-
-    ``messages_digest`` (as :meth:`ConversationView.messages_digest` keeps it, in O(1)) only
-    saves recomputing it; the result is the same.
-    """
-    head = hashlib.sha256(_ENC.encode(msgspec.structs.replace(request, messages=()))).digest()
-    if messages_digest is None:
-        chain = hashlib.sha256()
-        for m in request.messages:
-            chain.update(_digest(m)[0])
-        messages_digest = chain.digest()
-    return hashlib.sha256(head + messages_digest).hexdigest()
 
 
 def _first_after(entries: Sequence[ConversationEntry], seq: int) -> int:

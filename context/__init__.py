@@ -17,7 +17,14 @@ from ._archive import (
 from ._compactors import default_compactor, token_budget_compactor
 from ._contract import Compactor, CompactResult, Pass, PassReport
 from ._engine import ContextEngine, create_context_engine, left_out_note, project_context
-from ._engine_options import LEVELS, ContextBudgetError, ContextOptions, ContextView, Planner
+from ._engine_options import (
+    LEVELS,
+    NATIVE_EDITS,
+    ContextBudgetError,
+    ContextOptions,
+    ContextView,
+    Planner,
+)
 from ._llm import SUMMARY_HEADER, SummarizerModel, llm_compactor
 from ._middleware import (
     CompactionMiddleware,
@@ -38,12 +45,19 @@ from ._spill import (
 )
 from ._tokens import BYTES_PER_TOKEN, estimate_block_tokens, estimate_tokens
 from ._turns import is_prompt, split_turns, turn_starts
-from ._viewhash import request_digest, view_hash
+from ._viewhash import (
+    combine_view_hash,
+    message_digest,
+    messages_digest,
+    request_digest,
+    view_hash,
+)
 
 __all__ = [
     "ARCHIVE_PREFIX",
     "BYTES_PER_TOKEN",
     "LEVELS",
+    "NATIVE_EDITS",
     "REFERENCE_PATTERN",
     "SPILL_PREFIX",
     "SUMMARY_HEADER",
@@ -65,6 +79,7 @@ __all__ = [
     "archive_marker",
     "archive_ref",
     "blob_spill_store",
+    "combine_view_hash",
     "compaction",
     "create_context_engine",
     "default_compactor",
@@ -74,6 +89,8 @@ __all__ = [
     "left_out_note",
     "llm_compactor",
     "memory_spill_store",
+    "message_digest",
+    "messages_digest",
     "micro_pass",
     "project_context",
     "reactive_compaction",

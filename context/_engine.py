@@ -84,21 +84,29 @@ class ContextEngine:
                               limit=limit, actions=actions)
         base.advance_old()
         normalized = total - base.saving_before(len(base.ext))
+        native = s.native_edits
+        if "clear_tool_uses" in native and normalized <= limit:
+            actions.append(f"normalize: the provider clears old tool uses past {limit} tokens "
+                           f"(keeps {s.keep_recent_results})")
+            return self._view(base.ext, base.ext_digests, "normalize", before=raw,
+                              after=normalized, limit=limit, actions=actions, native=native)
         cleared, superseded = base.cleared_counts()
         actions.append(f"normalize: {cleared} old tool result(s) cleared, {superseded} "
                        "superseded read(s) left out")
         if normalized <= limit:
             return self._view(base.norm, base.norm_digests, "normalize", before=raw,
-                              after=normalized, limit=limit, actions=actions)
+                              after=normalized, limit=limit, actions=actions,
+                              native=tuple(e for e in native if e != "clear_tool_uses"))
         return self._select(raw, total, limit, actions)
 
     def _view(self, messages: Sequence[Message], digests: Sequence[bytes], level: str, *,
               before: int, after: int, limit: int, actions: list[str],
-              left_out: tuple[int, int] = (0, 0), last_seq: int = 0) -> ContextView:
+              left_out: tuple[int, int] = (0, 0), last_seq: int = 0, lead: int = 0,
+              native: tuple[str, ...] = ()) -> ContextView:
         return ContextView(messages=tuple(messages), level=level, tokens_before=before,
                            tokens_after=after, budget=limit, actions=tuple(actions),
                            digest=messages_digest(digests), left_out=left_out,
-                           left_out_last_seq=last_seq)
+                           left_out_last_seq=last_seq, lead=lead, native_edits=native)
 
     def _select(self, raw: int, total: int, limit: int, actions: list[str]) -> ContextView:
         base = self._base
@@ -157,8 +165,10 @@ class ContextEngine:
         actions.append(f"select: {left(t)} earlier message(s) left out, kept the newest "
                        f"{n - t} message(s)")
         last_seq = base.last_seqs[t - 1] if t > 0 else 0
+        native = tuple(e for e in self.settings.native_edits if e != "clear_tool_uses")
         return self._view(messages, digests, "select", before=raw, after=after, limit=limit,
-                          actions=actions, left_out=(first + 1, t), last_seq=last_seq)
+                          actions=actions, left_out=(first + 1, t), last_seq=last_seq,
+                          lead=len(lead), native=native)
 
     def base_messages(self, start: int, stop: int) -> list[Message]:
         """Externalized base messages ``[start, stop)`` of the last projection (what a planner

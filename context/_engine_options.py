@@ -19,11 +19,15 @@ from liteagent.eventlog import (
 
 __all__ = [
     "LEVELS",
+    "NATIVE_EDITS",
     "ContextBudgetError",
     "ContextOptions",
     "ContextView",
     "Planner",
 ]
+
+NATIVE_EDITS = ("clear_thinking", "clear_tool_uses")
+"""The provider-native context edits the engine uses, at the normalize level and above."""
 
 LEVELS = ("none", "externalize", "normalize", "select", "project", "recover")
 """The engine's levels, in escalation order (``project`` and ``recover`` are the session's)."""
@@ -120,14 +124,19 @@ class ContextOptions:
             return self.budget_tokens
         return max(self.window_tokens - max_tokens, 1)
 
-    def settings(self, *, max_tokens: int, fixed_tokens: int = 0) -> ContextSettings:
-        """What a projection with these options depends on, as recorded in the log."""
+    def settings(self, *, max_tokens: int, fixed_tokens: int = 0,
+                 provider_edits: Sequence[str] = ()) -> ContextSettings:
+        """What a projection with these options depends on, as recorded in the log;
+        ``provider_edits`` are the native edits the provider declares (used only when
+        ``native_edits`` is on)."""
+        native = tuple(e for e in NATIVE_EDITS if e in provider_edits) if self.native_edits else ()
         return ContextSettings(
             budget_tokens=self.budget_for(max_tokens),
             archive_threshold_bytes=self.archive_threshold_bytes,
             keep_recent_results=self.keep_recent_results,
             preview_chars=self.preview_chars,
             fixed_tokens=fixed_tokens,
+            native_edits=native,
         )
 
 
@@ -146,7 +155,9 @@ class ContextView(msgspec.Struct, frozen=True, kw_only=True):
     that of the view; ``budget`` the budget projected for; ``actions`` what each level did;
     ``digest`` the messages' digest of :func:`~liteagent.context.view_hash`; ``left_out`` the
     base messages ``[start, stop)`` the select level left out (empty when none), with
-    ``left_out_last_seq`` the seq of the last log entry among them.
+    ``left_out_last_seq`` the seq of the last log entry among them, and ``lead`` the number of
+    view messages before the kept ones (the first prompt with the marker); ``native_edits`` the
+    provider's own edits the request should carry (:data:`NATIVE_EDITS`).
     """
 
     messages: tuple[Message, ...]
@@ -158,3 +169,5 @@ class ContextView(msgspec.Struct, frozen=True, kw_only=True):
     digest: bytes = b""
     left_out: tuple[int, int] = (0, 0)
     left_out_last_seq: int = 0
+    lead: int = 0
+    native_edits: tuple[str, ...] = ()

@@ -153,13 +153,16 @@ class Compaction(_EventBase, tag="compaction", frozen=True):
 
 class ContextSettings(msgspec.Struct, frozen=True, omit_defaults=True, gc=False, kw_only=True):
     """The settings a context engine projected a request with, recorded beside its decision so
-    the same view can be projected again offline (see ``liteagent.context.verify_replay``)."""
+    the same view can be projected again offline (see ``liteagent.context.verify_replay``).
+    ``native_edits`` names the provider's own context edits the engine may use
+    (``clear_tool_uses``, ``clear_thinking``)."""
 
     budget_tokens: int
     archive_threshold_bytes: int = 16384
     keep_recent_results: int = 4
     preview_chars: int = 400
     fixed_tokens: int = 0
+    native_edits: tuple[str, ...] = ()
 
 
 class ContextStatus(_EventBase, tag="context_status", frozen=True):

@@ -84,9 +84,10 @@ CONTEXT = {
     "token_budget_compactor", "tool_result_budget_pass", "trim_messages",
     "ARCHIVE_PREFIX", "REFERENCE_PATTERN", "archive_marker", "archive_ref", "refs_in",
     "render_slice", "slice_text",
-    "LEVELS", "ContextBudgetError", "ContextEngine", "ContextOptions", "ContextView", "Planner",
+    "LEVELS", "NATIVE_EDITS", "ContextBudgetError", "ContextEngine", "ContextOptions", "ContextView", "Planner",
     "ReplayCheck", "ReplayReport", "create_context_engine", "left_out_note", "project_context",
-    "request_digest", "verify_replay", "view_hash",
+    "request_digest", "verify_replay", "view_hash", "combine_view_hash", "message_digest",
+    "messages_digest",
 }
 
 

@@ -1,0 +1,235 @@
+"""The ContextEngine inside a session: what the turn loop asks of it.
+
+- :meth:`SessionContext.project` projects the view of a request (pure: see
+  :mod:`liteagent.context`), with the request's provider-native edits;
+- :meth:`SessionContext.plan` lets the planner summarize what the select level left out, within
+  its timeout, and returns the compaction record to append (or a reason it could not);
+- :meth:`SessionContext.recover_budget` sizes the retry after a context overflow;
+- :meth:`SessionContext.archive` stores tool results over the threshold in the blob store
+  (durably, before the next model call) and returns their :class:`ContentArchived` records;
+- :class:`LogArchiveReader` is what the ``context`` tool reads through: only references this
+  session's log recorded.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+import msgspec
+import structlog
+
+from liteagent.context import (
+    SPILL_PREFIX,
+    SUMMARY_HEADER,
+    ContextEngine,
+    ContextOptions,
+    ContextView,
+    estimate_tokens,
+    left_out_note,
+    refs_in,
+)
+from liteagent.eventlog import (
+    BlobStore,
+    CancelToken,
+    ClearThinking,
+    ClearToolUses,
+    Compaction,
+    ContentArchived,
+    ContextEdit,
+    ContextStatus,
+    LiteAgentError,
+    Message,
+    OperationCancelledError,
+    PassRecord,
+    SessionState,
+    TextBlock,
+    ToolResult,
+    ToolResultBlock,
+    blob_ref,
+)
+from liteagent.providers import ContextOverflowError, ModelProvider, ToolSchema
+from liteagent.tools import UnknownReferenceError
+
+__all__ = ["LogArchiveReader", "SessionContext"]
+
+_log = structlog.get_logger("liteagent.context")
+_JSON = msgspec.json.Encoder()
+_HEADROOM = 0.9
+
+
+def _text_tokens(text: str) -> int:
+    return -(-len(text.encode("utf-8", "surrogatepass")) // 3)
+
+
+def fixed_tokens(system: str | None, tools: Sequence[ToolSchema]) -> int:
+    """The estimated tokens of a request's system prompt and tool schemas."""
+    return _text_tokens(system or "") + sum(
+        _text_tokens(t.name + t.description) + len(_JSON.encode(t.input_schema)) // 3 + 8
+        for t in tools)
+
+
+class SessionContext:
+    """The engine of one session and what goes with it (see the module docstring)."""
+
+    def __init__(self, options: ContextOptions, *, provider: ModelProvider, max_tokens: int,
+                 system: str | None, tools: Sequence[ToolSchema]) -> None:
+        self.options = options
+        self.settings = options.settings(
+            max_tokens=max_tokens, fixed_tokens=fixed_tokens(system, tools),
+            provider_edits=tuple(provider.capabilities))
+        self.engine = ContextEngine(self.settings)
+
+    def project(self, state: SessionState, budget: int | None = None) -> ContextView:
+        """The view of ``state`` (may raise :class:`~liteagent.context.ContextBudgetError`)."""
+        return self.engine.project(state, budget=budget)
+
+    def edits(self, view: ContextView) -> tuple[ContextEdit, ...]:
+        """The provider-native edits ``view`` asks for."""
+        out: list[ContextEdit] = []
+        if "clear_thinking" in view.native_edits:
+            out.append(ClearThinking(keep_turns=1))
+        if "clear_tool_uses" in view.native_edits:
+            out.append(ClearToolUses(trigger_tokens=max(view.budget, 1),
+                                     keep_tool_uses=max(self.settings.keep_recent_results, 1)))
+        return tuple(out)
+
+    def status(self, view: ContextView, level: str | None = None,
+               actions: Sequence[str] = ()) -> ContextStatus:
+        """The record of the decision behind ``view``."""
+        return ContextStatus(level=level or view.level, tokens=view.tokens_before,
+                             budget=view.budget, tokens_after=view.tokens_after,
+                             actions=(*view.actions, *actions), settings=self.settings)
+
+    def recover_budget(self, view: ContextView, error: ContextOverflowError,
+                       max_tokens: int) -> int | None:
+        """A smaller budget after ``error``, or ``None`` when it cannot be smaller."""
+        target = view.tokens_after // 2
+        if error.tokens and error.maximum:
+            allowed = _HEADROOM * error.maximum - max_tokens
+            target = min(int(view.tokens_after * allowed / error.tokens), target * 2 - 1)
+        target = min(target, view.tokens_after - 1)
+        return target if target > 0 else None
+
+    # -- the planner --------------------------------------------------------------------------
+
+    def plan(self, view: ContextView, cancel: CancelToken) -> tuple[Compaction | None, str]:
+        """Ask the planner to summarize what ``view`` left out; return the compaction record
+        to append (``None`` with the reason when there is none). Raises
+        :class:`OperationCancelledError` when ``cancel`` fires meanwhile (nothing committed)."""
+        planner = self.options.planner
+        start, stop = view.left_out
+        if planner is None or view.level != "select" or stop <= start:
+            return None, ""
+        messages = self.engine.base_messages(start, stop)
+        own = CancelToken()
+        box: list[object] = []
+
+        def run() -> None:
+            try:
+                box.append(planner(messages, cancel=own))
+            except BaseException as e:  # noqa: BLE001 -- reported, never raised in a thread
+                box.append(e)
+
+        thread = threading.Thread(target=run, name="liteagent-planner", daemon=True)
+        thread.start()
+        timeout = self.options.planner_timeout_s
+        waited = 0.0
+        while thread.is_alive() and waited < timeout:
+            if cancel.cancelled:
+                own.cancel(cancel.reason or "cancelled")
+                raise OperationCancelledError(cancel.reason or "cancelled")
+            step = min(0.05, timeout - waited)
+            thread.join(step)
+            waited += step
+        if thread.is_alive():
+            own.cancel("the planner timed out")
+            return None, (f"project: the planner timed out after {timeout:g}s; "
+                          "kept the selected view")
+        cancel.raise_if_cancelled()
+        outcome = box[0] if box else None
+        if isinstance(outcome, BaseException) or not isinstance(outcome, str) or not outcome:
+            why = (f"{type(outcome).__name__}: {outcome}" if isinstance(outcome, BaseException)
+                   else "no summary")
+            _log.warning("context.planner_failed", error=why)
+            return None, f"project: the planner failed ({why}); kept the selected view"
+        return self._compaction(view, outcome), "project: the planner summarized " \
+            f"{stop - start} message(s)"
+
+    def _compaction(self, view: ContextView, summary: str) -> Compaction:
+        block = TextBlock(f"{SUMMARY_HEADER}\n{summary}")
+        replacement = tuple(
+            Message(m.role, tuple(block if _is_note(b) else b for b in m.content), m.extra)
+            for m in view.messages[: view.lead])
+        after = estimate_tokens(replacement) + estimate_tokens(view.messages[view.lead:])
+        return Compaction(
+            first_seq=1, last_seq=view.left_out_last_seq, tokens_before=view.tokens_before,
+            tokens_after=after + self.settings.fixed_tokens, summary=summary,
+            passes=(PassRecord(name="planner", tokens_before=view.tokens_before,
+                               tokens_after=after + self.settings.fixed_tokens,
+                               detail=f"summarized {view.left_out[1] - view.left_out[0]} "
+                                      "messages"),),
+            replacement=replacement)
+
+    # -- the archive --------------------------------------------------------------------------
+
+    def archive(self, results: Sequence[ToolResult], blobs: BlobStore) -> list[ContentArchived]:
+        """Put the bodies over the threshold into ``blobs`` (durable when this returns)."""
+        out: list[ContentArchived] = []
+        limit = self.options.archive_threshold_bytes
+        for r in results:
+            body = r.block.content
+            if not isinstance(body, str):
+                continue
+            data = body.encode("utf-8", "surrogatepass")
+            if len(data) <= limit:
+                continue
+            try:
+                ref = blobs.put(data)
+            except (LiteAgentError, OSError) as e:
+                _log.warning("context.archive_failed", tool_use_id=r.block.tool_use_id,
+                             error=repr(e))
+                continue
+            out.append(ContentArchived(tool_use_id=r.block.tool_use_id, ref=ref,
+                                       chars=len(body), size=len(data)))
+        return out
+
+
+_NOTE_HEAD, _NOTE_TAIL = left_out_note(0).split("0", 1)
+
+
+def _is_note(block: object) -> bool:
+    """Whether ``block`` is the select level's left-out marker."""
+    return (type(block) is TextBlock and block.text.startswith(_NOTE_HEAD.rstrip())
+            and block.text.endswith(_NOTE_TAIL[-40:]))
+
+
+class LogArchiveReader:
+    """Reads archived content for the ``context`` tool: only references recorded in this
+    session's log (archive records, and spill markers the log's compactions show)."""
+
+    def __init__(self, state: Callable[[], SessionState], blobs: BlobStore) -> None:
+        self._state = state
+        self._blobs = blobs
+
+    def _recorded(self, ref: str) -> bool:
+        state = self._state()
+        if any(e.ref == ref for _, e in state.archived):
+            return True
+        for _, record in state.compactions:  # spill markers a compactor left (whole bodies)
+            for m in record.replacement:
+                for b in m.content:
+                    if (type(b) is ToolResultBlock and isinstance(b.content, str)
+                            and b.content.startswith(SPILL_PREFIX)
+                            and ref in refs_in(b.content.split("\n", 1)[0])):
+                        return True
+        return False
+
+    def read_archived(self, ref: str) -> str:
+        """The full text of ``ref`` (see :class:`liteagent.tools.ArchiveReader`)."""
+        if not self._recorded(ref):
+            raise UnknownReferenceError(f"reference {ref!r} is not recorded in this session")
+        data = self._blobs.get(ref)
+        if blob_ref(data) != ref:  # the store verifies too; never hand out other content
+            raise UnknownReferenceError(f"reference {ref!r} does not match its content")
+        return data.decode("utf-8", "surrogatepass")
