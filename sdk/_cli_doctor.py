@@ -84,10 +84,12 @@ def _session_findings(cp: Checkpointer, damaged: set[str]) -> tuple[list[Finding
     return findings, len(sessions)
 
 
-def _cut_tail(cp: Checkpointer, sid: str) -> str:
+def _rewrite(cp: Checkpointer, sid: str, kind: str) -> str:
     head, generation = cp.position(sid)
     cp.truncate(sid, head, expected_head=head, expected_generation=generation)
-    return f"rewrote the log at its head, seq {head}: the unfinished write is gone"
+    what = ("the unfinished write is gone" if kind == "torn_tail"
+            else "the temp file of the interrupted truncate is gone")
+    return f"rewrote the log at its head, seq {head}: {what}"
 
 
 def _settle(env: CliEnv, sid: str, finish: bool) -> str:
@@ -114,7 +116,7 @@ def _repair(env: CliEnv, finding: Finding, finish: bool) -> None:
         if finding.kind == "interrupted_restore":
             finding.action = _settle(env, sid, finish)
         elif env.checkpointer.head(sid) or finding.kind == "torn_tail":
-            finding.action = _cut_tail(env.checkpointer, sid)
+            finding.action = _rewrite(env.checkpointer, sid, finding.kind)
         finding.repaired = bool(finding.action)
     except (LiteAgentError, OSError) as e:
         finding.action = f"not repaired: {one_line(e)}"
