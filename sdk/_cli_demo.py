@@ -32,7 +32,7 @@ from ._cli_env import CliEnv, run_live
 from ._cli_output import LiveRenderer, checkpoint_lines, compaction_line, short
 from ._cli_replay import cli_view_config
 from ._factory import create_lite_agent
-from ._replay import verify_requests
+from ._replay import verify_session
 
 __all__ = ["cmd_demo", "demo_script"]
 
@@ -192,7 +192,7 @@ def _run(tour: _Tour, agent: LiteAgent, env: CliEnv) -> None:
               + ("" if stats.changed else " (nothing to reduce)"))
 
     tour.title("replay: every request recomputed from the log")
-    checks = verify_requests(env.checkpointer.read(sid), cli_view_config())
+    checks = verify_session(list(env.checkpointer.read(sid)), cli_view_config())
     ok = sum(c.ok for c in checks)
     print(f"  {ok} of {len(checks)} recorded requests match what the log says the model saw")
 

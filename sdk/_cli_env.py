@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -33,7 +35,7 @@ from ._cli_output import LiveRenderer
 from ._cli_script import script_provider
 from ._factory import create_lite_agent
 
-__all__ = ["DEFAULT_MODEL", "CliEnv", "run_live"]
+__all__ = ["DEFAULT_MODEL", "CliEnv", "main_thread_signals", "run_live"]
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 
@@ -117,12 +119,13 @@ class CliEnv:
         """An agent on the workdir and the store; ``model=False`` for commands that never
         call the model (no provider is opened, so no API key is needed)."""
         provider, name = self.provider() if model else (NoModel(), self.model or DEFAULT_MODEL)
-        agent = create_lite_agent(
-            model=provider, model_name=name, workdir=self.workdir,
-            checkpointer=self.checkpointer,
-            compactor=default_compactor(max_tokens=None,
-                                        store=blob_spill_store(self.checkpointer.blobs)),
-        )
+        with main_thread_signals():  # the agent's actor threads leave Ctrl-C to this one
+            agent = create_lite_agent(
+                model=provider, model_name=name, workdir=self.workdir,
+                checkpointer=self.checkpointer,
+                compactor=default_compactor(max_tokens=None,
+                                            store=blob_spill_store(self.checkpointer.blobs)),
+            )
         self._agents.append(agent)
         return agent
 
@@ -134,6 +137,22 @@ class CliEnv:
         if self._cp is not None:
             self._cp.close()
             self._cp = None
+
+
+@contextlib.contextmanager
+def main_thread_signals() -> Iterator[None]:
+    """Block SIGINT in this thread meanwhile, so the threads started meanwhile (and the threads
+    they start: actors, workers) inherit a mask that keeps Ctrl-C for the main thread. Without
+    it the kernel may deliver SIGINT to another thread, and the main thread, blocked reading the
+    prompt, would not see it until the next line."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def run_live(
@@ -157,7 +176,8 @@ def run_live(
 
     with agent.subscribe(8192) as sub:
         worker = threading.Thread(target=target, name="lite-agent-cli", daemon=True)
-        worker.start()
+        with main_thread_signals():
+            worker.start()
         while True:
             try:
                 item = sub.get(0.05)

@@ -33,7 +33,7 @@ from ._cli_commands import existing_session
 from ._cli_env import CliEnv
 from ._cli_output import emit_json, short, to_json, when
 from ._prompt import DEFAULT_SYSTEM_PROMPT
-from ._replay import ViewConfig, iter_requests, request_at
+from ._replay import ViewConfig, request_at, verify_session
 
 __all__ = ["cli_view_config", "cmd_replay", "describe_event"]
 
@@ -106,8 +106,8 @@ def _view(env: CliEnv, sid: str, at: int | None, as_json: bool) -> int:
     events = list(env.checkpointer.read(sid))
     seq = events[-1].seq if at is None else at
     request, record = request_at(events, seq, cli_view_config())
-    computed = next((c for e, _, c in iter_requests(events, cli_view_config())
-                     if e.seq == seq), None) if record else None
+    computed = next((c for c in verify_session(events, cli_view_config())
+                     if c.seq == seq), None) if record else None
     matches = None if computed is None else computed.ok
     doc: dict[str, Any] = {
         "session_id": sid, "seq": seq, "recorded": record is not None,
@@ -132,7 +132,7 @@ def _view(env: CliEnv, sid: str, at: int | None, as_json: bool) -> int:
 
 
 def _verify(env: CliEnv, sid: str, as_json: bool) -> int:
-    checks = [c for _, _, c in iter_requests(env.checkpointer.read(sid), cli_view_config())]
+    checks = verify_session(list(env.checkpointer.read(sid)), cli_view_config())
     bad = [c for c in checks if not c.ok]
     if as_json:
         emit_json({"session_id": sid, "ok": not bad, "requests": len(checks),
@@ -140,7 +140,9 @@ def _verify(env: CliEnv, sid: str, as_json: bool) -> int:
     else:
         for c in checks:
             mark = "ok      " if c.ok else "MISMATCH"
-            print(f"{c.seq:>6}  {mark}  {c.messages} messages, ~{c.computed_tokens} tokens")
+            problem = f"  {c.problem}" if c.problem else ""
+            print(f"{c.seq:>6}  {mark}  {c.level}, {c.messages} messages in the log's "
+                  f"conversation{problem}")
         print(f"{len(checks) - len(bad)} of {len(checks)} recorded requests recomputed from "
               f"the log exactly" + ("" if not bad else f"; {len(bad)} differ"))
     return 0 if not bad else 1

@@ -14,7 +14,10 @@ combined hash; then the request is rebuilt with the configuration the caller pas
 schemas and ``max_tokens`` are not in the log; the CLI's are the defaults), and a session run
 with other tools, or with middleware that rewrote its requests, does not verify.
 
-This module stands in for the ContextEngine's ``verify_replay`` (issue 7), which will replace it.
+:func:`verify_session` uses the ContextEngine's :func:`~liteagent.context.verify_replay` for
+every record that holds a request digest (it re-projects engine views with the recorded
+settings), and this module's recompute for older records. :func:`request_at` likewise projects
+with the engine when the record was engine-projected.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from collections.abc import Iterable, Iterator, Sequence
 import msgspec
 
 from liteagent.actors import ConversationView, view_hash
+from liteagent.context import ContextEngine, verify_replay
 from liteagent.eventlog import (
+    ContextStatus,
     ModelRequestRecord,
     SessionState,
     StoredEvent,
@@ -34,7 +39,8 @@ from liteagent.eventlog import (
 from liteagent.providers import ModelRequest, ToolSchema
 from liteagent.tools import Tool
 
-__all__ = ["RequestCheck", "ViewConfig", "iter_requests", "request_at", "verify_requests"]
+__all__ = ["RequestCheck", "ViewConfig", "iter_requests", "request_at", "verify_requests",
+           "verify_session"]
 
 _ENC = msgspec.msgpack.Encoder()
 
@@ -69,6 +75,8 @@ class RequestCheck(msgspec.Struct, frozen=True, kw_only=True):
     computed_tokens: int
     messages: int
     request_matches: bool | None = None  # the record's request digest vs. the config's
+    level: str = "raw"
+    problem: str = ""
 
     @property
     def ok(self) -> bool:
@@ -126,14 +134,40 @@ def request_at(
     events: Iterable[StoredEvent], seq: int, config: ViewConfig
 ) -> tuple[ModelRequest, ModelRequestRecord | None]:
     """The request the model saw at ``seq``: if the event at ``seq`` is a model-request record,
-    the request rebuilt from the log before it (and that record); otherwise the request a model
-    call would have been sent with the log up to ``seq`` (and None)."""
+    the request rebuilt from the log before it (and that record) — projected by a ContextEngine
+    with the recorded settings when a context status precedes it; otherwise the raw request a
+    model call would have been sent with the log up to ``seq`` (and None)."""
     state = SessionState()
     view = ConversationView()
+    status: ContextStatus | None = None
     for event in events:
-        if event.seq == seq and isinstance(event.body, ModelRequestRecord):
-            return _request(state, view, config, event.body.model), event.body
+        body = event.body
+        if event.seq == seq and isinstance(body, ModelRequestRecord):
+            request = _request(state, view, config, body.model)
+            if status is not None and status.settings is not None:
+                projected = ContextEngine(status.settings).project(state, budget=status.budget)
+                request = msgspec.structs.replace(request, messages=projected.messages)
+            return request, body
         if event.seq > seq:
             break
+        if isinstance(body, ContextStatus):
+            status = body
+        elif isinstance(body, ModelRequestRecord):
+            status = None
         state = apply(state, event)
     return _request(state, view, config, None), None
+
+
+def verify_session(events: Sequence[StoredEvent], config: ViewConfig) -> list[RequestCheck]:
+    """Check every recorded request: with ``verify_replay`` where the record holds a request
+    digest, with :func:`verify_requests` (``config``) for older records."""
+    legacy = {c.seq: c for c in verify_requests(events, config)}
+    checks = []
+    for c in verify_replay(events).checks:
+        old = legacy[c.seq]
+        if c.computed is None and "no request digest" in c.problem:
+            checks.append(old)
+        else:
+            checks.append(msgspec.structs.replace(
+                old, computed=c.computed or "", level=c.level, problem=c.problem))
+    return checks
