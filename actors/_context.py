@@ -73,8 +73,9 @@ class SessionContext:
     """The engine of one session and what goes with it (see the module docstring)."""
 
     def __init__(self, options: ContextOptions, *, provider: ModelProvider, max_tokens: int,
-                 system: str | None, tools: Sequence[ToolSchema]) -> None:
+                 system: str | None, tools: Sequence[ToolSchema], thinking: bool = False) -> None:
         self.options = options
+        self.thinking = thinking  # clear_thinking is sent only when thinking is on
         self.settings = options.settings(
             max_tokens=max_tokens, fixed_tokens=fixed_tokens(system, tools),
             provider_edits=tuple(provider.capabilities))
@@ -87,7 +88,7 @@ class SessionContext:
     def edits(self, view: ContextView) -> tuple[ContextEdit, ...]:
         """The provider-native edits ``view`` asks for."""
         out: list[ContextEdit] = []
-        if "clear_thinking" in view.native_edits:
+        if "clear_thinking" in view.native_edits and self.thinking:
             out.append(ClearThinking(keep_turns=1))
         if "clear_tool_uses" in view.native_edits:
             out.append(ClearToolUses(trigger_tokens=max(view.budget, 1),

@@ -64,13 +64,18 @@ class LiteAgent:
         :class:`CheckpointConflictError` if another process advanced the session."""
         self._core.check_open()
         token = cancel or CancelToken()
-        env = self._core.host.send(self._core.session_for(session_id), input, token)
+        sid = self._core.session_for(session_id)
+        self._core.turn_started(sid)
         try:
-            result: LiteAgentResult = env.reply.result()
-        except KeyboardInterrupt:
-            token.cancel("interrupted")
-            env.reply.exception()  # wait for the turn to record its abort
-            raise
+            env = self._core.host.send(sid, input, token)
+            try:
+                result: LiteAgentResult = env.reply.result()
+            except KeyboardInterrupt:
+                token.cancel("interrupted")
+                env.reply.exception()  # wait for the turn to record its abort
+                raise
+        finally:
+            self._core.turn_finished(sid)
         return result
 
     def resume(self, session_id: str) -> None:
@@ -246,6 +251,7 @@ class AsyncLiteAgent:
         self._core.check_open()
         token = cancel or CancelToken()
         sid = self._core.session_for(session_id)
+        self._core.turn_started(sid)
         try:
             # Starting a session's actor starts a thread: do that off the event loop.
             env = await _off_loop(self._core.host.send, sid, input, token)
@@ -253,6 +259,8 @@ class AsyncLiteAgent:
         except asyncio.CancelledError:
             token.cancel("the awaiting task was cancelled")
             raise
+        finally:
+            self._core.turn_finished(sid)
         return result
 
     async def resume(self, session_id: str) -> None:

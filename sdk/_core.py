@@ -23,11 +23,13 @@ from liteagent.actors import (
     SessionConfig,
     SessionHost,
 )
+from liteagent.context import ContextOptions
 from liteagent.eventlog import Checkpointer, validate_session_id
 from liteagent.providers import ModelProvider
 from liteagent.tools import Tool
 
 from ._errors import AgentClosedError, SessionsDisabledError
+from ._idle import IdleCompaction
 
 __all__ = ["AgentCore", "new_session_id"]
 
@@ -55,6 +57,7 @@ class AgentCore:
         system_prompt: str | None,
         middleware: Sequence[Any],
         compactor: Any,
+        context: ContextOptions | None = None,
         max_turns: int,
         max_tokens: int,
         max_live_sessions: int,
@@ -85,6 +88,7 @@ class AgentCore:
                 middleware=tuple(middleware),
                 hub=self.hub,
                 snapshot_ref=snapshot_ref,
+                context=context,
             )
             self.host = SessionHost(config, max_live_sessions=max_live_sessions,
                                     lock_ref=lock_ref)
@@ -107,10 +111,24 @@ class AgentCore:
                 is_busy=self.host.is_busy,
                 forget=self.host.forget,
             )
+            delay = context.idle_compact_after if context is not None else None
+            self.idle = None if delay is None else IdleCompaction(
+                delay, compact=lambda sid: self.compaction.compact(sid, None, None),
+                is_busy=self.host.is_busy, state=self.host.state)
         except BaseException:
             self._stop_refs()
             raise
         self.session_id = new_session_id()
+
+    def turn_started(self, session_id: str) -> None:
+        """A send is starting on ``session_id`` (stops its idle timer)."""
+        if self.idle is not None:
+            self.idle.turn_started(session_id)
+
+    def turn_finished(self, session_id: str) -> None:
+        """A send ended on ``session_id`` (starts its idle timer)."""
+        if self.idle is not None and not self._closed:
+            self.idle.turn_finished(session_id)
 
     def check_open(self) -> None:
         """Raise AgentClosedError after close()."""
@@ -145,6 +163,8 @@ class AgentCore:
                 return
             self._closed = True
         try:
+            if self.idle is not None:
+                self.idle.close()
             self.host.close()
         finally:
             self._stop_refs()

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from liteagent.context import Compactor, default_compactor
+from liteagent.context import Compactor, ContextOptions, default_compactor
 from liteagent.eventlog import (
     Checkpointer,
     InvalidArgumentError,
@@ -16,6 +16,7 @@ from liteagent.eventlog import (
 )
 from liteagent.providers import ModelProvider
 from liteagent.tools import Tool, default_tools
+from liteagent.tools import context as context_tool
 
 from ._agent import AsyncLiteAgent, LiteAgent
 from ._core import AgentCore
@@ -42,6 +43,7 @@ def _core(
     middleware: Sequence[Any],
     compactor: Compactor | None = None,
     memory_default: bool = False,
+    context: ContextOptions | None = None,
 ) -> AgentCore:
     if not isinstance(model, ModelProvider):
         raise InvalidArgumentError(f"model must be a ModelProvider, got {type(model).__name__}")
@@ -73,10 +75,11 @@ def _core(
             checkpointer=checkpointer,
             owns_checkpointer=owns,
             sessions=sessions,
-            tools=list(default_tools() if tools is None else tools),
+            tools=_with_context_tool(default_tools() if tools is None else tools, context),
             system_prompt=system_prompt,
             middleware=middleware,
             compactor=default_compactor(max_tokens=None) if compactor is None else compactor,
+            context=context,
             max_turns=max_turns,
             max_tokens=max_tokens,
             max_live_sessions=max_live_sessions,
@@ -87,21 +90,36 @@ def _core(
         raise
 
 
-def _no_context(context: Any) -> None:
-    if context:
-        raise InvalidArgumentError(
-            "context management (the ContextEngine) is not available yet; pass context={} "
-            "(the model sees the whole folded conversation)"
-        )
+ContextArg = ContextOptions | Mapping[str, Any] | bool | None
+"""``context=``: :class:`ContextOptions`, a dict of its fields, ``True``/``None`` (the
+defaults) or ``False`` (no engine: the model sees the raw folded conversation)."""
+
+
+def context_options(context: ContextArg) -> ContextOptions | None:
+    """The engine options ``context`` asks for (``None``: no engine)."""
+    if context is None or context is True:
+        return ContextOptions()
+    if context is False:
+        return None
+    return ContextOptions.of(context)
+
+
+def _with_context_tool(tools: Sequence[Tool], options: ContextOptions | None) -> list[Tool]:
+    """``tools`` plus the ``context`` tool when the engine is on (archived results are read
+    through it) and no tool of that name is there."""
+    out = list(tools)
+    if options is not None and all(t.name != context_tool.name for t in out):
+        out.append(context_tool)
+    return out
 
 
 def _lite_core(
-    *, context: Mapping[str, Any] | None, system_prompt: str | None, **kwargs: Any
+    *, context: ContextArg, system_prompt: str | None, **kwargs: Any
 ) -> AgentCore:
     """The core of a create_lite_agent / create_async_lite_agent agent: defaults filled in."""
-    _no_context(context)
     prompt = DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
-    return _core(system_prompt=prompt, middleware=(), **kwargs)
+    return _core(system_prompt=prompt, middleware=(), context=context_options(context),
+                 **kwargs)
 
 
 def create_lite_agent(
@@ -113,7 +131,7 @@ def create_lite_agent(
     sessions: bool = True,
     tools: Sequence[Tool] | None = None,
     system_prompt: str | None = None,
-    context: Mapping[str, Any] | None = None,
+    context: ContextArg = None,
     home: str | os.PathLike[str] | None = None,
     max_turns: int = DEFAULT_MAX_TURNS,
     max_tokens: int = 8192,
@@ -132,6 +150,10 @@ def create_lite_agent(
     and come back from their log. ``compactor`` is what :meth:`LiteAgent.compact` runs
     (default: ``default_compactor(max_tokens=None)``: asked to compact, it always drops the
     middle turns and clears old tool results, instead of waiting for a token trigger).
+    ``context`` configures the ContextEngine (on by default; see :class:`ContextOptions`):
+    ``ContextOptions(...)`` or a dict of its fields; ``False`` sends the raw folded
+    conversation. With the engine on, the ``context`` tool (reading archived results) is added
+    to the tools unless one of that name is there.
     """
     return LiteAgent(_lite_core(
         model=model, model_name=model_name, workdir=workdir, checkpointer=checkpointer,
@@ -150,7 +172,7 @@ def create_async_lite_agent(
     sessions: bool = True,
     tools: Sequence[Tool] | None = None,
     system_prompt: str | None = None,
-    context: Mapping[str, Any] | None = None,
+    context: ContextArg = None,
     home: str | os.PathLike[str] | None = None,
     max_turns: int = DEFAULT_MAX_TURNS,
     max_tokens: int = 8192,
@@ -173,7 +195,7 @@ def create_agent(
     tools: Sequence[Tool],
     use: Sequence[Any] = (),
     checkpointer: Checkpointer | None = None,
-    context: bool = False,
+    context: ContextArg = False,
     workdir: str | os.PathLike[str] = ".",
     system_prompt: str | None = None,
     max_turns: int = DEFAULT_MAX_TURNS,
@@ -181,11 +203,12 @@ def create_agent(
 ) -> LiteAgent:
     """The lower-level kernel: exactly the given ``tools`` and model-call middleware ``use``
     (objects with ``before_model(request, state)`` and/or ``wrap_model_call(request, call)``),
-    no default system prompt, and an in-memory log unless a ``checkpointer`` is given."""
-    _no_context(context)
+    no default system prompt, and an in-memory log unless a ``checkpointer`` is given. The
+    ContextEngine is off unless ``context`` asks for it (see :func:`create_lite_agent`)."""
     return LiteAgent(_core(
         model=model, model_name=model_name, workdir=workdir,
         checkpointer=checkpointer, sessions=True, tools=tools,
         system_prompt=system_prompt, home=None, max_turns=max_turns, max_tokens=8192,
         max_live_sessions=256, middleware=use, compactor=compactor, memory_default=True,
+        context=context_options(context),
     ))

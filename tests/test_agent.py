@@ -82,14 +82,15 @@ def test_turn_runs_tools_and_records_snapshots(workdir: Path) -> None:
     assert "done" == result.text
     assert "end_turn" == result.stop_reason
     assert "hi" == (workdir / "a.txt").read_text()
-    assert ["session_started", "user_prompt", "model_request", "assistant_message",
-            "file_snapshot", "tool_result", "model_request", "assistant_message"] == [
+    assert ["session_started", "user_prompt", "context_status", "model_request",
+            "assistant_message", "file_snapshot", "tool_result", "context_status",
+            "model_request", "assistant_message"] == [
         e.kind for e in events]
-    snap = events[4].body
+    snap = events[5].body
     assert isinstance(snap, FileSnapshot)
     assert ("a.txt", None, None, hashlib.sha256(b"hi").hexdigest()) == (
         snap.path, snap.pre_image, snap.pre_hash, snap.post_hash)
-    assert events[4].ts == events[5].ts  # one append
+    assert events[5].ts == events[6].ts  # one append
     provider.assert_all_used()
 
 
@@ -352,11 +353,16 @@ def test_create_agent_runs_middleware(workdir: Path) -> None:
 
 
 def test_default_tools_are_offered(workdir: Path) -> None:
-    """create_lite_agent offers the default tools to the model."""
-    provider = scripted([reply("x")])
+    """create_lite_agent offers the default tools to the model, and the context tool that
+    reads archived results (the ContextEngine is on); without the engine, only the defaults."""
+    provider = scripted([reply("x"), reply("y")])
     with _agent(workdir, provider) as agent:
         agent.send("hi")
-    assert {t.name for t in default_tools()} == {t.name for t in provider.requests[0].tools}
+    with _agent(workdir, provider, context=False) as agent:
+        agent.send("hi")
+    names = {t.name for t in default_tools()}
+    assert names | {"context"} == {t.name for t in provider.requests[0].tools}
+    assert names == {t.name for t in provider.requests[1].tools}
     assert write_file.name in {t.name for t in provider.requests[0].tools}
 
 
