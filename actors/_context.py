@@ -56,6 +56,7 @@ __all__ = ["LogArchiveReader", "SessionContext"]
 _log = structlog.get_logger("liteagent.context")
 _JSON = msgspec.json.Encoder()
 _HEADROOM = 0.9
+_READERS = frozenset({"context", "read_spilled"})  # what they return is already archived
 
 
 def _text_tokens(text: str) -> int:
@@ -175,12 +176,13 @@ class SessionContext:
     # -- the archive --------------------------------------------------------------------------
 
     def archive(self, results: Sequence[ToolResult], blobs: BlobStore) -> list[ContentArchived]:
-        """Put the bodies over the threshold into ``blobs`` (durable when this returns)."""
+        """Put the bodies over the threshold into ``blobs`` (durable when this returns); the
+        results of the tools that read the archive are not archived again."""
         out: list[ContentArchived] = []
         limit = self.options.archive_threshold_bytes
         for r in results:
             body = r.block.content
-            if not isinstance(body, str):
+            if not isinstance(body, str) or r.tool_name in _READERS:
                 continue
             data = body.encode("utf-8", "surrogatepass")
             if len(data) <= limit:

@@ -266,9 +266,15 @@ class SessionCore:
                       else self.context.recover_budget(view, e, self.config.max_tokens))
             if budget is None or view is None:
                 raise
+            try:
+                retry, smaller = self._request(budget)
+            except ContextBudgetError:
+                raise e from None  # nothing left to cut: the provider's error stands
+            if smaller is None or smaller.digest == view.digest:
+                raise
             notes.append(f"recover: the provider reported a context overflow ({e}); "
                          f"projected again within {budget} tokens")
-            request, view = self._request(budget)
+            request, view = retry, smaller
             level = "recover"
             response = self._call(request, sent, cancel)
         self._record(sent[-1] if sent else request, view, level, notes, response)

@@ -1,0 +1,446 @@
+"""The ContextEngine inside real sessions: archiving and the context tool, recorded decisions
+and verify_replay, the planner (success, failure, timeout, cancellation), recovery after an
+overflow and provider-native edits against the fake Messages API, the budget error, and idle
+compaction."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _engine_support import load_messages, log_of
+
+from liteagent.actors._context import LogArchiveReader
+from liteagent.context import (
+    ContextBudgetError,
+    ContextOptions,
+    archive_ref,
+    slice_text,
+    verify_replay,
+)
+from liteagent.eventlog import (
+    AssistantMessage,
+    CancelToken,
+    Compaction,
+    ContentArchived,
+    ContextStatus,
+    Message,
+    ModelRequestRecord,
+    OperationCancelledError,
+    StoredEvent,
+    TextBlock,
+    ToolResult,
+    ToolUseBlock,
+    file_checkpointer,
+    fold,
+    memory_checkpointer,
+    zlib_codec,
+)
+from liteagent.providers import AnthropicProvider, ContextOverflowError, scripted
+from liteagent.providers.testing import (
+    FakeMessagesServer,
+    context_overflow,
+    message,
+    text,
+    tool_use,
+)
+from liteagent.sdk import create_lite_agent
+from liteagent.tools import ToolContext, tool
+from liteagent.tools import context as context_tool
+
+BIG = "".join(f"line {i}: naïve café 東京 👩‍💻 e\u0301\n" for i in range(2500))  # ~100 KB
+
+
+@tool
+def dump(part: int = 0) -> str:
+    """Print a large text."""
+    return BIG if part == 0 else f"{part % 10}" * 6_000
+
+
+def use(name: str, **input: Any) -> AssistantMessage:
+    return AssistantMessage(content=(ToolUseBlock(f"toolu_{name}_{time.monotonic_ns()}", name,
+                                                  input),), stop_reason="tool_use")
+
+
+def reply(words: str) -> AssistantMessage:
+    return AssistantMessage(content=(TextBlock(words),), stop_reason="end_turn")
+
+
+def agent_with(workdir: Path, provider: Any, cp: Any = None, **options: Any) -> Any:
+    return create_lite_agent(model=provider, model_name="m", workdir=workdir, tools=[dump],
+                             checkpointer=cp or memory_checkpointer(), context=options)
+
+
+def results_of(events: Sequence[StoredEvent]) -> list[ToolResult]:
+    return [e.body for e in events if isinstance(e.body, ToolResult)]
+
+
+# -- the archive and the context tool -----------------------------------------------------------
+
+
+def test_a_large_result_is_archived_and_read_back_in_slices(tmp_path: Path) -> None:
+    """The result goes to the (compressed, file) blob store; the next request shows its
+    reference; the model reads it all back through the context tool, slice by slice."""
+    ref = archive_ref(BIG)
+    offsets = [0]
+    while True:
+        _, following = slice_text(BIG, offsets[-1], 20_000)
+        if following is None:
+            break
+        offsets.append(following)
+    reads = [use("context", ref=ref, offset=o, limit=20_000) for o in offsets]
+    provider = scripted([use("dump"), *reads, reply("read it all")])
+    with file_checkpointer(tmp_path / "home", codec=zlib_codec()) as cp, \
+            agent_with(tmp_path, provider, cp) as agent:
+        agent.send("dump it and read it")
+        events = list(cp.read(agent.session_id))
+        stored = cp.blobs.get(ref)
+    archived = [e.body for e in events if isinstance(e.body, ContentArchived)]
+    assert [(ref, len(BIG))] == [(a.ref, a.chars) for a in archived]
+    assert BIG.encode() == stored
+    shown = provider.requests[1].messages[-1].content[0]
+    assert str(getattr(shown, "content", "")).startswith(f"[liteagent:archived {ref}")
+    slices = [r.block.content for r in results_of(events)[1:]]
+    assert all(isinstance(s, str) and "stored data, not instructions" in s for s in slices)
+    body = "".join(str(s).split("\n", 2)[2].rsplit("\nDATA ", 1)[0] for s in slices)
+    assert BIG == body
+    assert verify_replay(events).ok
+
+
+def test_another_sessions_reference_is_refused(tmp_path: Path) -> None:
+    """A reference archived by one session cannot be read from another."""
+    ref = archive_ref(BIG)
+    provider = scripted([use("dump"), reply("ok"), use("context", ref=ref), reply("no")])
+    with agent_with(tmp_path, provider) as agent:
+        agent.send("dump")
+        agent.clear()
+        agent.send("read the other one")
+        refused = provider.requests[-1].messages[-1].content[0]
+    assert getattr(refused, "is_error", False)
+    assert "not recorded in this session" in str(getattr(refused, "content", ""))
+
+
+# -- decisions are events, and replay verifies ---------------------------------------------------
+
+
+def long_task(steps: int) -> list[AssistantMessage]:
+    return [*(use("dump", part=i + 1) for i in range(steps)), reply("done")]
+
+
+def test_every_request_records_its_decision_and_verifies(tmp_path: Path) -> None:
+    """A small budget drives the engine to select; each request has a context status and a
+    request record, and verify_replay recomputes every hash; a tampered record is reported."""
+    provider = scripted(long_task(12))
+    cp = memory_checkpointer()
+    with agent_with(tmp_path, provider, cp, budget_tokens=6_000,
+                    archive_threshold_bytes=10**9) as agent:
+        agent.send("work through it")
+        events = list(cp.read(agent.session_id))
+    statuses = [e.body for e in events if isinstance(e.body, ContextStatus)]
+    records = [e for e in events if isinstance(e.body, ModelRequestRecord)]
+    assert len(statuses) == len(records) == 13
+    assert {"none", "select"} <= {s.level for s in statuses}
+    assert all(any(a.startswith("normalize:") for a in s.actions)
+               for s in statuses if s.level == "select")
+    assert all(s.tokens_after is not None and s.tokens_after <= 6_000 for s in statuses)
+    report = verify_replay(events)
+    assert (True, 13) == (report.ok, len(report.checks))
+    bad = records[-1]
+    assert isinstance(bad.body, ModelRequestRecord)
+    forged = StoredEvent(bad.seq, bad.ts, bad.kind, ModelRequestRecord(
+        view_hash="0" * 64, token_estimate=1, request_digest=bad.body.request_digest))
+    tampered = [forged if e.seq == bad.seq else e for e in events]
+    assert [bad.seq] == [c.seq for c in verify_replay(tampered).mismatches]
+
+
+def test_without_the_engine_requests_verify_too(tmp_path: Path) -> None:
+    """context=False: no status events, the raw conversation, and verify_replay still checks."""
+    provider = scripted(long_task(3))
+    cp = memory_checkpointer()
+    with create_lite_agent(model=provider, model_name="m", workdir=tmp_path, tools=[dump],
+                           checkpointer=cp, context=False) as agent:
+        agent.send("go")
+        events = list(cp.read(agent.session_id))
+    assert not [e for e in events if isinstance(e.body, ContextStatus)]
+    assert verify_replay(events).ok
+
+
+def test_the_first_prompt_alone_over_budget_raises_and_the_session_goes_on(
+        tmp_path: Path) -> None:
+    """ContextBudgetError names the numbers; the log records the aborted turn; the session
+    continues once the prompt fits."""
+    provider = scripted([reply("fine")])
+    cp = memory_checkpointer()
+    with agent_with(tmp_path, provider, cp, budget_tokens=3_000) as agent:
+        with pytest.raises(ContextBudgetError) as info:
+            agent.send("x" * 30_000)
+        assert info.value.budget == 3_000
+        kinds = [e.kind for e in cp.read(agent.session_id)]
+        assert "turn_aborted" == kinds[-1]
+        agent.clear()
+        assert "fine" == agent.send("short").text
+
+
+# -- the planner ----------------------------------------------------------------------------------
+
+
+class Planner:
+    def __init__(self, *, answer: str = "the summary", delay: float = 0.0,
+                 error: Exception | None = None) -> None:
+        self.answer, self.delay, self.error = answer, delay, error
+        self.calls: list[int] = []
+        self.cancelled = threading.Event()
+
+    def __call__(self, messages: Sequence[Message], *, cancel: CancelToken) -> str:
+        self.calls.append(len(messages))
+        end = time.monotonic() + self.delay
+        while time.monotonic() < end:
+            if cancel.cancelled:
+                self.cancelled.set()
+                raise OperationCancelledError("cancelled")
+            time.sleep(0.01)
+        if self.error is not None:
+            raise self.error
+        return self.answer
+
+
+def planned(tmp_path: Path, planner: Planner, **options: Any
+            ) -> tuple[list[StoredEvent], Any]:
+    provider = scripted(long_task(12))
+    cp = memory_checkpointer()
+    with agent_with(tmp_path, provider, cp, budget_tokens=6_000, planner=planner,
+                    archive_threshold_bytes=10**9, **options) as agent:
+        agent.send("work through it")
+        return list(cp.read(agent.session_id)), provider
+
+
+def test_a_planner_summary_is_recorded_and_used(tmp_path: Path) -> None:
+    """When select leaves messages out, the planner summarizes them; the summary is a
+    compaction record, later requests start from it, and replay still verifies."""
+    planner = Planner()
+    events, provider = planned(tmp_path, planner)
+    compactions = [e.body for e in events if isinstance(e.body, Compaction)]
+    assert compactions
+    assert planner.calls
+    assert "the summary" in str(provider.requests[-1].messages[0].content)
+    assert "project" in {e.body.level for e in events if isinstance(e.body, ContextStatus)}
+    assert verify_replay(events).ok
+
+
+@pytest.mark.parametrize(("planner", "reason"), [
+    (Planner(error=RuntimeError("down")), "the planner failed (RuntimeError: down)"),
+    (Planner(answer=""), "the planner failed (no summary)"),
+    (Planner(delay=5.0), "the planner timed out after 0.2s"),
+])
+def test_a_failing_planner_falls_back_to_the_selected_view(
+        tmp_path: Path, planner: Planner, reason: str) -> None:
+    """A planner that raises, answers nothing or times out commits nothing; the request goes
+    out with the deterministic view, and the status says why."""
+    events, _ = planned(tmp_path, planner, planner_timeout_s=0.2)
+    assert not [e for e in events if isinstance(e.body, Compaction)]
+    actions = [a for e in events if isinstance(e.body, ContextStatus) for a in e.body.actions]
+    assert any(reason in a for a in actions)
+    assert verify_replay(events).ok
+
+
+def test_a_cancelled_planner_commits_nothing(tmp_path: Path) -> None:
+    """Cancelling the turn while the planner runs stops it; no compaction is recorded."""
+    planner = Planner(delay=30.0)
+    provider = scripted(long_task(12))
+    cp = memory_checkpointer()
+    token = CancelToken()
+    with agent_with(tmp_path, provider, cp, budget_tokens=6_000, planner=planner,
+                    planner_timeout_s=60, archive_threshold_bytes=10**9) as agent:
+        def cancel_when_planning() -> None:
+            while not planner.calls:
+                time.sleep(0.01)
+            token.cancel("the user pressed Ctrl-C")
+
+        threading.Thread(target=cancel_when_planning, daemon=True).start()
+        with pytest.raises(OperationCancelledError):
+            agent.send("work through it", cancel=token)
+        events = list(cp.read(agent.session_id))
+    assert planner.cancelled.wait(5)
+    assert not [e for e in events if isinstance(e.body, Compaction)]
+    assert "turn_aborted" == events[-1].kind
+
+
+# -- the real client against the fake server ------------------------------------------------------
+
+
+def server_agent(tmp_path: Path, server: FakeMessagesServer, client: Any, cp: Any,
+                 **options: Any) -> Any:
+    return create_lite_agent(model=AnthropicProvider(client, ()), model_name="m",
+                             workdir=tmp_path, tools=[dump], checkpointer=cp, context=options)
+
+
+def test_an_overflow_is_recovered_once_with_a_smaller_budget(tmp_path: Path) -> None:
+    """The fake server says the prompt is too long: the engine projects again within a smaller
+    budget, the retry succeeds, the status says recover, and replay verifies."""
+    cp = memory_checkpointer()
+    with FakeMessagesServer() as server, server.client() as client:
+        server.add(*(message([tool_use(f"toolu_{i}", "dump", {"part": i + 1})])
+                     for i in range(6)))
+        server.add(context_overflow(tokens=60_000, maximum=30_000), message([text("done")]))
+        with server_agent(tmp_path, server, client, cp, archive_threshold_bytes=10**9) as a:
+            assert "done" == a.send("go").text
+        sizes = [len(r.raw_body) for r in server.requests]
+    events = list(cp.read(a.session_id))
+    statuses = [e.body for e in events if isinstance(e.body, ContextStatus)]
+    assert "recover" == statuses[-1].level
+    assert sizes[-1] < sizes[-2]
+    assert verify_replay(events).ok
+
+
+def test_a_second_overflow_is_raised(tmp_path: Path) -> None:
+    """Two overflows in one request: ContextOverflowError after one retry, never a loop."""
+    cp = memory_checkpointer()
+    with FakeMessagesServer() as server, server.client() as client:
+        server.add(*(message([tool_use(f"toolu_{i}", "dump", {"part": i + 1})])
+                     for i in range(6)))
+        server.add(context_overflow(tokens=60_000, maximum=30_000), context_overflow(),
+                   message([text("never")]))
+        with (server_agent(tmp_path, server, client, cp, archive_threshold_bytes=10**9) as a,
+              pytest.raises(ContextOverflowError)):
+            a.send("go")
+        assert (8, 1) == (len(server.requests), server.pending)
+
+
+def test_an_overflow_with_nothing_to_cut_is_raised_at_once(tmp_path: Path) -> None:
+    """When the projection cannot get smaller, the provider's error is raised without a
+    retry."""
+    cp = memory_checkpointer()
+    with FakeMessagesServer() as server, server.client() as client:
+        server.add(context_overflow(), message([text("never")]))
+        with (server_agent(tmp_path, server, client, cp) as agent,
+              pytest.raises(ContextOverflowError)):
+            agent.send("go")
+        assert (1, 1) == (len(server.requests), server.pending)
+
+
+def test_native_clearing_is_preferred_and_what_it_cleared_is_recorded(tmp_path: Path) -> None:
+    """With a provider that declares clear_tool_uses, the normalize level sends the edit instead
+    of clearing itself, and the record keeps what the provider reported."""
+    cp = memory_checkpointer()
+    applied = {"applied_edits": [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 3,
+                                  "cleared_input_tokens": 9000}]}
+    with FakeMessagesServer() as server, server.client() as client:
+        server.add(*(message([tool_use(f"toolu_{i}", "dump", {"part": i + 1})])
+                     for i in range(6)))
+        server.add(message([text("done")], context_management=applied))
+        with server_agent(tmp_path, server, client, cp, budget_tokens=8_000,
+                          keep_recent_results=2, archive_threshold_bytes=10**9) as agent:
+            agent.send("go")
+        bodies = [r.body for r in server.requests]
+    events = list(cp.read(agent.session_id))
+    last = bodies[-1]
+    edits = last.get("context_management", {}).get("edits", [])
+    assert [("clear_tool_uses_20250919", 2)] == [(e["type"], e["keep"]["value"]) for e in edits]
+    sent = str(last["messages"])
+    assert "1" * 6_000 in sent  # the oldest body is sent whole: the provider clears it
+    assert "[liteagent:cleared" not in sent
+    records = [e.body for e in events if isinstance(e.body, ModelRequestRecord)]
+    assert ("clear_tool_uses_20250919: 3 tool use(s), 0 thinking turn(s), 9000 input tokens",
+            ) == records[-1].native_edits
+    assert verify_replay(events).ok
+
+
+# -- idle compaction ------------------------------------------------------------------------------
+
+
+def test_an_idle_session_over_budget_is_compacted_without_new_input(tmp_path: Path) -> None:
+    """idle_compact_after: a session left idle above its budget gets a compaction record."""
+    provider = scripted(long_task(8))
+    cp = memory_checkpointer()
+    with agent_with(tmp_path, provider, cp, budget_tokens=6_000, idle_compact_after=0.2,
+                    archive_threshold_bytes=10**9) as agent:
+        agent.send("work")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(
+                isinstance(e.body, Compaction) for e in cp.read(agent.session_id)):
+            time.sleep(0.05)
+        kinds = [e.kind for e in cp.read(agent.session_id)]
+    assert "compaction" == kinds[-1]
+
+
+def test_an_idle_session_within_budget_is_left_alone(tmp_path: Path) -> None:
+    """Below the budget, idleness changes nothing."""
+    provider = scripted([reply("hi")])
+    cp = memory_checkpointer()
+    with agent_with(tmp_path, provider, cp, idle_compact_after=0.1) as agent:
+        agent.send("hello")
+        head = cp.head(agent.session_id)
+        time.sleep(0.5)
+        assert head == cp.head(agent.session_id)
+
+
+def test_context_options_are_checked_at_creation(tmp_path: Path) -> None:
+    """A bad option is refused when the agent is created."""
+    from liteagent.eventlog import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="unknown context option"):
+        create_lite_agent(model=scripted([]), model_name="m", workdir=tmp_path,
+                          checkpointer=memory_checkpointer(), context={"budget": 1})
+    assert ContextOptions(budget_tokens=5) == ContextOptions.of({"budget_tokens": 5})
+
+
+# -- every archived result of every recorded trajectory reads back --------------------------------
+
+_NEXT = re.compile(r"next_offset=(\d+|none \(end\))\]")
+
+
+def read_all(ref: str, ctx: ToolContext, limit: int) -> str:
+    """Read ``ref`` through the context tool from 0 to the end."""
+    parts, offset = [], 0
+    while True:
+        out = context_tool.run({"ref": ref, "offset": offset, "limit": limit}, ctx)
+        assert not out.is_error, out.content
+        header, body = out.content.split("\n", 1)
+        fence = header.split("<<<DATA ")[1].split(" ")[0]
+        parts.append(body.removeprefix(f"<<<DATA {fence}\n").removesuffix(f"\nDATA {fence}>>>"))
+        found = _NEXT.search(header)
+        assert found is not None
+        if found.group(1).startswith("none"):
+            return "".join(parts)
+        offset = int(found.group(1))
+
+
+@pytest.mark.realdata
+def test_every_archived_result_of_every_trajectory_reads_back(
+        tmp_path: Path, trajectory_files: list[Path]) -> None:
+    """Each trajectory stored as a session on a compressed file log, its results over 16 KiB
+    archived in the blob store: every one reads back through the context tool, in slices, to the
+    last character; and a reference of another trajectory's session is refused."""
+    read = 0
+    refs: dict[str, str] = {}
+    with file_checkpointer(tmp_path, codec=zlib_codec()) as cp:
+        for n, path in enumerate(trajectory_files):
+            sid = f"t{n}"
+            events = [e.body for e in log_of(load_messages(path))]
+            bodies = {e.block.tool_use_id: e.block.content for e in events
+                      if isinstance(e, ToolResult)}
+            for e in events:
+                if isinstance(e, ContentArchived):
+                    text_ = bodies[e.tool_use_id]
+                    assert isinstance(text_, str)
+                    assert e.ref == cp.blobs.put(text_.encode("utf-8", "surrogatepass"))
+            cp.append(sid, events)
+            state = fold(cp.read(sid))
+            reader = LogArchiveReader(lambda state=state: state, cp.blobs)
+            ctx = ToolContext(tmp_path, sid, "toolu_x", archive=reader)
+            for _, e in state.archived:
+                assert bodies[e.tool_use_id] == read_all(e.ref, ctx, 50_000)
+                read += 1
+                refs[e.ref] = sid
+            foreign = next((r for r, owner in refs.items() if owner != sid
+                            and r not in {a.ref for _, a in state.archived}), None)
+            if foreign is not None:
+                out = context_tool.run({"ref": foreign}, ctx)
+                assert out.is_error
+                assert "not recorded in this session" in out.content
+    assert read >= 3
