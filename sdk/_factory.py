@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from liteagent.context import Compactor, ContextOptions, default_compactor
+from liteagent.context import Compactor, ContextOptions, blob_spill_store, default_compactor
 from liteagent.eventlog import (
     Checkpointer,
     InvalidArgumentError,
@@ -78,7 +78,9 @@ def _core(
             tools=_with_context_tool(default_tools() if tools is None else tools, context),
             system_prompt=system_prompt,
             middleware=middleware,
-            compactor=default_compactor(max_tokens=None) if compactor is None else compactor,
+            compactor=(default_compactor(max_tokens=None,
+                                         store=blob_spill_store(checkpointer.blobs))
+                       if compactor is None else compactor),
             context=context,
             max_turns=max_turns,
             max_tokens=max_tokens,
@@ -148,8 +150,9 @@ def create_lite_agent(
     ``system_prompt`` to a short coding-agent prompt. A ``send`` runs at most ``max_turns``
     model calls. At most ``max_live_sessions`` sessions keep an actor; idle ones are passivated
     and come back from their log. ``compactor`` is what :meth:`LiteAgent.compact` runs
-    (default: ``default_compactor(max_tokens=None)``: asked to compact, it always drops the
-    middle turns and clears old tool results, instead of waiting for a token trigger).
+    (default: ``default_compactor(max_tokens=None)`` spilling into the checkpointer's blob
+    store: asked to compact, it always drops the middle turns and clears old tool results,
+    instead of waiting for a token trigger).
     ``context`` configures the ContextEngine (on by default; see :class:`ContextOptions`):
     ``ContextOptions(...)`` or a dict of its fields; ``False`` sends the raw folded
     conversation. With the engine on, the ``context`` tool (reading archived results) is added
