@@ -98,26 +98,17 @@ class _TokenBudgetPass:
         return cut.messages, detail
 
 
-class _TokenBudgetCompactor(Compactor):
-    """See :func:`token_budget_compactor`."""
+class _TokenBudgetCompactor(_PipelineCompactor):
+    """See :func:`token_budget_compactor`: a pipeline of its one cut."""
 
     def __init__(self, max_tokens: int) -> None:
         if max_tokens < 1:
             raise InvalidArgumentError(f"max_tokens must be >= 1, got {max_tokens}")
+        super().__init__((_TokenBudgetPass(max_tokens),))
         self.max_tokens = max_tokens
-        self._passes: tuple[Pass, ...] = (_TokenBudgetPass(max_tokens),)
 
     def __repr__(self) -> str:
         return f"token_budget_compactor(max_tokens={self.max_tokens})"
-
-    def maybe_compact(
-        self,
-        messages: Sequence[Message],
-        usage: Usage | None = None,  # noqa: ARG002 -- structural: decides from the estimate
-        instructions: str | None = None,  # noqa: ARG002 -- structural: nothing to summarize
-    ) -> CompactResult:
-        """Cut the conversation down to ``max_tokens`` if its estimate is above it."""
-        return run_pipeline(messages, self._passes)
 
 
 def token_budget_compactor(max_tokens: int) -> Compactor:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pykka
 import pytest
+from _cli_runner import Cli, CliServer
 
 
 def trajectories_dir() -> Path | None:
@@ -40,3 +41,19 @@ def _no_leaked_actors() -> Iterator[None]:
     leaked = pykka.ActorRegistry.get_all()
     pykka.ActorRegistry.stop_all(timeout=5)
     assert not leaked, f"test leaked actors: {leaked}"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[CliServer]:
+    """The CLI tests' fork server (one per module: importing liteagent takes seconds)."""
+    s = CliServer()
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def cli(server: CliServer, tmp_path: Path) -> Cli:
+    """A CLI on an empty workspace and home."""
+    return Cli(server, tmp_path)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
 import msgspec
 import pytest
@@ -20,22 +18,6 @@ from liteagent.sdk._prompt import DEFAULT_SYSTEM_PROMPT
 from liteagent.tools import default_tools
 
 pytestmark = pytest.mark.processes
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[CliServer]:
-    """The fork server (one per module: importing liteagent takes seconds)."""
-    s = CliServer()
-    try:
-        yield s
-    finally:
-        s.close()
-
-
-@pytest.fixture
-def cli(server: CliServer, tmp_path: Path) -> Cli:
-    """A CLI on an empty workspace and home."""
-    return Cli(server, tmp_path)
 
 
 def test_usage_errors_exit_2_and_help_exits_0(server: CliServer) -> None:

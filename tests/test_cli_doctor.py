@@ -4,11 +4,8 @@ a kind from a newer writer."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
-from _cli_runner import Cli, CliServer, two_prompts
+from _cli_runner import Cli, two_prompts
 
 from liteagent.eventlog import OpaqueEvent, file_checkpointer, project_dir
 
@@ -27,22 +24,6 @@ def _dying_ask(ref, message, **kwargs):
     return _ask(ref, message, **kwargs)
 restore_module.ask = _dying_ask
 """
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[CliServer]:
-    """The fork server."""
-    s = CliServer()
-    try:
-        yield s
-    finally:
-        s.close()
-
-
-@pytest.fixture
-def cli(server: CliServer, tmp_path: Path) -> Cli:
-    """A CLI on an empty workspace and home."""
-    return Cli(server, tmp_path)
 
 
 def interrupted_restore(cli: Cli) -> int:
