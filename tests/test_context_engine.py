@@ -20,16 +20,23 @@ from liteagent.context import (
     ContextBudgetError,
     ContextEngine,
     ContextOptions,
+    combine_view_hash,
     estimate_tokens,
     project_context,
+    verify_replay,
 )
 from liteagent.eventlog import (
     ContextSettings,
+    ContextStatus,
+    Event,
     InvalidArgumentError,
     Message,
+    ModelRequestRecord,
+    StoredEvent,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
+    apply_all,
     conversation,
     fold,
 )
@@ -204,6 +211,65 @@ def test_every_trajectory_within_budget_or_refused(budget: int,
             problems[path.name] = found
     assert {} == problems
     assert len(refused) < len(trajectory_files) / 4
+
+
+def replay_as_a_session(msgs: list[Message], s: ContextSettings
+                        ) -> tuple[list[StoredEvent], list[str], int]:
+    """Replay ``msgs`` the way a session runs them: before each assistant message, project the
+    view with one live engine, check it, and record it (context status and request record, as
+    the session appends them) with the message. Returns the log, the problems found, and how
+    many requests were refused with ContextBudgetError."""
+    engine = ContextEngine(s)
+    digest = "ab" * 32  # the request without its messages: the same for every request here
+    events: list[StoredEvent] = []
+    state = fold([])
+    problems: list[str] = []
+    refused = 0
+    for m in msgs:
+        new: list[Event] = []
+        if m.role == "assistant":
+            try:
+                view = engine.project(state)
+            except ContextBudgetError:
+                refused += 1
+            else:
+                folded = conversation(state)
+                problems += view_problems(view, folded, externalized(last_turn(folded)))
+                new += [ContextStatus(level=view.level, tokens=view.tokens_before,
+                                      budget=view.budget, tokens_after=view.tokens_after,
+                                      actions=view.actions, settings=s),
+                        ModelRequestRecord(view_hash=combine_view_hash(digest, view.digest),
+                                           token_estimate=view.tokens_after,
+                                           request_digest=digest)]
+        batch = stored([*new, *events_for(m)], len(events) + 1)
+        events += batch
+        state = apply_all(state, batch)
+    return events, problems, refused
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize("budget", BUDGETS)
+def test_every_trajectory_replayed_through_the_engine(budget: int,
+                                                      trajectory_files: list[Path]) -> None:
+    """Every recorded trajectory, replayed request by request through one live engine: each
+    view within budget, pairs whole, the first prompt and the latest turn (externalized)
+    verbatim, or an explicit ContextBudgetError; and verify_replay recomputes every recorded
+    request from the log."""
+    problems: dict[str, list[str]] = {}
+    unverified: dict[str, list[int]] = {}
+    requests = refused = 0
+    for path in trajectory_files:
+        events, found, n_refused = replay_as_a_session(load_messages(path), settings(budget))
+        if found:
+            problems[path.name] = sorted(set(found))
+        report = verify_replay(events)
+        requests += len(report.checks)
+        refused += n_refused
+        if not report.ok:
+            unverified[path.name] = [c.seq for c in report.mismatches]
+    assert ({}, {}) == (problems, unverified)
+    assert requests > 1000
+    assert refused < requests / 10
 
 
 @pytest.mark.realdata
