@@ -27,7 +27,7 @@ from liteagent.eventlog import (
     Usage,
 )
 
-from ._envelope import ActorBase, Envelope, ask
+from ._envelope import ActorBase, Envelope, ask, ask_or_cancel
 from ._envelope import Message as ActorMessage
 from ._hub import EventHub, LiveEvent
 from ._live import CompactionProgress
@@ -128,8 +128,8 @@ class ManualCompaction:
         view = ConversationView()
         messages = view.sync(state)
         usage = state.last_usage
-        result = ask(self.compactor_ref, RunCompaction(messages, usage, instructions),
-                     timeout=_TIMEOUT, cancel=cancel)
+        result = ask_or_cancel(self.compactor_ref, RunCompaction(messages, usage, instructions),
+                               timeout=_TIMEOUT, cancel=cancel)
         cancel.raise_if_cancelled()
         total = len(result.passes)
         for i, report in enumerate(result.passes, start=1):

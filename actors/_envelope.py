@@ -13,6 +13,7 @@ Every actor boundary catches ``BaseException``: an escaping ``CancelledError`` o
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -20,9 +21,9 @@ import msgspec
 import pykka
 import structlog
 
-from liteagent.eventlog import CancelToken, LiteAgentError
+from liteagent.eventlog import CancelToken, LiteAgentError, OperationCancelledError
 
-__all__ = ["ActorBase", "ActorStoppedError", "Envelope", "Message", "ask", "tell"]
+__all__ = ["ActorBase", "ActorStoppedError", "Envelope", "Message", "ask", "ask_or_cancel", "tell"]
 
 _log = structlog.get_logger("liteagent.actors")
 _ENCODER = msgspec.msgpack.Encoder()
@@ -60,6 +61,9 @@ def tell(ref: pykka.ActorRef[Any], message: Message, cancel: CancelToken | None 
     return env
 
 
+_CANCEL_POLL = 0.05  # seconds between checks of a cancel token while waiting
+
+
 def ask(
     ref: pykka.ActorRef[Any],
     message: Message,
@@ -68,10 +72,41 @@ def ask(
     cancel: CancelToken | None = None,
 ) -> Any:
     """Send ``message`` and wait up to ``timeout`` seconds for the reply (``None``: no limit,
-    only for calls whose own work is bounded, e.g. a turn with its cancel token)."""
+    only for calls whose own work is bounded, e.g. a turn with its cancel token). The cancel
+    token travels with the message; the wait lasts until the actor answers (it may have to
+    undo what it did)."""
     env = tell(ref, message, cancel)
     try:
         return env.reply.result(timeout)
+    except concurrent.futures.TimeoutError as e:
+        env.reply.cancel()
+        raise TimeoutError(f"{type(message).__name__} got no reply within {timeout} s") from e
+
+
+def ask_or_cancel(
+    ref: pykka.ActorRef[Any],
+    message: Message,
+    *,
+    timeout: float,
+    cancel: CancelToken,
+) -> Any:
+    """Like :func:`ask`, for work without side effects: the wait also ends when ``cancel``
+    fires, raising :class:`OperationCancelledError` at once even if the actor is still working
+    (the work stops at its next check of the token, and its late reply is dropped)."""
+    env = tell(ref, message, cancel)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            left = max(deadline - time.monotonic(), 0.0)
+            step = min(_CANCEL_POLL, left)
+            try:
+                return env.reply.result(step)
+            except concurrent.futures.TimeoutError:
+                if cancel.cancelled:
+                    env.reply.cancel()
+                    raise OperationCancelledError(cancel.reason or "cancelled") from None
+                if left <= step:
+                    raise
     except concurrent.futures.TimeoutError as e:
         env.reply.cancel()
         raise TimeoutError(f"{type(message).__name__} got no reply within {timeout} s") from e
