@@ -27,13 +27,13 @@ O(new events + view) per request: it keeps the base (:mod:`._engine_base`) betwe
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from liteagent.eventlog import ContextSettings, Message, SessionState, TextBlock
 
 from ._engine_base import Base
 from ._engine_options import ContextBudgetError, ContextOptions, ContextView
-from ._tokens import estimate_tokens
+from ._tokens import estimate_block_tokens, estimate_tokens
 from ._viewhash import message_digest, messages_digest
 
 __all__ = ["ContextEngine", "create_context_engine", "left_out_note", "project_context"]
@@ -117,9 +117,11 @@ class ContextEngine:
         starts = base.turn_starts
         lo = bisect.bisect_right(starts, first)  # candidates: starts[lo:] (all <= last_turn)
 
-        def norm_sum(a: int, b: int) -> int:
-            return (base.prefix[b] - base.saving_before(b)) - (
-                base.prefix[a] - base.saving_before(a))
+        npre = base.norm_prefix()
+        tail_end = npre[n]
+        lead_est = estimate_tokens(base.norm[: first + 1])
+        latest_est = sum(estimate_block_tokens(b) for b in base.ext[latest].content) if (
+            latest > first) else 0
 
         def kept_latest(t: int) -> bool:
             return first < latest < t and base.ext[t].role == "assistant"
@@ -139,7 +141,14 @@ class ContextEngine:
             return lead
 
         def cost(t: int) -> int:
-            return fixed + estimate_tokens(head(t)) + norm_sum(t, n)
+            """``fixed + estimate_tokens(head(t)) + the normalized tail from t``, without
+            building the head (see :func:`head`: the blocks it adds to the lead)."""
+            note = estimate_block_tokens(TextBlock(left_out_note(left(t))))
+            if base.ext[t].role == "assistant" or first < 0:
+                added = note + (latest_est if kept_latest(t) else 0) + (4 if first < 0 else 0)
+            else:
+                added = note + 4  # an assistant message holding the note
+            return fixed + lead_est + added + tail_end - npre[t]
 
         if first < 0:  # no prompt at all: the view must start with the user marker
             while lo < len(starts) and base.ext[starts[lo]].role != "assistant":
@@ -150,14 +159,12 @@ class ContextEngine:
                 f"the first prompt, the latest prompt and the current turn alone need about "
                 f"{protected} tokens, over the budget of {limit}; nothing else can be cut",
                 tokens=protected, budget=limit)
-        hi = len(starts) - 1  # the first candidate whose cost fits
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if cost(starts[mid]) <= limit:
-                hi = mid
-            else:
-                lo = mid + 1
-        t = starts[lo]
+        # The first candidate whose cost fits. cost(t) falls as t grows; bound the head's part
+        # from above to bisect the prefix sums, then step to the exact first fit.
+        most = (estimate_block_tokens(TextBlock(left_out_note(n))) + latest_est + 4)
+        allow = limit - fixed - lead_est - most
+        guess = bisect.bisect_left(starts, bisect.bisect_left(npre, tail_end - allow))
+        t = _first_fit(starts, lo, guess, lambda t: cost(t) <= limit)
         lead = head(t)
         messages = [*lead, *base.norm[t:]]
         digests = [message_digest(m) for m in lead] + base.norm_digests[t:]
@@ -174,6 +181,17 @@ class ContextEngine:
         """Externalized base messages ``[start, stop)`` of the last projection (what a planner
         summarizes)."""
         return list(self._base.ext[start:stop])
+
+
+def _first_fit(starts: Sequence[int], lo: int, guess: int, fits: Callable[[int], bool]) -> int:
+    """The first of ``starts[lo:]`` that ``fits`` (which holds from some index on, and for the
+    last one), searching from ``guess``."""
+    k = min(max(guess, lo), len(starts) - 1)
+    while k < len(starts) - 1 and not fits(starts[k]):
+        k += 1
+    while k > lo and fits(starts[k - 1]):
+        k -= 1
+    return starts[k]
 
 
 def create_context_engine(

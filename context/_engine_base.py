@@ -102,6 +102,8 @@ class Base:
         self._old = 0
         self._savings: list[int] = [0]
         self._dirty = 0  # savings prefix entries from this result index on are stale
+        self._norm: list[int] = []  # see norm_prefix()
+        self._norm_from = 0  # its entries from this message index on are stale
         self._raw_last: Message | None = None
         self._archived_total = 0
         self._cleared = 0
@@ -180,6 +182,7 @@ class Base:
             self._result_index.pop(r.tool_use_id, None)
         del self._savings[len(self.results) + 1:]
         self._dirty = min(self._dirty, len(self.results))
+        self._norm_from = min(self._norm_from, i)
         if self.turn_starts and self.turn_starts[-1] == i:
             self.turn_starts.pop()
         if self.prompts and self.prompts[-1] == i:
@@ -316,6 +319,8 @@ class Base:
         n = len(self.results)
         if self._dirty < n or len(self._savings) != n + 1:
             start = min(self._dirty, len(self._savings) - 1)
+            if start < n:
+                self._norm_from = min(self._norm_from, self.result_messages[start] + 1)
             del self._savings[start + 1:]
             for k in range(start, n):
                 r = self.results[k]
@@ -323,6 +328,19 @@ class Base:
                 self._savings.append(self._savings[-1] + s)
             self._dirty = n
         return self._savings[bisect.bisect_left(self.result_messages, i)]
+
+    def norm_prefix(self) -> list[int]:
+        """``p[i]`` = estimated tokens of normalized messages ``[0, i)`` (non-decreasing),
+        recomputed only from the first message whose savings changed."""
+        self.saving_before(0)
+        m = len(self.prefix)
+        start = min(self._norm_from, len(self._norm), m)
+        del self._norm[start:]
+        for i in range(start, m):
+            self._norm.append(
+                self.prefix[i] - self._savings[bisect.bisect_left(self.result_messages, i)])
+        self._norm_from = m
+        return self._norm
 
     def cleared_counts(self) -> tuple[int, int]:
         """(old results cleared, recent superseded reads left out) at the normalize level."""

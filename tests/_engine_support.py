@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from liteagent.context import ContextView, is_prompt, split_turns
+from liteagent.context import ContextView, estimate_tokens, is_prompt, split_turns
 from liteagent.context._archive import archive_marker, archive_ref
 from liteagent.eventlog import (
     AssistantMessage,
@@ -64,11 +64,15 @@ def log_of(messages: Sequence[Message], threshold: int = THRESHOLD) -> list[Stor
 
 
 def view_problems(view: ContextView, conversation: Sequence[Message],
-                  externalized_tail: Sequence[Message]) -> list[str]:
+                  externalized_tail: Sequence[Message], fixed: int = 0) -> list[str]:
     """What is wrong with ``view`` of ``conversation`` (whose most recent turn, externalized,
     is ``externalized_tail``)."""
     problems: list[str] = []
     msgs = view.messages
+    if "clear_tool_uses" not in view.native_edits and (
+            view.tokens_after != fixed + estimate_tokens(msgs)):
+        problems.append(f"tokens_after {view.tokens_after} is not the view's estimate "
+                        f"{fixed + estimate_tokens(msgs)}")
     if view.tokens_after > view.budget:
         problems.append(f"{view.tokens_after} tokens over the budget {view.budget}")
     if msgs and msgs[0].role != "user":
