@@ -6,13 +6,16 @@ of a valid conversation (realistic agent turns from ``EventFactory``, cut at a t
 every tool_use has its result, then padded with short prompt/reply turns to exactly N). It
 creates an agent (``create_lite_agent(model=scripted(...), tools=[])``), resumes that session,
 sends one warm-up prompt (which folds the log once) and times K sends, each answered by the
-same one-block text reply. A send appends three events (the prompt; the model-request record
-and the reply), so a round's log grows from N to N + 3K events; the report prints that range.
+same one-block text reply. The ContextEngine is on (the default): with its default budget
+(191,808 tokens) the view is the whole conversation at N = 100 and 1,000 and a selected window at
+N = 10,000. A send appends four events (the prompt; the context status, the model-request record
+and the reply), so a round's log grows from N to N + 4K events; the report prints that range.
 
 Measured in the same run, interleaved with the SDK rounds (the order rotates every round):
 
-- "raw": the minimum a turn must do without the SDK: the same three events in the same two
-  conditional ``cp.append`` calls (prompt; record + reply) to a session with N prior events;
+- "raw": the minimum a turn must do without the SDK: the same four events in the same two
+  conditional ``cp.append`` calls (prompt; status + record + reply) to a session with N prior
+  events;
 - "core": ``SessionCore.send`` (the turn loop the session actor runs) called directly in this
   thread: no actor hop, no future, no maintenance-lock ask. Only to split the SDK's time into
   the turn loop and the actor machinery.
@@ -58,6 +61,7 @@ from liteagent.eventlog import (
     AssistantMessage,
     CancelToken,
     Checkpointer,
+    ContextSettings,
     ContextStatus,
     Event,
     ModelRequestRecord,
@@ -203,18 +207,22 @@ class Bench:
             self.cp.delete(sid)
 
     def raw(self, n: int) -> float:
-        """The same three events per turn in the same two conditional appends, no SDK."""
+        """The same four events per turn in the same two conditional appends, no SDK."""
         cp = self.cp
         sid = self._session(n, "raw")
         try:
             head, generation = cp.position(sid)
-            record = ModelRequestRecord(view_hash="0" * 64, token_estimate=12_000, model=MODEL)
+            record = ModelRequestRecord(view_hash="0" * 64, token_estimate=12_000, model=MODEL,
+                                        request_digest="1" * 64)
+            status = ContextStatus(level="select", tokens=200_000, budget=191_808,
+                                   tokens_after=191_000, actions=("select: 1 left out",),
+                                   settings=ContextSettings(budget_tokens=191_808))
 
             def turn() -> None:
                 nonlocal head
                 head = cp.append(sid, [UserPrompt(content=(TextBlock(PROMPT),))],
                                  expected_head=head, expected_generation=generation)
-                head = cp.append(sid, [record, REPLY], expected_head=head,
+                head = cp.append(sid, [status, record, REPLY], expected_head=head,
                                  expected_generation=generation)
 
             turn()  # warm up, as the SDK loops do
