@@ -33,7 +33,8 @@ from liteagent.eventlog import ContextSettings, Message, SessionState, TextBlock
 
 from ._engine_base import Base
 from ._engine_options import ContextBudgetError, ContextOptions, ContextView
-from ._tokens import estimate_block_tokens, estimate_tokens
+from ._tokens import _MESSAGE_OVERHEAD as _MESSAGE_TOKENS
+from ._tokens import estimate_block_tokens
 from ._viewhash import message_digest, messages_digest
 
 __all__ = ["ContextEngine", "create_context_engine", "left_out_note", "project_context"]
@@ -119,9 +120,10 @@ class ContextEngine:
 
         npre = base.norm_prefix()
         tail_end = npre[n]
-        lead_est = estimate_tokens(base.norm[: first + 1])
-        latest_est = sum(estimate_block_tokens(b) for b in base.ext[latest].content) if (
-            latest > first) else 0
+        lead_est = npre[first + 1]  # the messages up to the first prompt, as normalized
+        # the latest prompt's blocks (a prompt has no tool results: its estimate is its own)
+        latest_est = (base.prefix[latest + 1] - base.prefix[latest] - _MESSAGE_TOKENS
+                      if latest > first else 0)
 
         def kept_latest(t: int) -> bool:
             return first < latest < t and base.ext[t].role == "assistant"
@@ -145,9 +147,10 @@ class ContextEngine:
             building the head (see :func:`head`: the blocks it adds to the lead)."""
             note = estimate_block_tokens(TextBlock(left_out_note(left(t))))
             if base.ext[t].role == "assistant" or first < 0:
-                added = note + (latest_est if kept_latest(t) else 0) + (4 if first < 0 else 0)
+                added = (note + (latest_est if kept_latest(t) else 0)
+                         + (_MESSAGE_TOKENS if first < 0 else 0))
             else:
-                added = note + 4  # an assistant message holding the note
+                added = note + _MESSAGE_TOKENS  # an assistant message holding the note
             return fixed + lead_est + added + tail_end - npre[t]
 
         if first < 0:  # no prompt at all: the view must start with the user marker
@@ -161,7 +164,8 @@ class ContextEngine:
                 tokens=protected, budget=limit)
         # The first candidate whose cost fits. cost(t) falls as t grows; bound the head's part
         # from above to bisect the prefix sums, then step to the exact first fit.
-        most = (estimate_block_tokens(TextBlock(left_out_note(n))) + latest_est + 4)
+        most = (estimate_block_tokens(TextBlock(left_out_note(n))) + latest_est
+                + _MESSAGE_TOKENS)
         allow = limit - fixed - lead_est - most
         guess = bisect.bisect_left(starts, bisect.bisect_left(npre, tail_end - allow))
         t = _first_fit(starts, lo, guess, lambda t: cost(t) <= limit)
