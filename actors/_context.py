@@ -22,11 +22,13 @@ import structlog
 from liteagent.context import (
     SPILL_PREFIX,
     SUMMARY_HEADER,
+    ContextBudgetError,
     ContextEngine,
     ContextOptions,
     ContextView,
     estimate_tokens,
     left_out_note,
+    provider_compaction_planner,
     refs_in,
 )
 from liteagent.eventlog import (
@@ -48,7 +50,7 @@ from liteagent.eventlog import (
     ToolResultBlock,
     blob_ref,
 )
-from liteagent.providers import ContextOverflowError, ModelProvider, ToolSchema
+from liteagent.providers import COMPACT, ContextOverflowError, ModelProvider, ToolSchema
 from liteagent.tools import UnknownReferenceError
 
 __all__ = ["LogArchiveReader", "SessionContext"]
@@ -74,9 +76,17 @@ class SessionContext:
     """The engine of one session and what goes with it (see the module docstring)."""
 
     def __init__(self, options: ContextOptions, *, provider: ModelProvider, max_tokens: int,
-                 system: str | None, tools: Sequence[ToolSchema], thinking: bool = False) -> None:
+                 system: str | None, tools: Sequence[ToolSchema], model_name: str = "",
+                 thinking: bool = False) -> None:
         self.options = options
         self.thinking = thinking  # clear_thinking is sent only when thinking is on
+        self.planner = options.planner
+        self.native_planner = False
+        if (self.planner is None and options.native_edits and model_name
+                and COMPACT in provider.capabilities):
+            self.planner = provider_compaction_planner(provider, model_name)
+            self.native_planner = True
+        self._failed_at = 0  # left-out size at the last planner failure (0: none)
         self.settings = options.settings(
             max_tokens=max_tokens, fixed_tokens=fixed_tokens(system, tools),
             provider_edits=tuple(provider.capabilities))
@@ -115,14 +125,26 @@ class SessionContext:
 
     # -- the planner --------------------------------------------------------------------------
 
-    def plan(self, view: ContextView, cancel: CancelToken) -> tuple[Compaction | None, str]:
-        """Ask the planner to summarize what ``view`` left out; return the compaction record
-        to append (``None`` with the reason when there is none). Raises
-        :class:`OperationCancelledError` when ``cancel`` fires meanwhile (nothing committed)."""
-        planner = self.options.planner
-        start, stop = view.left_out
-        if planner is None or view.level != "select" or stop <= start:
+    def plan(self, view: ContextView, state: SessionState,
+             cancel: CancelToken) -> tuple[Compaction | None, str]:
+        """When ``view`` had to leave messages out, ask the planner to summarize what a view of
+        half the budget would leave out (so the next requests fit without another summary);
+        return the compaction record to append (``None`` with the reason when there is none).
+        Raises :class:`OperationCancelledError` when ``cancel`` fires meanwhile (nothing
+        committed)."""
+        planner = self.planner
+        if planner is None or view.level != "select" or view.left_out[1] <= view.left_out[0]:
             return None, ""
+        try:
+            half = self.engine.project(state, budget=max(view.budget // 2, 1))
+        except ContextBudgetError:
+            half = view
+        if half.level == "select" and half.left_out[1] > view.left_out[1]:
+            view = half
+        start, stop = view.left_out
+        if self._failed_at and stop - start < 2 * self._failed_at:
+            return None, (f"project: the planner failed with {self._failed_at} messages left "
+                          f"out; it is asked again at {2 * self._failed_at}")
         messages = self.engine.base_messages(start, stop)
         own = CancelToken()
         box: list[object] = []
@@ -146,6 +168,7 @@ class SessionContext:
             waited += step
         if thread.is_alive():
             own.cancel("the planner timed out")
+            self._failed_at = stop - start
             return None, (f"project: the planner timed out after {timeout:g}s; "
                           "kept the selected view")
         cancel.raise_if_cancelled()
@@ -154,8 +177,11 @@ class SessionContext:
             why = (f"{type(outcome).__name__}: {outcome}" if isinstance(outcome, BaseException)
                    else "no summary")
             _log.warning("context.planner_failed", error=why)
+            self._failed_at = stop - start
             return None, f"project: the planner failed ({why}); kept the selected view"
-        return self._compaction(view, outcome), "project: the planner summarized " \
+        self._failed_at = 0
+        who = "the provider's compaction" if self.native_planner else "the planner"
+        return self._compaction(view, outcome), f"project: {who} summarized " \
             f"{stop - start} message(s)"
 
     def _compaction(self, view: ContextView, summary: str) -> Compaction:

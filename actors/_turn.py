@@ -137,7 +137,7 @@ class SessionCore:
         if c.context is not None:
             self.context = SessionContext(c.context, provider=c.provider,
                                           max_tokens=c.max_tokens, system=c.system_prompt,
-                                          tools=self._tool_schemas)
+                                          tools=self._tool_schemas, model_name=c.model_name)
 
     # -- the log ----------------------------------------------------------------------------------
 
@@ -252,7 +252,7 @@ class SessionCore:
         level: str | None = None
         notes: list[str] = []
         if view is not None and self.context is not None:
-            compaction, note = self.context.plan(view, cancel)
+            compaction, note = self.context.plan(view, self.state, cancel)
             notes += [note] if note else []
             if compaction is not None:
                 self.append([compaction])

@@ -33,6 +33,7 @@ from ._middleware import (
     reactive_compaction,
     trim_messages,
 )
+from ._native_planner import NativeCompactionError, provider_compaction_planner
 from ._passes import micro_pass, snip_pass, tool_result_budget_pass
 from ._pipeline import run_pipeline
 from ._replay import ReplayCheck, ReplayReport, verify_replay
@@ -68,6 +69,7 @@ __all__ = [
     "ContextEngine",
     "ContextOptions",
     "ContextView",
+    "NativeCompactionError",
     "Pass",
     "PassReport",
     "Planner",
@@ -93,6 +95,7 @@ __all__ = [
     "messages_digest",
     "micro_pass",
     "project_context",
+    "provider_compaction_planner",
     "reactive_compaction",
     "refs_in",
     "render_slice",

@@ -44,6 +44,7 @@ from liteagent.eventlog import (
 from liteagent.providers import AnthropicProvider, ContextOverflowError, scripted
 from liteagent.providers.testing import (
     FakeMessagesServer,
+    compaction,
     context_overflow,
     message,
     text,
@@ -444,3 +445,39 @@ def test_every_archived_result_of_every_trajectory_reads_back(
                 assert out.is_error
                 assert "not recorded in this session" in out.content
     assert read >= 3
+
+
+def test_the_providers_compaction_is_the_planner_when_it_declares_compact(
+        tmp_path: Path) -> None:
+    """With no planner and a provider declaring compact (Claude), the project level asks the
+    provider to compact what select left out (compact edit, paused after compacting) and records
+    its summary; later requests start from it; replay verifies."""
+    probe = scripted(long_task(8))
+    with agent_with(tmp_path, probe, None, budget_tokens=8_000,
+                    archive_threshold_bytes=10**9) as agent:
+        agent.send("work")
+        levels = [e.body.level for e in agent._core.checkpointer.read(agent.session_id)
+                  if isinstance(e.body, ContextStatus)]
+    k = levels.index("select")  # the request at which select is first needed
+    cp = memory_checkpointer()
+    steps = [message([tool_use(f"toolu_{i}", "dump", {"part": i + 1})]) for i in range(k + 1)]
+    with FakeMessagesServer() as server, server.client() as client:
+        server.add(*steps[:k], message([compaction("what happened so far")],
+                                       stop_reason="compaction"))
+        server.add(steps[k], message([text("done")]))
+        with server_agent(tmp_path, server, client, cp, budget_tokens=8_000,
+                          archive_threshold_bytes=10**9) as agent:
+            assert "done" == agent.send("work").text
+        bodies = [r.body for r in server.requests]
+    edits = bodies[k]["context_management"]["edits"]
+    assert [("compact_20260112", True)] == [(e["type"], e["pause_after_compaction"])
+                                           for e in edits]
+    assert "Summarize the conversation above" in str(bodies[k]["messages"][-1])
+    events = list(cp.read(agent.session_id))
+    assert ["what happened so far"] == [e.body.summary for e in events
+                                        if isinstance(e.body, Compaction)]
+    assert "what happened so far" in str(bodies[k + 1]["messages"][0])
+    statuses = [e.body for e in events if isinstance(e.body, ContextStatus)]
+    assert "project" == statuses[k].level
+    assert any("the provider's compaction summarized" in a for a in statuses[k].actions)
+    assert verify_replay(events).ok

@@ -88,7 +88,7 @@ CONTEXT = {
     "ContextView", "Planner",
     "ReplayCheck", "ReplayReport", "create_context_engine", "left_out_note", "project_context",
     "request_digest", "verify_replay", "view_hash", "combine_view_hash", "message_digest",
-    "messages_digest",
+    "messages_digest", "NativeCompactionError", "provider_compaction_planner",
 }
 
 
