@@ -9,7 +9,8 @@
 The fake Messages API server for tests is in :mod:`liteagent.providers.testing`.
 """
 
-from ._anthropic import AnthropicProvider, anthropic_provider
+from typing import TYPE_CHECKING, Any
+
 from ._contract import (
     CLEAR_THINKING,
     CLEAR_TOOL_USES,
@@ -49,9 +50,29 @@ from ._errors import (
 from ._replay import ReplayProvider, replay, replay_messages
 from ._scripted import ScriptedProvider, ScriptItem, response_events, scripted
 
-anthropic = anthropic_provider
-"""``anthropic(*, api_key=None, base_url=None, max_retries=2, timeout=None, http_client=None,
-betas=())``: Claude over the official SDK (see :func:`anthropic_provider`)."""
+if TYPE_CHECKING:
+    from ._anthropic import AnthropicProvider, anthropic_provider
+
+    anthropic = anthropic_provider
+    """``anthropic(*, api_key=None, base_url=None, max_retries=2, timeout=None,
+    http_client=None, betas=())``: Claude over the official SDK (see
+    :func:`anthropic_provider`)."""
+
+_LAZY = frozenset({"AnthropicProvider", "anthropic_provider", "anthropic"})
+
+
+def __getattr__(name: str) -> Any:
+    """The Anthropic provider, imported on first use: the ``anthropic`` SDK takes seconds to
+    import, and scripts, tests and CLI commands that do not call Claude should not pay it."""
+    if name in _LAZY:
+        from . import _anthropic  # noqa: PLC0415 -- deliberately lazy (see the docstring)
+
+        value = {"AnthropicProvider": _anthropic.AnthropicProvider,
+                 "anthropic_provider": _anthropic.anthropic_provider,
+                 "anthropic": _anthropic.anthropic_provider}[name]
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "CLEAR_THINKING",

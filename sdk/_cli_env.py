@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from liteagent import providers
 from liteagent.context import blob_spill_store, default_compactor
 from liteagent.eventlog import (
     CancelToken,
@@ -28,7 +29,7 @@ from liteagent.eventlog import (
     sqlite_checkpointer,
     validate_session_id,
 )
-from liteagent.providers import ModelProvider, ProviderRequestError, anthropic, replay
+from liteagent.providers import ModelProvider, ProviderRequestError, replay
 
 from ._agent import LiteAgent
 from ._cli_output import LiveRenderer
@@ -101,7 +102,7 @@ class CliEnv:
         """The model provider ``--provider`` names, and the model name to call."""
         spec = self.provider_spec
         if spec == "anthropic":
-            return anthropic(), self.model or DEFAULT_MODEL
+            return providers.anthropic(), self.model or DEFAULT_MODEL
         if spec.startswith("scripted:"):
             return script_provider(spec.removeprefix("scripted:")), self.model or "scripted"
         if spec.startswith("replay:"):

@@ -71,3 +71,15 @@ def test_wheel_contains_only_liteagent(tmp_path: Path) -> None:
     for package in _package_folders():
         assert package.replace(".", "/") + "/__init__.py" in names
     assert "liteagent/eventlog/py.typed" in names
+
+
+@pytest.mark.processes
+def test_the_anthropic_sdk_is_imported_only_when_used() -> None:
+    """Importing the SDK and the CLI does not import ``anthropic`` (seconds of start-up);
+    asking for the Anthropic provider does."""
+    code = ("import sys, liteagent.sdk, liteagent.sdk._cli; a = 'anthropic' in sys.modules; "
+            "from liteagent.providers import anthropic; print(a, 'anthropic' in sys.modules, "
+            "callable(anthropic))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True, timeout=120).stdout.split()
+    assert ["False", "True", "True"] == out
