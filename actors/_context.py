@@ -14,9 +14,9 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 
-import msgspec
 import structlog
 
 from liteagent.context import (
@@ -27,9 +27,11 @@ from liteagent.context import (
     ContextOptions,
     ContextView,
     estimate_tokens,
+    fit_after_overflow,
     left_out_note,
     provider_compaction_planner,
     refs_in,
+    request_overhead_tokens,
 )
 from liteagent.eventlog import (
     BlobStore,
@@ -48,7 +50,6 @@ from liteagent.eventlog import (
     TextBlock,
     ToolResult,
     ToolResultBlock,
-    blob_ref,
 )
 from liteagent.providers import COMPACT, ContextOverflowError, ModelProvider, ToolSchema
 from liteagent.tools import UnknownReferenceError
@@ -56,20 +57,7 @@ from liteagent.tools import UnknownReferenceError
 __all__ = ["LogArchiveReader", "SessionContext"]
 
 _log = structlog.get_logger("liteagent.context")
-_JSON = msgspec.json.Encoder()
-_HEADROOM = 0.9
 _READERS = frozenset({"context", "read_spilled"})  # what they return is already archived
-
-
-def _text_tokens(text: str) -> int:
-    return -(-len(text.encode("utf-8", "surrogatepass")) // 3)
-
-
-def fixed_tokens(system: str | None, tools: Sequence[ToolSchema]) -> int:
-    """The estimated tokens of a request's system prompt and tool schemas."""
-    return _text_tokens(system or "") + sum(
-        _text_tokens(t.name + t.description) + len(_JSON.encode(t.input_schema)) // 3 + 8
-        for t in tools)
 
 
 class SessionContext:
@@ -88,7 +76,7 @@ class SessionContext:
             self.native_planner = True
         self._failed_at = 0  # left-out size at the last planner failure (0: none)
         self.settings = options.settings(
-            max_tokens=max_tokens, fixed_tokens=fixed_tokens(system, tools),
+            max_tokens=max_tokens, fixed_tokens=request_overhead_tokens(system, tools),
             provider_edits=tuple(provider.capabilities))
         self.engine = ContextEngine(self.settings)
 
@@ -116,11 +104,8 @@ class SessionContext:
     def recover_budget(self, view: ContextView, error: ContextOverflowError,
                        max_tokens: int) -> int | None:
         """A smaller budget after ``error``, or ``None`` when it cannot be smaller."""
-        target = view.tokens_after // 2
-        if error.tokens and error.maximum:
-            allowed = _HEADROOM * error.maximum - max_tokens
-            target = min(int(view.tokens_after * allowed / error.tokens), target * 2 - 1)
-        target = min(target, view.tokens_after - 1)
+        fit = fit_after_overflow(view.tokens_after, error, max_tokens)
+        target = min(view.tokens_after // 2 if fit is None else fit, view.tokens_after - 1)
         return target if target > 0 else None
 
     # -- the planner --------------------------------------------------------------------------
@@ -158,14 +143,12 @@ class SessionContext:
         thread = threading.Thread(target=run, name="liteagent-planner", daemon=True)
         thread.start()
         timeout = self.options.planner_timeout_s
-        waited = 0.0
-        while thread.is_alive() and waited < timeout:
+        deadline = time.monotonic() + timeout
+        while thread.is_alive() and (left := deadline - time.monotonic()) > 0:
             if cancel.cancelled:
                 own.cancel(cancel.reason or "cancelled")
                 raise OperationCancelledError(cancel.reason or "cancelled")
-            step = min(0.05, timeout - waited)
-            thread.join(step)
-            waited += step
+            thread.join(min(0.05, left))
         if thread.is_alive():
             own.cancel("the planner timed out")
             self._failed_at = stop - start
@@ -257,8 +240,6 @@ class LogArchiveReader:
     def read_archived(self, ref: str) -> str:
         """The full text of ``ref`` (see :class:`liteagent.tools.ArchiveReader`)."""
         if not self._recorded(ref):
-            raise UnknownReferenceError(f"reference {ref!r} is not recorded in this session")
-        data = self._blobs.get(ref)
-        if blob_ref(data) != ref:  # the store verifies too; never hand out other content
-            raise UnknownReferenceError(f"reference {ref!r} does not match its content")
-        return data.decode("utf-8", "surrogatepass")
+            raise UnknownReferenceError(ref)
+        # The store checks the content against its hash (CorruptBlobError otherwise).
+        return self._blobs.get(ref).decode("utf-8", "surrogatepass")

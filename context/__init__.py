@@ -44,7 +44,13 @@ from ._spill import (
     memory_spill_store,
     spill_marker,
 )
-from ._tokens import BYTES_PER_TOKEN, estimate_block_tokens, estimate_tokens
+from ._tokens import (
+    BYTES_PER_TOKEN,
+    estimate_block_tokens,
+    estimate_tokens,
+    fit_after_overflow,
+    request_overhead_tokens,
+)
 from ._turns import is_prompt, split_turns, turn_starts
 from ._viewhash import (
     combine_view_hash,
@@ -87,6 +93,7 @@ __all__ = [
     "default_compactor",
     "estimate_block_tokens",
     "estimate_tokens",
+    "fit_after_overflow",
     "is_prompt",
     "left_out_note",
     "llm_compactor",
@@ -100,6 +107,7 @@ __all__ = [
     "refs_in",
     "render_slice",
     "request_digest",
+    "request_overhead_tokens",
     "run_pipeline",
     "slice_text",
     "snip_pass",

@@ -75,10 +75,10 @@ class ContextEngine:
         fixed = s.fixed_tokens
         total = base.prefix[-1] + fixed
         raw = base.raw_total + fixed
-        archived = base.archived_in_view()
+        archived = base.archived_total
         actions: list[str] = []
         if archived:
-            actions.append(f"externalize: {archived} archived tool result(s) shown as references")
+            actions.append(f"externalize: {archived} archived tool result(s) shown by reference")
         if total <= limit:
             level = "externalize" if archived else "none"
             return self._view(base.ext, base.ext_digests, level, before=raw, after=total,

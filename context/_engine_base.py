@@ -67,7 +67,6 @@ class _Result:
 class _Call:
     name: str
     path: str | None
-    whole_read: bool
 
 
 @dataclass
@@ -162,9 +161,10 @@ class Base:
         self._archived_seen = len(state.archived)
         return late
 
-    def archived_in_view(self, start: int = 0) -> int:
-        """How many archived results base messages ``[start, end)`` show as references."""
-        return sum(self.archived_counts[start:]) if start else self._archived_total
+    @property
+    def archived_total(self) -> int:
+        """How many archived results the base shows as references."""
+        return self._archived_total
 
     # -- one message --------------------------------------------------------------------------
 
@@ -242,7 +242,7 @@ class Base:
         path = block.input.get("path") if block.name in _PATH_TOOLS else None
         path = path if isinstance(path, str) else None
         whole = block.name == "read_file" and not set(block.input) - {"path"}
-        self._calls[block.id] = _Call(block.name, path, whole)
+        self._calls[block.id] = _Call(block.name, path)
         if path is not None and (block.name != "read_file" or whole):
             for k in self._pending_reads.pop(path, []):
                 self._supersede(k)

@@ -30,8 +30,12 @@ from liteagent.eventlog import (
 )
 
 from ._contract import Compactor
-from ._render import text_tokens
-from ._tokens import estimate_block_tokens, estimate_tokens
+from ._tokens import (
+    estimate_block_tokens,
+    estimate_tokens,
+    fit_after_overflow,
+    request_overhead_tokens,
+)
 from ._turns import is_prompt, split_turns
 
 __all__ = [
@@ -43,8 +47,6 @@ __all__ = [
 ]
 
 _log = structlog.get_logger("liteagent.context")
-_JSON = msgspec.json.Encoder()
-_HEADROOM = 0.9
 """The share of the reported context window a trimmed request aims for."""
 
 
@@ -138,15 +140,11 @@ def overflow_target(request: ModelRequest, error: ContextLimitError, floor_token
     """The estimated tokens the messages of ``request`` should shrink to after ``error`` (see
     :func:`reactive_compaction`)."""
     est_messages = estimate_tokens(request.messages)
-    fixed = text_tokens(request.system or "") + sum(
-        text_tokens(t.name + t.description) + len(_JSON.encode(t.input_schema)) // 3
-        for t in request.tools)
+    fixed = request_overhead_tokens(request.system, request.tools)
     target = est_messages // 2
-    if error.tokens and error.maximum:
-        allowed = _HEADROOM * error.maximum - request.max_tokens
-        scaled = int(allowed * (est_messages + fixed) / error.tokens) - fixed
-        if scaled < est_messages:
-            target = scaled
+    fit = fit_after_overflow(est_messages + fixed, error, request.max_tokens)
+    if fit is not None and fit - fixed < est_messages:
+        target = fit - fixed
     return max(target, floor_tokens)
 
 

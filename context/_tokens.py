@@ -18,15 +18,23 @@ from msgspec import UNSET
 from liteagent.eventlog import (
     Block,
     CompactionBlock,
+    ContextLimitError,
     Message,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
+    ToolSchema,
     ToolUseBlock,
 )
 
-__all__ = ["BYTES_PER_TOKEN", "estimate_block_tokens", "estimate_tokens"]
+__all__ = [
+    "BYTES_PER_TOKEN",
+    "estimate_block_tokens",
+    "estimate_tokens",
+    "fit_after_overflow",
+    "request_overhead_tokens",
+]
 
 BYTES_PER_TOKEN = 3
 _BLOCK_OVERHEAD = 4
@@ -71,3 +79,24 @@ def estimate_tokens(messages: Iterable[Message] | Sequence[Message]) -> int:
         for block in m.content:
             total += -(-_block_bytes(block) // BYTES_PER_TOKEN) + _BLOCK_OVERHEAD
     return total
+
+
+def request_overhead_tokens(system: str | None, tools: Sequence[ToolSchema]) -> int:
+    """The estimated tokens a request spends besides its messages: the system prompt and the
+    tool schemas (names, descriptions and JSON Schemas), at the same bytes per token."""
+    return -(-len((system or "").encode("utf-8", "surrogatepass")) // BYTES_PER_TOKEN) + sum(
+        -(-len((t.name + t.description).encode("utf-8", "surrogatepass")) // BYTES_PER_TOKEN)
+        + len(_JSON.encode(t.input_schema)) // BYTES_PER_TOKEN
+        for t in tools)
+
+
+_HEADROOM = 0.9
+
+
+def fit_after_overflow(total: int, error: ContextLimitError, max_tokens: int) -> int | None:
+    """The estimated tokens a request of ``total`` estimated tokens should shrink to after the
+    provider reported ``error``: ``total`` scaled by the reported ratio to 90 % of the window
+    less the output reserve ``max_tokens``; ``None`` when the error lacks the numbers."""
+    if not (error.tokens and error.maximum):
+        return None
+    return int(total * (_HEADROOM * error.maximum - max_tokens) / error.tokens)

@@ -35,6 +35,7 @@ from liteagent.eventlog import (
     StoredEvent,
     TextBlock,
     ToolResult,
+    ToolResultBlock,
     ToolUseBlock,
     file_checkpointer,
     fold,
@@ -481,3 +482,30 @@ def test_the_providers_compaction_is_the_planner_when_it_declares_compact(
     assert "project" == statuses[k].level
     assert any("the provider's compaction summarized" in a for a in statuses[k].actions)
     assert verify_replay(events).ok
+
+
+def test_the_log_reader_refuses_unrecorded_and_damaged_references(tmp_path: Path) -> None:
+    """LogArchiveReader: a reference not in the session's log raises UnknownReferenceError
+    naming it; a recorded one whose blob was damaged raises the store's CorruptBlobError."""
+    from liteagent.eventlog import CorruptBlobError, SessionState
+    from liteagent.tools import UnknownReferenceError
+
+    with file_checkpointer(tmp_path) as cp:
+        ref = cp.blobs.put(BIG.encode())
+        other = cp.blobs.put(b"another session's text")
+        state = fold(log_of([Message("user", (TextBlock("go"),)),
+                             Message("assistant", (ToolUseBlock("t1", "dump", {}),)),
+                             Message("user", (ToolResultBlock("t1", BIG),))]))
+        reader = LogArchiveReader(lambda: state, cp.blobs)
+        assert BIG == reader.read_archived(ref)
+        with pytest.raises(UnknownReferenceError) as info:
+            reader.read_archived(other)
+        assert other == info.value.ref
+        empty = LogArchiveReader(SessionState, cp.blobs)
+        with pytest.raises(UnknownReferenceError):
+            empty.read_archived(ref)
+        digest = ref.removeprefix("sha256:")
+        blob = tmp_path / "blobs" / digest[:2] / digest[2:]
+        blob.write_bytes(b"x" + blob.read_bytes()[1:])
+        with pytest.raises(CorruptBlobError):
+            reader.read_archived(ref)

@@ -89,6 +89,7 @@ CONTEXT = {
     "ReplayCheck", "ReplayReport", "create_context_engine", "left_out_note", "project_context",
     "request_digest", "verify_replay", "view_hash", "combine_view_hash", "message_digest",
     "messages_digest", "NativeCompactionError", "provider_compaction_planner",
+    "fit_after_overflow", "request_overhead_tokens",
 }
 
 
