@@ -75,6 +75,7 @@ class Base:
 
     keep_recent: int
     preview_chars: int
+    externalize: bool = True  # False: the raw folded conversation (an engine-off session)
     ext: list[Message] = field(default_factory=list)
     ext_digests: list[bytes] = field(default_factory=list)
     prefix: list[int] = field(default_factory=lambda: [0])
@@ -227,7 +228,7 @@ class Base:
                 self._take_result(i, j, b)
 
     def _externalized(self, block: ToolResultBlock) -> ToolResultBlock:
-        event = self._archived.get(block.tool_use_id)
+        event = self._archived.get(block.tool_use_id) if self.externalize else None
         if event is None or not isinstance(block.content, str):
             return block
         if archive_ref(block.content) != event.ref:

@@ -69,7 +69,7 @@ def verify_replay(events: Iterable[StoredEvent]) -> ReplayReport:
     docstring. O(events + views)."""
     state = SessionState()
     engines: dict[ContextSettings, ContextEngine] = {}
-    raw = Base(keep_recent=0, preview_chars=0)
+    raw = Base(keep_recent=0, preview_chars=0, externalize=False)
     status: ContextStatus | None = None
     checks: list[ReplayCheck] = []
     batch: list[StoredEvent] = []

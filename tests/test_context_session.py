@@ -509,3 +509,22 @@ def test_the_log_reader_refuses_unrecorded_and_damaged_references(tmp_path: Path
         blob.write_bytes(b"x" + blob.read_bytes()[1:])
         with pytest.raises(CorruptBlobError):
             reader.read_archived(ref)
+
+
+def test_a_session_continued_without_the_engine_still_verifies(tmp_path: Path) -> None:
+    """Requests projected by the engine (with archived results) and later ones sent raw by an
+    agent with context=False, in one log: verify_replay checks both kinds."""
+    cp = memory_checkpointer()
+    with agent_with(tmp_path, scripted([use("dump"), reply("archived")]), cp) as agent:
+        agent.send("dump")
+        sid = agent.session_id
+    provider = scripted([reply("raw now")])
+    with create_lite_agent(model=provider, model_name="m", workdir=tmp_path, tools=[dump],
+                           checkpointer=cp, context=False) as agent:
+        agent.resume(sid)
+        agent.send("again")
+    bodies = [b.content for m in provider.requests[0].messages for b in m.content
+              if isinstance(b, ToolResultBlock)]
+    assert [BIG] == bodies  # the raw view shows the body itself
+    report = verify_replay(cp.read(sid))
+    assert (True, 3) == (report.ok, len(report.checks))
