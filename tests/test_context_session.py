@@ -528,3 +528,31 @@ def test_a_session_continued_without_the_engine_still_verifies(tmp_path: Path) -
     assert [BIG] == bodies  # the raw view shows the body itself
     report = verify_replay(cp.read(sid))
     assert (True, 3) == (report.ok, len(report.checks))
+
+
+def test_a_failing_idle_compaction_leaves_the_session_working(tmp_path: Path) -> None:
+    """An idle compaction whose compactor raises records nothing; the next send works."""
+    from liteagent.context import Compactor, CompactResult
+
+    class Broken(Compactor):
+        calls = 0
+
+        def maybe_compact(self, messages: Sequence[Message], usage: Any = None,
+                          instructions: str | None = None) -> CompactResult:
+            Broken.calls += 1
+            raise RuntimeError("compactor down")
+
+    provider = scripted([*long_task(8), reply("still here")])
+    cp = memory_checkpointer()
+    with create_lite_agent(model=provider, model_name="m", workdir=tmp_path, tools=[dump],
+                           checkpointer=cp, compactor=Broken(),
+                           context={"budget_tokens": 12_000, "idle_compact_after": 0.1,
+                                    "archive_threshold_bytes": 10**9}) as agent:
+        agent.send("work")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not Broken.calls:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        assert 1 == Broken.calls
+        assert not [e for e in cp.read(agent.session_id) if isinstance(e.body, Compaction)]
+        assert "still here" == agent.send("go on").text
