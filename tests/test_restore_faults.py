@@ -15,10 +15,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 import pytest
+from _restore_tools import TOOLS
 
 from liteagent.actors import _restore_files
 from liteagent.eventlog import (
@@ -39,14 +40,6 @@ from liteagent.eventlog import (
 )
 from liteagent.providers import scripted
 from liteagent.sdk import LiteAgent, RestoreRefusedError, create_lite_agent
-from liteagent.tools import (
-    ToolContext,
-    delete_file,
-    edit_file,
-    resolve_in_workspace,
-    tool,
-    write_file,
-)
 
 SID = "restore-faults"
 _IDS = iter(range(10**9))
@@ -72,22 +65,6 @@ def write(path: str, content: str) -> list[AssistantMessage]:
     return [call("write_file", path=path, content=content), reply(f"wrote {path}")]
 
 
-@tool(name="write_bytes", changes_param="path")
-def write_bytes(
-    path: Annotated[str, msgspec.Meta(description="The file, relative to the workspace.")],
-    data_hex: Annotated[str, msgspec.Meta(description="The content, as hex digits.")],
-    *,
-    ctx: ToolContext,
-) -> str:
-    """Write binary content (given as hex) to a file of the workspace."""
-    target = resolve_in_workspace(ctx.workdir, path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    data = bytes.fromhex(data_hex)
-    target.write_bytes(data)
-    return f"wrote {len(data)} bytes"
-
-
-TOOLS = [write_file, edit_file, delete_file, write_bytes]
 
 
 def workspace(root: Path) -> dict[str, bytes]:

@@ -16,10 +16,10 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import msgspec
 import pytest
+from _restore_tools import TOOLS
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -31,14 +31,6 @@ from liteagent.eventlog import (
 )
 from liteagent.providers import scripted
 from liteagent.sdk import LiteAgent, RestoreRefusedError, create_lite_agent
-from liteagent.tools import (
-    ToolContext,
-    delete_file,
-    edit_file,
-    resolve_in_workspace,
-    tool,
-    write_file,
-)
 
 _IDS = itertools.count()
 SESSIONS = ("session-a", "session-b")
@@ -63,22 +55,6 @@ TEXT = st.text(st.characters(codec="utf-8"), max_size=24)
 CONTENT = st.one_of(TEXT.map(str.encode), st.binary(max_size=48))
 
 
-@tool(name="write_bytes", changes_param="path")
-def write_bytes(
-    path: Annotated[str, msgspec.Meta(description="The file, relative to the workspace.")],
-    data_hex: Annotated[str, msgspec.Meta(description="The content, as hex digits.")],
-    *,
-    ctx: ToolContext,
-) -> str:
-    """Write binary content (given as hex) to a file of the workspace."""
-    target = resolve_in_workspace(ctx.workdir, path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    data = bytes.fromhex(data_hex)
-    target.write_bytes(data)
-    return f"wrote {len(data)} bytes"
-
-
-TOOLS = [write_file, edit_file, delete_file, write_bytes]
 
 
 def reply(text: str) -> AssistantMessage:
