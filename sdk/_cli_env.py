@@ -8,8 +8,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -34,9 +32,10 @@ from liteagent.providers import ModelProvider, ProviderRequestError, replay
 from ._agent import LiteAgent
 from ._cli_output import LiveRenderer
 from ._cli_script import script_provider
+from ._cli_terminal import counted_ctrl_c, main_thread_signals
 from ._factory import create_lite_agent
 
-__all__ = ["DEFAULT_MODEL", "CliEnv", "main_thread_signals", "run_live"]
+__all__ = ["DEFAULT_MODEL", "CliEnv", "run_live"]
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 
@@ -140,22 +139,6 @@ class CliEnv:
             self._cp = None
 
 
-@contextlib.contextmanager
-def main_thread_signals() -> Iterator[None]:
-    """Block SIGINT in this thread meanwhile, so the threads started meanwhile (and the threads
-    they start: actors, workers) inherit a mask that keeps Ctrl-C for the main thread. Without
-    it the kernel may deliver SIGINT to another thread, and the main thread, blocked reading the
-    prompt, would not see it until the next line."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 def run_live(
     agent: LiteAgent,
     work: Callable[[CancelToken], T],
@@ -175,22 +158,20 @@ def run_live(
         except BaseException as e:  # noqa: BLE001 -- handed to the calling thread
             box["error"] = e
 
-    with agent.subscribe(8192) as sub:
+    with agent.subscribe(8192) as sub, counted_ctrl_c() as ctrl_c:
         worker = threading.Thread(target=target, name="lite-agent-cli", daemon=True)
         with main_thread_signals():
             worker.start()
         while True:
-            try:
-                item = sub.get(0.05)
-                if item is not None:
-                    renderer.feed(item)
-                elif not worker.is_alive():
-                    break
-            except KeyboardInterrupt:
-                if not token.cancelled:
-                    token.cancel(reason)
-                    renderer.finish()
-                    print("  cancelling…", file=renderer.out, flush=True)
+            if ctrl_c.take() and not token.cancelled:
+                token.cancel(reason)
+                renderer.finish()
+                print("  cancelling…", file=renderer.out, flush=True)
+            item = sub.get(0.05)
+            if item is not None:
+                renderer.feed(item)
+            elif not worker.is_alive():
+                break
     renderer.finish()
     error = box.get("error")
     if isinstance(error, BaseException):

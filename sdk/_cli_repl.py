@@ -20,6 +20,7 @@ from liteagent.providers import ProviderAuthError
 from ._agent import LiteAgent
 from ._cli_env import CliEnv, run_live
 from ._cli_output import LiveRenderer, checkpoint_lines, session_lines
+from ._cli_terminal import counted_ctrl_c, read_line
 
 __all__ = ["HELP", "Repl", "cmd_interactive"]
 
@@ -129,27 +130,28 @@ class Repl:
             self.say(f"  {type(e).__name__}: {e}")
         return None
 
-    def loop(self, read: Callable[[str], str] = input) -> int:
-        """Read and run lines until /exit, Ctrl-D, or Ctrl-C twice at an empty prompt."""
+    def loop(self) -> int:
+        """Read and run lines until /exit, Ctrl-D, or Ctrl-C twice at the prompt."""
         self.say(f"lite-agent · {self.env.workdir} · session {self.agent.session_id}\n"
                  "Type a request, or /help. Ctrl-C cancels a turn; twice at the prompt quits.")
-        interrupted = False
-        while True:
-            try:
-                line = read("> ").strip()
-            except EOFError:
-                self.say("")
-                return 0
-            except KeyboardInterrupt:
-                if interrupted:
+        with counted_ctrl_c() as ctrl_c:
+            interrupted = False
+            while True:
+                try:
+                    line = read_line("> ", ctrl_c).strip()
+                except EOFError:
                     self.say("")
                     return 0
-                interrupted = True
-                self.say("\n(Ctrl-C again to quit, or /exit)")
-                continue
-            interrupted = False
-            if line and self.step(line) == _EXIT:
-                return 0
+                except KeyboardInterrupt:
+                    if interrupted or ctrl_c.take() > 1:
+                        self.say("")
+                        return 0
+                    interrupted = True
+                    self.say("\n(Ctrl-C again to quit, or /exit)")
+                    continue
+                interrupted = False
+                if line and self.step(line) == _EXIT:
+                    return 0
 
 
 def cmd_interactive(env: CliEnv, args: argparse.Namespace) -> int:  # noqa: ARG001
