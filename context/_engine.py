@@ -27,6 +27,7 @@ O(new events + view) per request: it keeps the base (:mod:`._engine_base`) betwe
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Callable, Sequence
 
 from liteagent.eventlog import ContextSettings, Message, SessionState, TextBlock
@@ -45,6 +46,13 @@ def left_out_note(count: int) -> str:
     noun = "message is" if count == 1 else "messages are"
     return (f"[liteagent: {count} earlier {noun} left out of this view to fit the context "
             "budget; the session log keeps them]")
+
+
+@functools.lru_cache(maxsize=1024)
+def _note_tokens(count: int) -> int:
+    """``estimate_block_tokens`` of the marker for ``count`` left-out messages (the select
+    level asks for it several times per request)."""
+    return estimate_block_tokens(TextBlock(left_out_note(count)))
 
 
 def _settings(value: ContextOptions | ContextSettings, max_tokens: int) -> ContextSettings:
@@ -145,7 +153,7 @@ class ContextEngine:
         def cost(t: int) -> int:
             """``fixed + estimate_tokens(head(t)) + the normalized tail from t``, without
             building the head (see :func:`head`: the blocks it adds to the lead)."""
-            note = estimate_block_tokens(TextBlock(left_out_note(left(t))))
+            note = _note_tokens(left(t))
             if base.ext[t].role == "assistant" or first < 0:
                 added = (note + (latest_est if kept_latest(t) else 0)
                          + (_MESSAGE_TOKENS if first < 0 else 0))
@@ -164,7 +172,7 @@ class ContextEngine:
                 tokens=protected, budget=limit)
         # The first candidate whose cost fits. cost(t) falls as t grows; bound the head's part
         # from above to bisect the prefix sums, then step to the exact first fit.
-        most = (estimate_block_tokens(TextBlock(left_out_note(n))) + latest_est
+        most = (_note_tokens(n) + latest_est
                 + _MESSAGE_TOKENS)
         allow = limit - fixed - lead_est - most
         guess = bisect.bisect_left(starts, bisect.bisect_left(npre, tail_end - allow))
