@@ -25,9 +25,11 @@ from liteagent.context import (
     ContextOptions,
     ContextView,
     combine_view_hash,
+    estimate_tokens,
     message_digest,
     messages_digest,
     request_digest,
+    request_overhead_tokens,
 )
 from liteagent.eventlog import (
     CancelToken,
@@ -75,7 +77,6 @@ from ._view import ConversationView
 __all__ = ["Middleware", "SessionConfig", "SessionCore", "TurnResult"]
 
 _log = structlog.get_logger("liteagent.session")
-_ENC = msgspec.msgpack.Encoder()
 _SNAPSHOT_TIMEOUT = 120.0
 
 
@@ -291,10 +292,11 @@ class SessionCore:
             estimate = view.tokens_after
         elif final.messages is self.view.sync(self.state):  # unchanged by middleware: cached
             digest = self.view.messages_digest()
-            estimate = self.view.total_size // 4
+            estimate = self.view.total_tokens + request_overhead_tokens(final.system, final.tools)
         else:
             digest = messages_digest(message_digest(m) for m in final.messages)
-            estimate = len(_ENC.encode(final.messages)) // 4
+            estimate = (estimate_tokens(final.messages)
+                        + request_overhead_tokens(final.system, final.tools))
         head = request_digest(final)
         edits = tuple(
             f"{e.type}: {e.cleared_tool_uses or 0} tool use(s), "

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from liteagent.context import view_hash
+from liteagent.context import estimate_tokens, view_hash
 from liteagent.eventlog import ConversationEntry, Message, SessionState
 
 __all__ = ["ConversationView", "view_hash"]
@@ -40,8 +40,9 @@ def _first_after(entries: Sequence[ConversationEntry], seq: int) -> int:
 
 
 class ConversationView:
-    """The merged messages of a session's conversation entries, with per-message digests and
-    encoded sizes, updated from the entries added since the last :meth:`sync`."""
+    """The merged messages of a session's conversation entries, with per-message digests,
+    encoded sizes and token estimates (:func:`~liteagent.context.estimate_tokens`, the measure
+    the context engine uses), updated from the entries added since the last :meth:`sync`."""
 
     def __init__(self) -> None:
         self.reset()
@@ -52,6 +53,8 @@ class ConversationView:
         self.digests: list[bytes] = []
         self.sizes: list[int] = []
         self.total_size = 0
+        self.tokens: list[int] = []
+        self.total_tokens = 0
         self._seen = 0
         self._tuple: tuple[Message, ...] = ()
         # The digest chain of every message but the last (which a merge may still replace).
@@ -83,8 +86,10 @@ class ConversationView:
         if self.messages and self.messages[-1].role == m.role:
             m = Message(m.role, self.messages[-1].content + m.content)
             self.total_size -= self.sizes[-1]
+            self.total_tokens -= self.tokens[-1]
             self.messages[-1] = m
             self.digests[-1], self.sizes[-1] = _digest(m)
+            self.tokens[-1] = estimate_tokens((m,))
         else:
             if self.digests:
                 self._stable.update(self.digests[-1])  # the old last can no longer change
@@ -92,7 +97,9 @@ class ConversationView:
             digest, size = _digest(m)
             self.digests.append(digest)
             self.sizes.append(size)
+            self.tokens.append(estimate_tokens((m,)))
         self.total_size += self.sizes[-1]
+        self.total_tokens += self.tokens[-1]
 
     def messages_digest(self) -> bytes:
         """The messages' digest :func:`view_hash` uses, in O(1)."""

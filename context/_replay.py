@@ -34,13 +34,16 @@ __all__ = ["ReplayCheck", "ReplayReport", "verify_replay"]
 
 class ReplayCheck(msgspec.Struct, frozen=True, kw_only=True):
     """One recorded request checked: its seq, the recorded and recomputed hashes (``computed``
-    is ``None`` when it could not be recomputed, with the reason in ``problem``)."""
+    is ``None`` when it could not be recomputed, with the reason in ``problem``), and the
+    recomputed view's token estimate (``None`` for a raw request: its system prompt and tools,
+    which the estimate includes, are not in the log)."""
 
     seq: int
     recorded: str
     computed: str | None
     level: str = "raw"
     problem: str = ""
+    tokens: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -110,4 +113,4 @@ def _check(seq: int, record: ModelRequestRecord, status: ContextStatus | None, *
                            level=status.level, problem=str(e))
     return ReplayCheck(seq=seq, recorded=record.view_hash,
                        computed=combine_view_hash(record.request_digest, view.digest),
-                       level=view.level)
+                       level=view.level, tokens=view.tokens_after)

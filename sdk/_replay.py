@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import msgspec
 
 from liteagent.actors import ConversationView, view_hash
-from liteagent.context import ContextEngine, verify_replay
+from liteagent.context import ContextEngine, request_overhead_tokens, verify_replay
 from liteagent.eventlog import (
     ContextStatus,
     ModelRequestRecord,
@@ -119,7 +119,9 @@ def iter_requests(
                 computed = view_hash(request, digest)
             yield event, request, RequestCheck(
                 seq=event.seq, recorded=body.view_hash, computed=computed,
-                recorded_tokens=body.token_estimate, computed_tokens=view.total_size // 4,
+                recorded_tokens=body.token_estimate,
+                computed_tokens=view.total_tokens + request_overhead_tokens(request.system,
+                                                                            request.tools),
                 messages=len(request.messages),
                 request_matches=None if not recorded_head else recorded_head == head)
         state = apply(state, event)
@@ -169,5 +171,6 @@ def verify_session(events: Sequence[StoredEvent], config: ViewConfig) -> list[Re
             checks.append(old)
         else:
             checks.append(msgspec.structs.replace(
-                old, computed=c.computed or "", level=c.level, problem=c.problem))
+                old, computed=c.computed or "", level=c.level, problem=c.problem,
+                computed_tokens=old.computed_tokens if c.tokens is None else c.tokens))
     return checks

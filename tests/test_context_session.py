@@ -20,6 +20,8 @@ from liteagent.context import (
     ContextBudgetError,
     ContextOptions,
     archive_ref,
+    estimate_tokens,
+    request_overhead_tokens,
     slice_text,
     verify_replay,
 )
@@ -152,6 +154,8 @@ def test_every_request_records_its_decision_and_verifies(tmp_path: Path) -> None
     assert all(s.tokens_after is not None and s.tokens_after <= 6_000 for s in statuses)
     report = verify_replay(events)
     assert (True, 13) == (report.ok, len(report.checks))
+    assert [s.tokens_after for s in statuses] == [c.tokens for c in report.checks]
+    assert [r.body.token_estimate for r in records] == [c.tokens for c in report.checks]
     bad = records[-1]
     assert isinstance(bad.body, ModelRequestRecord)
     forged = StoredEvent(bad.seq, bad.ts, bad.kind, ModelRequestRecord(
@@ -161,7 +165,9 @@ def test_every_request_records_its_decision_and_verifies(tmp_path: Path) -> None
 
 
 def test_without_the_engine_requests_verify_too(tmp_path: Path) -> None:
-    """context=False: no status events, the raw conversation, and verify_replay still checks."""
+    """context=False: no status events, the raw conversation, and verify_replay still checks.
+    Each record's token estimate is the engine's measure of what was sent (messages, system
+    prompt and tools), so estimates compare across sessions with and without the engine."""
     provider = scripted(long_task(3))
     cp = memory_checkpointer()
     with create_lite_agent(model=provider, model_name="m", workdir=tmp_path, tools=[dump],
@@ -170,6 +176,13 @@ def test_without_the_engine_requests_verify_too(tmp_path: Path) -> None:
         events = list(cp.read(agent.session_id))
     assert not [e for e in events if isinstance(e.body, ContextStatus)]
     assert verify_replay(events).ok
+    estimates = [e.body.token_estimate for e in events if isinstance(e.body, ModelRequestRecord)]
+    sent = provider.requests
+    assert 4 == len(sent)
+    assert [estimate_tokens(r.messages) + request_overhead_tokens(r.system, r.tools)
+            for r in sent] == estimates
+    assert estimates == sorted(estimates)
+    assert estimates[0] < estimates[-1]
 
 
 def test_the_first_prompt_alone_over_budget_raises_and_the_session_goes_on(
