@@ -26,6 +26,8 @@ def interrupt_self() -> None:
 def test_presses_are_counted_and_the_old_handler_comes_back() -> None:
     """Inside ``counted_ctrl_c`` a SIGINT raises nothing; ``take`` returns the presses since
     the last call; outside, Python's default handler raises KeyboardInterrupt again."""
+    before = signal.getsignal(signal.SIGINT)
+    assert before is signal.default_int_handler
     with counted_ctrl_c() as ctrl_c:
         assert not ctrl_c.pending
         interrupt_self()
@@ -33,7 +35,7 @@ def test_presses_are_counted_and_the_old_handler_comes_back() -> None:
         assert ctrl_c.pending
         assert 2 == ctrl_c.take()
         assert 0 == ctrl_c.take()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before
     with pytest.raises(KeyboardInterrupt):
         interrupt_self()
 
