@@ -1,6 +1,8 @@
 """``lite-agent`` without a subcommand: an interactive session on the workdir.
 
-The model's text streams as it comes and each tool call shows as one line. Slash commands
+The model's text streams as it comes and each tool call shows as one line. The prompt edits
+lines with readline and keeps a history per project (``<home>/projects/<hash>/prompt_history``;
+the up arrow recalls earlier prompts, also from earlier runs). Slash commands
 (``/help`` lists them) reach the session's checkpoints, restores, compaction and the other
 sessions. Ctrl-C cancels the running turn or manual compaction and returns to the prompt (the
 log records the aborted turn; the next prompt continues); a second Ctrl-C at an empty prompt
@@ -20,7 +22,7 @@ from liteagent.providers import ProviderAuthError
 from ._agent import LiteAgent
 from ._cli_env import CliEnv, run_live
 from ._cli_output import LiveRenderer, checkpoint_lines, session_lines
-from ._cli_terminal import counted_ctrl_c, read_line
+from ._cli_terminal import counted_ctrl_c, prompt_history, read_line
 
 __all__ = ["HELP", "Repl", "cmd_interactive"]
 
@@ -134,7 +136,7 @@ class Repl:
         """Read and run lines until /exit, Ctrl-D, or Ctrl-C twice at the prompt."""
         self.say(f"lite-agent · {self.env.workdir} · session {self.agent.session_id}\n"
                  "Type a request, or /help. Ctrl-C cancels a turn; twice at the prompt quits.")
-        with counted_ctrl_c() as ctrl_c:
+        with counted_ctrl_c() as ctrl_c, prompt_history(self.env.project / "prompt_history"):
             interrupted = False
             while True:
                 try:

@@ -2,23 +2,29 @@
 
 Python turns SIGINT into a ``KeyboardInterrupt`` raised wherever the main thread happens to be:
 in the middle of printing the "Ctrl-C again to quit" hint (so a quick second Ctrl-C crashed the
-CLI with a traceback), or just before ``input()`` blocks in ``read`` (so the Ctrl-C waited
-for the next Enter). Here Ctrl-C is counted instead (:func:`counted_ctrl_c`), and the main
-thread looks at the count where it chooses: between short waits for a line
-(:func:`read_line`) or for the agent's next live event (``run_live``).
+CLI with a traceback), or just before ``input()`` blocks (so the Ctrl-C waited for the next
+Enter). Here Ctrl-C is counted instead (:func:`counted_ctrl_c`), and the main thread looks at
+the count where it chooses: at the prompt (:func:`read_line`) or between the agent's live
+events (``run_live``).
+
+On a terminal the prompt is GNU readline's (line editing, and the history
+:func:`prompt_history` keeps per project). Readline waits in ``select`` without a timeout and
+only runs Python's signal handlers when that wait is interrupted, so a Ctrl-C that lands just
+before it would wait for the next key. While the prompt waits, a helper thread interrupts it
+every 0.1 s with a signal that does nothing else (SIGURG), which lets a pending Ctrl-C through.
 """
 
 from __future__ import annotations
 
 import contextlib
-import select
 import signal
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from types import FrameType
 
-__all__ = ["CtrlC", "counted_ctrl_c", "main_thread_signals", "read_line"]
+__all__ = ["CtrlC", "counted_ctrl_c", "main_thread_signals", "prompt_history", "read_line"]
 
 _POLL_S = 0.1
 
@@ -91,27 +97,71 @@ def main_thread_signals() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+@contextlib.contextmanager
+def _nudged() -> Iterator[None]:
+    """Interrupt the main thread's blocking wait every 0.1 s meanwhile (see the module
+    docstring); SIGURG is ignored by default, so a late nudge is harmless."""
+    main = threading.main_thread().ident
+    assert main is not None
+    stop = threading.Event()
+
+    def nudge() -> None:
+        while not stop.wait(_POLL_S):
+            signal.pthread_kill(main, signal.SIGURG)
+
+    old = signal.signal(signal.SIGURG, lambda _signum, _frame: None)
+    with main_thread_signals():
+        thread = threading.Thread(target=nudge, name="lite-agent-prompt", daemon=True)
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        signal.signal(signal.SIGURG, old)
+
+
 def read_line(prompt: str, ctrl_c: CtrlC) -> str:
     """One line from stdin after ``prompt``; ``KeyboardInterrupt`` when Ctrl-C is pressed
     before it is complete (the count of presses stays in ``ctrl_c``), ``EOFError`` at the end.
 
-    On a terminal this waits in short ``select`` slices and looks at the count between them,
-    so a Ctrl-C is seen within 0.1 s wherever it landed. Piped input (one ``read`` may buffer
-    several lines, so ``select`` cannot tell whether a line is waiting) blocks in
-    ``readline``, which the first Ctrl-C interrupts."""
-    stdin = sys.stdin
-    sys.stdout.write(prompt)
-    sys.stdout.flush()
-    if stdin.isatty():
-        while not select.select([stdin], [], [], _POLL_S)[0]:
-            if ctrl_c.pending:  # the caller takes the count
-                raise KeyboardInterrupt
-        line = stdin.readline()  # canonical mode: the terminal hands over one whole line
-    else:
+    The first press raises out of the blocking read (:meth:`CtrlC.raising`); one pending from
+    before raises at once. On a terminal (main thread) ``input()`` edits the line with readline
+    and is nudged so a pending press is seen within 0.1 s; piped input blocks in
+    ``readline()`` of stdin."""
+    with ctrl_c.raising():
         if ctrl_c.pending:
             raise KeyboardInterrupt
-        with ctrl_c.raising():
-            line = stdin.readline()
+        if sys.stdin.isatty() and threading.current_thread() is threading.main_thread():
+            with _nudged():
+                return input(prompt)
+        sys.stdout.write(prompt)
+        sys.stdout.flush()
+        line = sys.stdin.readline()
     if not line:
         raise EOFError
     return line.removesuffix("\n")
+
+
+@contextlib.contextmanager
+def prompt_history(path: Path) -> Iterator[None]:
+    """Line editing with the history of ``path`` (the last 1,000 lines), saved back on the way
+    out; nothing when stdin is not a terminal or readline is missing."""
+    try:
+        import readline  # noqa: PLC0415 -- only the interactive prompt needs it
+    except ImportError:  # pragma: no cover -- CPython on Linux has it
+        yield
+        return
+    if not sys.stdin.isatty():
+        yield
+        return
+    readline.clear_history()
+    readline.set_history_length(1000)
+    with contextlib.suppress(OSError):
+        readline.read_history_file(path)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            readline.write_history_file(path)

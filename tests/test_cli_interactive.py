@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from _cli_runner import LITE_AGENT, clean_env, write, write_script
 
-from liteagent.eventlog import UserPrompt, file_checkpointer
+from liteagent.eventlog import UserPrompt, file_checkpointer, project_dir
 
 pytestmark = pytest.mark.processes
 
@@ -200,6 +200,35 @@ def test_slash_commands_in_a_terminal(tmp_path: Path) -> None:
         assert 0 == term.wait()
     finally:
         term.close()
+
+
+_HELP_THEN_PROMPT = r"/restore <seq> \[--conversation-only\][\s\S]*?compaction cancels it\.\n> "
+
+
+def test_the_prompt_edits_lines_and_keeps_history_across_runs(tmp_path: Path) -> None:
+    """A line fixed with the arrow keys runs as edited; the next run of lite-agent on the same
+    project recalls it with the up arrow; the history file holds the edited line."""
+    term, work, home = start(tmp_path, [])
+    try:
+        term.expect("> ")
+        term.type("/hep\x1b[Dl\r")  # "/hep", left arrow, "l": "/help"
+        term.expect(_HELP_THEN_PROMPT)
+        term.type("/exit\r")
+        assert 0 == term.wait()
+    finally:
+        term.close()
+    history = project_dir(work, home) / "prompt_history"
+    assert ["/help", "/exit"] == history.read_text().splitlines()[-2:]
+    again = Terminal([str(LITE_AGENT), "--workdir", str(work), "--home", str(home),
+                      "--provider", write_script(tmp_path / "again.json", [])], clean_env())
+    try:
+        again.expect("> ")
+        again.type("\x1b[A\x1b[A\r")  # up twice: "/help" from the first run
+        again.expect(_HELP_THEN_PROMPT)
+        again.type("\x04")  # Ctrl-D at the empty prompt
+        assert 0 == again.wait()
+    finally:
+        again.close()
 
 
 # The CLI with a compactor that takes two seconds (patched in before main runs).
