@@ -126,16 +126,16 @@ def checkpoints(state: SessionState, blobs: BlobStore | None = None) -> list[Che
     return out
 
 
-def current_hash(path: Path) -> str | None:
-    """SHA-256 of the file's content now, or None when it does not exist (also when a folder on
-    its path is now a file)."""
+def current_hash(path: str | os.PathLike[str]) -> str | None:
+    """SHA-256 of the file's content now, or None when there is no file there (it does not
+    exist, it is a folder, or a folder on its path is now a file)."""
     try:
         h = hashlib.sha256()
         with open(path, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
         return h.hexdigest()
-    except (FileNotFoundError, NotADirectoryError):
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
 
 

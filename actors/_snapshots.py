@@ -21,6 +21,7 @@ from ._envelope import ActorBase, Envelope, Message
 from ._hub import EventHub, LiveEvent
 from ._live import CheckpointRestore
 from ._restore_files import apply_files
+from ._restore_plan import current_hash
 
 __all__ = [
     "MAX_SNAPSHOT_BYTES",
@@ -78,17 +79,6 @@ def _read(path: str, max_bytes: int) -> bytes | None:
         return None
 
 
-def _hash_file(path: str) -> str | None:
-    try:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        return h.hexdigest()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None
-
-
 class FileSnapshotActor(ActorBase):
     """Snapshots files of one workspace into one blob store."""
 
@@ -111,7 +101,7 @@ class FileSnapshotActor(ActorBase):
         if isinstance(message, PreImages):
             return [self._pre_image(p) for p in message.paths]
         if isinstance(message, PostHashes):
-            return [_hash_file(p) for p in message.paths]
+            return [current_hash(p) for p in message.paths]
         assert isinstance(message, ApplyRestore)
         cancel = envelope.cancel
         return apply_files(
@@ -134,7 +124,7 @@ class FileSnapshotActor(ActorBase):
         if data is None:
             return PreImage(path, None, None)
         if len(data) > self.max_bytes:
-            return PreImage(path, None, _hash_file(path), truncated=True)
+            return PreImage(path, None, current_hash(path), truncated=True)
         return PreImage(path, self.blobs.put(data), hashlib.sha256(data).hexdigest())
 
 
