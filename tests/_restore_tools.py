@@ -1,7 +1,10 @@
-"""The tools the restore tests drive: the file tools, and ``write_bytes`` for binary content."""
+"""What the restore tests share: the tools they drive (the file tools, and ``write_bytes`` for
+binary content) and ``workspace``, the files of a folder."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Annotated
 
 import msgspec
@@ -32,3 +35,13 @@ def write_bytes(
 
 
 TOOLS = [write_file, edit_file, delete_file, write_bytes]
+
+
+def workspace(root: Path) -> dict[str, bytes]:
+    """Every file below ``root`` (relative posix path -> content); folders are not listed."""
+    out = {}
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            path = Path(folder, name)
+            out[path.relative_to(root).as_posix()] = path.read_bytes()
+    return out

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from _restore_tools import TOOLS
+from _restore_tools import TOOLS, workspace
 
 from liteagent.actors import _restore_files
 from liteagent.eventlog import (
@@ -65,16 +65,6 @@ def write(path: str, content: str) -> list[AssistantMessage]:
     return [call("write_file", path=path, content=content), reply(f"wrote {path}")]
 
 
-
-
-def workspace(root: Path) -> dict[str, bytes]:
-    """Every file below ``root`` (relative posix path -> content); folders are not listed."""
-    out = {}
-    for folder, _dirs, files in os.walk(root):
-        for name in files:
-            path = Path(folder, name)
-            out[path.relative_to(root).as_posix()] = path.read_bytes()
-    return out
 
 
 def agent_on(work: Path, cp: Checkpointer, script: list[Any]) -> LiteAgent:

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _restore_tools import TOOLS
+from _restore_tools import TOOLS, workspace
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -66,16 +65,6 @@ def call(name: str, input: dict[str, Any]) -> AssistantMessage:
     """An assistant message calling one tool."""
     return AssistantMessage(content=(ToolUseBlock(f"toolu_{next(_IDS)}", name, input),),
                             stop_reason="tool_use")
-
-
-def workspace(root: Path) -> dict[str, bytes]:
-    """Every file below ``root`` (relative posix path -> content); folders are not listed."""
-    out = {}
-    for folder, _dirs, files in os.walk(root):
-        for name in files:
-            path = Path(folder, name)
-            out[path.relative_to(root).as_posix()] = path.read_bytes()
-    return out
 
 
 # -- the model of the tools -----------------------------------------------------------------------
