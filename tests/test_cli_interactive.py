@@ -231,6 +231,27 @@ def test_the_prompt_edits_lines_and_keeps_history_across_runs(tmp_path: Path) ->
         again.close()
 
 
+def test_an_unusable_history_file_leaves_the_prompt_working(tmp_path: Path) -> None:
+    """A folder where the history file goes can be neither read nor written: the prompt still
+    works and the CLI exits with 0 (history is a convenience, never a reason to fail)."""
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    history = project_dir(work, home) / "prompt_history"
+    history.mkdir(parents=True)
+    term = Terminal([str(LITE_AGENT), "--workdir", str(work), "--home", str(home),
+                     "--provider", write_script(tmp_path / "script.json", [])], clean_env())
+    try:
+        term.expect("> ")
+        term.type("/help\r")
+        term.expect(_HELP_THEN_PROMPT)
+        term.type("/exit\r")
+        assert 0 == term.wait()
+    finally:
+        term.close()
+    assert history.is_dir()
+    assert "Traceback" not in term.seen
+
+
 # The CLI with a compactor that takes two seconds (patched in before main runs).
 _SLOW_COMPACTOR = """
 import sys, time
