@@ -8,7 +8,14 @@ This package imports nothing else of liteagent. The conformance suite for backen
 from ._blobs import BLOB_REF_PATTERN, BlobStore, blob_ref
 from ._cancel import CancelToken
 from ._codec import Codec, zlib_codec
-from ._contract import Checkpointer, IntegrityProblem, IntegrityReport, Position, SessionInfo
+from ._contract import (
+    Checkpointer,
+    IntegrityProblem,
+    IntegrityReport,
+    Position,
+    RepairReport,
+    SessionInfo,
+)
 from ._errors import (
     BlobError,
     BlobNotFoundError,
@@ -161,6 +168,7 @@ __all__ = [
     "Position",
     "RawBlock",
     "RedactedThinkingBlock",
+    "RepairReport",
     "ResponseComplete",
     "RestoreFile",
     "RestoreFinished",

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import abc
 import builtins
+import math
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from types import TracebackType
@@ -19,7 +21,9 @@ import msgspec
 from ._errors import (
     CheckpointConflictError,
     CheckpointerClosedError,
+    CheckpointerError,
     CodecError,
+    CorruptLogError,
     InvalidArgumentError,
     InvalidEventError,
 )
@@ -31,12 +35,15 @@ if TYPE_CHECKING:
     from ._blobs import BlobStore
 
 __all__ = [
+    "DAMAGE_PROBLEMS",
     "INFORMATIONAL_PROBLEMS",
+    "MAX_SEQ",
     "Checkpointer",
     "EncodedEvent",
     "IntegrityProblem",
     "IntegrityReport",
     "Position",
+    "RepairReport",
     "SessionInfo",
     "check_position",
     "decode_stored",
@@ -45,6 +52,9 @@ __all__ = [
 
 
 _decoder_for = DECODERS.get
+
+MAX_SEQ = (1 << 63) - 1
+"""The largest seq (and head) any backend stores: a signed 64-bit integer."""
 
 
 class SessionInfo(NamedTuple):
@@ -90,12 +100,36 @@ class IntegrityReport(msgspec.Struct, frozen=True, gc=False):
     problems: tuple[IntegrityProblem, ...] = ()
 
 
+class RepairReport(msgspec.Struct, frozen=True, gc=False):
+    """What :meth:`Checkpointer.repair` did to one session.
+
+    ``kept_head`` is the last seq kept (the readable prefix is ``1..kept_head``). ``lost`` lists
+    the seqs that were stored after it and could not be kept, as inclusive ``(first, last)``
+    ranges; ``last`` is ``None`` when the damage hides how far the log went. ``quarantine``
+    names where the damaged remainder was moved (never deleted), ``None`` when nothing was
+    moved. ``generation`` is the session's generation afterwards (a repair that changed
+    anything bumps it). ``repaired`` is false when there was nothing to repair.
+    """
+
+    session_id: str
+    repaired: bool
+    kept_head: int
+    generation: int
+    lost: tuple[tuple[int, int | None], ...] = ()
+    quarantine: str | None = None
+    detail: str = ""
+
+
 class EncodedEvent(NamedTuple):
     """An event ready to store: its kind and body bytes."""
 
     kind: str
     body: bytes
 
+
+DAMAGE_PROBLEMS = frozenset({"corrupt", "gap"})
+"""Findings that make a session refuse writes until it is repaired (a ``codec`` finding is
+not damage: the bytes are intact, and the codec given may be the wrong one)."""
 
 INFORMATIONAL_PROBLEMS = frozenset({"unknown_kind", "leftover"})
 """Findings that do not make a store unhealthy: events of a newer writer (kept as they are) and
@@ -148,8 +182,10 @@ def decode_stored(
 
 
 def _check_optional_int(name: str, value: object) -> None:
-    if value is not None and (type(value) is not int or value < 0):
-        raise InvalidArgumentError(f"{name} must be None or an int >= 0, got {value!r}")
+    if value is not None and (type(value) is not int or not 0 <= value <= MAX_SEQ):
+        raise InvalidArgumentError(
+            f"{name} must be None or an int in 0..{MAX_SEQ}, got {value!r}"
+        )
 
 
 class Checkpointer(abc.ABC):
@@ -170,10 +206,16 @@ class Checkpointer(abc.ABC):
       nothing; deleting it does nothing.
     - a closed checkpointer raises :class:`CheckpointerClosedError` on every call.
     - session ids are validated before any I/O (:class:`InvalidSessionIdError`).
+    - once a read, a scan or a write of this object has found damage in a session
+      (:class:`CorruptLogError`), every later ``append`` and ``truncate`` of that session is
+      refused with :class:`CorruptLogError` until :meth:`repair` salvages it: nothing is ever
+      acknowledged onto a log that cannot be read back.
     """
 
     def __init__(self) -> None:
         self._closed = False
+        self._damaged: dict[str, str] = {}
+        self._damaged_lock = threading.Lock()
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -202,17 +244,67 @@ class Checkpointer(abc.ABC):
         batch = [EncodedEvent(*encode_body(e)) for e in events]
         if ts is None:
             ts = time.time()
-        elif type(ts) is not float or ts != ts:  # noqa: PLR0124 -- NaN check
-            raise InvalidArgumentError(f"ts must be a float (Unix seconds), got {ts!r}")
-        return self._append(sid, batch, ts, expected_head, expected_generation)
+        elif type(ts) is not float or not math.isfinite(ts):
+            raise InvalidArgumentError(f"ts must be a finite float (Unix seconds), got {ts!r}")
+        self._refuse_damaged(sid)
+        try:
+            return self._append(sid, batch, ts, expected_head, expected_generation)
+        except CorruptLogError as e:
+            self._mark_damaged(sid, e)
+            raise
 
     def read(self, session_id: str, since_seq: int = 0) -> Iterator[StoredEvent]:
         """Return an iterator over the events with ``seq > since_seq``, in seq order."""
         self._check_open()
         sid = validate_session_id(session_id)
-        if type(since_seq) is not int or since_seq < 0:
-            raise InvalidArgumentError(f"since_seq must be an int >= 0, got {since_seq!r}")
-        return self._read(sid, since_seq)
+        if type(since_seq) is not int or not 0 <= since_seq <= MAX_SEQ:
+            raise InvalidArgumentError(
+                f"since_seq must be an int in 0..{MAX_SEQ}, got {since_seq!r}"
+            )
+        return self._watched(sid, self._read(sid, since_seq))
+
+    def _watched(self, session_id: str, events: Iterator[StoredEvent]) -> Iterator[StoredEvent]:
+        """``events``, remembering the session as damaged if reading it finds damage."""
+        try:
+            yield from events
+        except CorruptLogError as e:
+            self._mark_damaged(session_id, e)
+            raise
+
+    # -- damage -----------------------------------------------------------------------------------
+
+    def damaged(self, session_id: str) -> str | None:
+        """Why this object refuses writes to ``session_id`` (damage it found), or ``None``."""
+        with self._damaged_lock:
+            return self._damaged.get(validate_session_id(session_id))
+
+    def _mark_damaged(self, session_id: str, error: CorruptLogError | str) -> None:
+        """Refuse further writes to ``session_id`` until it is repaired."""
+        detail = error if isinstance(error, str) else str(error)
+        with self._damaged_lock:
+            self._damaged.setdefault(session_id, detail)
+
+    def _refuse_damaged(self, session_id: str) -> None:
+        with self._damaged_lock:
+            detail = self._damaged.get(session_id)
+        if detail is not None:
+            raise CorruptLogError(
+                session_id, None,
+                f"writes are refused since damage was found ({detail}); "
+                "repair it with repair() or `lite-agent doctor --repair`",
+            )
+
+    def repair(self, session_id: str) -> RepairReport:
+        """Salvage a damaged session: keep its readable prefix, move the damaged remainder
+        aside (never deleted), give it a new generation, and report exactly which seqs were
+        lost. A healthy session is left as it is (``repaired`` false). Afterwards the session
+        accepts writes again."""
+        self._check_open()
+        sid = validate_session_id(session_id)
+        report = self._repair(sid)
+        with self._damaged_lock:
+            self._damaged.pop(sid, None)
+        return report
 
     def head(self, session_id: str) -> int:
         """Return the session's last seq; 0 for an empty or unknown session."""
@@ -250,16 +342,25 @@ class Checkpointer(abc.ABC):
         """
         self._check_open()
         sid = validate_session_id(session_id)
-        if type(to_seq) is not int:
+        if type(to_seq) is not int or abs(to_seq) > MAX_SEQ:
             raise InvalidArgumentError(f"to_seq must be an int, got {to_seq!r}")
         _check_optional_int("expected_head", expected_head)
         _check_optional_int("expected_generation", expected_generation)
-        return self._truncate(sid, to_seq, expected_head, expected_generation)
+        self._refuse_damaged(sid)
+        try:
+            return self._truncate(sid, to_seq, expected_head, expected_generation)
+        except CorruptLogError as e:
+            self._mark_damaged(sid, e)
+            raise
 
     def check_integrity(self) -> IntegrityReport:
         """Check every stored session and report what is damaged; repairs nothing."""
         self._check_open()
-        return self._check_integrity()
+        report = self._check_integrity()
+        for p in report.problems:
+            if p.session_id is not None and p.kind in DAMAGE_PROBLEMS:
+                self._mark_damaged(p.session_id, f"{p.kind}: {p.detail}")
+        return report
 
     @property
     def blobs(self) -> BlobStore:
@@ -328,6 +429,10 @@ class Checkpointer(abc.ABC):
 
     @abc.abstractmethod
     def _check_integrity(self) -> IntegrityReport: ...
+
+    def _repair(self, session_id: str) -> RepairReport:  # noqa: ARG002 -- a hook
+        """Salvage ``session_id`` (see :meth:`repair`); backends that can be damaged override."""
+        raise CheckpointerError(f"{type(self).__name__} cannot repair sessions")
 
     @abc.abstractmethod
     def _blobs(self) -> BlobStore: ...

@@ -49,15 +49,15 @@ def encode_body(event: Event | OpaqueEvent) -> tuple[str, bytes]:
     unreadable later. Raises :class:`InvalidEventError` for a non-event and for an
     :class:`OpaqueEvent` whose bytes are not one msgpack value (or not a valid event of its kind,
     when the kind is known), and :class:`CodecError` for values msgpack cannot encode (integers
-    beyond 64 bits, arbitrary objects). Containers are stored as msgpack arrays and maps, so a
-    set or tuple inside a dict value reads back as a list.
+    beyond 64 bits, strings with lone surrogates, arbitrary objects). Containers are stored as
+    msgpack arrays and maps, so a set or tuple inside a dict value reads back as a list.
     """
     if type(event) is OpaqueEvent:
         return _encode_opaque(event)
     kind = kind_of(event)
     try:
         data = _ENCODER.encode(event)
-    except (TypeError, OverflowError, msgspec.EncodeError) as e:
+    except (TypeError, ValueError, OverflowError) as e:  # ValueError: msgspec's, lone surrogates
         raise CodecError(f"cannot encode {kind} event: {e}") from e
     try:
         _DECODERS[kind].decode(data)

@@ -18,6 +18,7 @@ from ._contract import (
     EncodedEvent,
     IntegrityReport,
     Position,
+    RepairReport,
     SessionInfo,
     check_position,
     decode_stored,
@@ -133,6 +134,10 @@ class MemoryCheckpointer(Checkpointer):
         with self._lock:
             n = len(self._sessions)
         return IntegrityReport(True, f"{n} sessions in memory; nothing to check on disk")
+
+    def _repair(self, session_id: str) -> RepairReport:
+        head, generation = self._position(session_id)
+        return RepairReport(session_id, False, head, generation, detail="nothing to repair")
 
     def _blobs(self) -> BlobStore:
         return self._blob_store

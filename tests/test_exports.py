@@ -25,6 +25,7 @@ EVENTLOG = {
     "InvalidEventError", "InvalidMessageError", "InvalidSessionIdError", "LiteAgentError",
     "Message", "ModelRequest", "ModelRequestRecord", "ModelResponse", "NotADatabaseError",
     "OpaqueEvent", "OperationCancelledError", "Origin", "PVec", "PassRecord", "Position",
+    "RepairReport",
     "RawBlock", "RedactedThinkingBlock", "ResponseComplete", "RestoreFile", "RestoreFinished",
     "RestoreStarted", "Role", "SESSION_ID_PATTERN", "SchemaVersionError", "SessionInfo",
     "SessionStarted", "SessionState", "StorageIOError", "StoredEvent", "StreamEvent", "TextBlock",
