@@ -3,8 +3,7 @@ linearity (a doubled transcript should take at most 2.3x as long), against decod
 transcripts in the same process.
 
 Inputs: every ``*.jsonl`` of the recorded-trajectories folder (``--trajectories``, else
-``$LITEAGENT_TRAJECTORIES``, else ``../shared/data/trajectories`` beside the repository, else
-``/work/shared/data/trajectories``). Each line is one message in Anthropic Messages shape.
+``$LITEAGENT_TRAJECTORIES``). Each line is one message in Anthropic Messages shape.
 
 - **Baseline ("decode").** The raw decode of the same transcript: its JSONL bytes, already in
   memory, split into lines, ``json.loads`` per line, then ``messages_from_dicts``. Each compactor's
@@ -249,9 +248,7 @@ def make_compactors() -> list[Subject]:
 
 
 def find_trajectories(arg: str | None) -> Path:
-    candidates = [arg] if arg else [os.environ.get("LITEAGENT_TRAJECTORIES"),
-                                    str(REPO.parent / "shared" / "data" / "trajectories"),
-                                    "/work/shared/data/trajectories"]
+    candidates = [arg] if arg else [os.environ.get("LITEAGENT_TRAJECTORIES")]
     for c in candidates:
         if c and Path(c).is_dir() and any(Path(c).glob("*.jsonl")):
             return Path(c)

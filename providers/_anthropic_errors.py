@@ -1,6 +1,6 @@
 """The one boundary where ``anthropic`` and ``httpx2`` exceptions become liteagent errors.
 
-Facts this relies on (``notes/anthropic-api.md`` §3): HTTP errors are ``APIStatusError``
+Facts this relies on (``docs/anthropic-api.md`` §3): HTTP errors are ``APIStatusError``
 subclasses with ``status_code``, ``type`` and ``api_message``; context overflow is a 400
 ``invalid_request_error`` whose message is ``prompt is too long: N tokens > M maximum``; an
 ``event: error`` inside a 200 stream is a plain ``APIStatusError`` with status 200; a dropped

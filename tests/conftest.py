@@ -27,7 +27,7 @@ def trajectory_files() -> list[Path]:
     if folder is None:
         pytest.skip(
             "recorded trajectories not available: set LITEAGENT_TRAJECTORIES to the folder "
-            "(.ci/run sets it to ../shared/data/trajectories)"
+            "(.ci/run sets it to the team's shared trajectories folder)"
         )
     files = sorted(folder.glob("*.jsonl"))
     assert files, f"no *.jsonl files in {folder}"

@@ -1,7 +1,7 @@
 """Builders for the JSON the Messages API returns: content blocks, usage, messages, error bodies.
 
 Each builder is a plain function returning a fresh ``dict`` in the exact wire shape of the API
-(``notes/anthropic-api.md`` §2.1), so a test can compare what the SDK parsed with what it
+(``docs/anthropic-api.md`` §2.1), so a test can compare what the SDK parsed with what it
 scripted::
 
     from liteagent.providers.testing import message, text, thinking, tool_use, usage

@@ -1,6 +1,6 @@
 """Scriptable failures: HTTP errors and broken streams, each one response in the script.
 
-What each one looks like to the ``anthropic`` SDK (``notes/anthropic-api.md`` §3):
+What each one looks like to the ``anthropic`` SDK (``docs/anthropic-api.md`` §3):
 
 ==========================  ==================================================  =============
 factory                     the caller sees                                     SDK retries?

@@ -1,6 +1,6 @@
 """Turning a message into the SSE event sequence of the streaming Messages API.
 
-:func:`stream_events` emits exactly the sequence of ``notes/anthropic-api.md`` §2.2::
+:func:`stream_events` emits exactly the sequence of ``docs/anthropic-api.md`` §2.2::
 
     message_start, ping,
     (content_block_start, content_block_delta*, content_block_stop) per block,
