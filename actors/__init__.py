@@ -3,14 +3,23 @@
 - :class:`SessionActor` runs one session's turns (:class:`SessionCore`) and background tasks;
 - :class:`FileSnapshotActor` snapshots files before tools change them (one per workspace);
 - :class:`MaintenanceLockActor` holds sessions for restore and compaction;
-- :class:`SessionHost` starts sessions on demand and passivates idle ones.
+- :class:`SessionHost` starts sessions on demand, bounds them (sends beyond the bound wait in
+  FIFO order, :class:`HostStats` shows the load) and passivates idle ones.
 
 Live events go through an :class:`EventHub` to :class:`Subscription` iterators.
 """
 
 from ._compactor import CompactorActor, CompactStats, ManualCompaction, RunCompaction
-from ._envelope import ActorBase, ActorStoppedError, Envelope, Message, ask, tell
-from ._host import AgentBusyError, SessionHost
+from ._envelope import (
+    ActorBase,
+    ActorStoppedError,
+    ActorTimeoutError,
+    Envelope,
+    Message,
+    ask,
+    tell,
+)
+from ._host import AgentBusyError, HostSaturatedError, HostStats, SessionHost
 from ._hub import EventHub, LiveEvent, Missed, Subscription
 from ._live import (
     BackgroundTaskFinished,
@@ -39,6 +48,7 @@ __all__ = [
     "Acquire",
     "ActorBase",
     "ActorStoppedError",
+    "ActorTimeoutError",
     "AgentBusyError",
     "BackgroundTask",
     "BackgroundTaskFinished",
@@ -51,6 +61,8 @@ __all__ = [
     "Envelope",
     "EventHub",
     "FileSnapshotActor",
+    "HostSaturatedError",
+    "HostStats",
     "InterruptedRestoreError",
     "InvalidCheckpointError",
     "IsHeld",

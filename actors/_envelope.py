@@ -8,12 +8,19 @@ Objects that cannot be data (a cancel token) also travel beside the payload, nev
 
 Every actor boundary catches ``BaseException``: an escaping ``CancelledError`` or
 ``KeyboardInterrupt`` would make pykka stop every actor in the process.
+
+No message is dropped silently: pykka discards a ``tell`` still queued when its actor stops, so
+an :class:`ActorBase` fails the envelopes left in its inbox with :class:`ActorStoppedError` when
+it stops, and :func:`tell` fails its own envelope when the actor stopped while it was being
+queued.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -23,11 +30,22 @@ import structlog
 
 from liteagent.eventlog import CancelToken, LiteAgentError, OperationCancelledError
 
-__all__ = ["ActorBase", "ActorStoppedError", "Envelope", "Message", "ask", "ask_or_cancel", "tell"]
+__all__ = [
+    "ActorBase",
+    "ActorStoppedError",
+    "ActorTimeoutError",
+    "Envelope",
+    "Message",
+    "ask",
+    "ask_or_cancel",
+    "start_actor",
+    "tell",
+]
 
 _log = structlog.get_logger("liteagent.actors")
 _ENCODER = msgspec.msgpack.Encoder()
 T = TypeVar("T")
+A = TypeVar("A", bound="ActorBase")
 
 
 class Message(msgspec.Struct, frozen=True, tag_field="t"):
@@ -35,7 +53,12 @@ class Message(msgspec.Struct, frozen=True, tag_field="t"):
 
 
 class ActorStoppedError(LiteAgentError):
-    """Raised when a message is sent to an actor that has stopped (or fails to arrive)."""
+    """Raised when a message is sent to an actor that has stopped, or the actor stopped before
+    handling it."""
+
+
+class ActorTimeoutError(LiteAgentError, TimeoutError):
+    """Raised when an actor does not reply within the time allowed."""
 
 
 @dataclass
@@ -58,7 +81,19 @@ def tell(ref: pykka.ActorRef[Any], message: Message, cancel: CancelToken | None 
         ref.tell(env)
     except pykka.ActorDeadError as e:
         raise ActorStoppedError(f"the actor {ref.actor_class.__name__} has stopped") from e
+    if not ref.is_alive():  # it stopped while we queued: its inbox may have been drained already
+        _fail_unhandled(env, ref.actor_class.__name__)
     return env
+
+
+def _fail_unhandled(env: Envelope, actor: str) -> None:
+    """Fail ``env`` with ActorStoppedError unless its handling started (or it was cancelled)."""
+    try:
+        if env.reply.set_running_or_notify_cancel():
+            env.reply.set_exception(
+                ActorStoppedError(f"the actor {actor} stopped before handling the message"))
+    except RuntimeError:  # running or done: the actor took it
+        pass
 
 
 _CANCEL_POLL = 0.05  # seconds between checks of a cancel token while waiting
@@ -80,7 +115,7 @@ def ask(
         return env.reply.result(timeout)
     except concurrent.futures.TimeoutError as e:
         env.reply.cancel()
-        raise TimeoutError(f"{type(message).__name__} got no reply within {timeout} s") from e
+        raise ActorTimeoutError(f"{type(message).__name__} got no reply within {timeout} s") from e
 
 
 def ask_or_cancel(
@@ -109,7 +144,30 @@ def ask_or_cancel(
                     raise
     except concurrent.futures.TimeoutError as e:
         env.reply.cancel()
-        raise TimeoutError(f"{type(message).__name__} got no reply within {timeout} s") from e
+        raise ActorTimeoutError(f"{type(message).__name__} got no reply within {timeout} s") from e
+
+
+_starting = threading.local()
+
+
+def start_actor(cls: type[A], *args: Any, on_stopped: Callable[[], None]) -> pykka.ActorRef[A]:
+    """``cls.start(*args)``, calling ``on_stopped()`` in the actor's thread once it has stopped
+    (after failing what was left in its inbox). When its thread cannot start (``RuntimeError``:
+    too many threads) the half-started actor is unregistered before the error is raised, so
+    ``stop_all`` never waits on it."""
+    _starting.on_stopped = on_stopped
+    _starting.ref = None
+    try:
+        return cls.start(*args)
+    except BaseException:
+        ref: pykka.ActorRef[A] | None = _starting.ref
+        if ref is not None:
+            pykka.ActorRegistry.unregister(ref)
+            ref.actor_stopped.set()
+        raise
+    finally:
+        _starting.on_stopped = None
+        _starting.ref = None
 
 
 class ActorBase(pykka.ThreadingActor):
@@ -122,6 +180,36 @@ class ActorBase(pykka.ThreadingActor):
 
     use_daemon_thread = True
     decoder: msgspec.msgpack.Decoder[Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._on_stopped: Callable[[], None] | None = getattr(_starting, "on_stopped", None)
+        _starting.on_stopped = None  # an actor started inside this constructor gets none
+        _starting.ref = self.actor_ref
+
+    def on_stop(self) -> None:
+        self._wind_down()
+
+    def on_failure(self, *_exc_info: Any) -> None:
+        self._wind_down()
+
+    def _wind_down(self) -> None:
+        """Fail the envelopes still in the inbox (pykka would drop them), then report the stop."""
+        keep: list[Any] = []
+        while not self.actor_inbox.empty():  # this thread is the only reader: get() won't block
+            item = self.actor_inbox.get()
+            message = getattr(item, "message", None)
+            if isinstance(message, Envelope):
+                _fail_unhandled(message, type(self).__name__)
+            else:
+                keep.append(item)  # pykka's own (a stop, an ask): its teardown answers them
+        for item in keep:
+            self.actor_inbox.put(item)
+        if self._on_stopped is not None:
+            try:
+                self._on_stopped()
+            except Exception as e:  # noqa: BLE001 -- a stopping actor must not fail loudly
+                _log.error("actor.on_stopped_failed", actor=type(self).__name__, error=repr(e))
 
     def on_receive(self, message: Any) -> Any:
         if not isinstance(message, Envelope):

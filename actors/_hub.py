@@ -4,12 +4,15 @@ blocks the session, it is told how many events it missed instead."""
 from __future__ import annotations
 
 import collections
+import math
 import threading
 from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
 import msgspec
+
+from liteagent.eventlog import InvalidArgumentError
 
 __all__ = ["EventHub", "LiveEvent", "Missed", "Subscription"]
 
@@ -56,7 +59,14 @@ class Subscription:
             self._cond.notify()
 
     def get(self, timeout: float | None = None) -> LiveEvent | Missed | None:
-        """The next event, or None when ``timeout`` passes or the subscription is closed."""
+        """The next event, or None when ``timeout`` passes or the subscription is closed.
+        ``timeout`` is None (wait until either) or a number of seconds >= 0."""
+        if timeout is not None:
+            if (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                    or math.isnan(timeout) or timeout < 0):
+                raise InvalidArgumentError(
+                    f"timeout must be None or a number of seconds >= 0, got {timeout!r}")
+            timeout = min(float(timeout), threading.TIMEOUT_MAX)
         with self._cond:
             if not self._buffer and not self._closed:
                 self._cond.wait(timeout)
@@ -108,7 +118,10 @@ class EventHub:
         self._lock = threading.Lock()
 
     def subscribe(self, maxsize: int = 1024) -> Subscription:
-        """A new subscription with a buffer of ``maxsize`` events."""
+        """A new subscription with a buffer of ``maxsize`` events (an int >= 1; anything else
+        raises :class:`InvalidArgumentError`)."""
+        if type(maxsize) is not int or maxsize < 1:
+            raise InvalidArgumentError(f"maxsize must be an int >= 1, got {maxsize!r}")
         sub = Subscription(self, maxsize)
         with self._lock:
             self._subs.append(sub)

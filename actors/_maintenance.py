@@ -68,23 +68,30 @@ def held(
 
 
 class MaintenanceLockActor(ActorBase):
-    """The maintenance locks of every session of one agent."""
+    """The maintenance locks of every session of one agent. ``on_change(session_id, held)`` is
+    told when a lock is granted (before the grant is answered) and when it is given back (the
+    session host keeps held sessions from being passivated)."""
 
     decoder = msgspec.msgpack.Decoder(LockMessage)
 
-    def __init__(self) -> None:
+    def __init__(self, on_change: Callable[[str, bool], None] | None = None) -> None:
         super().__init__()
         self.held: dict[str, str] = {}
+        self.on_change = on_change
 
     def handle(self, message: Any, envelope: Envelope) -> Any:  # noqa: ARG002 -- no side data
         if isinstance(message, Acquire):
             if message.session_id in self.held:
                 return False
             self.held[message.session_id] = message.holder
+            if self.on_change is not None:
+                self.on_change(message.session_id, True)
             return True
         if isinstance(message, Release):
             if self.held.get(message.session_id) == message.holder:
                 del self.held[message.session_id]
+                if self.on_change is not None:
+                    self.on_change(message.session_id, False)
             return None
         assert isinstance(message, IsHeld)
         return self.held.get(message.session_id)

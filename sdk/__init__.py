@@ -8,6 +8,8 @@
 """
 
 from liteagent.actors import (
+    ActorStoppedError,
+    ActorTimeoutError,
     AgentBusyError,
     BackgroundTask,
     BackgroundTaskFinished,
@@ -15,6 +17,8 @@ from liteagent.actors import (
     CheckpointRestore,
     CompactionProgress,
     CompactStats,
+    HostSaturatedError,
+    HostStats,
     InterruptedRestoreError,
     InvalidCheckpointError,
     LiveEvent,
@@ -29,12 +33,15 @@ from liteagent.actors import (
     TurnFinished,
 )
 
-from ._agent import AsyncLiteAgent, LiteAgent, LiteAgentResult
+from ._agent import LiteAgent, LiteAgentResult
+from ._async_agent import AsyncLiteAgent
 from ._errors import AgentClosedError, SessionsDisabledError
 from ._factory import create_agent, create_async_lite_agent, create_lite_agent
 from ._logging import configure_logging
 
 __all__ = [
+    "ActorStoppedError",
+    "ActorTimeoutError",
     "AgentBusyError",
     "AgentClosedError",
     "AsyncLiteAgent",
@@ -44,6 +51,8 @@ __all__ = [
     "CheckpointRestore",
     "CompactStats",
     "CompactionProgress",
+    "HostSaturatedError",
+    "HostStats",
     "InterruptedRestoreError",
     "InvalidCheckpointError",
     "LiteAgent",

@@ -61,6 +61,8 @@ class AgentCore:
         max_turns: int,
         max_tokens: int,
         max_live_sessions: int,
+        max_queued_sends: int = 10_000,
+        idle_timeout_s: float | None = 300.0,
     ) -> None:
         self.sessions = sessions
         self.checkpointer = checkpointer
@@ -70,10 +72,11 @@ class AgentCore:
         self._lock = threading.Lock()
         self._closed = False
         self._refs: list[pykka.ActorRef[Any]] = []
+        self._host: SessionHost | None = None  # for _held, which may run before it exists
         try:
             snapshot_ref = FileSnapshotActor.start(workdir, checkpointer.blobs, self.hub)
             self._refs.append(snapshot_ref)
-            lock_ref = MaintenanceLockActor.start()
+            lock_ref = MaintenanceLockActor.start(self._held)
             self._refs.append(lock_ref)
             self.lock_ref = lock_ref
             config = SessionConfig(
@@ -90,8 +93,9 @@ class AgentCore:
                 snapshot_ref=snapshot_ref,
                 context=context,
             )
-            self.host = SessionHost(config, max_live_sessions=max_live_sessions,
-                                    lock_ref=lock_ref)
+            self.host = self._host = SessionHost(
+                config, max_live_sessions=max_live_sessions, max_queued_sends=max_queued_sends,
+                idle_timeout_s=idle_timeout_s, lock_ref=lock_ref)
             compactor_ref = CompactorActor.start(compactor)
             self._refs.append(compactor_ref)
             self.compaction = ManualCompaction(
@@ -116,9 +120,16 @@ class AgentCore:
                 delay, compact=lambda sid: self.compaction.compact(sid, None, None),
                 is_busy=self.host.is_busy, state=self.host.state)
         except BaseException:
+            if self._host is not None:
+                self._host.close()
             self._stop_refs()
             raise
         self.session_id = new_session_id()
+
+    def _held(self, session_id: str, held: bool) -> None:
+        """The maintenance lock of ``session_id`` changed hands (told by its actor)."""
+        if self._host is not None:
+            self._host.hold(session_id, held)
 
     def turn_started(self, session_id: str) -> None:
         """A send is starting on ``session_id`` (stops its idle timer)."""

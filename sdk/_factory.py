@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from liteagent.context import Compactor, ContextOptions, blob_spill_store, default_compactor
 from liteagent.eventlog import (
     Checkpointer,
     InvalidArgumentError,
+    LiteAgentError,
     file_checkpointer,
     memory_checkpointer,
 )
@@ -18,13 +18,47 @@ from liteagent.providers import ModelProvider
 from liteagent.tools import Tool, default_tools
 from liteagent.tools import context as context_tool
 
-from ._agent import AsyncLiteAgent, LiteAgent
+from ._agent import LiteAgent
+from ._async_agent import AsyncLiteAgent
 from ._core import AgentCore
 from ._prompt import DEFAULT_SYSTEM_PROMPT
+from ._validate import (
+    check_bool,
+    check_count,
+    check_path,
+    check_seconds,
+    check_sequence,
+    check_text,
+    check_workdir,
+)
 
 __all__ = ["create_agent", "create_async_lite_agent", "create_lite_agent"]
 
 DEFAULT_MAX_TURNS = 50
+DEFAULT_MAX_QUEUED_SENDS = 10_000
+DEFAULT_IDLE_TIMEOUT_S = 300.0
+
+
+def _check_tools(tools: object) -> list[Tool] | None:
+    if tools is None:
+        return None
+    checked: list[Tool] = check_sequence(tools, "tools", Tool)
+    names = [t.name for t in checked]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InvalidArgumentError(f"tools must have distinct names; given twice: {twice}")
+    return checked
+
+
+def _check_middleware(use: object) -> list[Any]:
+    items = check_sequence(use, "use", object)
+    for i, item in enumerate(items):
+        hooks = [getattr(item, h, None) for h in ("before_model", "wrap_model_call")]
+        if not any(callable(h) for h in hooks):
+            raise InvalidArgumentError(
+                f"use[{i}] must have a before_model or wrap_model_call method, "
+                f"got {type(item).__name__}")
+    return items
 
 
 def _core(
@@ -43,29 +77,40 @@ def _core(
     middleware: Sequence[Any],
     compactor: Compactor | None = None,
     memory_default: bool = False,
-    context: ContextOptions | None = None,
+    context: ContextArg = False,
+    max_queued_sends: int = DEFAULT_MAX_QUEUED_SENDS,
+    idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
 ) -> AgentCore:
+    """Check every argument (nothing is created before they all pass), then build the core."""
     if not isinstance(model, ModelProvider):
         raise InvalidArgumentError(f"model must be a ModelProvider, got {type(model).__name__}")
-    if not isinstance(model_name, str) or not model_name:
+    if not check_text(model_name, "model_name"):
         raise InvalidArgumentError("model_name must be a non-empty string")
     for name, value in (("max_turns", max_turns), ("max_tokens", max_tokens),
                         ("max_live_sessions", max_live_sessions)):
-        if type(value) is not int or value < 1:
-            raise InvalidArgumentError(f"{name} must be an int >= 1, got {value!r}")
-    root = Path(workdir).expanduser().resolve()
-    if not root.is_dir():
-        raise InvalidArgumentError(f"workdir {str(root)!r} is not a folder")
+        check_count(value, name)
+    check_count(max_queued_sends, "max_queued_sends", minimum=0)
+    idle = check_seconds(idle_timeout_s, "idle_timeout_s")
+    check_bool(sessions, "sessions")
+    check_text(system_prompt, "system_prompt", optional=True)
+    checked_tools = _check_tools(tools)
+    checked_use = _check_middleware(middleware)
+    if compactor is not None and not isinstance(compactor, Compactor):
+        raise InvalidArgumentError(
+            f"compactor must be None or a Compactor, got {type(compactor).__name__}")
+    if checkpointer is not None and not isinstance(checkpointer, Checkpointer):
+        raise InvalidArgumentError(
+            f"checkpointer must be a Checkpointer, got {type(checkpointer).__name__}"
+        )
+    check_path(home, "home", optional=True)
+    options = context_options(context)
+    root = check_workdir(workdir)
     owns = checkpointer is None
     if checkpointer is None:
         checkpointer = (
             file_checkpointer(workdir=root, home=home)
             if sessions and not memory_default
             else memory_checkpointer()
-        )
-    elif not isinstance(checkpointer, Checkpointer):
-        raise InvalidArgumentError(
-            f"checkpointer must be a Checkpointer, got {type(checkpointer).__name__}"
         )
     try:
         return AgentCore(
@@ -75,16 +120,19 @@ def _core(
             checkpointer=checkpointer,
             owns_checkpointer=owns,
             sessions=sessions,
-            tools=_with_context_tool(default_tools() if tools is None else tools, context),
+            tools=_with_context_tool(default_tools() if checked_tools is None else checked_tools,
+                                     options),
             system_prompt=system_prompt,
-            middleware=middleware,
+            middleware=checked_use,
             compactor=(default_compactor(max_tokens=None,
                                          store=blob_spill_store(checkpointer.blobs))
                        if compactor is None else compactor),
-            context=context,
+            context=options,
             max_turns=max_turns,
             max_tokens=max_tokens,
             max_live_sessions=max_live_sessions,
+            max_queued_sends=max_queued_sends,
+            idle_timeout_s=idle,
         )
     except BaseException:
         if owns:
@@ -103,7 +151,12 @@ def context_options(context: ContextArg) -> ContextOptions | None:
         return ContextOptions()
     if context is False:
         return None
-    return ContextOptions.of(context)
+    try:
+        return ContextOptions.of(context)
+    except (TypeError, ValueError) as e:
+        if isinstance(e, LiteAgentError):
+            raise
+        raise InvalidArgumentError(f"context: {e}") from e
 
 
 def _with_context_tool(tools: Sequence[Tool], options: ContextOptions | None) -> list[Tool]:
@@ -120,8 +173,7 @@ def _lite_core(
 ) -> AgentCore:
     """The core of a create_lite_agent / create_async_lite_agent agent: defaults filled in."""
     prompt = DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
-    return _core(system_prompt=prompt, middleware=(), context=context_options(context),
-                 **kwargs)
+    return _core(system_prompt=prompt, middleware=(), context=context, **kwargs)
 
 
 def create_lite_agent(
@@ -139,6 +191,8 @@ def create_lite_agent(
     max_tokens: int = 8192,
     max_live_sessions: int = 256,
     compactor: Compactor | None = None,
+    max_queued_sends: int = DEFAULT_MAX_QUEUED_SENDS,
+    idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
 ) -> LiteAgent:
     """Create a coding agent on ``workdir``.
 
@@ -148,11 +202,14 @@ def create_lite_agent(
     ``sessions=False`` everything stays in memory and the session methods raise
     :class:`SessionsDisabledError`. ``tools`` defaults to the file tools, bash, glob and grep;
     ``system_prompt`` to a short coding-agent prompt. A ``send`` runs at most ``max_turns``
-    model calls. At most ``max_live_sessions`` sessions keep an actor; idle ones are passivated
-    and come back from their log. ``compactor`` is what :meth:`LiteAgent.compact` runs
-    (default: ``default_compactor(max_tokens=None)`` spilling into the checkpointer's blob
-    store: asked to compact, it always drops the middle turns and clears old tool results,
-    instead of waiting for a token trigger).
+    model calls. At most ``max_live_sessions`` sessions keep an actor (a thread), running ones
+    included; when all of them run a turn, further sends wait in FIFO order (at most
+    ``max_queued_sends``; beyond that :class:`HostSaturatedError` is raised at once), and a
+    session idle for ``idle_timeout_s`` seconds (``None``: never) is passivated; it comes back
+    from its log. :meth:`LiteAgent.host_stats` shows the load. ``compactor`` is what
+    :meth:`LiteAgent.compact` runs (default: ``default_compactor(max_tokens=None)`` spilling
+    into the checkpointer's blob store: asked to compact, it always drops the middle turns and
+    clears old tool results, instead of waiting for a token trigger).
     ``context`` configures the ContextEngine (on by default; see :class:`ContextOptions`):
     ``ContextOptions(...)`` or a dict of its fields; ``False`` sends the raw folded
     conversation. With the engine on, the ``context`` tool (reading archived results) is added
@@ -162,7 +219,7 @@ def create_lite_agent(
         model=model, model_name=model_name, workdir=workdir, checkpointer=checkpointer,
         sessions=sessions, tools=tools, system_prompt=system_prompt, context=context, home=home,
         max_turns=max_turns, max_tokens=max_tokens, max_live_sessions=max_live_sessions,
-        compactor=compactor,
+        compactor=compactor, max_queued_sends=max_queued_sends, idle_timeout_s=idle_timeout_s,
     ))
 
 
@@ -181,13 +238,15 @@ def create_async_lite_agent(
     max_tokens: int = 8192,
     max_live_sessions: int = 256,
     compactor: Compactor | None = None,
+    max_queued_sends: int = DEFAULT_MAX_QUEUED_SENDS,
+    idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
 ) -> AsyncLiteAgent:
     """Like :func:`create_lite_agent`, for asyncio: the methods are coroutines."""
     return AsyncLiteAgent(_lite_core(
         model=model, model_name=model_name, workdir=workdir, checkpointer=checkpointer,
         sessions=sessions, tools=tools, system_prompt=system_prompt, context=context, home=home,
         max_turns=max_turns, max_tokens=max_tokens, max_live_sessions=max_live_sessions,
-        compactor=compactor,
+        compactor=compactor, max_queued_sends=max_queued_sends, idle_timeout_s=idle_timeout_s,
     ))
 
 
@@ -213,5 +272,5 @@ def create_agent(
         checkpointer=checkpointer, sessions=True, tools=tools,
         system_prompt=system_prompt, home=None, max_turns=max_turns, max_tokens=8192,
         max_live_sessions=256, middleware=use, compactor=compactor, memory_default=True,
-        context=context_options(context),
+        context=context,
     ))

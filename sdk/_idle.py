@@ -3,7 +3,9 @@ last request was above its budget is compacted between turns, without waiting fo
 
 from __future__ import annotations
 
+import heapq
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -14,14 +16,18 @@ from liteagent.eventlog import LiteAgentError
 __all__ = ["IdleCompaction"]
 
 _log = structlog.get_logger("liteagent.sdk")
+_MAX_SLEEP = 60.0
+_JOIN_TIMEOUT = 1.0  # a compaction in progress is not waited for: it fails on the closed agent
 
 
 class IdleCompaction:
-    """One timer per session, restarted when a turn ends and stopped when one starts.
+    """One deadline per session, set when a turn ends and cleared when one starts; one thread
+    for all of them, never one per session.
 
-    When it fires and the session is still idle (no turn, no background task) and its latest
-    context status says the conversation was over budget (``tokens > budget``), ``compact``
-    runs (the agent's compactor, under the maintenance lock, like ``agent.compact()``).
+    When a deadline passes and the session is still idle (no turn, no background task) and its
+    latest context status says the conversation was over budget (``tokens > budget``),
+    ``compact`` runs in that thread (the agent's compactor, under the maintenance lock, like
+    ``agent.compact()``), one session at a time.
     """
 
     def __init__(self, delay: float, *, compact: Callable[[str], Any],
@@ -30,35 +36,48 @@ class IdleCompaction:
         self._compact = compact
         self._is_busy = is_busy
         self._state = state
-        self._lock = threading.Lock()
-        self._timers: dict[str, threading.Timer] = {}
+        self._cond = threading.Condition()
+        self._due: dict[str, float] = {}
+        self._heap: list[tuple[float, str]] = []
         self._closed = False
+        self._thread = threading.Thread(target=self._run, name="liteagent-idle", daemon=True)
+        self._thread.start()  # here, not on an event loop at the first turn
 
     def turn_started(self, session_id: str) -> None:
-        """Stop the session's timer (a turn is starting)."""
-        with self._lock:
-            timer = self._timers.pop(session_id, None)
-        if timer is not None:
-            timer.cancel()
+        """Clear the session's deadline (a turn is starting)."""
+        with self._cond:
+            self._due.pop(session_id, None)
 
     def turn_finished(self, session_id: str) -> None:
-        """Start (or restart) the session's timer."""
-        timer = threading.Timer(self.delay, self._fire, (session_id,))
-        timer.daemon = True
-        with self._lock:
+        """Set (or move) the session's deadline."""
+        with self._cond:
             if self._closed:
                 return
-            old = self._timers.pop(session_id, None)
-            self._timers[session_id] = timer
-        if old is not None:
-            old.cancel()
-        timer.start()
+            due = time.monotonic() + self.delay
+            self._due[session_id] = due
+            heapq.heappush(self._heap, (due, session_id))
+            self._cond.notify()
+
+    def _next(self) -> str | None:
+        """Wait for the next deadline; the session whose deadline passed, or None when closed."""
+        with self._cond:
+            while not self._closed:
+                now = time.monotonic()
+                while self._heap and self._due.get(self._heap[0][1]) != self._heap[0][0]:
+                    heapq.heappop(self._heap)  # moved or cleared since
+                if self._heap and self._heap[0][0] <= now:
+                    _, session_id = heapq.heappop(self._heap)
+                    del self._due[session_id]
+                    return session_id
+                wait = self._heap[0][0] - now if self._heap else _MAX_SLEEP
+                self._cond.wait(min(wait, _MAX_SLEEP))
+            return None
+
+    def _run(self) -> None:
+        while (session_id := self._next()) is not None:
+            self._fire(session_id)
 
     def _fire(self, session_id: str) -> None:
-        with self._lock:
-            if self._closed or self._timers.get(session_id) is None:
-                return
-            self._timers.pop(session_id, None)
         try:
             if self._is_busy(session_id):
                 return
@@ -70,14 +89,15 @@ class IdleCompaction:
             self._compact(session_id)
         except LiteAgentError as e:  # busy again, closed meanwhile, ...: try after the next turn
             _log.info("context.idle_compaction_skipped", session_id=session_id, reason=repr(e))
-        except Exception as e:  # noqa: BLE001 -- a timer thread must not die loudly
+        except Exception as e:  # noqa: BLE001 -- the timer thread must not die loudly
             _log.warning("context.idle_compaction_failed", session_id=session_id, error=repr(e))
 
     def close(self) -> None:
-        """Stop every timer."""
-        with self._lock:
+        """Clear every deadline and stop the thread (after a compaction it is running)."""
+        with self._cond:
             self._closed = True
-            timers = list(self._timers.values())
-            self._timers.clear()
-        for t in timers:
-            t.cancel()
+            self._due.clear()
+            self._heap.clear()
+            self._cond.notify_all()
+        if self._thread is not threading.current_thread():
+            self._thread.join(_JOIN_TIMEOUT)

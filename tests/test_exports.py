@@ -6,6 +6,7 @@ import importlib
 
 import pytest
 
+import liteagent.actors
 import liteagent.context
 import liteagent.eventlog
 import liteagent.eventlog.conformance
@@ -63,7 +64,21 @@ TOOLS = {
     "resolve_in_workspace", "tool", "write_file",
     "ArchiveReader", "UnknownReferenceError", "context", "read_spilled",
 }
+ACTORS = {
+    "Acquire", "ActorBase", "ActorStoppedError", "ActorTimeoutError", "AgentBusyError",
+    "BackgroundTask", "BackgroundTaskFinished", "Checkpoint", "CheckpointRestore", "CompactStats",
+    "CompactionProgress", "CompactorActor", "ConversationView", "Envelope", "EventHub",
+    "FileSnapshotActor", "HostSaturatedError", "HostStats", "InterruptedRestoreError",
+    "InvalidCheckpointError", "IsHeld", "LiveEvent", "MaintenanceLockActor", "ManualCompaction",
+    "Message", "Middleware", "Missed", "Release", "RestoreFailedError", "RestoreRefusedError",
+    "RestoreResult", "Restorer", "RunCompaction", "SessionActor", "SessionConfig", "SessionCore",
+    "SessionHost", "Subscription", "ToolCallFinished", "ToolCallStarted", "TurnFailed",
+    "TurnFinished", "TurnResult", "ask", "tell", "view_hash",
+}
+
+
 SDK = {
+    "ActorStoppedError", "ActorTimeoutError", "HostSaturatedError", "HostStats",
     "AgentBusyError", "AgentClosedError", "AsyncLiteAgent", "BackgroundTask",
     "BackgroundTaskFinished", "Checkpoint", "CheckpointRestore", "CompactStats",
     "CompactionProgress", "InterruptedRestoreError",
@@ -107,6 +122,11 @@ def test_tools_exports() -> None:
 def test_sdk_exports() -> None:
     """liteagent.sdk exports exactly its documented names."""
     assert SDK == set(liteagent.sdk.__all__)
+
+
+def test_actors_exports() -> None:
+    """liteagent.actors exports exactly its documented names."""
+    assert ACTORS == set(liteagent.actors.__all__)
 
 
 def test_providers_exports() -> None:

@@ -1,0 +1,505 @@
+"""Hosting many sessions in one process: nothing is lost between the host and its actors, live
+actors are bounded, sends beyond the bound wait in FIFO order (bounded, cancellable), idle
+sessions are passivated without new traffic, and the load is readable."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from liteagent.actors import (
+    ActorBase,
+    ActorStoppedError,
+    ActorTimeoutError,
+    Envelope,
+    Message,
+    ask,
+    tell,
+)
+from liteagent.eventlog import (
+    AssistantMessage,
+    CancelToken,
+    Checkpointer,
+    LiteAgentError,
+    OperationCancelledError,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserPrompt,
+    file_checkpointer,
+    memory_checkpointer,
+    sqlite_checkpointer,
+)
+from liteagent.providers import ModelRequest, scripted
+from liteagent.sdk import (
+    AgentBusyError,
+    AsyncLiteAgent,
+    HostSaturatedError,
+    HostStats,
+    LiteAgent,
+    create_async_lite_agent,
+    create_lite_agent,
+)
+from liteagent.tools import write_file
+
+WAIT = 60.0  # a bound on waiting for a condition (never asserted as a timing)
+
+
+def _prompt_text(request: ModelRequest) -> str | None:
+    """The prompt the request ends with, or None when it ends with tool results."""
+    last = request.messages[-1]
+    if any(isinstance(b, ToolResultBlock) for b in last.content):
+        return None
+    return " ".join(b.text for b in last.content if isinstance(b, TextBlock))
+
+
+class ToolThenReply:
+    """A scripted model: a prompt gets one write_file call, its result gets "ok". ``sleep``
+    seconds per call (time.sleep releases the GIL, as an HTTP call would); a prompt listed in
+    ``hold`` waits for ``release``; every prompt is recorded in call order."""
+
+    def __init__(self, sleep: float = 0.0, hold: frozenset[str] = frozenset()) -> None:
+        self.sleep = sleep
+        self.hold = hold
+        self.release = threading.Event()
+        self.prompts: list[str] = []
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+
+    def __call__(self, request: ModelRequest) -> AssistantMessage:
+        if self.sleep:
+            time.sleep(self.sleep)
+        prompt = _prompt_text(request)
+        if prompt is None:
+            return AssistantMessage(content=(TextBlock("ok"),), stop_reason="end_turn")
+        with self._lock:
+            self.prompts.append(prompt)
+            n = next(self._ids)
+        if prompt in self.hold:
+            self.release.wait(WAIT)
+        call = ToolUseBlock(f"toolu_{n}", "write_file", {"path": f"f{n}.txt", "content": "x"})
+        return AssistantMessage(content=(call,), stop_reason="tool_use")
+
+    def provider(self, calls: int) -> Any:
+        """A scripted provider answering ``calls`` calls with this model."""
+        return scripted([self] * calls)
+
+
+def _agent(workdir: Path, model: ToolThenReply, calls: int, **kw: Any) -> LiteAgent:
+    kw.setdefault("checkpointer", memory_checkpointer())
+    return create_lite_agent(model=model.provider(calls), model_name="m", workdir=workdir,
+                             tools=[write_file], **kw)
+
+
+def _async_agent(workdir: Path, model: ToolThenReply, calls: int, **kw: Any) -> AsyncLiteAgent:
+    kw.setdefault("checkpointer", memory_checkpointer())
+    return create_async_lite_agent(model=model.provider(calls), model_name="m", workdir=workdir,
+                                   tools=[write_file], **kw)
+
+
+def _until(condition: Callable[[], bool]) -> bool:
+    """Poll ``condition`` until it holds (True) or WAIT passes (False)."""
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+async def _until_async(condition: Callable[[], bool]) -> bool:
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.005)
+    return True
+
+
+def _prompts(cp: Checkpointer, session_id: str) -> list[str]:
+    return [e.body.content[0].text for e in cp.read(session_id)
+            if isinstance(e.body, UserPrompt)]
+
+
+async def _run_sessions(agent: AsyncLiteAgent, sessions: int, turns: int) -> list[Any]:
+    """``sessions`` concurrent sessions of ``turns`` sends each; every outcome (a result or an
+    exception), or the task itself when it had not finished within WAIT."""
+
+    async def session(i: int) -> list[Any]:
+        return [await agent.send(f"turn {t}", session_id=f"s{i}") for t in range(turns)]
+
+    tasks = [asyncio.ensure_future(session(i)) for i in range(sessions)]
+    await asyncio.wait(tasks, timeout=WAIT * 3)
+    outcomes: list[Any] = []
+    for task in tasks:
+        if not task.done():
+            task.cancel()
+            outcomes.append(task)
+        elif task.exception() is not None:
+            outcomes.append(task.exception())
+        else:
+            outcomes.extend(task.result())
+    return outcomes
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """An empty workspace."""
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+# -- nothing is lost between host and actor -------------------------------------------------------
+
+
+@pytest.mark.parametrize(("sessions", "cap"), [(40, 4), (300, 256)])
+def test_eviction_race_every_send_completes(workdir: Path, sessions: int, cap: int) -> None:
+    """Many concurrent sessions over few slots, 3 turns each: every send completes, and each
+    log holds its three prompts."""
+    model = ToolThenReply(sleep=0.002)
+    cp = memory_checkpointer()
+    agent = _async_agent(workdir, model, sessions * 3 * 2, checkpointer=cp,
+                         max_live_sessions=cap)
+
+    async def main() -> list[Any]:
+        async with agent:
+            return await _run_sessions(agent, sessions, 3)
+
+    outcomes = asyncio.run(main())
+    assert [] == [o for o in outcomes if not hasattr(o, "text")]
+    assert sessions * 3 == len(outcomes)
+    assert [["turn 0", "turn 1", "turn 2"]] * sessions == [
+        _prompts(cp, f"s{i}") for i in range(sessions)]
+
+
+class Hold(Message, tag="hold", frozen=True):
+    """Block until the test's event is set."""
+
+
+class _Blocking(ActorBase):
+    decoder = msgspec.msgpack.Decoder(Hold)
+
+    def __init__(self, gate: threading.Event) -> None:
+        super().__init__()
+        self.gate = gate
+
+    def handle(self, message: Any, envelope: Envelope) -> Any:
+        self.gate.wait(WAIT)
+        return "held"
+
+
+def test_a_message_queued_behind_a_stop_fails_instead_of_vanishing() -> None:
+    """A message that reaches an actor after its stop fails with ActorStoppedError (pykka drops
+    such a tell silently)."""
+    gate = threading.Event()
+    ref = _Blocking.start(gate)
+    first = tell(ref, Hold())
+    ref.stop(block=False)
+    late = tell(ref, Hold())
+    gate.set()
+    assert "held" == first.reply.result(WAIT)
+    with pytest.raises(ActorStoppedError):
+        late.reply.result(WAIT)
+
+
+def test_an_ask_without_reply_raises_a_library_timeout() -> None:
+    """An ask that gets no reply in time raises ActorTimeoutError, a LiteAgentError and a
+    TimeoutError."""
+    gate = threading.Event()
+    ref = _Blocking.start(gate)
+    try:
+        with pytest.raises(ActorTimeoutError) as caught:
+            ask(ref, Hold(), timeout=0.05)
+    finally:
+        gate.set()
+        ref.stop()
+    assert isinstance(caught.value, LiteAgentError)
+    assert isinstance(caught.value, TimeoutError)
+
+
+# -- the queue ------------------------------------------------------------------------------------
+
+
+def _send_in_thread(agent: LiteAgent, text: str, sid: str, cancel: CancelToken | None = None
+                    ) -> concurrent.futures.Future[Any]:
+    """``agent.send`` in a thread; its outcome in the returned future."""
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            future.set_result(agent.send(text, session_id=sid, cancel=cancel))
+        except BaseException as e:  # noqa: BLE001 -- handed to the test
+            future.set_exception(e)
+
+    threading.Thread(target=run, daemon=True).start()
+    return future
+
+
+@pytest.fixture
+def held_agent(workdir: Path) -> Iterator[tuple[LiteAgent, ToolThenReply, Checkpointer]]:
+    """An agent with one slot and two queue places whose slot is taken by session "a", its turn
+    held in the model until the model's ``release`` is set."""
+    model = ToolThenReply(hold=frozenset({"A"}))
+    cp = memory_checkpointer()
+    agent = _agent(workdir, model, 40, checkpointer=cp, max_live_sessions=1, max_queued_sends=2)
+    first = _send_in_thread(agent, "A", "a")
+    assert _until(lambda: model.prompts == ["A"])
+    try:
+        yield agent, model, cp
+    finally:
+        model.release.set()
+        first.exception(WAIT)
+        agent.close()
+
+
+def test_waiting_sends_run_in_fifo_order(held_agent: Any) -> None:
+    """With every slot running, sends wait and run in the order they arrived."""
+    agent, model, _ = held_agent
+    waiting = []
+    for n, text in enumerate(["B", "C"], start=1):
+        waiting.append(_send_in_thread(agent, text, text.lower()))
+        assert _until(lambda n=n: n == agent.host_stats().queued)
+    model.release.set()
+    assert ["ok", "ok"] == [f.result(WAIT).text for f in waiting]
+    assert ["A", "B", "C"] == model.prompts
+
+
+def test_host_stats_show_live_running_and_queued(held_agent: Any) -> None:
+    """host_stats counts the live, running and queued sessions, with the bounds."""
+    agent, _, _ = held_agent
+    waiting = _send_in_thread(agent, "B", "b")
+    assert _until(lambda: 1 == agent.host_stats().queued)
+    stats = agent.host_stats()
+    held_agent[1].release.set()
+    waiting.result(WAIT)
+    assert HostStats(live=1, running=1, queued=1, stopping=0, max_live_sessions=1,
+                     max_queued_sends=2) == stats
+
+
+def test_beyond_max_queued_sends_a_send_is_refused_at_once(held_agent: Any) -> None:
+    """With the queue full, a send raises HostSaturatedError at once and records nothing."""
+    agent, _, cp = held_agent
+    waiting = [_send_in_thread(agent, t, t.lower()) for t in ("B", "C")]
+    assert _until(lambda: 2 == agent.host_stats().queued)
+    with pytest.raises(HostSaturatedError):
+        agent.send("D", session_id="d")
+    held_agent[1].release.set()
+    for f in waiting:
+        f.result(WAIT)
+    assert 0 == cp.head("d")
+
+
+def test_a_second_send_on_a_waiting_session_is_busy(held_agent: Any) -> None:
+    """A send on a session whose send waits in the queue raises AgentBusyError (not queued)."""
+    agent, _, _ = held_agent
+    waiting = _send_in_thread(agent, "B", "b")
+    assert _until(lambda: 1 == agent.host_stats().queued)
+    with pytest.raises(AgentBusyError):
+        agent.send("again", session_id="b")
+    assert 1 == agent.host_stats().queued
+    held_agent[1].release.set()
+    waiting.result(WAIT)
+
+
+def test_a_second_send_on_a_running_session_is_busy_not_queued(held_agent: Any) -> None:
+    """A send on the running session raises AgentBusyError at once; the queue stays empty."""
+    agent, _, _ = held_agent
+    with pytest.raises(AgentBusyError):
+        agent.send("again", session_id="a")
+    assert 0 == agent.host_stats().queued
+
+
+def test_cancel_token_takes_a_waiting_send_out_of_the_queue(held_agent: Any) -> None:
+    """Cancelling a waiting send's token: it raises OperationCancelledError, leaves the queue
+    and records nothing."""
+    agent, _, cp = held_agent
+    token = CancelToken()
+    waiting = _send_in_thread(agent, "B", "b", token)
+    assert _until(lambda: 1 == agent.host_stats().queued)
+    token.cancel("changed my mind")
+    with pytest.raises(OperationCancelledError):
+        waiting.result(WAIT)
+    assert 0 == agent.host_stats().queued
+    assert 0 == cp.head("b")
+
+
+def test_task_cancel_takes_a_waiting_async_send_out_of_the_queue(workdir: Path) -> None:
+    """Cancelling the task awaiting a waiting send: it leaves the queue, records nothing, and
+    the running send is unaffected."""
+    model = ToolThenReply(hold=frozenset({"A"}))
+    cp = memory_checkpointer()
+    agent = _async_agent(workdir, model, 10, checkpointer=cp, max_live_sessions=1)
+
+    async def main() -> tuple[int, str]:
+        async with agent:
+            first = asyncio.ensure_future(agent.send("A", session_id="a"))
+            assert await _until_async(lambda: model.prompts == ["A"])
+            waiting = asyncio.ensure_future(agent.send("B", session_id="b"))
+            assert await _until_async(lambda: 1 == agent.host_stats().queued)
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            queued = agent.host_stats().queued
+            model.release.set()
+            return queued, (await first).text
+
+    assert (0, "ok") == asyncio.run(main())
+    assert 0 == cp.head("b")
+    assert ["A"] == model.prompts
+
+
+def test_close_fails_waiting_sends(held_agent: Any) -> None:
+    """close() while a send waits: the waiting send fails with ActorStoppedError at once (the
+    running turn still holds its slot), instead of hanging."""
+    agent, model, cp = held_agent
+    waiting = _send_in_thread(agent, "B", "b")
+    assert _until(lambda: 1 == agent.host_stats().queued)
+    closing = threading.Thread(target=agent.close)
+    closing.start()
+    try:
+        with pytest.raises(ActorStoppedError):
+            waiting.result(WAIT)
+    finally:
+        model.release.set()
+        closing.join(WAIT)
+    assert 0 == cp.head("b")
+
+
+# -- passivation ----------------------------------------------------------------------------------
+
+
+def test_idle_timeout_returns_threads_to_the_baseline(workdir: Path) -> None:
+    """After idle_timeout_s without traffic, every session's actor is stopped: the thread count
+    is back to what it was before the turns."""
+    model = ToolThenReply(sleep=0.01)
+    with _agent(workdir, model, 8 * 2, idle_timeout_s=0.2) as agent:
+        baseline = threading.active_count()
+        futures = [_send_in_thread(agent, "go", f"s{i}") for i in range(8)]
+        assert ["ok"] * 8 == [f.result(WAIT).text for f in futures]
+        assert _until(lambda: threading.active_count() == baseline)
+        assert 0 == agent.host_stats().live
+
+
+def test_a_passivated_session_comes_back_with_its_conversation(workdir: Path) -> None:
+    """A session passivated by the idle timeout folds its log on its next send."""
+    model = ToolThenReply()
+    provider = model.provider(4)
+    with create_lite_agent(model=provider, model_name="m", workdir=workdir, tools=[write_file],
+                           checkpointer=memory_checkpointer(), idle_timeout_s=0.05) as agent:
+        agent.send("first", session_id="s")
+        assert _until(lambda: 0 == agent.host_stats().live)
+        agent.send("second", session_id="s")
+    texts = [b.text for m in provider.requests[-1].messages if m.role == "user"
+             for b in m.content if isinstance(b, TextBlock)]
+    assert ["first", "second"] == texts
+
+
+# -- many sessions on real storage ----------------------------------------------------------------
+
+
+def _thousand(workdir: Path, checkpointer: Checkpointer | None, home: Path) -> list[Any]:
+    model = ToolThenReply()
+    agent = create_async_lite_agent(model=model.provider(1000 * 2), model_name="m",
+                                    workdir=workdir, tools=[write_file],
+                                    checkpointer=checkpointer, home=home)
+
+    async def main() -> list[Any]:
+        async with agent:
+            return await _run_sessions(agent, 1000, 1)
+
+    return asyncio.run(main())
+
+
+def test_a_thousand_concurrent_sessions_on_the_file_backend(workdir: Path, tmp_path: Path) -> None:
+    """1,000 concurrent sessions with the default settings on the file backend: all complete."""
+    outcomes = _thousand(workdir, None, tmp_path / "home")
+    assert [] == [o for o in outcomes if not hasattr(o, "text")]
+    assert 1000 == len(outcomes)
+    cp = file_checkpointer(workdir=workdir, home=tmp_path / "home")
+    with cp:
+        assert 1000 == len(cp.list())
+
+
+def test_a_thousand_concurrent_sessions_on_sqlite(workdir: Path, tmp_path: Path) -> None:
+    """1,000 concurrent sessions with the default settings on one SQLite file: all complete."""
+    with sqlite_checkpointer(tmp_path / "log.db") as cp:
+        outcomes = _thousand(workdir, cp, tmp_path / "home")
+        sessions = len(cp.list())
+    assert [] == [type(o).__name__ for o in outcomes if not hasattr(o, "text")]
+    assert 1000 == sessions
+
+
+# -- property: every send completes or raises a library error -------------------------------------
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    limits=st.tuples(st.integers(1, 4), st.integers(0, 20), st.sampled_from([None, 0.001, 0.05])),
+    plan=st.lists(st.lists(st.sampled_from(["ok", "ok", "ok", "token", "task"]), min_size=1,
+                           max_size=4), min_size=2, max_size=24),
+    delays=st.lists(st.integers(0, 3), min_size=1, max_size=8),
+)
+def test_every_send_completes_or_raises(workdir: Path, limits: tuple[int, int, float | None],
+                                        plan: list[list[str]], delays: list[int]) -> None:
+    """Concurrent sessions of a few turns each over few slots (``max_live_sessions``,
+    ``max_queued_sends``, ``idle_timeout_s`` in ``limits``), some sends cancelled (token or
+    task) while waiting or running: every send ends with a result, HostSaturatedError, or a
+    cancellation (never a lost message), and each session's log holds the prompts of its
+    answered sends, in order, and none of its refused ones."""
+    cap, queue_bound, idle = limits
+    model = ToolThenReply(sleep=0.001)
+    cp = memory_checkpointer()
+    calls = sum(len(turns) for turns in plan) * 2
+    agent = _async_agent(workdir, model, calls, checkpointer=cp, max_live_sessions=cap,
+                         max_queued_sends=queue_bound, idle_timeout_s=idle)
+    ticks = itertools.cycle(delays)
+    outcomes: dict[str, Any] = {}
+
+    async def turn(prompt: str, session: int, action: str) -> None:
+        token = CancelToken()
+        task = asyncio.ensure_future(agent.send(prompt, session_id=f"s{session}", cancel=token))
+        if action != "ok":
+            for _ in range(next(ticks)):
+                await asyncio.sleep(0.001)
+            token.cancel() if action == "token" else task.cancel()
+        try:
+            outcomes[prompt] = await task
+        except asyncio.CancelledError:
+            outcomes[prompt] = "cancelled"
+        except Exception as e:  # noqa: BLE001 -- checked below
+            outcomes[prompt] = e
+
+    async def session(i: int, actions: list[str]) -> None:
+        for t, action in enumerate(actions):
+            await turn(f"s{i}t{t}", i, action)
+
+    async def main() -> None:
+        async with agent:
+            await asyncio.wait([asyncio.ensure_future(session(i, actions))
+                                for i, actions in enumerate(plan)], timeout=WAIT)
+
+    asyncio.run(main())
+    assert sum(len(turns) for turns in plan) == len(outcomes)
+    assert [] == [o for o in outcomes.values() if isinstance(o, BaseException)
+                  and not isinstance(o, (OperationCancelledError, HostSaturatedError))]
+    for i, actions in enumerate(plan):
+        sent = [f"s{i}t{t}" for t in range(len(actions))]
+        answered = [p for p in sent if hasattr(outcomes[p], "text")]
+        refused = {p for p in sent if isinstance(outcomes[p], HostSaturatedError)}
+        recorded = _prompts(cp, f"s{i}")
+        assert recorded == [p for p in sent if p in recorded]
+        assert answered == [p for p in recorded if p in answered]
+        assert set() == refused & set(recorded)
