@@ -39,8 +39,9 @@ EVENTLOG = {
     "validate_session_id", "zlib_codec",
 }
 CONFORMANCE = {
-    "BAD_SESSION_IDS", "CheckpointerConformance", "CrashConformance", "DurableConformance",
-    "Factory", "prompt", "prompts", "texts",
+    "BAD_SESSION_IDS", "TAIL_LOSS", "CheckpointerConformance", "CorruptionConformance",
+    "CorruptionTrialError", "CrashConformance", "DurableConformance", "Factory",
+    "damage_file_log", "damage_sqlite", "prompt", "prompts", "texts",
 }
 
 

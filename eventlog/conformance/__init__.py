@@ -18,6 +18,10 @@ tests)::
   two instances, and real OS processes racing on one session and on separate sessions.
 - :class:`CrashConformance` — writers SIGKILLed at random moments during append and truncate
   (``crash_rounds`` per test in the default run; ``soak_crash_rounds`` under ``-m soak``).
+- :class:`CorruptionConformance` — random damage to a closed store (``corruption_trials`` per
+  test, ``soak_corruption_trials`` under ``-m soak``), through a ``damage(path, session_id,
+  rng)`` hook; :func:`damage_file_log` and :func:`damage_sqlite` damage the two built-in
+  backends' stores.
 
 Needs the ``test`` extra (pytest, hypothesis). The factory must be picklable for the process
 tests (a ``functools.partial`` of a backend constructor is).
@@ -35,16 +39,24 @@ from hypothesis.stateful import run_state_machine_as_test
 from .._contract import Checkpointer, Position
 from .._errors import CheckpointConflictError
 from ._contract_tests import BAD_SESSION_IDS, ContractTests
+from ._corruption import CorruptionConformance, CorruptionTrialError
+from ._damage_file import TAIL_LOSS, damage_file_log
+from ._damage_sqlite import damage_sqlite
 from ._machine import MACHINE_SETTINGS, make_machine
 from ._processes import run_crash_round, run_racing_writers, run_separate_writers
 from ._util import Factory, prompt, prompts, texts
 
 __all__ = [
     "BAD_SESSION_IDS",
+    "TAIL_LOSS",
     "CheckpointerConformance",
+    "CorruptionConformance",
+    "CorruptionTrialError",
     "CrashConformance",
     "DurableConformance",
     "Factory",
+    "damage_file_log",
+    "damage_sqlite",
     "prompt",
     "prompts",
     "texts",
