@@ -7,6 +7,7 @@ reference is stable across processes and machines. Every store verifies the hash
 from __future__ import annotations
 
 import abc
+import contextlib
 import hashlib
 import os
 import re
@@ -19,6 +20,7 @@ from ._errors import (
     BlobNotFoundError,
     CodecError,
     CorruptBlobError,
+    InvalidArgumentError,
     InvalidBlobRefError,
     StorageIOError,
 )
@@ -51,7 +53,7 @@ def parse_blob_ref(ref: object) -> str:
 
 def _check_data(data: object) -> bytes:
     if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"blob data must be bytes, got {type(data).__name__}")
+        raise InvalidArgumentError(f"blob data must be bytes, got {type(data).__name__}")
     return bytes(data)
 
 
@@ -113,18 +115,35 @@ class MemoryBlobStore(BlobStore):
 
 
 class FileBlobStore(BlobStore):
-    """Blobs as files ``<root>/<2 hex>/<62 hex>``, written by temp file + fsync + rename + fsync
-    of the folder, so a returned reference survives power loss. The codec applies to the bytes
-    on disk; the hash is always of the plain content."""
+    """Blobs as files ``<root>/<2 hex>/<62 hex>``, written to a temp file and renamed into place,
+    so a reader never sees part of a blob. The codec applies to the bytes on disk; the hash is
+    always of the plain content.
 
-    def __init__(self, root: Path, codec: Codec | None = None) -> None:
+    ``durability`` is the file checkpointer's: a blob is put before the event that names it is
+    appended, so it gets the same guarantee as that event. ``"normal"`` survives a process
+    crash (the rename of a whole temp file; no fsync). ``"full"`` also survives power loss: the
+    blob's data, its folder, and the parent of every folder the put created (``blobs/`` and
+    ``blobs/xx/``) are fsynced before the reference is returned.
+    """
+
+    def __init__(
+        self, root: Path, codec: Codec | None = None, *, durability: str = "full"
+    ) -> None:
+        if durability not in ("normal", "full"):
+            raise InvalidArgumentError(f"durability must be 'normal' or 'full', got {durability!r}")
         self._root = Path(root)
         self._codec = codec
+        self._full = durability == "full"
 
     @property
     def root(self) -> Path:
         """The folder holding the blobs."""
         return self._root
+
+    @property
+    def durability(self) -> str:
+        """``"full"`` (fsynced, survives power loss) or ``"normal"`` (survives a crash)."""
+        return "full" if self._full else "normal"
 
     def _path(self, hexdigest: str) -> Path:
         return self._root / hexdigest[:2] / hexdigest[2:]
@@ -133,23 +152,45 @@ class FileBlobStore(BlobStore):
         data = _check_data(data)
         ref = blob_ref(data)
         path = self._path(ref[7:])
-        if path.exists():
-            return ref
-        stored = data if self._codec is None else self._codec_encode(data, ref)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.parent / f".tmp-{secrets.token_hex(8)}"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            if path.exists():
+                return ref
+        except OSError as e:
+            raise StorageIOError(e.errno, f"cannot store blob {ref}: {e.strerror}") from e
+        stored = data if self._codec is None else self._codec_encode(data, ref)
+        tmp = path.parent / f".tmp-{secrets.token_hex(8)}"
+        try:
+            self._make_folders(path.parent)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
             try:
                 write_all(fd, stored)
-                os.fsync(fd)
+                if self._full:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
             os.replace(tmp, path)
-            fsync_dir(path.parent)
+            if self._full:
+                fsync_dir(path.parent)
         except OSError as e:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
             raise StorageIOError(e.errno, f"cannot store blob {ref}: {e.strerror}") from e
         return ref
+
+    def _make_folders(self, folder: Path) -> None:
+        """Create ``folder`` and its missing parents; under ``full`` fsync the parent of each
+        folder created, so the new entry survives power loss."""
+        missing = []
+        while not folder.is_dir():
+            missing.append(folder)
+            folder = folder.parent
+        for f in reversed(missing):
+            try:
+                f.mkdir()
+            except FileExistsError:
+                continue
+            if self._full:
+                fsync_dir(f.parent)
 
     def _codec_encode(self, data: bytes, ref: str) -> bytes:
         assert self._codec is not None
@@ -174,4 +215,8 @@ class FileBlobStore(BlobStore):
         return verify_blob(ref, stored)
 
     def has(self, ref: str) -> bool:
-        return self._path(parse_blob_ref(ref)).exists()
+        path = self._path(parse_blob_ref(ref))
+        try:
+            return path.exists()
+        except OSError as e:
+            raise StorageIOError(e.errno, f"cannot look up blob {ref}: {e.strerror}") from e

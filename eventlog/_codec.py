@@ -11,6 +11,8 @@ from __future__ import annotations
 import zlib
 from typing import Protocol, runtime_checkable
 
+from ._errors import InvalidArgumentError
+
 __all__ = ["Codec", "zlib_codec"]
 
 
@@ -47,6 +49,6 @@ class _ZlibCodec:
 
 def zlib_codec(level: int = 6) -> Codec:
     """Return a codec that compresses with zlib at ``level`` (0-9, or -1 for zlib's default)."""
-    if not isinstance(level, int) or not -1 <= level <= 9:
-        raise ValueError(f"zlib level must be an int from -1 to 9, got {level!r}")
+    if type(level) is not int or not -1 <= level <= 9:
+        raise InvalidArgumentError(f"zlib level must be an int from -1 to 9, got {level!r}")
     return _ZlibCodec(level)

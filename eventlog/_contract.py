@@ -82,7 +82,8 @@ class IntegrityProblem(msgspec.Struct, frozen=True, gc=False):
     ``kind`` is one of ``"torn_tail"`` (an unfinished last write, cut on the next write),
     ``"corrupt"`` (damage that is not a torn tail), ``"codec"`` (bytes the codec or event decoder
     refuses), ``"gap"`` (seqs not contiguous), ``"unknown_kind"`` (events of a newer writer; not an
-    error), ``"leftover"`` (a temp file of an interrupted truncate; not an error) or
+    error), ``"leftover"`` (a temp file of an interrupted truncate; not an error),
+    ``"newer_format"`` (a log written in a newer format: neither read nor changed) or
     ``"database"`` (SQLite's own integrity check failed).
     """
 
@@ -311,9 +312,17 @@ class Checkpointer(abc.ABC):
         return self.position(session_id).head
 
     def position(self, session_id: str) -> Position:
-        """Return the session's ``(head, generation)``; ``(0, 0)`` for an unknown session."""
+        """Return the session's ``(head, generation)``; ``(0, 0)`` for an unknown session.
+
+        The head is one a read can reach: a backend that finds damage on the way raises
+        :class:`CorruptLogError` (and the session refuses writes until it is repaired)."""
         self._check_open()
-        return self._position(validate_session_id(session_id))
+        sid = validate_session_id(session_id)
+        try:
+            return self._position(sid)
+        except CorruptLogError as e:
+            self._mark_damaged(sid, e)
+            raise
 
     def list(self) -> builtins.list[SessionInfo]:
         """Return every stored session, most recently written first (ties by id)."""
@@ -323,9 +332,13 @@ class Checkpointer(abc.ABC):
         return infos
 
     def delete(self, session_id: str) -> None:
-        """Remove the session's events and record; a no-op for an unknown session."""
+        """Remove the session's events and record; a no-op for an unknown session. A damaged
+        session can be deleted too (a session created afterwards starts clean)."""
         self._check_open()
-        self._delete(validate_session_id(session_id))
+        sid = validate_session_id(session_id)
+        self._delete(sid)
+        with self._damaged_lock:
+            self._damaged.pop(sid, None)
 
     def truncate(
         self,

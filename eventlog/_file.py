@@ -28,6 +28,7 @@ from ._contract import (
     IntegrityProblem,
     IntegrityReport,
     Position,
+    RepairReport,
     SessionInfo,
     check_position,
     integrity_report,
@@ -40,8 +41,9 @@ from ._errors import (
     TruncateRangeError,
 )
 from ._events import StoredEvent
+from ._filerepair import assess_log, salvage_log
 from ._filerewrite import new_generation, rewrite_log, unlink_quietly
-from ._filescan import check_log, find_tail, read_header, read_log
+from ._filescan import check_log, read_header, read_log, verify_frames
 from ._frames import (
     FILE_HEADER_SIZE,
     build_frame,
@@ -50,7 +52,7 @@ from ._frames import (
 )
 from ._fsutil import fsync_dir, write_all
 from ._ids import SESSION_ID_PATTERN
-from ._paths import project_dir
+from ._paths import check_path, project_dir
 
 __all__ = ["FileCheckpointer", "file_checkpointer"]
 
@@ -58,6 +60,7 @@ _log = structlog.get_logger("liteagent.eventlog")
 
 Durability = Literal["normal", "full"]
 _MAX_OPEN_HANDLES = 128
+_MAX_VERIFIED = 16384  # verified prefixes remembered for sessions whose handle was evicted
 _RO = os.O_RDONLY | os.O_CLOEXEC
 _RW = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
 _LOG_NAME = re.compile(SESSION_ID_PATTERN + r"\.log")
@@ -67,7 +70,8 @@ class _Handle:
     """A session's cached write state in this process, guarded by ``lock``."""
 
     __slots__ = (
-        "evicted", "fd", "generation", "head", "ino", "lock", "path", "size", "torn", "valid"
+        "evicted", "fd", "generation", "head", "ino", "lock", "path", "size", "torn", "valid",
+        "verified",
     )
 
     def __init__(self, path: str) -> None:
@@ -81,6 +85,9 @@ class _Handle:
         self.valid = False
         self.torn = False  # a torn tail was seen by a reader; the next writer cuts it
         self.evicted = False
+        # (ino, generation, end, head): the bytes up to ``end`` of that file were verified by
+        # this process (whole, checksummed frames with consecutive seqs up to ``head``)
+        self.verified: tuple[int, int, int, int] | None = None
 
     def close_fd(self) -> None:
         if self.fd >= 0:
@@ -94,8 +101,9 @@ class FileCheckpointer(Checkpointer):
 
     def __init__(self, root: Path, durability: Durability, codec: Codec | None) -> None:
         super().__init__()
-        if durability not in ("normal", "full"):
-            raise InvalidArgumentError(f"durability must be 'normal' or 'full', got {durability!r}")
+        given: object = durability
+        if type(given) is not str or given not in ("normal", "full"):
+            raise InvalidArgumentError(f"durability must be 'normal' or 'full', got {given!r}")
         if codec is not None and not isinstance(codec, Codec):
             raise InvalidArgumentError(f"codec must have encode() and decode(), got {codec!r}")
         try:
@@ -108,7 +116,9 @@ class FileCheckpointer(Checkpointer):
         self._codec = codec
         self._handles: dict[str, _Handle] = {}
         self._handles_lock = threading.Lock()
-        self._blob_store = FileBlobStore(root / "blobs", codec)
+        # What evicted handles had verified, so a session coming back is not scanned again.
+        self._verified: dict[str, tuple[int, int, int, int]] = {}
+        self._blob_store = FileBlobStore(root / "blobs", codec, durability=durability)
 
     @property
     def root(self) -> Path:
@@ -136,6 +146,7 @@ class FileCheckpointer(Checkpointer):
             h = self._handles.get(session_id)
             if h is None:
                 h = self._handles[session_id] = _Handle(self._path(session_id))
+                h.verified = self._verified.pop(session_id, None)
                 if len(self._handles) > _MAX_OPEN_HANDLES:
                     self._evict_idle()
             return h
@@ -149,6 +160,10 @@ class FileCheckpointer(Checkpointer):
                     old.evicted = True
                     old.close_fd()
                     del self._handles[sid]
+                    if old.verified is not None:
+                        self._verified[sid] = old.verified
+                        if len(self._verified) > _MAX_VERIFIED:
+                            del self._verified[next(iter(self._verified))]
                 finally:
                     old.lock.release()
 
@@ -161,8 +176,11 @@ class FileCheckpointer(Checkpointer):
                 return h
             h.lock.release()
 
-    def _flock(self, h: _Handle, session_id: str, *, create: bool, exclusive: bool) -> bool:
-        """flock the session's current log file through ``h`` and make ``h``'s state current.
+    def _flock(
+        self, h: _Handle, session_id: str, *, create: bool, exclusive: bool, load: bool = True
+    ) -> bool:
+        """flock the session's current log file through ``h`` and make ``h``'s state current
+        (unless ``load`` is false: then only the lock is taken, whatever the file holds).
 
         Returns False (holding no flock) when the file does not exist and ``create`` is false.
         Must be called with ``h.lock`` held; the caller releases the flock with ``_unflock``.
@@ -191,7 +209,7 @@ class FileCheckpointer(Checkpointer):
                 except FileNotFoundError:
                     st = None
             if st is not None and st.st_ino == h.ino:
-                if not h.valid or st.st_size != h.size or (exclusive and h.torn):
+                if load and (not h.valid or st.st_size != h.size or (exclusive and h.torn)):
                     try:
                         self._load(h, session_id, st.st_size, repair=exclusive)
                     except BaseException:
@@ -209,34 +227,42 @@ class FileCheckpointer(Checkpointer):
             fcntl.flock(h.fd, fcntl.LOCK_UN)
 
     def _load(self, h: _Handle, session_id: str, size: int, *, repair: bool) -> None:
-        """Read the file's header and find its last whole frame; cut a torn tail if ``repair``."""
+        """Make ``h`` describe the file: read its header and verify its frames, from where
+        this process last verified them (the whole log the first time), so that the head it
+        reports is one a reader can reach. A torn tail is cut if ``repair``; any other damage
+        raises :class:`CorruptLogError` and changes nothing."""
         h.valid = False
-        if size < FILE_HEADER_SIZE:
-            # A new file, or a creation cut short before its header was whole: no session yet.
-            end, head, generation, damage = 0, 0, 0, size > 0
-            reason = "an incomplete file header"
-        else:
+        end, head, generation, damage = 0, 0, 0, None
+        if size:
+            if size < FILE_HEADER_SIZE:
+                raise CorruptLogError(
+                    session_id, None,
+                    f"the file is shorter than its header ({size} of {FILE_HEADER_SIZE} bytes)",
+                )
             generation = read_header(h.fd, session_id).generation
-            end, head, found = find_tail(h.fd, size)
-            if found is not None and not found.torn:
-                raise CorruptLogError(session_id, head + 1, found.reason)
-            damage = found is not None
-            reason = "" if found is None else found.reason
+            start, head = FILE_HEADER_SIZE, 0
+            v = h.verified
+            if v is not None and v[0] == h.ino and v[1] == generation and v[2] <= size:
+                start, head = v[2], v[3]
+            end, head, damage = verify_frames(h.fd, start, head, size)
+            h.verified = (h.ino, generation, end, head)
+            if damage is not None and not damage.torn:
+                raise CorruptLogError(session_id, head + 1, damage.reason)
         if repair:
             unlink_quietly(self._tmp_path(session_id))  # debris of a killed truncate
-        if damage and repair:
+        if damage is not None and repair:
             _log.warning(
                 "eventlog.torn_tail_cut",
                 session_id=session_id,
                 offset=end,
                 bytes=size - end,
-                reason=reason,
+                reason=damage.reason,
             )
             os.ftruncate(h.fd, end)
             if self._full:
                 os.fsync(h.fd)
-        h.size = end if repair or not damage else size
-        h.torn = damage and not repair
+        h.size = end if repair or damage is None else size
+        h.torn = damage is not None and not repair
         h.head, h.generation, h.valid = head, generation, True
 
     # -- contract primitives ----------------------------------------------------------------------
@@ -297,6 +323,7 @@ class FileCheckpointer(Checkpointer):
         h.size += len(frame)
         h.head += count
         h.generation = generation
+        h.verified = (h.ino, generation, h.size, h.head)
         return h.head
 
     def _position(self, session_id: str) -> Position:
@@ -313,14 +340,20 @@ class FileCheckpointer(Checkpointer):
             h.lock.release()
 
     def _read(self, session_id: str, since_seq: int) -> Iterator[StoredEvent]:
+        try:
+            yield from self._read_file(session_id, since_seq)
+        except StorageIOError:
+            raise
+        except OSError as e:
+            raise _io_error(e, session_id, "read") from e
+
+    def _read_file(self, session_id: str, since_seq: int) -> Iterator[StoredEvent]:
         path = self._path(session_id)
         while True:
             try:
                 fd = os.open(path, _RO)
             except FileNotFoundError:
                 return
-            except OSError as e:
-                raise _io_error(e, session_id, "read") from e
             try:
                 events = read_log(
                     fd,
@@ -364,6 +397,8 @@ class FileCheckpointer(Checkpointer):
                 st = entry.stat()
             except FileNotFoundError:
                 continue
+            except OSError as e:
+                raise _io_error(e, entry.name[:-4], "list") from e
             if st.st_size >= FILE_HEADER_SIZE:
                 out.append(SessionInfo(entry.name[:-4], st.st_mtime))
         return out
@@ -372,7 +407,7 @@ class FileCheckpointer(Checkpointer):
         h = self._acquire(session_id)
         try:
             try:
-                if not self._flock(h, session_id, create=False, exclusive=True):
+                if not self._flock(h, session_id, create=False, exclusive=True, load=False):
                     return
             except OSError as e:
                 raise _io_error(e, session_id, "delete") from e
@@ -433,20 +468,37 @@ class FileCheckpointer(Checkpointer):
             session_id=session_id,
             codec=self._codec,
         )
+        self._replace_fd(h, new_fd, new_size, to_seq, generation)
+
+    @staticmethod
+    def _replace_fd(h: _Handle, new_fd: int, size: int, head: int, generation: int) -> None:
+        """Point ``h`` at the file that was just renamed over the log (closing the old one
+        releases its lock: its waiters find it replaced and retry)."""
         old_fd = h.fd
-        h.fd, h.ino, h.size = new_fd, os.fstat(new_fd).st_ino, new_size
-        h.head, h.generation, h.valid, h.torn = to_seq, generation, True, False
+        h.fd, h.ino, h.size = new_fd, os.fstat(new_fd).st_ino, size
+        h.head, h.generation, h.valid, h.torn = head, generation, True, False
+        h.verified = (h.ino, generation, size, head)
         os.close(old_fd)
 
     def _check_integrity(self) -> IntegrityReport:
         problems: list[IntegrityProblem] = []
-        infos = sorted(self._list(), key=lambda i: i.id)
-        events = 0
-        for info in infos:
+        events = sessions = 0
+        for sid, size in self._log_files():
+            if size == 0:
+                continue  # a session whose first write never happened
+            sessions += 1
+            if size < FILE_HEADER_SIZE:
+                problems.append(IntegrityProblem(
+                    "corrupt",
+                    f"the file is shorter than its header ({size} of {FILE_HEADER_SIZE} bytes): "
+                    "the log was cut, and any events it held are lost (needs repair)",
+                    sid,
+                ))
+                continue
             try:
-                events += check_log(self._path(info.id), info.id, self._codec, problems)
+                events += check_log(self._path(sid), sid, self._codec, problems)
             except OSError as e:
-                problems.append(IntegrityProblem("corrupt", f"cannot read: {e}", info.id))
+                problems.append(IntegrityProblem("corrupt", f"cannot read: {e}", sid))
         try:
             leftovers = sorted(n for n in os.listdir(self._root_s) if n.endswith(".tmp"))
         except OSError as e:
@@ -459,7 +511,66 @@ class FileCheckpointer(Checkpointer):
             )
             for name in leftovers
         )
-        return integrity_report(problems, len(infos), events)
+        return integrity_report(problems, sessions, events)
+
+    def _log_files(self) -> list[tuple[str, int]]:
+        """Every ``<sid>.log`` file and its size, by session id (whatever the size)."""
+        out = []
+        try:
+            entries = list(os.scandir(self._root_s))
+        except OSError as e:
+            raise _io_error(e, None, "list") from e
+        for entry in entries:
+            if _LOG_NAME.fullmatch(entry.name) is None:
+                continue
+            try:
+                out.append((entry.name[:-4], entry.stat().st_size))
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                raise _io_error(e, entry.name[:-4], "list") from e
+        out.sort()
+        return out
+
+    def _repair(self, session_id: str) -> RepairReport:
+        h = self._acquire(session_id)
+        try:
+            try:
+                if not self._flock(h, session_id, create=False, exclusive=True, load=False):
+                    return RepairReport(session_id, False, 0, 0, detail="no such session")
+            except OSError as e:
+                raise _io_error(e, session_id, "repair") from e
+            try:
+                return self._repair_locked(h, session_id)
+            except OSError as e:
+                raise _io_error(e, session_id, "repair") from e
+            finally:
+                self._unflock(h)
+        finally:
+            h.lock.release()
+
+    def _repair_locked(self, h: _Handle, session_id: str) -> RepairReport:
+        size = os.fstat(h.fd).st_size
+        found = assess_log(h.fd, size)
+        unlink_quietly(self._tmp_path(session_id))
+        if found.healthy:
+            self._load(h, session_id, size, repair=True)
+            return RepairReport(
+                session_id, False, h.head, h.generation, detail="nothing to repair"
+            )
+        new_fd, new_size, generation, quarantine = salvage_log(
+            h.fd, size, found,
+            paths=(self._path(session_id), self._tmp_path(session_id), self._root_s),
+            session_id=session_id, codec=self._codec,
+        )
+        self._replace_fd(h, new_fd, new_size, found.kept_head, generation)
+        _log.warning(
+            "eventlog.session_repaired", session_id=session_id, kept_head=found.kept_head,
+            lost=found.lost, quarantine=quarantine, detail=found.detail,
+        )
+        return RepairReport(
+            session_id, True, found.kept_head, generation, found.lost, quarantine, found.detail
+        )
 
     def _blobs(self) -> BlobStore:
         return self._blob_store
@@ -495,5 +606,11 @@ def file_checkpointer(
     frame and blob on disk (e.g. :func:`zlib_codec`). Safe to share between threads and between
     processes on one host.
     """
-    path = Path(project_dir(workdir, home) / "sessions" if root is None else root)
+    if root is None:
+        path = project_dir(workdir, home) / "sessions"
+    else:
+        path = Path(check_path("root", root))
+        if home is not None:
+            check_path("home", home)
+        check_path("workdir", workdir)
     return FileCheckpointer(path, durability, codec)

@@ -19,14 +19,13 @@ from ._frames import (
     FILE_HEADER_SIZE,
     FORMAT_VERSION,
     Damage,
-    Frame,
     FrameScanner,
     HeaderInfo,
     decode_payload,
     parse_header,
 )
 
-__all__ = ["check_log", "find_tail", "read_header", "read_log", "snapshot_size"]
+__all__ = ["check_log", "read_header", "read_log", "snapshot_size", "verify_frames"]
 
 _CHECK_EVERY = 1 << 20  # while reading, look for a replaced file after each MiB
 
@@ -94,8 +93,12 @@ def _events(  # noqa: PLR0917 -- the private body of read_log
     check_open: Callable[[], None],
     replaced: Callable[[int], CheckpointConflictError],
 ) -> Iterator[StoredEvent]:
-    if end < FILE_HEADER_SIZE:
+    if end == 0:
         return
+    if end < FILE_HEADER_SIZE:
+        raise CorruptLogError(
+            session_id, None, f"the file is shorter than its header ({end} bytes)"
+        )
     generation = read_header(fd, session_id).generation
     expected, offset, checked = 1, FILE_HEADER_SIZE, FILE_HEADER_SIZE
     while True:
@@ -137,28 +140,19 @@ def _events(  # noqa: PLR0917 -- the private body of read_log
         end = new_end
 
 
-def find_tail(fd: int, size: int) -> tuple[int, int, Damage | None]:
-    """Return ``(end of the last whole frame, its last seq, damage after it or None)``.
-
-    Fast path: the trailer of the last frame gives its start. Only when the tail is not a whole
-    frame is the file scanned from the start.
-    """
-    if size == FILE_HEADER_SIZE:
-        return size, 0, None
-    if size - FILE_HEADER_SIZE >= 4:
-        total = int.from_bytes(os.pread(fd, 4, size - 4), "little")
-        start = size - total
-        if FILE_HEADER_SIZE <= start < size:
-            for item in FrameScanner(fd, start, size):
-                if isinstance(item, Frame) and item.end == size:
-                    return size, item.last_seq, None
-                break
-    end, head = FILE_HEADER_SIZE, 0
-    for item in FrameScanner(fd, FILE_HEADER_SIZE, size):
+def verify_frames(fd: int, start: int, head: int, size: int) -> tuple[int, int, Damage | None]:
+    """Verify the frames from ``start`` (where seq ``head + 1`` must begin) to ``size``: each
+    whole, checksummed and continuing the seqs. Return ``(end of the last good frame, its last
+    seq, the damage after it or None)``; a frame that does not continue the seqs (a repeated,
+    swapped or dropped frame) is damage that is never torn."""
+    end = start
+    for item in FrameScanner(fd, start, size):
         if isinstance(item, Damage):
             return end, head, item
         if item.first_seq != head + 1:
-            return end, head, Damage(item.offset, False, f"a frame starts at seq {item.first_seq}")
+            return end, head, Damage(
+                item.offset, False, f"a frame starts at seq {item.first_seq}, not {head + 1}"
+            )
         end, head = item.end, item.last_seq
     return end, head, None
 
@@ -175,8 +169,11 @@ def check_log(
             return 0
         try:
             read_header(fd, session_id)
-        except (CorruptLogError, SchemaVersionError) as e:
-            problems.append(IntegrityProblem("corrupt", str(e), session_id))
+        except CorruptLogError as e:
+            problems.append(IntegrityProblem("corrupt", f"{e.detail} (needs repair)", session_id))
+            return 0
+        except SchemaVersionError as e:
+            problems.append(IntegrityProblem("newer_format", str(e), session_id))
             return 0
         return _check_frames(fd, session_id, end, codec, problems)
     finally:

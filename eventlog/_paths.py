@@ -6,14 +6,26 @@ import hashlib
 import os
 from pathlib import Path
 
-__all__ = ["lite_agent_home", "project_dir", "project_hash"]
+from ._errors import InvalidArgumentError
+
+__all__ = ["check_path", "lite_agent_home", "project_dir", "project_hash"]
+
+
+def check_path(name: str, value: object) -> str:
+    """Return ``value`` as a str path; raise :class:`InvalidArgumentError` unless it is a str
+    or ``os.PathLike`` of str without NUL characters."""
+    if isinstance(value, (str, os.PathLike)):
+        path = os.fspath(value)
+        if isinstance(path, str) and "\0" not in path:
+            return path
+    raise InvalidArgumentError(f"{name} must be a path (str or os.PathLike), got {value!r}")
 
 
 def lite_agent_home(home: str | os.PathLike[str] | None = None) -> Path:
     """Return the home folder: ``home`` if given, else ``$LITE_AGENT_HOME``, else
     ``~/.lite-agent``."""
     if home is not None:
-        return Path(home).expanduser()
+        return Path(check_path("home", home)).expanduser()
     env = os.environ.get("LITE_AGENT_HOME")
     if env:
         return Path(env).expanduser()
@@ -22,7 +34,7 @@ def lite_agent_home(home: str | os.PathLike[str] | None = None) -> Path:
 
 def project_hash(workdir: str | os.PathLike[str] = ".") -> str:
     """Return a stable 16-hex-digit hash of the workspace's real path (symlinks resolved)."""
-    real = os.path.realpath(os.fspath(workdir))
+    real = os.path.realpath(check_path("workdir", workdir))
     return hashlib.sha256(os.fsencode(real)).hexdigest()[:16]
 
 

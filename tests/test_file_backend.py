@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 from pathlib import Path
@@ -109,15 +110,33 @@ def test_zero_filled_tail_is_torn(tmp_path: Path) -> None:
         assert cp.check_integrity().ok
 
 
-def test_incomplete_file_header_is_an_empty_session(tmp_path: Path) -> None:
-    """A creation cut short before the header was whole leaves no session; appends start at 1."""
+def test_empty_log_file_is_an_empty_session(tmp_path: Path) -> None:
+    """A log file created but never written (a writer killed between open and write) is an
+    empty session: nothing to report, and appends start at 1."""
     _log(tmp_path).parent.mkdir(parents=True, exist_ok=True)
-    _log(tmp_path).write_bytes(b"LALOG\0")
+    _log(tmp_path).write_bytes(b"")
     with _open(tmp_path) as cp:
         assert Position(0, 0) == cp.position(SID)
         assert [] == cp.list()
+        assert cp.check_integrity().ok
         assert 1 == cp.append(SID, prompts("a"))
         assert ["a"] == texts(cp.read(SID))
+
+
+def test_log_cut_below_its_header_is_damage(tmp_path: Path) -> None:
+    """A log shorter than its header lost whatever it held: check_integrity reports it as
+    corrupt, reads and writes raise CorruptLogError, and the bytes are left as they are."""
+    _log(tmp_path).parent.mkdir(parents=True, exist_ok=True)
+    _log(tmp_path).write_bytes(b"LALOG\0")
+    with _open(tmp_path) as cp:
+        report = cp.check_integrity()
+        assert [("corrupt", SID)] == [(p.kind, p.session_id) for p in report.problems]
+        assert not report.ok
+        with pytest.raises(CorruptLogError):
+            list(cp.read(SID))
+    with _open(tmp_path) as cp, pytest.raises(CorruptLogError):
+        cp.append(SID, prompts("a"))
+    assert b"LALOG\0" == _log(tmp_path).read_bytes()
 
 
 # -- corruption -------------------------------------------------------------------------------
@@ -158,6 +177,86 @@ def test_damaged_last_frame_is_not_taken_for_a_torn_tail(tmp_path: Path) -> None
         with pytest.raises(CorruptLogError):
             cp.head(SID)
     assert before == _log(tmp_path).read_bytes()
+
+
+def _frames(root: Path, sizes: list[int]) -> tuple[bytes, list[bytes]]:
+    """The log's header and its frames (of _three_batches: seqs 1-2, 3, 4-6)."""
+    data = _log(root).read_bytes()
+    bounds = [FILE_HEADER_SIZE, *sizes]
+    return data[:FILE_HEADER_SIZE], [data[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+@pytest.mark.parametrize("last", [0, 1])
+def test_repeated_last_frame_is_corruption_not_a_smaller_head(tmp_path: Path, last: int) -> None:
+    """A last frame that repeats an earlier one is damage: position() and the writer refuse
+    with CorruptLogError instead of taking its seq as the head, so the stale expected_head that
+    head would match cannot get an append acknowledged that a read could never reach."""
+    header, frames = _frames(tmp_path, _three_batches(tmp_path))
+    _log(tmp_path).write_bytes(header + frames[0] + frames[1] + frames[last])
+    before = _log(tmp_path).read_bytes()
+    with _open(tmp_path) as cp, pytest.raises(CorruptLogError):
+        cp.position(SID)
+    with _open(tmp_path) as cp, pytest.raises(CorruptLogError):
+        cp.append(SID, prompts("x"), expected_head=2 + last)  # the repeated frame's last seq
+    assert before == _log(tmp_path).read_bytes()
+
+
+def test_swapped_last_frames_are_corruption(tmp_path: Path) -> None:
+    """The last two frames swapped: the writer finds the seqs out of order and refuses."""
+    header, frames = _frames(tmp_path, _three_batches(tmp_path))
+    _log(tmp_path).write_bytes(header + frames[0] + frames[2] + frames[1])
+    with _open(tmp_path) as cp:
+        with pytest.raises(CorruptLogError):
+            cp.append(SID, prompts("x"), expected_head=3)
+        with pytest.raises(CorruptLogError):
+            cp.append(SID, prompts("x"))
+    with _open(tmp_path) as cp, pytest.raises(CorruptLogError):
+        cp.head(SID)
+
+
+def test_flipped_byte_mid_file_refuses_appends(tmp_path: Path) -> None:
+    """With a flipped byte in a middle frame, a fresh writer refuses to append (it verifies the
+    whole log on its first write): nothing is acknowledged that read() cannot reach."""
+    sizes = _three_batches(tmp_path)
+    _flip(_log(tmp_path), sizes[0] + FRAME_HEAD_SIZE + 2)
+    before = _log(tmp_path).read_bytes()
+    with _open(tmp_path) as cp:
+        with pytest.raises(CorruptLogError) as info:
+            cp.append(SID, prompts("x"))
+        assert (SID, 3) == (info.value.session_id, info.value.seq)
+    assert before == _log(tmp_path).read_bytes()
+
+
+def test_frames_written_by_another_writer_are_verified_before_the_next_append(
+    tmp_path: Path,
+) -> None:
+    """A writer that already verified the log verifies what others appended since: a copy of
+    an earlier frame appended behind its back is found before its next append."""
+    _header, frames = _frames(tmp_path, _three_batches(tmp_path))
+    with _open(tmp_path) as cp:
+        assert 7 == cp.append(SID, prompts("g"))
+        with _log(tmp_path).open("ab") as f:
+            f.write(frames[0])
+        with pytest.raises(CorruptLogError):
+            cp.append(SID, prompts("h"))
+    with _open(tmp_path) as cp, pytest.raises(CorruptLogError):
+        list(cp.read(SID))
+
+
+def test_a_read_that_finds_damage_refuses_later_writes(tmp_path: Path) -> None:
+    """Damage that a read finds (here: after this writer had verified the log) makes the
+    session refuse appends and truncates until it is repaired."""
+    sizes = _three_batches(tmp_path)
+    with _open(tmp_path) as cp:
+        assert 6 == cp.head(SID)
+        _flip(_log(tmp_path), sizes[0] + FRAME_HEAD_SIZE + 2)
+        with pytest.raises(CorruptLogError):
+            list(cp.read(SID))
+        with pytest.raises(CorruptLogError):
+            cp.append(SID, prompts("x"))
+        with pytest.raises(CorruptLogError):
+            cp.truncate(SID, 1)
+        assert cp.damaged(SID) is not None
 
 
 def test_damaged_file_header_raises(tmp_path: Path) -> None:
@@ -372,3 +471,125 @@ def test_many_sessions_keep_a_bounded_number_of_open_files(tmp_path: Path) -> No
         open_fds = sum(1 for h in cp._handles.values() if h.fd >= 0)
         assert open_fds <= 128
         assert ["7"] == texts(cp.read("s7"))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"root": 5}, {"root": b"x"}, {"root": "a\0b"}, {"root": None, "workdir": None},
+     {"root": None, "home": 5}, {"durability": ["full"]}, {"durability": None},
+     {"codec": 5}, {"codec": zlib_codec}],
+    ids=str,
+)
+def test_bad_argument_types_are_invalid_argument_errors(
+    tmp_path: Path, kwargs: dict[str, object]
+) -> None:
+    """Wrong types for root, workdir, home, durability or codec raise InvalidArgumentError
+    (never a bare TypeError), before anything is created."""
+    args: dict[str, object] = {"root": tmp_path / "store", **kwargs}
+    with pytest.raises(InvalidArgumentError):
+        file_checkpointer(**args)  # type: ignore[arg-type]
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("level", [10, -2, "6", 1.5, True])
+def test_bad_zlib_level_is_an_invalid_argument_error(level: object) -> None:
+    """zlib_codec refuses a level outside -1..9 with InvalidArgumentError."""
+    with pytest.raises(InvalidArgumentError):
+        zlib_codec(level)  # type: ignore[arg-type]
+
+
+# -- blob durability --------------------------------------------------------------------------
+
+
+def _record_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record the path of every file or folder fsynced from now on."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return synced
+
+
+def test_full_durability_fsyncs_every_new_blob_folder_and_its_parent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under "full", the first put creates blobs/ and blobs/xx/ and fsyncs the folder holding
+    each (so the new entries survive power loss), then the blob and its folder."""
+    root = tmp_path / "store"
+    with _open(root, durability="full") as cp:
+        synced = _record_fsyncs(monkeypatch)
+        ref = cp.blobs.put(b"snapshot")
+    blob = root / "blobs" / ref[7:9] / ref[9:]
+    folders = [str(root), str(root / "blobs"), str(blob.parent)]
+    assert folders == [p for p in synced if p in folders]
+    assert any(p.startswith(str(blob.parent / ".tmp-")) for p in synced)
+    assert b"snapshot" == blob.read_bytes()
+
+
+def test_durability_flows_to_the_blob_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The blob store has its checkpointer's durability; under "normal" a put (like an
+    append) fsyncs nothing."""
+    with _open(tmp_path / "full", durability="full") as cp:
+        assert "full" == cp.blobs.durability  # type: ignore[attr-defined]
+    with _open(tmp_path / "normal") as cp:
+        assert "normal" == cp.blobs.durability  # type: ignore[attr-defined]
+        synced = _record_fsyncs(monkeypatch)
+        ref = cp.blobs.put(b"snapshot")
+        assert b"snapshot" == cp.blobs.get(ref)
+    assert [] == synced
+
+
+# -- the disk is full -------------------------------------------------------------------------
+
+_FILL_TMPFS = """
+import os, subprocess, sys
+target = sys.argv[1]
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", target], check=True)
+from liteagent.eventlog import StorageIOError, file_checkpointer
+from liteagent.eventlog.conformance import prompts
+with file_checkpointer(target) as cp:
+    big = "x" * 50_000
+    for op in ("append", "blob"):
+        try:
+            for i in range(100):
+                if op == "append":
+                    cp.append("s", prompts(big + str(i)))
+                else:
+                    cp.blobs.put((big + str(i)).encode())
+        except StorageIOError as e:
+            print(op, e.errno)
+        else:
+            print(op, "no error")
+"""
+
+
+@pytest.mark.processes
+def test_disk_full_is_a_storage_io_error_with_enospc(tmp_path: Path) -> None:
+    """On a full disk (a 256 KiB tmpfs, in a private mount namespace) append and blob put raise
+    StorageIOError with errno ENOSPC."""
+    import errno
+    import shutil
+    import subprocess
+    import sys
+
+    target = tmp_path / "small"
+    target.mkdir()
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("needs unshare(1) to mount a private tmpfs")
+    probe = subprocess.run([unshare, "-m", sys.executable, "-c", ""], capture_output=True,
+                           check=False)
+    if probe.returncode != 0:
+        pytest.skip("cannot make a private mount namespace here")
+    result = subprocess.run(
+        [unshare, "-m", sys.executable, "-c", _FILL_TMPFS, str(target)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert 0 == result.returncode, result.stderr
+    assert [f"append {errno.ENOSPC}", f"blob {errno.ENOSPC}"] == result.stdout.split("\n")[:2]

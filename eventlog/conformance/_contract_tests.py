@@ -509,8 +509,9 @@ class ContractTests:
                 cp.blobs.get(bad)  # type: ignore[arg-type]
             with pytest.raises(InvalidBlobRefError):
                 cp.blobs.has(bad)  # type: ignore[arg-type]
-        with pytest.raises(TypeError):
-            cp.blobs.put("text")  # type: ignore[arg-type]
+        for not_bytes in ("text", None, 5, ["x"]):
+            with pytest.raises(InvalidArgumentError):
+                cp.blobs.put(not_bytes)  # type: ignore[arg-type]
 
     def test_large_blob(self, cp: Checkpointer) -> None:
         """A 3 MiB blob round-trips."""
