@@ -4,8 +4,12 @@
 The session must be idle: compaction holds its maintenance lock, so no turn starts meanwhile.
 The compactor sees the session's current view (earlier compactions applied); its result is
 recorded as a ``Compaction`` event whose ``replacement`` the projection uses from then on — the
-original events stay in the log. Cancelling leaves the session exactly as it was (nothing is
-appended). Progress goes to subscribers as ``compaction`` live events.
+original events stay in the log — with the references of the bodies it spilled
+(``Compaction.spilled``, computed from the bodies: see ``CompactResult.spilled_refs``), which the
+``context`` tool may then read. Cancelling leaves the session exactly as it was (nothing is
+appended): the cancel token reaches the compactor (``Compactor.run``), so a summarizer's model
+call in flight stops and the compactor actor is free for the next compaction at once.
+Progress goes to subscribers as ``compaction`` live events.
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ from typing import Any
 import msgspec
 import pykka
 
+from liteagent.context import Compactor
 from liteagent.eventlog import (
     CancelToken,
     Compaction,
+    InvalidArgumentError,
     Message,
     OperationCancelledError,
     PassRecord,
@@ -68,15 +74,11 @@ class CompactorActor(ActorBase):
 
     def handle(self, message: Any, envelope: Envelope) -> Any:
         assert isinstance(message, RunCompaction)
-        cancel = envelope.cancel
-        if cancel is not None:
-            cancel.raise_if_cancelled()
-        result = self.compactor.maybe_compact(
-            message.messages, usage=message.usage, instructions=message.instructions
-        )
-        if cancel is not None:
-            cancel.raise_if_cancelled()
-        return result
+        if not isinstance(self.compactor, Compactor):
+            raise InvalidArgumentError(
+                f"the compactor must be a Compactor, got {type(self.compactor).__name__}")
+        return self.compactor.run(message.messages, message.usage, message.instructions,
+                                  cancel=envelope.cancel)
 
 
 _STAGES = {"budget": "archive", "spill": "archive", "snip": "normalize", "micro": "normalize",
@@ -150,6 +152,7 @@ class ManualCompaction:
                          for r in result.passes),
             instructions=instructions,
             replacement=tuple(result.messages),
+            spilled=result.spilled_refs(messages),
         )
         ask(self.session_ref(session_id), RecordCompaction(record, state.head), timeout=60)
         self._publish(session_id, "done", stage="persist", completed=1, total=1)

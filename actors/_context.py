@@ -7,8 +7,11 @@
 - :meth:`SessionContext.recover_budget` sizes the retry after a context overflow;
 - :meth:`SessionContext.archive` stores tool results over the threshold in the blob store
   (durably, before the next model call) and returns their :class:`ContentArchived` records;
+- :meth:`SessionContext.check_first_prompt` refuses, before anything is written, a first
+  prompt that could never be sent within the budget;
 - :class:`LogArchiveReader` is what the ``context`` tool reads through: only references this
-  session's log recorded.
+  session recorded in structured fields of its own events (``ContentArchived.ref``,
+  ``Compaction.spilled``); no text of a message is ever parsed for references.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from liteagent.context import (
-    SPILL_PREFIX,
     SUMMARY_HEADER,
     ContextBudgetError,
     ContextEngine,
@@ -30,7 +32,6 @@ from liteagent.context import (
     fit_after_overflow,
     left_out_note,
     provider_compaction_planner,
-    refs_in,
     request_overhead_tokens,
 )
 from liteagent.eventlog import (
@@ -38,6 +39,7 @@ from liteagent.eventlog import (
     CancelToken,
     ClearThinking,
     ClearToolUses,
+    CodecError,
     Compaction,
     ContentArchived,
     ContextEdit,
@@ -49,7 +51,6 @@ from liteagent.eventlog import (
     SessionState,
     TextBlock,
     ToolResult,
-    ToolResultBlock,
 )
 from liteagent.providers import COMPACT, ContextOverflowError, ModelProvider, ToolSchema
 from liteagent.tools import UnknownReferenceError
@@ -79,6 +80,17 @@ class SessionContext:
             max_tokens=max_tokens, fixed_tokens=request_overhead_tokens(system, tools),
             provider_edits=tuple(provider.capabilities))
         self.engine = ContextEngine(self.settings)
+
+    def check_first_prompt(self, state: SessionState, prompt: Message) -> None:
+        """Raise :class:`~liteagent.context.ContextBudgetError` when ``prompt`` would be the
+        session's first prompt and does not fit the budget on its own: every later view keeps
+        the first prompt, so no request of the session could ever be sent."""
+        need = self.engine.first_prompt_tokens(state, prompt)
+        budget = self.settings.budget_tokens
+        if need is not None and need > budget:
+            raise ContextBudgetError(
+                f"the first prompt needs about {need} tokens with the system prompt and tools, "
+                f"over the budget of {budget}; it was not recorded", tokens=need, budget=budget)
 
     def project(self, state: SessionState, budget: int | None = None) -> ContextView:
         """The view of ``state`` (may raise :class:`~liteagent.context.ContextBudgetError`)."""
@@ -217,8 +229,12 @@ def _is_note(block: object) -> bool:
 
 
 class LogArchiveReader:
-    """Reads archived content for the ``context`` tool: only references recorded in this
-    session's log (archive records, and spill markers the log's compactions show)."""
+    """Reads archived content for the ``context`` tool: only references this session recorded
+    in a structured field of an event it wrote — the ``ref`` of a :class:`ContentArchived`
+    record, or one of a :class:`Compaction`'s ``spilled`` references (each computed from the
+    body it moved). Text in the conversation (a tool's output, the model's words, a marker
+    inside a compaction's replacement) is never parsed for references, so a reference copied
+    from elsewhere (another session's, a made-up one) is refused whatever it looks like."""
 
     def __init__(self, state: Callable[[], SessionState], blobs: BlobStore) -> None:
         self._state = state
@@ -226,20 +242,16 @@ class LogArchiveReader:
 
     def _recorded(self, ref: str) -> bool:
         state = self._state()
-        if any(e.ref == ref for _, e in state.archived):
-            return True
-        for _, record in state.compactions:  # spill markers a compactor left (whole bodies)
-            for m in record.replacement:
-                for b in m.content:
-                    if (type(b) is ToolResultBlock and isinstance(b.content, str)
-                            and b.content.startswith(SPILL_PREFIX)
-                            and ref in refs_in(b.content.split("\n", 1)[0])):
-                        return True
-        return False
+        return (any(e.ref == ref for _, e in state.archived)
+                or any(ref in record.spilled for _, record in state.compactions))
 
     def read_archived(self, ref: str) -> str:
         """The full text of ``ref`` (see :class:`liteagent.tools.ArchiveReader`)."""
-        if not self._recorded(ref):
-            raise UnknownReferenceError(ref)
+        if not isinstance(ref, str) or not self._recorded(ref):
+            raise UnknownReferenceError(ref if isinstance(ref, str) else repr(ref))
         # The store checks the content against its hash (CorruptBlobError otherwise).
-        return self._blobs.get(ref).decode("utf-8", "surrogatepass")
+        data = self._blobs.get(ref)
+        try:
+            return data.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError as e:
+            raise CodecError(f"the archived content {ref} is not UTF-8 text") from e

@@ -4,8 +4,17 @@ project the view → stream the model → append the assistant message → run t
 their results with their file snapshots in one atomic append → repeat until the model ends the
 turn or ``max_turns``. Every append is conditional on the session's position, so if another
 process advanced the log, the append raises ``CheckpointConflictError`` and nothing is
-overwritten. A provider error or a cancellation appends a turn-aborted record plus synthetic
-"interrupted" results for dangling tool calls, so the next ``send`` can continue the session.
+overwritten.
+
+A turn never leaves the session unusable. Whatever stops it — a provider error, a cancellation,
+the budget, a failing tool, middleware, planner or store, any exception at all — is recorded as
+a turn-aborted event (with synthetic "interrupted" results for dangling tool calls) whose notice
+closes the turn in the conversation, so the next prompt starts a turn of its own, and the log
+still folds. The caller gets a :class:`~liteagent.eventlog.LiteAgentError`: liteagent's own
+errors as they are, anything else as :class:`TurnFailedError` with the original as its cause.
+What the model returned is stored losslessly even when it holds values the log cannot store
+natively (see :func:`liteagent.eventlog.message_from_dict`); such a tool call is not run and
+gets an error result.
 """
 
 from __future__ import annotations
@@ -32,11 +41,14 @@ from liteagent.context import (
     request_overhead_tokens,
 )
 from liteagent.eventlog import (
+    AssistantMessage,
     CancelToken,
-    CheckpointConflictError,
     Checkpointer,
+    CodecError,
     ContextEdit,
     Event,
+    InvalidArgumentError,
+    LiteAgentError,
     ModelRequestRecord,
     OperationCancelledError,
     SessionStarted,
@@ -60,30 +72,42 @@ from liteagent.providers import (
     ModelProvider,
     ModelRequest,
     ModelResponse,
-    ProviderError,
     ResponseComplete,
     ToolSchema,
 )
-from liteagent.tools import BackgroundStarter, Tool, ToolContext, ToolOutput
+from liteagent.tools import BackgroundStarter, Tool, ToolContext
 
 from ._context import LogArchiveReader, SessionContext
-from ._envelope import ask
 from ._hub import EventHub, LiveEvent
 from ._live import ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished
 from ._restore_plan import InterruptedRestoreError
-from ._snapshots import PostHashes, PreImage, PreImages, snapshot_event
+from ._turn_tools import (
+    describe_error,
+    interrupted_results,
+    run_one,
+    safe_text,
+    storable_reply,
+    takes_cancel,
+)
 from ._view import ConversationView
 
-__all__ = ["Middleware", "SessionConfig", "SessionCore", "TurnResult"]
+__all__ = ["Middleware", "SessionConfig", "SessionCore", "TurnFailedError", "TurnResult"]
 
 _log = structlog.get_logger("liteagent.session")
-_SNAPSHOT_TIMEOUT = 120.0
+_REASON_CHARS = 500  # of an error message kept in a turn-aborted record and its notice
+
+
+class TurnFailedError(LiteAgentError):
+    """Raised when a turn stopped on an exception that is not one of liteagent's own (from a
+    provider, a tool wrapper, middleware, a planner, ...): the original exception is its
+    ``__cause__``. The log records the aborted turn, and the next ``send`` continues."""
 
 
 class Middleware(Protocol):
     """Model-call middleware: either hook may be absent (checked with ``getattr``).
 
-    - ``before_model(request, state) -> ModelRequest`` rewrites the request;
+    - ``before_model(request, state) -> ModelRequest`` rewrites the request (it also gets the
+      turn's ``cancel=`` token when it takes that keyword);
     - ``wrap_model_call(request, call) -> ModelResponse`` wraps the call (retry, trim, ...).
     """
 
@@ -131,6 +155,15 @@ class SessionCore:
         self._tool_schemas = tuple(
             ToolSchema(name=t.name, description=t.description, input_schema=t.input_schema)
             for t in config.tools)
+        self._before: list[tuple[Callable[..., ModelRequest], bool]] = []
+        self._wraps: list[Callable[..., ModelResponse]] = []
+        for mw in config.middleware:
+            hook = getattr(mw, "before_model", None)
+            if hook is not None:
+                self._before.append((hook, takes_cancel(hook)))
+            wrap = getattr(mw, "wrap_model_call", None)
+            if wrap is not None:
+                self._wraps.append(wrap)
         self._reset_context()
 
     def _reset_context(self) -> None:
@@ -155,7 +188,10 @@ class SessionCore:
         self._reset_context()
 
     def append(self, events: Sequence[Event]) -> None:
-        """Append ``events`` atomically at the session's known position and apply them."""
+        """Append ``events`` atomically at the session's known position and apply them.
+
+        After a failure other than :class:`CodecError` (which writes nothing) the session folds
+        its log again before its next turn: a store that failed may still have written."""
         cp = self.config.checkpointer
         expected_generation = self.generation if self.state.head else None
         ts = time.time()
@@ -167,8 +203,10 @@ class SessionCore:
                 expected_generation=expected_generation,
                 ts=ts,
             )
-        except CheckpointConflictError:
-            self.loaded = False  # another writer advanced the log: refold before the next turn
+        except CodecError:
+            raise
+        except BaseException:
+            self.loaded = False  # another writer advanced the log, or the store failed
             raise
         first = head - len(events) + 1
         new = [
@@ -184,7 +222,17 @@ class SessionCore:
     def send(
         self, text: str, cancel: CancelToken, start_background: BackgroundStarter | None
     ) -> TurnResult:
-        """Run one user prompt to the end of the model's turn."""
+        """Run one user prompt to the end of the model's turn (module docstring).
+
+        Raises before anything is written: :class:`InvalidArgumentError` for a prompt that is
+        not a str holding non-whitespace text (or that holds a surrogate code point),
+        :class:`InterruptedRestoreError`, :class:`OperationCancelledError` when ``cancel``
+        already fired, and :class:`ContextBudgetError` for a first prompt that could never fit
+        the context budget."""
+        if type(text) is not str or not text.strip():
+            raise InvalidArgumentError("a prompt must be a str with non-whitespace text")
+        if safe_text(text) != text:
+            raise InvalidArgumentError("the prompt holds a surrogate code point (not text)")
         if not self.loaded:
             self.load()
         if self.state.pending_restore is not None:
@@ -192,38 +240,50 @@ class SessionCore:
                 f"session {self.session_id!r} has an interrupted restore (started at seq "
                 f"{self.state.pending_restore[0]}): call finish_restore() or rollback_restore()")
         cancel.raise_if_cancelled()
-        first_entry = len(self.state.entries)
+        prompt = UserPrompt(content=(TextBlock(text),))
+        if self.context is not None:
+            self.context.check_first_prompt(self.state, ConvMessage("user", prompt.content))
         before: list[Event] = []
         if self.state.head == 0:
             before.append(SessionStarted(workdir=str(self.config.workdir),
                                          model=self.config.model_name,
                                          system_prompt=self.config.system_prompt))
         if self.state.open_tool_calls:  # a turn cut short (crash, kill): close its calls
-            before.extend(self._interrupted("the previous turn was interrupted"))
-        self.append([*before, UserPrompt(content=(TextBlock(text),))])
+            before.extend(self._closing("the previous turn was interrupted", notice=False))
+        self.append([*before, prompt])
+        first_entry = len(self.state.entries) - 1  # the prompt's entry
+        try:
+            return self._turn(first_entry, cancel, start_background)
+        except BaseException as e:
+            self._abort(e)
+            if isinstance(e, LiteAgentError):
+                raise
+            raise TurnFailedError(f"the turn failed: {describe_error(e)}") from e
+
+    def _turn(self, first_entry: int, cancel: CancelToken,
+              start_background: BackgroundStarter | None) -> TurnResult:
         usage = Usage()
         stop_reason: str | None = None
-        try:
-            for _ in range(self.config.max_turns):
-                cancel.raise_if_cancelled()
-                response = self._model_turn(cancel)
-                message = response.message
-                usage = usage + message.usage
-                stop_reason = message.stop_reason
-                calls = [b for b in message.content if type(b) is ToolUseBlock]
-                if not calls:
-                    break
-                self._run_tools(calls, cancel, start_background)
-            else:
-                stop_reason = "max_turns"
-        except (ProviderError, OperationCancelledError, ContextBudgetError) as e:
-            self._abort(e)
-            raise
-        self.config.hub.publish(LiveEvent(self.session_id, TurnFinished(stop_reason)))
+        for _ in range(self.config.max_turns):
+            cancel.raise_if_cancelled()
+            message = self._model_turn(cancel)
+            usage = usage + message.usage
+            stop_reason = message.stop_reason
+            calls = [b for b in message.content if type(b) is ToolUseBlock]
+            if not calls:
+                break
+            self._run_tools(calls, cancel, start_background)
+        else:
+            stop_reason = "max_turns"
         new = conversation_since(self.state, first_entry)
         last_text = next(
-            (message_text(m.content) for m in reversed(new) if m.role == "assistant"), ""
-        )
+            (message_text(m.content) for m in reversed(new) if m.role == "assistant"), "")
+        if self.state.turn_open:  # stopped by max_turns with tool results unanswered
+            self.append([TurnAborted(
+                reason="max_turns",
+                notice=f"[liteagent: the turn stopped after max_turns={self.config.max_turns} "
+                       "model calls]")])
+        self.config.hub.publish(LiveEvent(self.session_id, TurnFinished(stop_reason)))
         return TurnResult(session_id=self.session_id, text=last_text, messages=tuple(new),
                           usage=usage, stop_reason=stop_reason)
 
@@ -248,7 +308,8 @@ class SessionCore:
         )
         return request, view
 
-    def _model_turn(self, cancel: CancelToken) -> ModelResponse:
+    def _model_turn(self, cancel: CancelToken) -> AssistantMessage:
+        """One model call; returns the assistant message as it was recorded."""
         request, view = self._request()
         level: str | None = None
         notes: list[str] = []
@@ -256,9 +317,14 @@ class SessionCore:
             compaction, note = self.context.plan(view, self.state, cancel)
             notes += [note] if note else []
             if compaction is not None:
-                self.append([compaction])
-                request, view = self._request()
-                level = "project"
+                try:
+                    self.append([compaction])
+                except CodecError as e:  # a summary holding what the log cannot store
+                    notes.append(f"project: the summary could not be stored ({e}); kept the "
+                                 "selected view")
+                else:
+                    request, view = self._request()
+                    level = "project"
         sent: list[ModelRequest] = []
         try:
             response = self._call(request, sent, cancel)
@@ -278,15 +344,15 @@ class SessionCore:
             request, view = retry, smaller
             level = "recover"
             response = self._call(request, sent, cancel)
-        self._record(sent[-1] if sent else request, view, level, notes, response)
-        return response
+        return self._record(sent[-1] if sent else request, view, level, notes, response)
 
     def _record(self, final: ModelRequest, view: ContextView | None, level: str | None,
-                notes: Sequence[str], response: ModelResponse) -> None:
-        """Append what the model was shown (and why) with its answer, in one append."""
+                notes: Sequence[str], response: ModelResponse) -> AssistantMessage:
+        """Append what the model was shown (and why) with its answer, in one append; return the
+        answer as recorded (its storable form when it held values the log cannot store)."""
         events: list[Event] = []
         if view is not None and self.context is not None:
-            events.append(self.context.status(view, level, notes))
+            events.append(self.context.status(view, level, [safe_text(n) for n in notes]))
             digest = (view.digest if final.messages is view.messages
                       else messages_digest(message_digest(m) for m in final.messages))
             estimate = view.tokens_after
@@ -299,22 +365,31 @@ class SessionCore:
                         + request_overhead_tokens(final.system, final.tools))
         head = request_digest(final)
         edits = tuple(
-            f"{e.type}: {e.cleared_tool_uses or 0} tool use(s), "
-            f"{e.cleared_thinking_turns or 0} thinking turn(s), "
-            f"{e.cleared_input_tokens or 0} input tokens" for e in response.applied_edits)
+            safe_text(f"{e.type}: {e.cleared_tool_uses or 0} tool use(s), "
+                      f"{e.cleared_thinking_turns or 0} thinking turn(s), "
+                      f"{e.cleared_input_tokens or 0} input tokens")
+            for e in response.applied_edits)
         events.append(ModelRequestRecord(
             view_hash=combine_view_hash(head, digest), token_estimate=estimate,
             model=final.model, request_digest=head, native_edits=edits))
-        events.append(response.message)
-        self.append(events)
+        message = response.message
+        try:
+            self.append([*events, message])
+        except CodecError:
+            stored = storable_reply(message)  # the same answer, in the form the log can hold
+            if stored == message:
+                raise
+            self.log.warning("turn.reply_stored_losslessly")
+            self.append([*events, stored])
+            message = stored
+        return message
 
     def _call(self, request: ModelRequest, sent: list[ModelRequest],
               cancel: CancelToken) -> ModelResponse:
         """Run the middleware and the model call for ``request``."""
-        for mw in self.config.middleware:
-            hook = getattr(mw, "before_model", None)
-            if hook is not None:
-                request = hook(request, self.state)
+        for hook, with_cancel in self._before:
+            request = (hook(request, self.state, cancel=cancel) if with_cancel
+                       else hook(request, self.state))
 
         def call(req: ModelRequest) -> ModelResponse:
             sent.append(req)
@@ -329,10 +404,8 @@ class SessionCore:
             return response
 
         chain: Callable[[ModelRequest], ModelResponse] = call
-        for mw in reversed(self.config.middleware):
-            wrap = getattr(mw, "wrap_model_call", None)
-            if wrap is not None:
-                chain = _bind(wrap, chain)
+        for wrap in reversed(self._wraps):
+            chain = _bind(wrap, chain)
         return chain(request)
 
     def _run_tools(
@@ -348,13 +421,15 @@ class SessionCore:
         reader = LogArchiveReader(lambda: self.state, blobs)
         for i, call in enumerate(calls):
             if cancel.cancelled:
-                results.extend(_interrupted_results(calls[i:], cancel.reason or "cancelled"))
+                results.extend(interrupted_results(calls[i:], cancel.reason or "cancelled"))
                 break
             ctx = ToolContext(self.config.workdir, self.session_id, call.id, cancel,
                               start_background, archive=reader)
             self.config.hub.publish(LiveEvent(self.session_id, ToolCallStarted(call.id,
                                                                                 call.name)))
-            output, snaps = self._run_one(by_name.get(call.name), call, ctx)
+            output, snaps = run_one(by_name.get(call.name), call, ctx, log=self.log,
+                                    snapshot_ref=self.config.snapshot_ref,
+                                    workdir=self.config.workdir)
             events.extend(snaps)
             results.append(ToolResult(
                 block=ToolResultBlock(call.id, output.content, is_error=output.is_error),
@@ -369,55 +444,32 @@ class SessionCore:
         self.append([*events, *results, *archived])
         cancel.raise_if_cancelled()
 
-    def _run_one(
-        self, tool: Tool | None, call: ToolUseBlock, ctx: ToolContext
-    ) -> tuple[ToolOutput, list[Event]]:
-        if tool is None:
-            return ToolOutput(f"unknown tool {call.name!r}", is_error=True), []
-        try:
-            paths = [str(p) for p in tool.changed_paths(call.input, ctx)]
-        except Exception as e:  # noqa: BLE001 -- a bad input is the model's error to read
-            return ToolOutput(f"{type(e).__name__}: {e}", is_error=True), []
-        pre: list[PreImage] = []
-        if paths and self.config.snapshot_ref is not None:
-            pre = ask(self.config.snapshot_ref, PreImages(tuple(paths)),
-                      timeout=_SNAPSHOT_TIMEOUT)
-        try:
-            output = tool.run(call.input, ctx)
-        except Exception as e:  # noqa: BLE001 -- a failing tool is a result, not a crash
-            self.log.warning("tool.failed", tool=call.name, error=repr(e))
-            output = ToolOutput(f"the tool failed: {type(e).__name__}: {e}", is_error=True)
-        snaps: list[Event] = []
-        if pre and self.config.snapshot_ref is not None:
-            post = ask(self.config.snapshot_ref, PostHashes(tuple(paths)),
-                       timeout=_SNAPSHOT_TIMEOUT)
-            snaps = [snapshot_event(p, h, call.id, self.config.workdir)
-                     for p, h in zip(pre, post, strict=True)]
-        return output, snaps
-
-    def _interrupted(self, reason: str) -> list[Event]:
+    def _closing(self, reason: str, *, notice: bool = True) -> list[Event]:
+        """Synthetic results for the open tool calls and the turn-aborted record; with
+        ``notice``, the record closes the turn in the conversation (see TurnAborted)."""
+        reason = safe_text(reason)[:_REASON_CHARS]
         calls = [ToolUseBlock(c, "", {}) for c in self.state.open_tool_calls]
-        return [*_interrupted_results(calls, reason), TurnAborted(reason=reason)]
+        text = None
+        if notice and (calls or self.state.turn_open):
+            text = f"[liteagent: this turn stopped before the model finished: {reason}]"
+        return [*interrupted_results(calls, reason), TurnAborted(reason=reason, notice=text)]
 
     def _abort(self, error: BaseException) -> None:
-        reason = f"{type(error).__name__}: {error}"
-        self.config.hub.publish(LiveEvent(self.session_id, TurnFailed(reason)))
+        """Record the aborted turn (nothing if the log cannot take it: the next ``send``
+        folds the log again and repairs what it finds)."""
+        reason = describe_error(error)
         try:
-            events = self._interrupted(reason)
-            if not self.state.open_tool_calls:
-                events = [TurnAborted(reason=reason)]
-            self.append(events)
-        except Exception as e:  # noqa: BLE001 -- the original error is what the caller sees
+            self.config.hub.publish(LiveEvent(self.session_id, TurnFailed(reason)))
+        except Exception as e:  # noqa: BLE001 -- the record matters more than the live event
+            self.log.warning("turn.failed_not_published", error=repr(e))
+        if not self.loaded:  # the log moved or the store failed: do not write blind
+            self.log.warning("turn.abort_not_recorded", error="the session must be reloaded")
+            return
+        try:
+            self.append(self._closing(reason))
+        except BaseException as e:  # noqa: BLE001 -- the original error is what the caller sees
             self.log.warning("turn.abort_not_recorded", error=repr(e))
             self.loaded = False
-
-
-def _interrupted_results(calls: Sequence[ToolUseBlock], reason: str) -> list[Event]:
-    return [
-        ToolResult(block=ToolResultBlock(c.id, f"interrupted: {reason}", is_error=True),
-                   tool_name=c.name or None)
-        for c in calls
-    ]
 
 
 def _bind(
@@ -438,4 +490,3 @@ def conversation_since(state: SessionState, first_entry: int) -> list[ConvMessag
         else:
             out.append(m)
     return out
-

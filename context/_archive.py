@@ -51,7 +51,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from liteagent.eventlog import BLOB_REF_PATTERN, blob_ref
+from liteagent.eventlog import BLOB_REF_PATTERN, InvalidArgumentError, blob_ref
 
 from ._spill import SPILL_PREFIX
 
@@ -93,10 +93,11 @@ def archive_ref(text: str) -> str:
 def archive_marker(ref: str, text: str, *, preview_chars: int = 400) -> str:
     """What the model sees instead of the archived ``text`` stored under ``ref``: the header
     line (module docstring), then a preview of at most ``preview_chars`` characters and ``…``
-    when the text goes on. Deterministic; raises ``ValueError`` for a negative
+    when the text goes on. Deterministic; raises
+    :class:`~liteagent.eventlog.InvalidArgumentError` (a ``ValueError``) for a negative
     ``preview_chars``."""
-    if preview_chars < 0:
-        raise ValueError(f"preview_chars must be >= 0, got {preview_chars}")
+    if type(preview_chars) is not int or preview_chars < 0:
+        raise InvalidArgumentError(f"preview_chars must be an int >= 0, got {preview_chars!r}")
     size = len(text.encode("utf-8", "surrogatepass"))
     header = (
         f"{ARCHIVE_PREFIX}{ref} — {len(text)} chars, {size} bytes; "
@@ -124,14 +125,15 @@ def slice_text(text: str, offset: int, limit: int) -> tuple[str, int | None]:
     The slice is ``text[offset:end]``; ``end`` is ``offset + limit`` moved back to a grapheme
     boundary (module docstring), so it may be shorter than ``limit``, and it is longer only when
     one grapheme alone exceeds the limit. A slice from an offset before the end is never empty.
-    ``offset == len(text)`` gives ``("", None)``. Raises ``ValueError`` when ``offset`` is not in
-    ``0..len(text)`` or ``limit < 1``.
+    ``offset == len(text)`` gives ``("", None)``. Raises
+    :class:`~liteagent.eventlog.InvalidArgumentError` (a ``ValueError``) when ``offset`` is not
+    an int in ``0..len(text)`` or ``limit`` not an int >= 1.
     """
     total = len(text)
-    if not 0 <= offset <= total:
-        raise ValueError(f"offset {offset} is outside the text (0..{total})")
-    if limit < 1:
-        raise ValueError(f"limit must be >= 1, got {limit}")
+    if type(offset) is not int or not 0 <= offset <= total:
+        raise InvalidArgumentError(f"offset {offset!r} is outside the text (0..{total})")
+    if type(limit) is not int or limit < 1:
+        raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r}")
     end = offset + limit
     if end >= total:
         return text[offset:], None
@@ -153,7 +155,7 @@ def render_slice(ref: str, text: str, offset: int, limit: int) -> str:
     labelled header and the fenced slice of :func:`slice_text` (module docstring). Surrogate
     code points cannot travel as UTF-8: in the data a high+low pair shows as the character it
     encodes and a lone one as U+FFFD; the offsets always count the stored text's code points.
-    Raises ``ValueError`` like :func:`slice_text`."""
+    Raises :class:`~liteagent.eventlog.InvalidArgumentError` like :func:`slice_text`."""
     part, following = slice_text(text, offset, limit)
     fence = ref.removeprefix("sha256:")[:16]
     after = "none (end)" if following is None else str(following)

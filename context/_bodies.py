@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import msgspec
 from msgspec import UNSET
 
-from liteagent.eventlog import Block, Message, TextBlock, ToolResultBlock
+from liteagent.eventlog import Block, InvalidArgumentError, Message, TextBlock, ToolResultBlock
 
 from ._spill import SPILL_PREFIX
 
@@ -96,7 +96,7 @@ def replace_bodies(
         for j, text in changes:
             block = content[j]
             if type(block) is not ToolResultBlock:
-                raise TypeError(f"message {i} block {j} is not a tool result")
+                raise InvalidArgumentError(f"message {i} block {j} is not a tool result")
             content[j] = msgspec.structs.replace(block, content=text)
         out[i] = msgspec.structs.replace(out[i], content=tuple(content))
     return out

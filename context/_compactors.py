@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from liteagent.eventlog import InvalidArgumentError, Message, Usage
+from liteagent.eventlog import CancelToken, InvalidArgumentError, Message, Usage
 
 from ._contract import Compactor, CompactResult, Pass
 from ._passes import micro_pass, snip_pass, tool_result_budget_pass
@@ -38,9 +38,12 @@ class _PipelineCompactor(Compactor):
         messages: Sequence[Message],
         usage: Usage | None = None,  # noqa: ARG002 -- structural: decides from the estimate
         instructions: str | None = None,  # noqa: ARG002 -- structural: nothing to summarize
+        *,
+        cancel: CancelToken | None = None,
     ) -> CompactResult:
-        """Run the passes in order (:func:`~._pipeline.run_pipeline`) and return its result."""
-        return run_pipeline(messages, self.passes)
+        """Run the passes in order (:func:`~._pipeline.run_pipeline`) and return its result
+        (``cancel`` is checked before each pass; the passes make no model call)."""
+        return run_pipeline(messages, self.passes, cancel=cancel)
 
 
 def default_compactor(

@@ -11,19 +11,31 @@ recorded trajectory:
 
 Compaction never touches the log: a compactor returns new messages, and the caller records a
 compaction event that the projection uses instead of the covered range.
+
+A compactor that makes model calls takes the caller's cancel token
+(``maybe_compact(..., cancel=token)``) and passes it to the model, so a cancelled compaction
+stops its call instead of holding whoever runs it. Callers go through :meth:`Compactor.run`,
+which passes the token only to compactors whose ``maybe_compact`` takes one (those written
+before it existed keep working, and are stopped only between calls).
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
-from typing import Protocol
+import inspect
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import msgspec
 
-from liteagent.eventlog import Message, Usage
+from liteagent.eventlog import CancelToken, Message, ToolResultBlock, Usage
 
-__all__ = ["CompactResult", "Compactor", "Pass", "PassReport"]
+from ._archive import archive_ref
+from ._bodies import body_text
+from ._spill import SPILL_PREFIX
+
+__all__ = ["CompactResult", "Compactor", "Pass", "PassReport", "accepts_cancel"]
 
 
 class PassReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,6 +59,27 @@ class CompactResult(msgspec.Struct, frozen=True, kw_only=True):
     tokens_after: int
     passes: tuple[PassReport, ...] = ()
 
+    def spilled_refs(self, before: Sequence[Message]) -> tuple[str, ...]:
+        """The references of the tool-result bodies of ``before`` (the compacted messages) that
+        this result shows as spill markers: each computed from the body itself (the reference a
+        content-addressed spill store gives it), never read from a marker's text, so a marker
+        that a tool or the model wrote names nothing. In order, each once."""
+        bodies: dict[str, list[str]] = {}
+        for m in before:
+            for b in m.content:
+                if type(b) is ToolResultBlock:
+                    text = body_text(b.content)
+                    if text is not None and not text.startswith(SPILL_PREFIX):
+                        bodies.setdefault(b.tool_use_id, []).append(text)
+        refs: dict[str, None] = {}
+        for m in self.messages:
+            for b in m.content:
+                if (type(b) is ToolResultBlock and isinstance(b.content, str)
+                        and b.content.startswith(SPILL_PREFIX)):
+                    for text in bodies.get(b.tool_use_id, ()):
+                        refs[archive_ref(text)] = None
+        return tuple(refs)
+
 
 class Pass(Protocol):
     """A pure transformation of a conversation; ``name`` identifies it in reports."""
@@ -67,7 +100,58 @@ class Compactor(abc.ABC):
         messages: Sequence[Message],
         usage: Usage | None = None,
         instructions: str | None = None,
+        *,
+        cancel: CancelToken | None = None,
     ) -> CompactResult:
         """Compact ``messages`` if needed. ``usage`` is the last response's usage when known (a
         compactor may trust it over its estimate); ``instructions`` steer a summarizing
-        compactor (structural ones ignore them)."""
+        compactor (structural ones ignore them); ``cancel`` is passed to every model call, and
+        a cancelled compaction raises :class:`~liteagent.eventlog.OperationCancelledError`."""
+
+    def run(
+        self,
+        messages: Sequence[Message],
+        usage: Usage | None = None,
+        instructions: str | None = None,
+        *,
+        cancel: CancelToken | None = None,
+    ) -> CompactResult:
+        """Call :meth:`maybe_compact`, with ``cancel`` when it takes one (module docstring);
+        raise :class:`~liteagent.eventlog.OperationCancelledError` when ``cancel`` fired before
+        or during the compaction."""
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+        if cancel is not None and accepts_cancel(self.maybe_compact):
+            result = self.maybe_compact(messages, usage, instructions, cancel=cancel)
+        else:
+            result = self.maybe_compact(messages, usage, instructions)
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+        return result
+
+
+_ACCEPTS: dict[Any, bool] = {}
+_ACCEPTS_LOCK = threading.Lock()
+
+
+def accepts_cancel(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` takes a ``cancel`` keyword argument (a parameter of that name, or
+    ``**kwargs``); remembered per function."""
+    key = getattr(fn, "__func__", fn)
+    with _ACCEPTS_LOCK:
+        known = _ACCEPTS.get(key)
+    if known is not None:
+        return known
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # no signature to inspect (a builtin): do not pass it
+        found = False
+    else:
+        found = any((p.name == "cancel"
+                     and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+                    or p.kind is p.VAR_KEYWORD for p in params)
+    with _ACCEPTS_LOCK:
+        if len(_ACCEPTS) > 4096:
+            _ACCEPTS.clear()
+        _ACCEPTS[key] = found
+    return found

@@ -35,7 +35,7 @@ from liteagent.eventlog import ContextSettings, Message, SessionState, TextBlock
 from ._engine_base import Base
 from ._engine_options import ContextBudgetError, ContextOptions, ContextView
 from ._tokens import _MESSAGE_OVERHEAD as _MESSAGE_TOKENS
-from ._tokens import estimate_block_tokens
+from ._tokens import estimate_block_tokens, estimate_tokens
 from ._viewhash import message_digest, messages_digest
 
 __all__ = ["ContextEngine", "create_context_engine", "left_out_note", "project_context"]
@@ -188,6 +188,18 @@ class ContextEngine:
         return self._view(messages, digests, "select", before=raw, after=after, limit=limit,
                           actions=actions, left_out=(first + 1, t), last_seq=last_seq,
                           lead=len(lead), native=native)
+
+    def first_prompt_tokens(self, state: SessionState, message: Message) -> int | None:
+        """When ``state`` has no user prompt yet, the estimated tokens of the smallest view
+        holding ``message`` as the first prompt: the fixed part, the messages before it (as
+        externalized) and the prompt itself, which the select level never cuts (so above the
+        budget no request of the session could ever be sent). ``None`` once there is a first
+        prompt: a later prompt that does not fit only fails its own turn."""
+        base = self._base
+        base.sync(state)
+        if base.prompts:
+            return None
+        return self.settings.fixed_tokens + base.prefix[-1] + estimate_tokens((message,))
 
     def base_messages(self, start: int, stop: int) -> list[Message]:
         """Externalized base messages ``[start, stop)`` of the last projection (what a planner

@@ -30,6 +30,11 @@ over the remembered summary; with no new turns no call is made. So a compactor r
 model call (:func:`~liteagent.context.compaction`) makes one call per new turn, not one per
 model call.
 
+Cancellation: ``maybe_compact(..., cancel=token)`` passes ``token`` to every summarizer call
+(and to the ``base`` compactor), so cancelling stops the model call in flight; the compaction
+then raises :class:`~liteagent.eventlog.OperationCancelledError` and nothing is remembered. A
+``model`` whose ``complete`` takes no ``cancel`` is only stopped between calls.
+
 Failures never raise and never block a run: a summarizer call that raises (any ``Exception``
 except :class:`~liteagent.eventlog.OperationCancelledError`, which propagates) or returns no
 text is a failure, and the compactor returns the base result. After ``max_failures``
@@ -57,6 +62,7 @@ import structlog
 from liteagent.eventlog import (
     CancelToken,
     InvalidArgumentError,
+    LiteAgentError,
     Message,
     ModelRequest,
     ModelResponse,
@@ -66,7 +72,7 @@ from liteagent.eventlog import (
     message_text,
 )
 
-from ._contract import Compactor, CompactResult, PassReport
+from ._contract import Compactor, CompactResult, PassReport, accepts_cancel
 from ._render import cut_text, render_turn, text_tokens
 from ._tokens import estimate_tokens
 from ._turns import is_prompt, opens_turn, split_turns
@@ -103,8 +109,9 @@ class SummarizerModel(Protocol):
         ...
 
 
-class _EmptySummaryError(Exception):
-    """The summarizer answered without text."""
+class _EmptySummaryError(LiteAgentError):
+    """Raised when the summarizer answered without text (counted as a failed summary, never
+    raised out of the compactor)."""
 
 
 class _Entry:
@@ -156,6 +163,7 @@ class _LLMCompactor(Compactor):
         self._model, self._model_name, self._threshold = model, model_name, token_threshold
         self._base, self._max_failures, self._keep = base, max_failures, keep_tail_turns
         self._max_tokens, self._system = max_summary_tokens, system_prompt
+        self._cancellable = accepts_cancel(model.complete)
         self._lock = threading.Lock()
         self._failures = 0
         self._cache: deque[_Entry] = deque(maxlen=_CACHE_SIZE)
@@ -173,15 +181,16 @@ class _LLMCompactor(Compactor):
             return self._failures
 
     def maybe_compact(self, messages: Sequence[Message], usage: Usage | None = None,
-                      instructions: str | None = None) -> CompactResult:
+                      instructions: str | None = None, *,
+                      cancel: CancelToken | None = None) -> CompactResult:
         """Compact ``messages`` as the module docstring describes; never raises for a failing
-        summarizer (only ``OperationCancelledError`` propagates)."""
+        summarizer (only ``OperationCancelledError`` propagates, when ``cancel`` fires)."""
         original = tuple(messages)
         before = estimate_tokens(original)
         current = original
         reports: list[PassReport] = []
         if self._base is not None:
-            base = self._base.maybe_compact(original, usage, instructions)
+            base = self._base.run(original, usage, instructions, cancel=cancel)
             current = base.messages
             reports.extend(base.passes or (PassReport(
                 name="base", changed=base.changed, tokens_before=base.tokens_before,
@@ -210,10 +219,12 @@ class _LLMCompactor(Compactor):
             return done(current, unchanged("summarize", (
                 f"nothing to summarize: {self._keep} tail turn(s) cover the conversation")))
         try:
-            summary, calls, called = self._summarize(tuple(region), instructions)
+            summary, calls, called = self._summarize(tuple(region), instructions, cancel)
         except OperationCancelledError:
             raise
-        except Exception as e:  # noqa: BLE001 -- a failing summarizer never blocks a run
+        except Exception as e:
+            if cancel is not None and cancel.cancelled:  # a model that failed its own way
+                raise OperationCancelledError(cancel.reason or "cancelled") from e
             with self._lock:
                 self._failures += 1
                 failures = self._failures
@@ -246,8 +257,8 @@ class _LLMCompactor(Compactor):
                 best = (n, e.summary)
         return best
 
-    def _summarize(self, region: tuple[Message, ...], instructions: str | None
-                   ) -> tuple[str, list[PassReport], bool]:
+    def _summarize(self, region: tuple[Message, ...], instructions: str | None,
+                   cancel: CancelToken | None = None) -> tuple[str, list[PassReport], bool]:
         """The summary of ``region``, the reports, and whether the model was called (raises
         on a failure)."""
         covered, previous = self._remembered(region, instructions)
@@ -267,7 +278,12 @@ class _LLMCompactor(Compactor):
                 model=self._model_name, system=self._system, max_tokens=self._max_tokens,
                 messages=(Message("user", (TextBlock(self._prompt(
                     chunk, previous, instructions)),)),), cache=False)
-            response = self._model.complete(request)
+            if cancel is not None:
+                cancel.raise_if_cancelled()
+            if cancel is not None and self._cancellable:
+                response = self._model.complete(request, cancel=cancel)
+            else:
+                response = self._model.complete(request)
             summary = message_text(response.message.content).strip()
             if not summary:
                 raise _EmptySummaryError("the summarizer returned no text")

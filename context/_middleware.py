@@ -19,6 +19,7 @@ import msgspec
 import structlog
 
 from liteagent.eventlog import (
+    CancelToken,
     ContextLimitError,
     InvalidArgumentError,
     Message,
@@ -56,12 +57,14 @@ class CompactionMiddleware:
     def __init__(self, compactor: Compactor) -> None:
         self.compactor = compactor
 
-    def before_model(self, request: ModelRequest, state: Any) -> ModelRequest:
-        """Run the compactor over ``request.messages``; return the request with the compacted
-        messages when they changed, else ``request`` itself."""
+    def before_model(self, request: ModelRequest, state: Any, *,
+                     cancel: CancelToken | None = None) -> ModelRequest:
+        """Run the compactor over ``request.messages`` (with the turn's ``cancel`` token);
+        return the request with the compacted messages when they changed, else ``request``
+        itself."""
         usage = getattr(state, "last_usage", None)
-        result = self.compactor.maybe_compact(
-            request.messages, usage=usage if isinstance(usage, Usage) else None)
+        result = self.compactor.run(
+            request.messages, usage=usage if isinstance(usage, Usage) else None, cancel=cancel)
         if not result.changed or result.messages == request.messages:
             return request
         return msgspec.structs.replace(request, messages=result.messages)
@@ -70,9 +73,10 @@ class CompactionMiddleware:
 def compaction(compactor: Compactor) -> CompactionMiddleware:
     """Middleware that runs ``compactor.maybe_compact`` before every model call.
 
-    The compactor gets the request's messages and, as ``usage``, the usage of the session's
-    last model response when the folded state has one (``state.last_usage``; ``None``
-    otherwise). Raises :class:`InvalidArgumentError` for a ``compactor`` that is not a
+    The compactor gets the request's messages, as ``usage`` the usage of the session's last
+    model response when the folded state has one (``state.last_usage``; ``None`` otherwise),
+    and the turn's cancel token (when its ``maybe_compact`` takes one, see
+    :meth:`Compactor.run`). Raises :class:`InvalidArgumentError` for a ``compactor`` that is not a
     :class:`Compactor`. When the result changed, the request is sent with the result's messages
     (``msgspec.structs.replace``); otherwise the very same request object goes on. Nothing is
     written to the log: the compacted view exists only in the request (for a compaction the

@@ -22,6 +22,7 @@ from liteagent.eventlog import (
     Compact,
     CompactionBlock,
     InvalidArgumentError,
+    LiteAgentError,
     Message,
     ModelRequest,
     TextBlock,
@@ -34,8 +35,9 @@ __all__ = ["NativeCompactionError", "provider_compaction_planner"]
 _ASK = "Summarize the conversation above so the work can continue from the summary alone."
 
 
-class NativeCompactionError(RuntimeError):
-    """The provider answered without a compaction summary (below its trigger, or it failed)."""
+class NativeCompactionError(LiteAgentError, RuntimeError):
+    """Raised when the provider answered without a compaction summary (below its trigger, or it
+    failed)."""
 
 
 class _ProviderCompactionPlanner:

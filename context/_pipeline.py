@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from liteagent.eventlog import Message
+from liteagent.eventlog import CancelToken, Message
 
 from ._contract import CompactResult, Pass, PassReport
 from ._tokens import estimate_tokens
@@ -12,12 +12,17 @@ from ._tokens import estimate_tokens
 __all__ = ["run_pipeline"]
 
 
-def run_pipeline(messages: Sequence[Message], passes: Sequence[Pass]) -> CompactResult:
-    """Apply ``passes`` in order; report each one's effect on the estimated tokens."""
+def run_pipeline(messages: Sequence[Message], passes: Sequence[Pass], *,
+                 cancel: CancelToken | None = None) -> CompactResult:
+    """Apply ``passes`` in order; report each one's effect on the estimated tokens. With
+    ``cancel``, raise :class:`~liteagent.eventlog.OperationCancelledError` before a pass once it
+    fired."""
     current = list(messages)
     before = tokens = estimate_tokens(current)
     reports = []
     for p in passes:
+        if cancel is not None:
+            cancel.raise_if_cancelled()
         result, detail = p(current)
         after = estimate_tokens(result)
         changed = result != current

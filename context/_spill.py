@@ -10,7 +10,7 @@ import abc
 import hashlib
 import threading
 
-from liteagent.eventlog import BlobNotFoundError, BlobStore
+from liteagent.eventlog import BlobNotFoundError, BlobStore, CodecError
 
 __all__ = [
     "SPILL_PREFIX",
@@ -39,7 +39,8 @@ class SpillStore(abc.ABC):
 
     @abc.abstractmethod
     def get(self, key: str) -> str:
-        """The text stored under ``key`` (KeyError if none)."""
+        """The text stored under ``key``; raises
+        :class:`~liteagent.eventlog.BlobNotFoundError` (a ``KeyError``) if there is none."""
 
 
 class _MemorySpillStore(SpillStore):
@@ -55,7 +56,10 @@ class _MemorySpillStore(SpillStore):
 
     def get(self, key: str) -> str:
         with self._lock:
-            return self._data[key]
+            text = self._data.get(key) if isinstance(key, str) else None
+        if text is None:
+            raise BlobNotFoundError(f"no spilled text under {key!r}")
+        return text
 
 
 class _BlobSpillStore(SpillStore):
@@ -66,10 +70,11 @@ class _BlobSpillStore(SpillStore):
         return self._blobs.put(text.encode("utf-8", "surrogatepass"))
 
     def get(self, key: str) -> str:
+        data = self._blobs.get(key)  # BlobNotFoundError (a KeyError) when absent
         try:
-            return self._blobs.get(key).decode("utf-8", "surrogatepass")
-        except BlobNotFoundError as e:
-            raise KeyError(key) from e
+            return data.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError as e:
+            raise CodecError(f"the spilled content {key} is not UTF-8 text") from e
 
 
 def memory_spill_store() -> SpillStore:

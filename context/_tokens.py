@@ -56,6 +56,8 @@ def _block_bytes(block: Block) -> int:
             return 0
         return sum(_block_bytes(c) for c in block.content)
     if isinstance(block, ToolUseBlock):
+        if isinstance(block.input_json, str):  # an input kept as its JSON text (ASCII)
+            return _size(block.name) + len(block.input_json)
         return _size(block.name) + len(_JSON.encode(block.input))
     if isinstance(block, ThinkingBlock):
         return _size(block.thinking)
@@ -63,6 +65,8 @@ def _block_bytes(block: Block) -> int:
         return len(block.data)
     if isinstance(block, CompactionBlock):
         return _size(block.content) if isinstance(block.content, str) else 0
+    if isinstance(block.json, str):  # a RawBlock kept as its JSON text (ASCII)
+        return len(block.json)
     return len(_JSON.encode(block.data))  # a RawBlock
 
 

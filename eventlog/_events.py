@@ -138,7 +138,10 @@ class Compaction(_EventBase, tag="compaction", frozen=True):
 
     The events stay in the log; the projection uses ``replacement`` (the compacted messages) in
     place of the conversation up to ``last_seq``, then the entries after it. ``passes`` record
-    what each pass did, ``summary`` an LLM summary when there was one.
+    what each pass did, ``summary`` an LLM summary when there was one. ``spilled`` are the
+    blob references of the tool-result bodies this compaction moved to the blob store (each the
+    reference of a body in this session's log); the ``context`` tool reads only references a
+    session recorded in such structured fields, never ones named in message text.
     """
 
     first_seq: int
@@ -149,6 +152,7 @@ class Compaction(_EventBase, tag="compaction", frozen=True):
     passes: tuple[PassRecord, ...] = ()
     instructions: str | None = None
     replacement: tuple[Message, ...] = ()
+    spilled: tuple[str, ...] = ()
 
 
 class ContextSettings(msgspec.Struct, frozen=True, omit_defaults=True, gc=False, kw_only=True):
@@ -216,9 +220,16 @@ class BackgroundCompleted(_EventBase, tag="background_completed", frozen=True):
 
 
 class TurnAborted(_EventBase, tag="turn_aborted", frozen=True):
-    """A turn stopped before completing (cancelled, failed, or cut by a crash)."""
+    """A turn stopped before completing (cancelled, failed, or cut by a crash).
+
+    ``notice``, when not empty, closes the turn in the conversation: the fold adds it as an
+    assistant message (a text block), so the next prompt opens a turn of its own instead of
+    joining the stopped turn's last user message. Logs written before it existed have ``None``
+    (nothing is added, so their views are unchanged).
+    """
 
     reason: str
+    notice: str | None = None
 
 
 class RestoreFile(msgspec.Struct, frozen=True, omit_defaults=True, gc=False, kw_only=True):

@@ -31,7 +31,7 @@ from ._events import (
     Usage,
     UserPrompt,
 )
-from ._messages import Message, ToolResultBlock, ToolUseBlock, message_text
+from ._messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, message_text
 from ._pvec import PVec
 
 __all__ = [
@@ -65,6 +65,9 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
 
     ``entries`` are the conversation contributions in log order (see :func:`conversation` for
     the merged messages); ``open_tool_calls`` are tool_use ids still waiting for their result.
+    ``turn_open`` is whether a turn has not ended: a user prompt or a tool result came after the
+    model's last answer and no turn-aborted notice closed it since (a background notice between
+    turns does not open one).
     """
 
     head: int = 0
@@ -75,6 +78,7 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     snapshots: PVec[tuple[int, FileSnapshot]] = msgspec.field(default_factory=PVec)
     compactions: PVec[tuple[int, Compaction]] = msgspec.field(default_factory=PVec)
     open_tool_calls: tuple[str, ...] = ()
+    turn_open: bool = False
     usage: Usage = Usage()
     last_usage: Usage | None = None
     context_status: ContextStatus | None = None
@@ -117,6 +121,7 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
     requests: list[tuple[int, ModelRequestRecord]] = []
     archived: list[tuple[int, ContentArchived]] = []
     open_calls = list(state.open_tool_calls)
+    turn_open = state.turn_open
     usage = state.usage
     last_usage = state.last_usage
     u_in = u_out = u_cc = u_cr = 0
@@ -138,9 +143,11 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
             result: ToolResult = body  # type: ignore[assignment]
             entries.append(ConversationEntry(seq, Message("user", (result.block,))))
             _answer(open_calls, result.block.tool_use_id)
+            turn_open = True
         elif t is AssistantMessage:
             reply: AssistantMessage = body  # type: ignore[assignment]
             entries.append(ConversationEntry(seq, Message("assistant", reply.content)))
+            turn_open = False
             u = last_usage = reply.usage
             u_in += u.input_tokens
             u_out += u.output_tokens
@@ -159,6 +166,7 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
                     _answer(open_calls, b.tool_use_id)
             if prompt.origin == "user":
                 checkpoints.append(CheckpointMark(seq, event.ts, message_text(prompt.content)))
+                turn_open = True
         elif t is ContentArchived:
             archived.append((seq, body))  # type: ignore[arg-type]
         elif t is ContextStatus:
@@ -171,6 +179,11 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
             background += 1
         elif t is TurnAborted:
             aborted += 1
+            stop: TurnAborted = body  # type: ignore[assignment]
+            if stop.notice:
+                entries.append(
+                    ConversationEntry(seq, Message("assistant", (TextBlock(stop.notice),))))
+                turn_open = False
         elif t is RestoreStarted:
             pending = (seq, body)  # type: ignore[assignment]
         elif t is RestoreFinished:
@@ -201,6 +214,7 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
         snapshots=state.snapshots.extended(snapshots),
         compactions=state.compactions.extended(compactions),
         open_tool_calls=tuple(open_calls),
+        turn_open=turn_open,
         usage=usage,
         last_usage=last_usage,
         context_status=context_status,

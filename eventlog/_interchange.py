@@ -4,16 +4,26 @@ This is the interchange format users import and export transcripts in::
 
     {"role": "user" | "assistant", "content": [block, ...]}
 
-``messages_from_dicts(messages_to_dicts(ms)) == ms`` for every list of messages that converts
-(one that would not come back equal is refused with :class:`InvalidMessageError`), and
-``messages_to_dicts(messages_from_dicts(ds)) == ds`` for every list of JSON message dicts whose
-``content`` is a list. A string ``content`` (which the API treats as one text block) becomes one
-text block. Values are copied in both directions, so neither side can mutate the other's data;
-only JSON values are accepted (tuples are taken as lists).
+``messages_from_dicts(messages_to_dicts(ms)) == ms`` for every list of messages the log can
+store that converts (one that would not come back equal is refused with
+:class:`InvalidMessageError`), and ``messages_to_dicts(messages_from_dicts(ds)) == ds`` for every
+list of JSON message dicts whose ``content`` is a list. A string ``content`` (which the API
+treats as one text block) becomes one text block. Values are copied in both directions, so
+neither side can mutate the other's data; only JSON values are accepted (tuples are taken as
+lists).
+
+Every message :func:`message_from_dict` returns can be stored in the log: a block holding a value
+msgpack cannot store (an integer beyond 64 bits, a string with a surrogate code point) comes back
+in its lossless form, a tool input as :attr:`ToolUseBlock.input_json` and any other block as
+:attr:`RawBlock.json`, the value's canonical JSON text (compact, ASCII-only, keys in order; see
+:mod:`liteagent.eventlog._messages`). :func:`message_to_dict` turns those forms back into the
+exact values. So ``message_from_dict(message_to_dict(m))`` is the storable form of any message
+``m`` whose values are JSON (and ``m`` itself when it can be stored).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -32,7 +42,14 @@ from ._messages import (
     ToolUseBlock,
 )
 
-__all__ = ["message_from_dict", "message_to_dict", "messages_from_dicts", "messages_to_dicts"]
+__all__ = [
+    "canonical_json",
+    "message_from_dict",
+    "message_to_dict",
+    "messages_from_dicts",
+    "messages_to_dicts",
+    "unstorable",
+]
 
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what msgpack can store
 
@@ -40,8 +57,8 @@ _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what msgpack can store
 def _copy(value: Any, where: str) -> Any:
     """Return a deep copy of a JSON value; anything else raises :class:`InvalidMessageError`.
 
-    JSON values are dicts with str keys, lists (tuples are copied as lists), str, int (within
-    msgpack's 64-bit range), float, bool and None.
+    JSON values are dicts with str keys, lists (tuples are copied as lists), str, int, float,
+    bool and None (see :func:`unstorable` for those the log cannot store as they are).
     """
     try:
         return _json_copy(value, where)
@@ -49,13 +66,69 @@ def _copy(value: Any, where: str) -> Any:
         raise InvalidMessageError(f"{where}: nested too deeply") from e
 
 
+def unstorable(value: Any) -> str | None:
+    """Why the JSON ``value`` cannot be stored in the log as it is (``None``: it can): an
+    integer beyond msgpack's 64 bits, or a string (or key) with a surrogate code point."""
+    try:
+        return _unstorable(value)
+    except RecursionError:
+        return "it is nested too deeply"
+
+
+def _unstorable(value: Any) -> str | None:
+    t = type(value)
+    if t is str:
+        return None if _encodable(value) else "a string with a surrogate code point"
+    if t is int:
+        return None if _INT_MIN <= value <= _INT_MAX else "an integer beyond 64 bits"
+    if t is dict:
+        for k, v in value.items():
+            if type(k) is str and not _encodable(k):  # (a non-str key is refused as not JSON)
+                return "a key with a surrogate code point"
+            why = _unstorable(v)
+            if why is not None:
+                return why
+    elif t is list:
+        for v in value:
+            why = _unstorable(v)
+            if why is not None:
+                return why
+    return None
+
+
+def _encodable(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def canonical_json(value: Any) -> str:
+    """The canonical JSON text of a JSON value: compact, ASCII-only (so a surrogate code point
+    is an escape), keys in order, integers exact; ``json.loads`` of it gives ``value`` back."""
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=True)
+
+
+def _kept(text: Any, where: str, what: str) -> Any:
+    """The value a lossless JSON form (``input_json``, ``RawBlock.json``) holds, checked to be
+    what :func:`message_from_dict` would make of it (so the round trip gives the same block)."""
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except (ValueError, RecursionError) as e:
+        raise InvalidMessageError(f"{where}: {what} is not JSON text ({e})") from e
+    if not isinstance(value, dict) or canonical_json(value) != text or unstorable(value) is None:
+        raise InvalidMessageError(
+            f"{where}: {what} must be the canonical JSON text of an object holding a value "
+            "the log cannot store (as message_from_dict makes it)")
+    return value
+
+
 def _json_copy(value: Any, where: str) -> Any:
     t = type(value)
-    if t is str or t is bool or t is float or value is None:
-        return value
-    if t is int:
-        if not _INT_MIN <= value <= _INT_MAX:
-            raise InvalidMessageError(f"{where}: not plain JSON data (an integer beyond 64 bits)")
+    if t is str or t is bool or t is float or t is int or value is None:
         return value
     if t is dict:
         out = {}
@@ -91,11 +164,17 @@ def _block_to_dict(block: Block, where: str) -> dict[str, Any]:
     if isinstance(block, TextBlock):
         return {"type": "text", "text": block.text, **_extra_out(block.extra, _TEXT, where)}
     if isinstance(block, ToolUseBlock):
+        if block.input_json is not UNSET:
+            if block.input != {}:
+                raise InvalidMessageError(f"{where}: a tool_use with input_json has input {{}}")
+            value = _kept(block.input_json, where, "input_json")
+        else:
+            value = _copy(block.input, where)
         return {
             "type": "tool_use",
             "id": block.id,
             "name": block.name,
-            "input": _copy(block.input, where),
+            "input": value,
             **_extra_out(block.extra, _KNOWN_KEYS["tool_use"], where),
         }
     if isinstance(block, ToolResultBlock):
@@ -129,6 +208,12 @@ def _block_to_dict(block: Block, where: str) -> dict[str, Any]:
         out.update(_extra_out(block.extra, _KNOWN_KEYS["compaction"], where))
         return out
     if isinstance(block, RawBlock):
+        if block.json is not UNSET:
+            kept: dict[str, Any] = _kept(block.json, where, "a raw block's json")
+            if block.data != _kept_data(kept):
+                raise InvalidMessageError(
+                    f"{where}: a raw block with json has data {_kept_data(kept)!r}")
+            return kept
         kind = block.data.get("type") if isinstance(block.data, dict) else None
         if type(kind) is not str or kind in _KNOWN_KEYS:
             raise InvalidMessageError(
@@ -209,11 +294,40 @@ def _extra_in(d: Mapping[str, Any], kind: str, where: str) -> Any:
     return _copy(rest, where) if rest else UNSET
 
 
+def _kept_data(block: dict[str, Any]) -> dict[str, Any]:
+    """The ``data`` of a raw block kept as JSON text: its type, when that can be stored."""
+    kind = block.get("type")
+    return {"type": kind} if isinstance(kind, str) and _encodable(kind) else {}
+
+
 def _block_from_dict(d: Any, where: str) -> Block:
     if not isinstance(d, Mapping):
         raise InvalidMessageError(f"{where}: a block must be an object, got {type(d).__name__}")
     kind = _req(d, "type", str, where)
     where = f"{where} ({kind})"
+    own = d
+    if kind == "tool_result" and isinstance(d.get("content"), list):
+        own = {k: v for k, v in d.items() if k != "content"}  # its blocks are converted alone
+    if unstorable(own if isinstance(own, dict) else dict(own)) is not None:
+        return _lossless(d, kind, where)
+    return _stored_block(d, kind, where)
+
+
+def _lossless(d: Mapping[str, Any], kind: str, where: str) -> Block:
+    """The storable form of block ``d``, which holds a value the log cannot store."""
+    copied: dict[str, Any] = _copy(dict(d), where)
+    if kind == "tool_use" and isinstance(copied.get("input"), dict):
+        rest = {k: v for k, v in copied.items() if k != "input"}
+        if unstorable(rest) is None:
+            block = _stored_block({**rest, "input": {}}, kind, where)
+            assert isinstance(block, ToolUseBlock)
+            return ToolUseBlock(block.id, block.name, {}, block.extra,
+                                input_json=canonical_json(copied["input"]))
+    _stored_block(d, kind, where)  # the same checks as a storable block of its type
+    return RawBlock(_kept_data(copied), json=canonical_json(copied))
+
+
+def _stored_block(d: Mapping[str, Any], kind: str, where: str) -> Block:
     if kind == "text":
         return TextBlock(_req(d, "text", str, where), extra=_extra_in(d, kind, where))
     if kind == "tool_use":
@@ -258,9 +372,12 @@ def _block_from_dict(d: Any, where: str) -> Block:
 
 
 def message_from_dict(d: Any, *, where: str = "message") -> Message:
-    """Return the :class:`Message` for one Anthropic-shaped message dict.
+    """Return the :class:`Message` for one Anthropic-shaped message dict; it can be stored in
+    the log (a block holding a value msgpack cannot store comes back in its lossless form, see
+    the module docstring).
 
-    Raises :class:`InvalidMessageError` naming the message, block and field that is wrong.
+    Raises :class:`InvalidMessageError` naming the message, block and field that is wrong (and
+    for an extra key of the message itself holding a value the log cannot store).
     """
     if not isinstance(d, Mapping):
         raise InvalidMessageError(f"{where}: a message must be an object, got {type(d).__name__}")
@@ -273,6 +390,9 @@ def message_from_dict(d: Any, *, where: str = "message") -> Message:
     else:
         content = tuple(_block_from_dict(b, f"{where} content[{i}]") for i, b in enumerate(raw))
     rest = {k: v for k, v in d.items() if k not in ("role", "content")}
+    why = unstorable(rest) if rest else None
+    if why is not None:
+        raise InvalidMessageError(f"{where}: an extra key holds {why}, which cannot be stored")
     return Message(role, content, extra=_copy(rest, where) if rest else UNSET)
 
 

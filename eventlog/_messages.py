@@ -6,6 +6,13 @@ signature, redacted_thinking, compaction). A field that can be absent in the API
 of an API block that liteagent does not model (``cache_control``, ``citations``, ...) are kept in
 ``extra``, and a block of a type liteagent does not model (``image``, ``document``, server tool
 blocks) is kept whole as a :class:`RawBlock`.
+
+**Values the log cannot store.** The log stores msgpack, which has no integer beyond 64 bits and
+no string with a surrogate code point, while JSON (what a provider answers) has both. Such a
+value is never dropped: a tool input holding one is kept as its exact JSON text in
+:attr:`ToolUseBlock.input_json`, and any other block holding one as its exact JSON text in
+:attr:`RawBlock.json`. The text is canonical (compact, ASCII, keys in order), so converting to the
+API shape and back (:func:`liteagent.eventlog.message_from_dict`) gives the same block.
 """
 
 from __future__ import annotations
@@ -45,12 +52,19 @@ class TextBlock(_BlockBase, tag="text", frozen=True):
 
 
 class ToolUseBlock(_BlockBase, tag="tool_use", frozen=True):
-    """A tool call the model made: its id, the tool's name and the JSON input."""
+    """A tool call the model made: its id, the tool's name and the JSON input.
+
+    ``input_json`` is set only when the input holds a value the log cannot store (an integer
+    beyond 64 bits, a string with a surrogate code point): it is then the input's canonical JSON
+    text (module docstring) and ``input`` is ``{}``. Such a call is not run; the tool gets an
+    error result saying why.
+    """
 
     id: str
     name: str
     input: dict[str, Any]
     extra: Extra = UNSET
+    input_json: str | UnsetType = UNSET
 
 
 class ToolResultBlock(_BlockBase, tag="tool_result", frozen=True):
@@ -92,9 +106,15 @@ class CompactionBlock(_BlockBase, tag="compaction", frozen=True):
 
 
 class RawBlock(_BlockBase, tag="raw", frozen=True):
-    """A block of a type liteagent does not model, kept exactly as the API dict ``data``."""
+    """A block of a type liteagent does not model, kept exactly as the API dict ``data``.
+
+    ``json`` is set only for a block (of any type) holding a value the log cannot store (module
+    docstring): it is then the whole block's canonical JSON text, and ``data`` is ``{"type":
+    <its type>}`` (``{}`` when the type itself cannot be stored).
+    """
 
     data: dict[str, Any]
+    json: str | UnsetType = UNSET
 
 
 Block: TypeAlias = (

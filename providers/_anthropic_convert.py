@@ -3,10 +3,16 @@
 Outbound, a :class:`ModelRequest` becomes the keyword arguments of ``messages.stream`` /
 ``beta.messages.stream``: messages in the API's JSON shape (via
 :func:`liteagent.eventlog.messages_to_dicts`, so every block, signature, compaction block and
-unknown key goes out verbatim), tool schemas, the system prompt, extended thinking, native
-context edits, and prompt-cache breakpoints on the stable prefix. Inbound, a response message
-becomes an :class:`~liteagent.eventlog.AssistantMessage` with usage and stop reason, and the
-edits the API reports applying become :class:`AppliedEdit` values.
+unknown key goes out verbatim, and a value kept as JSON text goes out as the exact value), tool
+schemas, the system prompt, extended thinking, native context edits, and prompt-cache
+breakpoints on the stable prefix. What the API would refuse is left out of the messages: text
+blocks without non-whitespace text (a model may answer with one), thinking blocks without a
+signature, and a message left empty by that (its neighbours, then of one role, are merged).
+Inbound, a response message becomes an :class:`~liteagent.eventlog.AssistantMessage` with usage
+and stop reason, in a form the log can store (values msgpack cannot hold are kept as their
+exact JSON text; usage numbers are bounded to 63 bits; a surrogate code point in the stop reason
+or model name is replaced), and the edits the API reports applying become :class:`AppliedEdit`
+values.
 """
 
 from __future__ import annotations
@@ -14,12 +20,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import msgspec
 from msgspec import UNSET
 
 from liteagent.eventlog import (
     AssistantMessage,
+    Block,
     Message,
+    TextBlock,
     ThinkingBlock,
+    ToolResultBlock,
     Usage,
     message_from_dict,
     messages_to_dicts,
@@ -48,22 +58,46 @@ CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
 COMPACT_BETA = "compact-2026-01-12"
 _EPHEMERAL = {"type": "ephemeral"}
 _MAX_BREAKPOINTS = 4  # the API accepts at most four cache_control markers per request
+_INT_MAX = 2**63 - 1
 # Block types that may carry cache_control (thinking blocks may not).
 _CACHEABLE = frozenset({"text", "tool_use", "tool_result", "image", "document"})
 
 
+def _refused(block: Block) -> bool:
+    """Whether the API refuses ``block`` in a request: a thinking block without a signature
+    (e.g. from an imported transcript whose signatures were redacted: the API cannot verify
+    it), or a text block without non-whitespace text."""
+    t = type(block)
+    return ((t is ThinkingBlock and block.signature is UNSET)  # type: ignore[union-attr]
+            or (t is TextBlock and not block.text.strip()))  # type: ignore[union-attr]
+
+
+def _sendable(block: Block) -> Block:
+    """``block``, with the refused text blocks of a tool result's content left out."""
+    if type(block) is ToolResultBlock and isinstance(block.content, tuple) and any(
+            _refused(b) for b in block.content):
+        return msgspec.structs.replace(
+            block, content=tuple(b for b in block.content if not _refused(b)))
+    return block
+
+
 def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """The API shape of ``messages``. Thinking blocks without a signature (e.g. from an imported
-    transcript whose signatures were redacted) cannot be verified by the API and are left out."""
-    out = []
-    for m in messages:
-        if any(type(b) is ThinkingBlock and b.signature is UNSET for b in m.content):
-            kept = tuple(
-                b for b in m.content if not (type(b) is ThinkingBlock and b.signature is UNSET)
-            )
-            out.append(Message(m.role, kept, extra=m.extra))
+    """The API shape of ``messages``, without what the API refuses (module docstring)."""
+    out: list[Message] = []
+    left_out = False
+    for message in messages:
+        m = message
+        if any(_refused(b) or type(b) is ToolResultBlock for b in m.content):
+            kept = tuple(_sendable(b) for b in m.content if not _refused(b))
+            if not kept:
+                left_out = True
+                continue
+            m = Message(m.role, kept, extra=m.extra)
+        if left_out and out and out[-1].role == m.role:  # the message between them went
+            out[-1] = Message(m.role, out[-1].content + m.content, extra=out[-1].extra)
         else:
             out.append(m)
+        left_out = False
     return messages_to_dicts(out)
 
 
@@ -208,17 +242,35 @@ def assistant_message(final: Any) -> AssistantMessage:
     message = message_from_dict({"role": "assistant", "content": content}, where="response")
     u = final.usage
     usage = Usage(
-        input_tokens=int(getattr(u, "input_tokens", 0) or 0),
-        output_tokens=int(getattr(u, "output_tokens", 0) or 0),
-        cache_creation_input_tokens=int(getattr(u, "cache_creation_input_tokens", 0) or 0),
-        cache_read_input_tokens=int(getattr(u, "cache_read_input_tokens", 0) or 0),
+        input_tokens=_count(getattr(u, "input_tokens", 0)),
+        output_tokens=_count(getattr(u, "output_tokens", 0)),
+        cache_creation_input_tokens=_count(getattr(u, "cache_creation_input_tokens", 0)),
+        cache_read_input_tokens=_count(getattr(u, "cache_read_input_tokens", 0)),
     )
     return AssistantMessage(
         content=message.content,
         usage=usage,
-        stop_reason=final.stop_reason,
-        model=final.model,
+        stop_reason=_text(final.stop_reason),
+        model=_text(final.model),
     )
+
+
+def _count(value: Any) -> int:
+    """A usage number as the log can store it (a non-negative int within 63 bits)."""
+    try:
+        number = int(value or 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return max(0, min(number, _INT_MAX))
+
+
+def _text(value: Any) -> str | None:
+    """A string field of the response as the log can store it (surrogates replaced)."""
+    if not isinstance(value, str):
+        return None
+    if value.isascii():
+        return value
+    return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def applied_edits(final: Any) -> tuple[AppliedEdit, ...]:

@@ -17,8 +17,10 @@ the content blocks of its user side, in order, reduced to keys:
 - every other block (images, raw blocks) is ignored.
 
 The *expected* inputs of call *k* are those of the ``UserPrompt`` and ``ToolResult`` events
-logged after recorded assistant message *k - 1* (or from the start, for *k = 0*) and before
-recorded assistant message *k*. The *actual* inputs are those of the request's user-role
+logged after recorded assistant message *k - 1* (or from the start, for *k = 0*), and after
+the last ``TurnAborted`` with a notice since (which the conversation shows as an assistant
+message, so the inputs before it belong to the stopped turn), and before recorded assistant
+message *k*. The *actual* inputs are those of the request's user-role
 messages after its last assistant-role message (all of its messages if it has none). The call
 matches when the two key sequences are equal; otherwise it raises :class:`ReplayMismatchError`
 naming the call, the first differing position, and both sequences. Splitting or merging user
@@ -47,6 +49,7 @@ from liteagent.eventlog import (
     TextBlock,
     ToolResult,
     ToolResultBlock,
+    TurnAborted,
     UserPrompt,
     message_from_dict,
 )
@@ -135,6 +138,8 @@ class ReplayProvider(ScriptProviderBase):
             elif isinstance(body, AssistantMessage):
                 self._recorded.append(_Recorded(body, pending, where))
                 pending = []
+            elif isinstance(body, TurnAborted) and body.notice:
+                pending = []  # the stopped turn's inputs: the request shows them before it
 
     def _size(self) -> int:
         return len(self._recorded)

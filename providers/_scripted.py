@@ -20,6 +20,12 @@ One :meth:`~ScriptedProvider.stream` call, in order:
 4. stream the message (see :func:`response_events`), checking ``cancel`` before every event; a
    cancelled stream raises OperationCancelledError and never yields its ResponseComplete.
 
+Like a real provider's, the final message can be stored in the log: a scripted message holding a
+value msgpack cannot store (an integer beyond 64 bits, a string with a surrogate code point) is
+answered in its lossless form, as the Messages API shape converts it
+(``message_from_dict(message_to_dict(...))``: such a tool input is kept as its JSON text in
+``ToolUseBlock.input_json``). Its live deltas stream the exact input JSON.
+
 Like every provider, the stream is a generator: nothing of the above happens before the first
 ``next()``. The same machinery serves :mod:`liteagent.providers._replay`.
 """
@@ -38,11 +44,14 @@ from liteagent.eventlog import (
     Block,
     CancelToken,
     InvalidArgumentError,
+    InvalidMessageError,
     Message,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    message_from_dict,
+    message_to_dict,
 )
 
 from ._contract import (
@@ -82,9 +91,10 @@ def response_events(response: ModelResponse, *, chunk: int | None = None) -> Ite
     Per block of the message, at its index: a text block gives :class:`TextDelta` pieces of at
     most ``chunk`` characters (``None``: the whole text in one delta), a thinking block likewise
     :class:`ThinkingDelta`, a tool_use block a :class:`ToolUseStart` then :class:`ToolInputDelta`
-    pieces of its input encoded as compact JSON. An empty text or thinking gives no delta; other
-    blocks (redacted thinking, compaction, raw) give no live event and appear only in the final
-    message. The pieces of a block concatenate to exactly its text, thinking or input JSON.
+    pieces of its input encoded as compact JSON (its ``input_json`` when set). An empty text or
+    thinking gives no delta; other blocks (redacted thinking, compaction, raw) give no live
+    event and appear only in the final message. The pieces of a block concatenate to exactly
+    its text, thinking or input JSON.
     """
     for index, block in enumerate(response.message.content):
         if type(block) is TextBlock:
@@ -93,7 +103,8 @@ def response_events(response: ModelResponse, *, chunk: int | None = None) -> Ite
             yield from (ThinkingDelta(index, piece) for piece in _pieces(block.thinking, chunk))
         elif type(block) is ToolUseBlock:
             yield ToolUseStart(index, block.id, block.name)
-            encoded = msgspec.json.encode(block.input).decode()
+            encoded = (block.input_json if isinstance(block.input_json, str)
+                       else msgspec.json.encode(block.input).decode())
             yield from (ToolInputDelta(index, piece) for piece in _pieces(encoded, chunk))
     yield ResponseComplete(response)
 
@@ -275,9 +286,11 @@ class ScriptedProvider(ScriptProviderBase):
             raise item
         result = item if isinstance(item, AssistantMessage | ModelResponse) else item(request)
         if isinstance(result, AssistantMessage):
-            return ModelResponse(message=result)
+            return ModelResponse(message=storable(result))
         if isinstance(result, ModelResponse):
-            return result
+            stored = storable(result.message)
+            return result if stored is result.message else msgspec.structs.replace(
+                result, message=stored)
         raise ScriptError(
             f"{self._name}: response #{index + 1} ({self._describe(index)}) returned "
             f"{type(result).__name__}, not an AssistantMessage or ModelResponse"
@@ -292,6 +305,24 @@ class ScriptedProvider(ScriptProviderBase):
         if isinstance(item, Exception):
             return f"raise {item!r}"
         return f"function {getattr(item, '__qualname__', repr(item))}"
+
+
+def storable(message: AssistantMessage) -> AssistantMessage:
+    """``message`` itself when the log can store it; else its content in the lossless form the
+    Messages API shape converts it to (module docstring). A message that is not JSON data
+    (a Python object in a tool input) is left as it is: storing it fails loudly later."""
+    try:
+        msgspec.msgpack.encode(message.content)
+    except (TypeError, ValueError, OverflowError):  # an int beyond 64 bits, a lone surrogate
+        pass
+    else:
+        return message
+    try:
+        content = message_from_dict(
+            message_to_dict(Message("assistant", message.content))).content
+    except InvalidMessageError:
+        return message
+    return msgspec.structs.replace(message, content=content)
 
 
 def _check_item(index: int, item: object) -> None:

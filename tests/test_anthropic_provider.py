@@ -185,6 +185,59 @@ def test_unsigned_thinking_is_not_sent(server: FakeMessagesServer) -> None:
     assert [{"type": "text", "text": "done"}] == server.requests[0].body["messages"][1]["content"]
 
 
+def test_blank_text_and_emptied_messages_are_not_sent(server: FakeMessagesServer) -> None:
+    """Text blocks without non-whitespace text (which the API refuses) are left out, also inside
+    a tool result; a message left empty goes, and its neighbours merge so roles alternate."""
+    server.add(message([text("ok")]))
+    convo = (
+        Message("user", (TextBlock("go"),)),
+        Message("assistant", (TextBlock(""), ToolUseBlock("t1", "ls", {}))),
+        Message("user", (ToolResultBlock("t1", (TextBlock(" \n"), TextBlock("out"))),)),
+        Message("assistant", (TextBlock("  "),)),
+        Message("user", (TextBlock("more"),)),
+    )
+    _complete(server, ModelRequest(model=MODEL, messages=convo, cache=False))
+    assert [
+        {"role": "user", "content": [{"type": "text", "text": "go"}]},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "ls", "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1",
+             "content": [{"type": "text", "text": "out"}]},
+            {"type": "text", "text": "more"}]},
+    ] == server.requests[0].body["messages"]
+
+
+@pytest.mark.parametrize("value", [2**64, -(2**63) - 1, 10**30],
+                         ids=["2**64", "-2**63-1", "10**30"])
+def test_a_tool_input_the_log_cannot_store_is_kept_as_its_json_text(
+        server: FakeMessagesServer, value: int) -> None:
+    """A streamed tool input holding an integer beyond 64 bits arrives as input_json (its exact
+    canonical JSON), and goes back to the API as the exact value."""
+    server.add(message([tool_use("toolu_1", "calc", {"n": value, "s": "é"})],
+                       stop_reason="tool_use"))
+    server.add(message([text("ok")]))
+    with _provider(server) as provider:
+        got = provider.complete(_request("go")).message
+        expected = json.dumps({"n": value, "s": "é"}, separators=(",", ":"))
+        assert (ToolUseBlock("toolu_1", "calc", {}, input_json=expected),) == got.content
+        provider.complete(ModelRequest(model=MODEL, messages=(
+            Message("user", (TextBlock("go"),)), Message("assistant", got.content),
+            Message("user", (ToolResultBlock("toolu_1", "done"),))), cache=False))
+    assert {"n": value, "s": "é"} == server.requests[1].body["messages"][1]["content"][0]["input"]
+
+
+def test_a_lone_surrogate_in_text_is_kept_as_json_text(server: FakeMessagesServer) -> None:
+    """A text block holding a lone surrogate (a JSON escape) becomes a raw block with its exact
+    JSON; usage numbers beyond 63 bits are bounded."""
+    server.add(message([text("a\ud800b"), text("fine")],
+                       usage=usage(input_tokens=2**70, output_tokens=3)))
+    got = _complete(server, _request("go")).message
+    assert (type(got.content[0]), TextBlock("fine")) == (type(got.content[0]), got.content[1])
+    assert {"type": "text", "text": "a\ud800b"} == json.loads(got.content[0].json)  # type: ignore
+    assert Usage(input_tokens=2**63 - 1, output_tokens=3) == got.usage
+
+
 def test_tools_system_thinking_and_stop_sequences_are_sent(server: FakeMessagesServer) -> None:
     """Tool schemas, the system prompt, extended thinking and stop sequences reach the API."""
     server.add(message([text("ok")]))
@@ -462,7 +515,7 @@ def _strip_cache(value: Any) -> Any:
 
 
 OUT_BLOCKS = st.one_of(
-    st.builds(TextBlock, st.text(max_size=20)),
+    st.builds(TextBlock, st.text(max_size=20).filter(str.strip)),
     st.builds(ThinkingBlock, st.text(max_size=20), st.text(min_size=1, max_size=8)),
     st.builds(ToolUseBlock, st.text(min_size=1, max_size=8), st.sampled_from(["a", "b"]),
               st.dictionaries(st.text(max_size=5),

@@ -26,6 +26,7 @@ from liteagent.eventlog import (
     Event,
     FileSnapshot,
     InvalidEventError,
+    Message,
     ModelRequestRecord,
     OpaqueEvent,
     PassRecord,
@@ -68,6 +69,8 @@ SAMPLES: dict[str, Event] = {
             CompactionBlock(None, "enc"),
             TextBlock("ok"),
             ToolUseBlock("t1", "bash", {"command": "ls", "n": [1, 2.5, None, True, {"a": "b"}]}),
+            ToolUseBlock("t2", "bash", {}, input_json='{"n":18446744073709551616}'),
+            RawBlock({"type": "text"}, json='{"type":"text","text":"\\ud800"}'),
         ),
         usage=Usage(
             input_tokens=1,
@@ -97,6 +100,8 @@ SAMPLES: dict[str, Event] = {
         summary="sum",
         passes=(PassRecord(name="trim", tokens_before=1000, tokens_after=100, detail="d"),),
         instructions="keep code",
+        replacement=(Message("user", (TextBlock("go"),)),),
+        spilled=("sha256:" + "3" * 64,),
     ),
     "context_status": ContextStatus(
         level="high", tokens=90, budget=100, tokens_after=50, actions=("compact",),
@@ -108,7 +113,7 @@ SAMPLES: dict[str, Event] = {
     "content_archived": ContentArchived(tool_use_id="t1", ref="sha256:" + "0" * 64, chars=5,
                                         size=6),
     "background_completed": BackgroundCompleted(task_id="bg1", ok=False, summary="failed"),
-    "turn_aborted": TurnAborted(reason="cancelled"),
+    "turn_aborted": TurnAborted(reason="cancelled", notice="[liteagent: stopped]"),
     "restore_started": RestoreStarted(
         to_seq=3,
         conversation=True,

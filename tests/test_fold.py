@@ -214,6 +214,41 @@ def test_turn_aborted_is_counted() -> None:
     assert 2 == fold(events).turns_aborted
 
 
+def test_a_turn_aborted_notice_closes_the_turn_as_an_assistant_message() -> None:
+    """A TurnAborted with a notice adds it as an assistant message, so the next prompt is a
+    message of its own instead of joining the stopped turn's tool results."""
+    state = fold(_numbered([_prompt("go"), _calls("t1"), _result("t1"),
+                            TurnAborted(reason="failed", notice="[stopped]"), _prompt("next")]))
+    assert [Message("assistant", (TextBlock("[stopped]"),)),
+            Message("user", (TextBlock("next"),))] == conversation(state)[-2:]
+
+
+def test_a_turn_aborted_without_notice_adds_nothing() -> None:
+    """A TurnAborted written before notices existed leaves the conversation as it was."""
+    state = fold(_numbered([_prompt("go"), TurnAborted(reason="failed"), _prompt("next")]))
+    assert [Message("user", (TextBlock("go"), TextBlock("next")))] == conversation(state)
+
+
+@pytest.mark.parametrize(
+    ("bodies", "expected"),
+    [([], False),
+     ([_prompt("go")], True),
+     ([_prompt("go"), _calls("t1")], False),
+     ([_prompt("go"), _calls("t1"), _result("t1")], True),
+     ([_prompt("go"), AssistantMessage(content=(TextBlock("done"),))], False),
+     ([_prompt("go"), AssistantMessage(content=(TextBlock("done"),)),
+       _prompt("[bg done]", "background")], False),
+     ([_prompt("go"), TurnAborted(reason="x")], True),
+     ([_prompt("go"), TurnAborted(reason="x", notice="[stopped]")], False)],
+    ids=["empty", "prompt", "calls", "results", "answered", "background", "old-abort",
+         "closed"],
+)
+def test_turn_open_follows_the_conversation(bodies: list[Body], expected: bool) -> None:
+    """turn_open: a prompt or tool result opens a turn, an answer or an abort notice ends it,
+    a background notice between turns does not open one."""
+    assert expected == fold(_numbered(bodies)).turn_open
+
+
 def test_unknown_kinds_are_recorded_once_each() -> None:
     """OpaqueEvents add their kind to unknown_kinds, each kind once."""
     events = _numbered(

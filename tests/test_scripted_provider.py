@@ -341,7 +341,8 @@ def test_an_unknown_capability_is_refused() -> None:
 
 
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False)
+    | st.text(),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
     max_leaves=8,
 )
@@ -379,3 +380,18 @@ def test_streamed_deltas_rebuild_the_scripted_message(
         elif isinstance(block, ToolUseBlock):
             expected[i] = msgspec.json.encode(block.input).decode()
     assert expected == {i: "".join(p) for i, p in pieces.items()}
+
+
+@pytest.mark.parametrize("value", [2**64, -(2**63) - 1, "a\ud800"], ids=["2**64", "-2**63-1",
+                                                                        "lone-surrogate"])
+def test_a_scripted_input_the_log_cannot_store_is_answered_in_its_lossless_form(
+        value: Any) -> None:
+    """A scripted tool input holding an integer beyond 64 bits or a lone surrogate is answered
+    as input {} with input_json (its canonical JSON), streamed as that exact JSON."""
+    message = AssistantMessage(content=(ToolUseBlock("t1", "calc", {"v": value}),))
+    events = list(scripted([message]).stream(_request()))
+    final = events[-1]
+    assert isinstance(final, ResponseComplete)
+    expected = json.dumps({"v": value}, separators=(",", ":"))
+    assert (ToolUseBlock("t1", "calc", {}, input_json=expected),) == final.response.message.content
+    assert expected == "".join(e.partial_json for e in events if isinstance(e, ToolInputDelta))

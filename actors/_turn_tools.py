@@ -1,0 +1,178 @@
+"""Running one tool call for the turn loop, and keeping what a turn records storable.
+
+A tool call never stops a turn: an unknown tool, an input the log could not pass on, a failing
+``changed_paths``, a snapshot that could not be taken, a tool raising anything (any
+``BaseException``) or returning something that is not a :class:`ToolOutput` of text — each
+becomes an ``is_error`` output the model can read. Text recorded in the log has its surrogate
+code points replaced (:func:`safe_text`); a model answer holding values msgpack cannot store is
+recorded in its lossless form (:func:`storable_reply`).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pykka
+
+from liteagent.eventlog import (
+    AssistantMessage,
+    Event,
+    ToolResult,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+    message_from_dict,
+    message_to_dict,
+)
+from liteagent.eventlog import Message as ConvMessage
+from liteagent.tools import Tool, ToolContext, ToolOutput
+
+from ._envelope import ask
+from ._snapshots import PostHashes, PreImage, PreImages, snapshot_event
+
+__all__ = [
+    "checked_output",
+    "describe_error",
+    "interrupted_results",
+    "run_one",
+    "safe_text",
+    "storable_reply",
+    "takes_cancel",
+]
+
+_SNAPSHOT_TIMEOUT = 120.0
+_INT_MAX = 2**63 - 1
+
+
+def run_one(tool: Tool | None, call: ToolUseBlock, ctx: ToolContext, *,
+            snapshot_ref: pykka.ActorRef[Any] | None, workdir: Path,
+            log: Any) -> tuple[ToolOutput, list[Event]]:
+    """Run one call; whatever goes wrong (the tool, its input, the snapshots) becomes an
+    ``is_error`` output the model can read."""
+    if tool is None:
+        return ToolOutput(safe_text(f"unknown tool {call.name!r}"), is_error=True), []
+    if isinstance(call.input_json, str):
+        return ToolOutput(
+            "the tool did not run: its input holds a value liteagent cannot pass to a tool "
+            "(an integer beyond 64 bits or a string with a surrogate code point); the "
+            f"input as JSON: {call.input_json[:2000]}", is_error=True), []
+    given = copy.deepcopy(call.input)  # a tool that changes its input changes no view
+    try:
+        paths = [str(p) for p in tool.changed_paths(given, ctx)]
+    except BaseException as e:  # noqa: BLE001 -- a bad input is the model's error to read
+        return ToolOutput(safe_text(describe_error(e)), is_error=True), []
+    pre: list[PreImage] = []
+    if paths and snapshot_ref is not None:
+        try:
+            pre = ask(snapshot_ref, PreImages(tuple(paths)),
+                      timeout=_SNAPSHOT_TIMEOUT)
+        except BaseException as e:  # noqa: BLE001 -- without a pre-image it must not run
+            log.warning("tool.snapshot_failed", tool=call.name, error=repr(e))
+            return ToolOutput(safe_text(
+                "the tool did not run: the files it changes could not be snapshotted "
+                f"first ({describe_error(e)})"), is_error=True), []
+    try:
+        output = checked_output(tool.run(given, ctx))
+    except BaseException as e:  # noqa: BLE001 -- a failing tool is a result, not a crash
+        log.warning("tool.failed", tool=call.name, error=repr(e))
+        output = ToolOutput(safe_text(f"the tool failed: {describe_error(e)}"),
+                            is_error=True)
+    snaps: list[Event] = []
+    if pre and snapshot_ref is not None:
+        post: list[str | None]
+        try:
+            post = ask(snapshot_ref, PostHashes(tuple(paths)),
+                       timeout=_SNAPSHOT_TIMEOUT)
+        except BaseException as e:  # noqa: BLE001 -- unknown after-state: restore refuses
+            log.warning("tool.post_hash_failed", tool=call.name, error=repr(e))
+            post = [None] * len(pre)
+        for p, h in zip(pre, post, strict=True):
+            event = snapshot_event(p, h, call.id, workdir)
+            if safe_text(event.path) == event.path:
+                snaps.append(event)
+            else:  # a file name that is not valid UTF-8 cannot be stored in the log
+                log.warning("tool.snapshot_not_recorded", path=repr(event.path))
+    return output, snaps
+
+
+
+def describe_error(error: BaseException) -> str:
+    """``"<type>: <message>"`` for ``error`` (its message even when ``str()`` fails)."""
+    try:
+        message = str(error)
+    except Exception:  # noqa: BLE001 -- a broken __str__ must not hide the error
+        message = "<unprintable>"
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+def safe_text(text: str) -> str:
+    """``text`` as the log can store it: surrogate code points (pairs joined, lone ones as
+    U+FFFD) replaced; the same object when there are none."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def storable_reply(message: AssistantMessage) -> AssistantMessage:
+    """``message`` in the form the log can store: blocks holding values msgpack cannot store
+    kept as their exact JSON text (``message_from_dict`` of the API shape), usage numbers
+    bounded, text fields without surrogate code points. Raises
+    :class:`~liteagent.eventlog.InvalidMessageError` for content that is not JSON data."""
+    content = message_from_dict(message_to_dict(ConvMessage("assistant", message.content)),
+                                where="the model's answer").content
+    u = message.usage
+    usage = Usage(**{f: max(0, min(int(getattr(u, f)), _INT_MAX)) for f in (
+        "input_tokens", "output_tokens", "cache_creation_input_tokens",
+        "cache_read_input_tokens")})
+    stop = message.stop_reason
+    model = message.model
+    return AssistantMessage(
+        content=content, usage=usage,
+        stop_reason=safe_text(stop) if isinstance(stop, str) else None,
+        model=safe_text(model) if isinstance(model, str) else None)
+
+
+def checked_output(output: object) -> ToolOutput:
+    """A tool's return value as an output the log can store (an error output when it is not
+    a ToolOutput holding text)."""
+    if type(output) is not ToolOutput:
+        if isinstance(output, ToolOutput):
+            output = ToolOutput(output.content, output.is_error)
+        else:
+            return ToolOutput(f"the tool returned a {type(output).__name__}, not a ToolOutput",
+                              is_error=True)
+    given: object = output.content  # typed str, but a tool may build it with anything
+    if not isinstance(given, str):
+        return ToolOutput(f"the tool returned a {type(given).__name__} as its content, not "
+                          "text", is_error=True)
+    content = safe_text(given)
+    is_error = output.is_error is True
+    if content is output.content and is_error is output.is_error:
+        return output
+    return ToolOutput(content, is_error=is_error)
+
+
+def takes_cancel(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` takes a ``cancel`` keyword (a parameter of that name, or ``**kwargs``)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # no signature to inspect: do not pass it
+        return False
+    return any((p.name == "cancel" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+               or p.kind is p.VAR_KEYWORD for p in params)
+
+
+def interrupted_results(calls: Sequence[ToolUseBlock], reason: str) -> list[Event]:
+    return [
+        ToolResult(block=ToolResultBlock(c.id, f"interrupted: {reason}", is_error=True),
+                   tool_name=c.name or None)
+        for c in calls
+    ]
