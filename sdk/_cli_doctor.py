@@ -12,7 +12,16 @@ reports each action:
 - an interrupted restore is rolled back (every file back to how it was before the restore), or
   finished with ``--finish-restores``;
 - events of an unknown kind (written by a newer liteagent) are kept as they are;
-- damage that is not a torn tail is never "repaired": it is reported, and the exit code is 1.
+- damage that is not a torn tail (a damaged frame or row, a gap, a damaged header, a log cut
+  below its header, a session that cannot be read) is salvaged with ``Checkpointer.repair``:
+  the readable prefix of the session is kept, the damaged remainder is moved to a quarantine
+  file beside the log (never deleted; the file backend), the generation changes, and the
+  report says which seqs were kept and which were lost;
+- a log of a newer format, or bytes that the storage codec refuses (a wrong ``codec``), are
+  never changed: they are reported and the exit code is 1.
+
+Every failure, however the store is damaged, is reported as a finding: doctor never prints a
+traceback.
 """
 
 from __future__ import annotations
@@ -35,12 +44,18 @@ from ._cli_output import emit_json, one_line
 
 __all__ = ["Finding", "cmd_doctor"]
 
-_REPAIRABLE = frozenset({"torn_tail", "leftover", "interrupted_restore"})
+_SALVAGED = frozenset({"corrupt", "gap", "unreadable"})  # repaired with Checkpointer.repair
+_REPAIRABLE = frozenset({"torn_tail", "leftover", "interrupted_restore"} | _SALVAGED)
 _INFORMATIONAL = frozenset({"unknown_kind", "open_tool_calls", "leftover"})
+_NOT_DAMAGE = frozenset({"unknown_kind", "leftover", "torn_tail"})
 
 
 class Finding(msgspec.Struct, kw_only=True):
-    """One problem found, and what ``--repair`` did about it (``action``; "" = nothing)."""
+    """One problem found, and what ``--repair`` did about it (``action``; "" = nothing).
+
+    A salvage (``Checkpointer.repair``) also fills ``kept_head`` (the seqs ``1..kept_head``
+    were kept), ``lost`` (``[first, last]`` ranges of lost seqs; ``last`` is ``None`` when how
+    far the log went is unknown) and ``quarantine`` (where the damaged bytes were moved)."""
 
     session_id: str | None
     kind: str
@@ -48,10 +63,25 @@ class Finding(msgspec.Struct, kw_only=True):
     seq: int | None = None
     action: str = ""
     repaired: bool = False
+    kept_head: int | None = None
+    lost: list[tuple[int, int | None]] | None = None
+    quarantine: str | None = None
+
+
+def _failure(e: Exception) -> str:
+    """A one-line reason; a foreign exception (a defect: the store should have translated it)
+    is named by its type."""
+    if isinstance(e, (LiteAgentError, OSError)):
+        return one_line(e)
+    return f"{type(e).__name__}: {one_line(e)}"
 
 
 def _store_findings(cp: Checkpointer) -> list[Finding]:
-    report = cp.check_integrity()
+    try:
+        report = cp.check_integrity()
+    except Exception as e:  # noqa: BLE001 -- doctor reports whatever a damaged store raises
+        return [Finding(session_id=None, kind="corrupt",
+                        detail=f"the store's integrity check failed: {_failure(e)}")]
     return [_finding(p) for p in report.problems]
 
 
@@ -61,27 +91,31 @@ def _finding(p: IntegrityProblem) -> Finding:
 
 def _session_findings(cp: Checkpointer, damaged: set[str]) -> tuple[list[Finding], int]:
     findings: list[Finding] = []
-    sessions = cp.list()
-    for info in sessions:
-        if info.id in damaged:
+    try:
+        sessions = [info.id for info in cp.list()]
+    except Exception as e:  # noqa: BLE001 -- doctor reports whatever a damaged store raises
+        return [Finding(session_id=None, kind="corrupt",
+                        detail=f"cannot list the sessions: {_failure(e)}")], len(damaged)
+    for sid in sessions:
+        if sid in damaged:
             continue
         try:
-            state: SessionState = fold(cp.read(info.id))
-        except LiteAgentError as e:
-            findings.append(Finding(session_id=info.id, kind="unreadable", detail=one_line(e)))
+            state: SessionState = fold(cp.read(sid))
+        except Exception as e:  # noqa: BLE001 -- doctor reports whatever a damaged store raises
+            findings.append(Finding(session_id=sid, kind="unreadable", detail=_failure(e)))
             continue
         if state.pending_restore is not None:
             seq, started = state.pending_restore
             findings.append(Finding(
-                session_id=info.id, kind="interrupted_restore", seq=seq,
+                session_id=sid, kind="interrupted_restore", seq=seq,
                 detail=f"a restore to seq {started.to_seq} was interrupted ({len(started.files)} "
                        "files); the session refuses new turns until it is settled"))
         if state.open_tool_calls and state.pending_restore is None:
             findings.append(Finding(
-                session_id=info.id, kind="open_tool_calls",
+                session_id=sid, kind="open_tool_calls",
                 detail=f"{len(state.open_tool_calls)} tool calls without a result (a turn cut "
                        "short); the next prompt closes them as interrupted"))
-    return findings, len(sessions)
+    return findings, len(set(sessions) | damaged)
 
 
 def _rewrite(cp: Checkpointer, sid: str, kind: str) -> str:
@@ -90,6 +124,24 @@ def _rewrite(cp: Checkpointer, sid: str, kind: str) -> str:
     what = ("the unfinished write is gone" if kind == "torn_tail"
             else "the temp file of the interrupted truncate is gone")
     return f"rewrote the log at its head, seq {head}: {what}"
+
+
+def _salvage(cp: Checkpointer, finding: Finding) -> str:
+    assert finding.session_id is not None
+    report = cp.repair(finding.session_id)
+    finding.kept_head = report.kept_head
+    finding.lost = list(report.lost)
+    finding.quarantine = report.quarantine
+    if not report.repaired:
+        return f"nothing to repair: the session reads to seq {report.kept_head}"
+    kept = f"kept seqs 1..{report.kept_head}" if report.kept_head else "kept no events"
+    lost = "; ".join(
+        f"lost seq {a} and any after it (how far the log went is unknown)" if b is None
+        else f"lost seq {a}" if a == b else f"lost seqs {a}..{b}"
+        for a, b in report.lost
+    ) or "lost nothing"
+    where = f"; the damaged bytes are in {report.quarantine}" if report.quarantine else ""
+    return f"salvaged: {kept}, {lost}{where}"
 
 
 def _settle(env: CliEnv, sid: str, finish: bool) -> str:
@@ -113,30 +165,32 @@ def _repair(env: CliEnv, finding: Finding, finish: bool) -> None:
                           if finding.kind == "unknown_kind" else "")
         return
     try:
-        if finding.kind == "interrupted_restore":
+        if finding.kind in _SALVAGED:
+            finding.action = _salvage(env.checkpointer, finding)
+        elif finding.kind == "interrupted_restore":
             finding.action = _settle(env, sid, finish)
         elif env.checkpointer.head(sid) or finding.kind == "torn_tail":
             finding.action = _rewrite(env.checkpointer, sid, finding.kind)
         finding.repaired = bool(finding.action)
-    except (LiteAgentError, OSError) as e:
-        finding.action = f"not repaired: {one_line(e)}"
+    except Exception as e:  # noqa: BLE001 -- doctor reports whatever a damaged store raises
+        finding.action = f"not repaired: {_failure(e)}"
 
 
 def cmd_doctor(env: CliEnv, args: argparse.Namespace) -> int:
     """Check (and with --repair, repair) every session of the project."""
     cp = env.checkpointer
     findings = _store_findings(cp)
-    damaged = {f.session_id for f in findings
-               if f.session_id and f.kind not in ("unknown_kind", "leftover", "torn_tail")}
+    damaged = {f.session_id for f in findings if f.session_id and f.kind not in _NOT_DAMAGE}
     more, count = _session_findings(cp, damaged)
     findings.extend(more)
     if args.repair:
         seen: set[tuple[str | None, str]] = set()
         for f in findings:
-            if (f.session_id, f.kind) in seen:  # one repair per session and kind
+            key = (f.session_id, "salvage" if f.kind in _SALVAGED else f.kind)
+            if key in seen:  # one repair per session and kind
                 f.action, f.repaired = "see above", True
                 continue
-            seen.add((f.session_id, f.kind))
+            seen.add(key)
             _repair(env, f, args.finish_restores)
     remaining = [f for f in findings if f.kind not in _INFORMATIONAL and not f.repaired]
     doc: dict[str, Any] = {"store": env.location, "sessions": count, "ok": not remaining,

@@ -1,13 +1,19 @@
 """``lite-agent doctor [--repair]`` on damage made for real: a log cut in the middle of its
-last write, a restore whose process was SIGKILLed after it recorded its intent, and events of
-a kind from a newer writer."""
+last write, a restore whose process was SIGKILLed after it recorded its intent, events of a
+kind from a newer writer, damaged logs salvaged by --repair, and every kind of damage the
+corruption suite makes, on both backends."""
 
 from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
 
 import pytest
 from _cli_runner import Cli, two_prompts
 
-from liteagent.eventlog import OpaqueEvent, file_checkpointer, project_dir
+from liteagent.eventlog import OpaqueEvent, file_checkpointer, project_dir, sqlite_checkpointer
+from liteagent.eventlog.conformance import damage_file_log, damage_sqlite, prompts
 
 pytestmark = pytest.mark.processes
 
@@ -111,3 +117,106 @@ def test_unknown_kinds_are_reported_and_kept(cli: Cli) -> None:
     repaired = cli.ok("doctor", "--repair").out
     assert "kept as is (written by a newer liteagent)" in repaired
     assert "from_the_future" == cli.events("s1")[-1].kind
+
+
+def _sessions(cli: Cli) -> Path:
+    return project_dir(cli.work, cli.home) / "sessions"
+
+
+def test_repair_salvages_a_damaged_session(cli: Cli) -> None:
+    """A flipped byte inside a session's log: doctor reports it corrupt (exit 1); --repair
+    keeps the readable prefix, names the lost seqs and the quarantine file, and the session
+    takes new turns."""
+    two_prompts(cli)
+    events = cli.events("s1")
+    log = _sessions(cli) / "s1.log"
+    data = bytearray(log.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    log.write_bytes(bytes(data))
+    found = cli("doctor", "--json")
+    assert 1 == found.code
+    assert ["corrupt"] == [f["kind"] for f in found.json()["findings"]]
+    repaired = cli("doctor", "--repair", "--json")
+    assert 0 == repaired.code, repaired
+    [finding] = repaired.json()["findings"]
+    kept = finding["kept_head"]
+    assert 0 < kept < len(events)
+    assert [[kept + 1, len(events)]] == finding["lost"]
+    quarantine = Path(finding["quarantine"])
+    assert quarantine.parent == log.parent
+    assert data[-quarantine.stat().st_size :] == quarantine.read_bytes()
+    assert finding["action"].startswith(f"salvaged: kept seqs 1..{kept}, lost seqs {kept + 1}..")
+    assert [e.seq for e in events[:kept]] == [e.seq for e in cli.events("s1")]
+    assert cli.ok("doctor", "--json").json()["ok"] is True
+    cli.ok("run", "go on", "--session", "s1", provider=cli.script({"text": "ok"}))
+
+
+def test_repair_prints_what_was_kept_lost_and_where(cli: Cli) -> None:
+    """The text report of --repair says what was kept, what was lost and where the damaged
+    bytes went."""
+    two_prompts(cli)
+    log = _sessions(cli) / "s1.log"
+    with log.open("ab") as f:
+        f.write(b"garbage that is not a frame" * 3)
+    out = cli("doctor", "--repair").out
+    assert "corrupt" in out
+    assert "→ salvaged: kept seqs 1.." in out
+    assert "and any after it (how far the log went is unknown)" in out
+    assert f"the damaged bytes are in {log}.quarantine-" in out
+
+
+def test_a_log_cut_below_its_header_is_reported(cli: Cli) -> None:
+    """A session log cut to fewer bytes than its header is damage (exit 1), not "0 sessions,
+    no problems"; --repair quarantines it and the session can start again."""
+    two_prompts(cli)
+    log = _sessions(cli) / "s1.log"
+    log.write_bytes(log.read_bytes()[:10])
+    found = cli("doctor")
+    assert 1 == found.code
+    assert "1 sessions" in found.out
+    assert "corrupt" in found.out
+    assert "shorter than its header" in found.out
+    repaired = cli("doctor", "--repair", "--json")
+    assert 0 == repaired.code, repaired
+    assert [[1, None]] == repaired.json()["findings"][0]["lost"]
+    cli.ok("run", "again", "--session", "s1", provider=cli.script({"text": "ok"}))
+
+
+def _damaged_home(cli: Cli, backend: str, seed: int) -> list[str]:
+    """A random history in 1-3 sessions, damaged once; the backend's CLI options."""
+    rng = random.Random(seed)
+    if backend == "sqlite":
+        db = cli.root / "store" / "sessions.db"
+        db.parent.mkdir(exist_ok=True)
+        factory, options, store = sqlite_checkpointer, ["--backend", "sqlite", "--db", str(db)], db
+    else:
+        factory, options, store = file_checkpointer, [], _sessions(cli)
+        store.mkdir(parents=True, exist_ok=True)
+    sessions = [f"s{i}" for i in range(rng.randint(1, 3))]
+    with factory(store) as cp:
+        for i in range(rng.randint(1, 10)):
+            batch = prompts(*(f"p{i}.{j}" for j in range(rng.randint(1, 3))))
+            cp.append(rng.choice(sessions), batch)
+        target = rng.choice([s for s in sessions if cp.head(s)])
+    damage = damage_sqlite if backend == "sqlite" else damage_file_log
+    damage(store.parent if backend == "sqlite" else store, target, rng)
+    return options
+
+
+@pytest.mark.parametrize("backend", ["file", "sqlite"])
+def test_doctor_prints_no_traceback_on_any_damaged_home(cli: Cli, backend: str) -> None:
+    """On stores damaged by the corruption suite's damage functions, doctor and doctor --repair
+    exit 0 or 1 with a report and never a traceback; on the file backend --repair leaves a
+    healthy store."""
+    for seed in range(40):
+        for store in (cli.root / "store", _sessions(cli)):
+            shutil.rmtree(store, ignore_errors=True)
+        options = _damaged_home(cli, backend, seed)
+        for argv in (["doctor", "--json"], ["doctor", "--repair", "--json"], ["doctor"]):
+            result = cli(*options, *argv)
+            assert result.code in (0, 1), (seed, argv, result)
+            assert "Traceback" not in result.err + result.out, (seed, argv, result)
+            if "--json" in argv and result.out:
+                result.json()
+        if backend == "file":
+            assert 0 == result.code, (seed, result)
