@@ -11,6 +11,11 @@ shell and search tools, the ``@tool`` decorator, and path safety.
   :func:`default_tools` lists them. ``write_file`` and ``edit_file`` declare their path in
   ``changed_paths`` so the runtime snapshots it; ``bash`` declares nothing (shell commands are
   not undone by a restore).
+- What the model's commands see of the host's environment: :class:`ToolEnv`, built with
+  :func:`tool_env` — by default the host's environment less every credential-like variable
+  (provider keys, ``*_API_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``, cloud credentials,
+  URLs with a password...), or an explicit allow list, or a replacement environment.
+  :func:`bash_tool` makes a ``bash`` tool with a policy; ``default_tools(env=...)`` uses it.
 - :func:`tool` turns a typed function into a :class:`Tool` (:class:`FunctionTool`).
 - :data:`context` (alias :data:`read_spilled`) reads an archived tool result in bounded,
   labelled slices through ``ctx.archive`` (an :class:`ArchiveReader` that knows only the
@@ -30,7 +35,7 @@ Errors (all under ``liteagent.eventlog.LiteAgentError``)::
 
 from __future__ import annotations
 
-from ._bash import bash
+from ._bash import bash, bash_tool
 from ._context_tool import context, read_spilled
 from ._contract import (
     ArchiveReader,
@@ -42,6 +47,7 @@ from ._contract import (
 )
 from ._decorator import FunctionTool, tool
 from ._edit import edit_file
+from ._env import ToolEnv, tool_env
 from ._errors import (
     InvalidPathError,
     PathOutsideWorkspaceError,
@@ -62,11 +68,13 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolDefinitionError",
+    "ToolEnv",
     "ToolError",
     "ToolOutput",
     "ToolSpec",
     "UnknownReferenceError",
     "bash",
+    "bash_tool",
     "context",
     "default_tools",
     "delete_file",
@@ -77,12 +85,16 @@ __all__ = [
     "read_spilled",
     "resolve_in_workspace",
     "tool",
+    "tool_env",
     "write_file",
 ]
 
 
-def default_tools() -> list[Tool]:
+def default_tools(env: ToolEnv | None = None) -> list[Tool]:
     """The built-in tools, in a stable order: read_file, write_file, edit_file, delete_file,
     bash, glob, grep. A new list each call (the tools themselves are shared, stateless
-    instances)."""
-    return [read_file, write_file, edit_file, delete_file, bash, glob, grep]
+    instances). With ``env`` the ``bash`` tool is ``bash_tool(env)``: its commands get the
+    environment that policy builds (``None``: the default policy, :data:`bash`). Raises
+    :class:`~liteagent.eventlog.InvalidArgumentError` when ``env`` is not a :class:`ToolEnv`."""
+    shell = bash if env is None else bash_tool(env)
+    return [read_file, write_file, edit_file, delete_file, shell, glob, grep]

@@ -18,25 +18,33 @@ which the runtime calls, until it ends or ``token`` is cancelled — with no tim
 given — and returns the same output a foreground call would.
 
 ``changed_paths`` is ``[]``: shell commands are not snapshotted, so a restore does not undo
-what they did to files. The environment is the host process's.
+what they did to files.
+
+The environment is built by a :class:`~liteagent.tools.ToolEnv` when the command starts (a
+background command gets the same one): by default the host's less every credential-like
+variable. :data:`bash` uses the default; :func:`bash_tool` makes a ``bash`` tool with another
+policy (an allow list, a replacement environment). A command containing a NUL byte or a
+character the file system encoding cannot carry is an ``is_error`` output.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 from typing import Annotated
 
 from msgspec import Meta
 
-from liteagent.eventlog import CancelToken
+from liteagent.eventlog import CancelToken, InvalidArgumentError
 
 from ._contract import ToolContext, ToolOutput
-from ._decorator import tool
+from ._decorator import FunctionTool, tool
+from ._env import ToolEnv
 from ._paths import workspace_root
 from ._process import CommandResult, run_command
 
-__all__ = ["DEFAULT_TIMEOUT", "MAX_TIMEOUT", "OUTPUT_LIMIT", "bash"]
+__all__ = ["DEFAULT_TIMEOUT", "MAX_TIMEOUT", "OUTPUT_LIMIT", "bash", "bash_tool"]
 
 DEFAULT_TIMEOUT = 120.0
 MAX_TIMEOUT = 600.0
@@ -45,40 +53,70 @@ _DESCRIPTION_CHARS = 80
 _STOPPED = "the command and its processes were stopped"
 
 
-@tool(name="bash")
-def bash(
-    command: Annotated[
-        str, Meta(min_length=1, description="The command, run with /bin/bash -c in the workspace.")
-    ],
-    timeout: Annotated[
-        Annotated[float, Meta(gt=0, le=MAX_TIMEOUT)] | None,
-        Meta(
-            description=f"Seconds before the command is stopped (default {DEFAULT_TIMEOUT:g} in "
-            f"the foreground, none in the background; at most {MAX_TIMEOUT:g})."
-        ),
-    ] = None,
-    run_in_background: Annotated[
-        bool,
-        Meta(
-            description="Start the command as a background task and return at once; its "
-            "output arrives when it finishes."
-        ),
-    ] = False,
-    *,
-    ctx: ToolContext,
-) -> ToolOutput:
-    """Run a shell command in the workspace and return its combined stdout and stderr (the
-    middle of a long output is left out) and its exit code. The command runs with /bin/bash -c,
-    stdin empty, in the workspace folder; it is stopped, with every process it started, when
-    the timeout passes or the call is cancelled. Use run_in_background for servers and other
-    long-running commands.
+def bash_tool(env: ToolEnv | None = None) -> FunctionTool[..., ToolOutput]:
+    """A ``bash`` tool whose commands (foreground and background) get the environment ``env``
+    builds (``None``: ``ToolEnv()``, the host's less the credential-like variables). Raises
+    :class:`~liteagent.eventlog.InvalidArgumentError` when ``env`` is not a ``ToolEnv``."""
+    if env is None:
+        env = ToolEnv()
+    elif not isinstance(env, ToolEnv):
+        raise InvalidArgumentError(
+            f"env must be a ToolEnv (see tool_env()), got {type(env).__name__}"
+        )
+    policy = env
 
-    Shell commands are not snapshotted: a restore does not undo their file changes.
-    """
+    @tool(name="bash")
+    def bash(
+        command: Annotated[
+            str,
+            Meta(min_length=1, description="The command, run with /bin/bash -c in the workspace."),
+        ],
+        timeout: Annotated[
+            Annotated[float, Meta(gt=0, le=MAX_TIMEOUT)] | None,
+            Meta(
+                description=f"Seconds before the command is stopped (default "
+                f"{DEFAULT_TIMEOUT:g} in the foreground, none in the background; at most "
+                f"{MAX_TIMEOUT:g})."
+            ),
+        ] = None,
+        run_in_background: Annotated[
+            bool,
+            Meta(
+                description="Start the command as a background task and return at once; its "
+                "output arrives when it finishes."
+            ),
+        ] = False,
+        *,
+        ctx: ToolContext,
+    ) -> ToolOutput:
+        """Run a shell command in the workspace and return its combined stdout and stderr (the
+        middle of a long output is left out) and its exit code. The command runs with
+        /bin/bash -c, stdin empty, in the workspace folder; it is stopped, with every process it
+        started, when the timeout passes or the call is cancelled. Use run_in_background for
+        servers and other long-running commands.
+
+        Shell commands are not snapshotted: a restore does not undo their file changes.
+        """
+        return _bash(command, timeout, run_in_background, ctx, policy)
+
+    return bash
+
+
+def _bash(
+    command: str,
+    timeout: float | None,
+    run_in_background: bool,
+    ctx: ToolContext,
+    policy: ToolEnv,
+) -> ToolOutput:
+    refused = _unusable(command)
+    if refused is not None:
+        return ToolOutput(refused, is_error=True)
     cwd = workspace_root(ctx.workdir)
+    env = policy.environment()
     if not run_in_background:
         limit = DEFAULT_TIMEOUT if timeout is None else timeout
-        return _run(command, cwd=cwd, timeout=limit, cancel=ctx.cancel)
+        return _run(command, cwd=cwd, timeout=limit, cancel=ctx.cancel, env=env)
     if ctx.start_background is None:
         return ToolOutput(
             "background tasks are not available in this session; run the command in the "
@@ -87,7 +125,7 @@ def bash(
         )
 
     def work(token: CancelToken) -> ToolOutput:
-        return _run(command, cwd=cwd, timeout=timeout, cancel=token)
+        return _run(command, cwd=cwd, timeout=timeout, cancel=token, env=env)
 
     task_id = ctx.start_background(_short(command), work)
     return ToolOutput(
@@ -96,10 +134,35 @@ def bash(
     )
 
 
-def _run(command: str, *, cwd: Path, timeout: float | None, cancel: CancelToken) -> ToolOutput:
+bash = bash_tool()
+"""The ``bash`` tool with the default environment policy (module docstring)."""
+
+
+def _unusable(command: str) -> str | None:
+    """Why ``command`` cannot be passed to a process, or ``None``."""
+    if "\x00" in command:
+        return "the command contains a NUL byte, which no process argument can carry; nothing ran"
+    try:
+        os.fsencode(command)
+    except UnicodeEncodeError as e:
+        return (
+            f"the command contains {command[e.start:e.end]!r}, which cannot be encoded for the "
+            "shell (a lone surrogate); nothing ran"
+        )
+    return None
+
+
+def _run(
+    command: str,
+    *,
+    cwd: Path,
+    timeout: float | None,
+    cancel: CancelToken,
+    env: dict[str, str],
+) -> ToolOutput:
     try:
         result = run_command(
-            command, cwd, timeout=timeout, cancel=cancel, output_limit=OUTPUT_LIMIT
+            command, cwd, timeout=timeout, cancel=cancel, output_limit=OUTPUT_LIMIT, env=env
         )
     except OSError as e:
         return ToolOutput(f"cannot start the shell in {cwd}: {e.strerror or e}", is_error=True)

@@ -24,6 +24,7 @@ import selectors
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,9 +103,11 @@ def run_command(
     timeout: float | None,
     cancel: CancelToken,
     output_limit: int,
+    env: Mapping[str, str] | None = None,
 ) -> CommandResult:
     """Run ``command`` with ``/bin/bash -c`` in ``cwd`` until it exits, ``timeout`` seconds pass
-    (``None``: no timeout) or ``cancel`` is cancelled; see the module docstring. Raises
+    (``None``: no timeout) or ``cancel`` is cancelled; see the module docstring. ``env`` is the
+    shell's whole environment (``None``: the host's; the ``bash`` tool always passes one). Raises
     ``OSError`` when the shell cannot be started (e.g. ``cwd`` does not exist)."""
     buffer = OutputBuffer(output_limit)
     if cancel.wait(0):  # cancelled before it started: do not start it
@@ -117,6 +120,7 @@ def run_command(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        env=env,
     )
     timed_out = cancelled = False
     assert proc.stdout is not None
