@@ -9,8 +9,15 @@ case-sensitively:
   file at any depth, ``src/**`` everything below ``src``;
 - everything else is literal. Names starting with ``.`` are matched like any other.
 
-A pattern must be relative and must not contain a ``..`` component (``ValueError`` otherwise);
-``.`` components and repeated ``/`` are dropped.
+A pattern must be relative and must not contain a ``..`` component (``ValueError`` otherwise,
+as for a set with a reversed range such as ``[z-a]``); ``.`` components and repeated ``/`` are
+dropped.
+
+Matching takes polynomial time whatever the pattern: a path is matched component by component
+(a set of pattern positions advances over the path's components, so ``**`` never backtracks),
+and a component by a regex in which every ``*`` but the last is an atomic lazy group (as
+``fnmatch`` does), so ``*a*a*a*a*a*a*a*a*a*a*b`` against a long name costs ``O(len(name) *
+len(pattern))`` instead of the exponential backtracking of a naive translation.
 
 **The walk** lists a folder's entries depth-first, names sorted. It never descends into a
 symlinked folder (no loops, no duplicates), and it leaves out every symlink whose target is
@@ -31,6 +38,9 @@ from ._paths import is_inside
 __all__ = ["Entry", "GlobPattern", "compile_glob", "walk"]
 
 _WILDCARDS = frozenset("*?[")
+_DEEP = "**"  # a step that matches zero or more components
+_ANY = "*/"  # a step that matches exactly one component, whatever it is
+_Step = re.Pattern[str] | str
 
 
 @dataclass(frozen=True)
@@ -42,13 +52,39 @@ class GlobPattern:
     """
 
     text: str
-    regex: re.Pattern[str]
+    steps: tuple[_Step, ...]
     prefix: tuple[str, ...]
     depth: int | None
 
     def matches(self, rel: str) -> bool:
         """Whether the workspace-relative path ``rel`` matches the whole pattern."""
-        return self.regex.fullmatch(rel) is not None
+        steps = self.steps
+        end = len(steps)
+        states = self._closure({0})
+        for component in rel.split("/"):
+            advanced = set()
+            for i in states:
+                if i == end:
+                    continue
+                step = steps[i]
+                if step is _DEEP:
+                    advanced.add(i)
+                elif step is _ANY or (
+                    isinstance(step, re.Pattern) and step.fullmatch(component) is not None
+                ):
+                    advanced.add(i + 1)
+            if not advanced:
+                return False
+            states = self._closure(advanced)
+        return end in states
+
+    def _closure(self, states: set[int]) -> set[int]:
+        """``states`` plus the positions a ``**`` matching zero components reaches."""
+        out = set(states)
+        for i in states:
+            if i < len(self.steps) and self.steps[i] is _DEEP:
+                out.add(i + 1)  # consecutive ** were merged: one step is enough
+        return out
 
 
 def compile_glob(pattern: str) -> GlobPattern:
@@ -68,55 +104,82 @@ def compile_glob(pattern: str) -> GlobPattern:
             break
         prefix.append(part)
     rest = parts[len(prefix) :]
-    regex = ""
-    for i, part in enumerate(parts):
-        last = i == len(parts) - 1
-        if part == "**":
-            regex += ".+" if last else "(?:[^/]+/)*"
-        else:
-            regex += _translate(part) + ("" if last else "/")
+    steps: list[_Step] = []
+    for part in parts:
+        if part != "**":
+            steps.append(_component(part, pattern))
+        elif not steps or steps[-1] is not _DEEP:
+            steps.append(_DEEP)
+    if steps[-1] is _DEEP:  # a last ** matches one or more components
+        steps[-1:] = [_ANY, _DEEP]
     return GlobPattern(
         text=pattern,
-        regex=re.compile(regex, re.DOTALL),
+        steps=tuple(steps),
         prefix=tuple(prefix),
         depth=None if "**" in rest else len(rest),
     )
 
 
-def _translate(part: str) -> str:
-    """The regex of one path component."""
+def _component(part: str, pattern: str) -> re.Pattern[str]:
+    """The regex of one path component: its star-free chunks, the inner ones in atomic lazy
+    groups (no backtracking into them), anchored at both ends."""
+    chunks = [_translate(chunk, pattern) for chunk in part.split("*")]
+    if len(chunks) == 1:
+        regex = chunks[0]
+    else:
+        inner = "".join(f"(?>.*?{chunk})" for chunk in chunks[1:-1] if chunk)
+        regex = chunks[0] + inner + ".*" + chunks[-1]
+    try:
+        return re.compile(regex + r"\Z", re.DOTALL)
+    except re.error as e:  # not expected: every set is built from escaped characters
+        raise ValueError(f"pattern {pattern!r}: {e}") from e
+
+
+def _translate(chunk: str, pattern: str) -> str:
+    """The regex of a star-free piece of a component: ``?``, sets and literals."""
     out: list[str] = []
-    i, n = 0, len(part)
+    i, n = 0, len(chunk)
     while i < n:
-        c = part[i]
+        c = chunk[i]
         i += 1
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
+        if c == "?":
+            out.append(".")
         elif c == "[":
             j = i
-            if j < n and part[j] == "!":
+            if j < n and chunk[j] == "!":
                 j += 1
-            if j < n and part[j] == "]":
+            if j < n and chunk[j] == "]":
                 j += 1
-            while j < n and part[j] != "]":
+            while j < n and chunk[j] != "]":
                 j += 1
             if j >= n:
                 out.append(re.escape(c))  # no closing bracket: a literal "["
                 continue
-            # Escape what re would read as a nested set or a set operation.
-            body = re.sub(r"([\\\[&~|])", r"\\\1", part[i:j])
+            out.append(_char_set(chunk[i:j], pattern))
             i = j + 1
-            if body.startswith("!"):
-                out.append(f"[^/{body[1:]}]")
-            elif body.startswith("^"):
-                out.append(f"[\\{body}]")
-            else:
-                out.append(f"[{body}]")
         else:
             out.append(re.escape(c))
     return "".join(out)
+
+
+def _char_set(body: str, pattern: str) -> str:
+    """The regex class of a set's ``body`` (between the brackets), every character escaped."""
+    negate = body.startswith("!")
+    if negate:
+        body = body[1:]
+    items: list[str] = []
+    i = 0
+    while i < len(body):
+        if i + 2 < len(body) and body[i + 1] == "-":
+            low, high = body[i], body[i + 2]
+            if low > high:
+                raise ValueError(f"pattern {pattern!r}: the range {low}-{high} is reversed")
+            items.append(f"{re.escape(low)}-{re.escape(high)}")
+            i += 3
+        else:
+            items.append(re.escape(body[i]))
+            i += 1
+    return f"[{'^' if negate else ''}{''.join(items)}]"
 
 
 @dataclass(frozen=True)
@@ -143,26 +206,16 @@ def walk(
     Folders named in ``skip_dirs`` are reported but not entered.
     """
     with_slash = f"{start_rel}/" if start_rel not in ("", ".") else ""
-    yield from _walk(root, start, with_slash, 1, max_depth=max_depth, skip_dirs=skip_dirs)
-
-
-def _walk(
-    root: Path,
-    folder: Path,
-    rel_prefix: str,
-    depth: int,
-    *,
-    max_depth: int | None,
-    skip_dirs: frozenset[str],
-) -> Iterator[Entry]:
-    if max_depth is not None and depth > max_depth:
-        return
-    try:
-        with os.scandir(folder) as it:
-            entries = sorted(it, key=lambda e: e.name)
-    except OSError:
-        return
-    for entry in entries:
+    # One frame per open folder: its remaining entries, its prefix, its depth.
+    stack: list[tuple[Iterator[os.DirEntry[str]], str, int]] = []
+    if max_depth is None or max_depth >= 1:
+        stack.append((_listing(start), with_slash, 1))
+    while stack:
+        entries, rel_prefix, depth = stack[-1]
+        entry = next(entries, None)
+        if entry is None:
+            stack.pop()
+            continue
         rel = rel_prefix + entry.name
         try:
             if entry.is_symlink():
@@ -171,15 +224,17 @@ def _walk(
                     yield Entry(rel, Path(real), os.path.isdir(real))
                 continue
             is_dir = entry.is_dir(follow_symlinks=False)
-        except OSError:
+        except (OSError, ValueError):
             continue
         yield Entry(rel, Path(entry.path), is_dir)
-        if is_dir and entry.name not in skip_dirs:
-            yield from _walk(
-                root,
-                Path(entry.path),
-                rel + "/",
-                depth + 1,
-                max_depth=max_depth,
-                skip_dirs=skip_dirs,
-            )
+        if is_dir and entry.name not in skip_dirs and (max_depth is None or depth < max_depth):
+            stack.append((_listing(Path(entry.path)), rel + "/", depth + 1))
+
+
+def _listing(folder: Path) -> Iterator[os.DirEntry[str]]:
+    """The entries of ``folder``, sorted by name (none when it cannot be listed)."""
+    try:
+        with os.scandir(folder) as it:
+            return iter(sorted(it, key=lambda e: e.name))
+    except OSError:
+        return iter(())
