@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -593,3 +594,23 @@ def test_disk_full_is_a_storage_io_error_with_enospc(tmp_path: Path) -> None:
     )
     assert 0 == result.returncode, result.stderr
     assert [f"append {errno.ENOSPC}", f"blob {errno.ENOSPC}"] == result.stdout.split("\n")[:2]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [lambda cp: cp.append(SID, prompts("a")), lambda cp: list(cp.read(SID)),
+     lambda cp: cp.position(SID), lambda cp: cp.truncate(SID, 0), lambda cp: cp.delete(SID),
+     lambda cp: cp.repair(SID)],
+    ids=["append", "read", "position", "truncate", "delete", "repair"],
+)
+def test_a_folder_in_place_of_a_log_is_a_storage_io_error(
+    tmp_path: Path, call: Callable[[FileCheckpointer], object]
+) -> None:
+    """Every operation on a session whose log path is a folder raises StorageIOError with
+    errno EISDIR (never a bare OSError)."""
+    import errno
+
+    _log(tmp_path).mkdir(parents=True)
+    with _open(tmp_path) as cp, pytest.raises(StorageIOError) as info:
+        call(cp)
+    assert errno.EISDIR == info.value.errno
