@@ -30,6 +30,7 @@ from ._errors import (
 from ._eventcodec import DECODERS, encode_body
 from ._events import Event, OpaqueEvent, StoredEvent
 from ._ids import validate_session_id
+from ._lease import Lease, LeaseInfo, check_lease_args
 
 if TYPE_CHECKING:
     from ._blobs import BlobStore
@@ -42,6 +43,8 @@ __all__ = [
     "EncodedEvent",
     "IntegrityProblem",
     "IntegrityReport",
+    "Lease",
+    "LeaseInfo",
     "Position",
     "RepairReport",
     "SessionInfo",
@@ -211,12 +214,18 @@ class Checkpointer(abc.ABC):
       (:class:`CorruptLogError`), every later ``append`` and ``truncate`` of that session is
       refused with :class:`CorruptLogError` until :meth:`repair` salvages it: nothing is ever
       acknowledged onto a log that cannot be read back.
+    - a session's lease (:meth:`acquire_lease`) has at most one live holder across every
+      process sharing the store; acquiring never blocks, is not reentrant, and a holder that
+      dies (SIGKILL included) frees it. ``close()`` releases every lease it holds. Deleting a
+      session leaves its lease as it is.
     """
 
     def __init__(self) -> None:
         self._closed = False
         self._damaged: dict[str, str] = {}
         self._damaged_lock = threading.Lock()
+        self._leases: set[Lease] = set()
+        self._leases_lock = threading.Lock()
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -307,6 +316,40 @@ class Checkpointer(abc.ABC):
             self._damaged.pop(sid, None)
         return report
 
+    # -- leases -----------------------------------------------------------------------------------
+
+    def acquire_lease(
+        self, session_id: str, *, owner: str | None = None, ttl: float = 30.0
+    ) -> Lease:
+        """Take the lease of ``session_id`` for this caller, without blocking; raise
+        :class:`SessionLeasedError` when another live holder has it (from another process, or
+        another acquire in this one). ``owner`` defaults to ``"<hostname>:<pid>:<random hex>"``;
+        ``ttl`` (seconds) is how long a lease lives without renewal on backends whose leases
+        expire (the checkpointer renews its held leases itself). Release it with
+        ``lease.release()`` or a ``with`` block."""
+        self._check_open()
+        sid = validate_session_id(session_id)
+        owner, ttl = check_lease_args(owner, ttl)
+        lease = self._acquire_lease(sid, owner, ttl)
+        with self._leases_lock:
+            self._leases.add(lease)
+            closed = self._closed
+        if closed:  # closed while it was being acquired: give it back
+            lease.release()
+            self._check_open()
+        return lease
+
+    def lease_holder(self, session_id: str) -> LeaseInfo | None:
+        """Who holds the lease of ``session_id`` now; ``None`` when nobody does."""
+        self._check_open()
+        return self._lease_holder(validate_session_id(session_id))
+
+    def _forget_lease(self, lease: Lease) -> None:
+        """Release ``lease`` in the backend (called once, by :meth:`Lease.release`)."""
+        with self._leases_lock:
+            self._leases.discard(lease)
+        self._release_lease(lease)
+
     def head(self, session_id: str) -> int:
         """Return the session's last seq; 0 for an empty or unknown session."""
         return self.position(session_id).head
@@ -382,9 +425,14 @@ class Checkpointer(abc.ABC):
         return self._blobs()
 
     def close(self) -> None:
-        """Release every resource; afterwards every call raises CheckpointerClosedError."""
+        """Release every lease and resource; afterwards every call raises
+        CheckpointerClosedError."""
         if not self._closed:
             self._closed = True
+            with self._leases_lock:
+                held = list(self._leases)
+            for lease in held:
+                lease.release()
             self._close()
 
     @property
@@ -446,6 +494,17 @@ class Checkpointer(abc.ABC):
     def _repair(self, session_id: str) -> RepairReport:  # noqa: ARG002 -- a hook
         """Salvage ``session_id`` (see :meth:`repair`); backends that can be damaged override."""
         raise CheckpointerError(f"{type(self).__name__} cannot repair sessions")
+
+    def _acquire_lease(self, session_id: str, owner: str, ttl: float) -> Lease:  # noqa: ARG002
+        """Take the lease or raise :class:`SessionLeasedError`; backends override."""
+        raise CheckpointerError(f"{type(self).__name__} has no session leases")
+
+    def _release_lease(self, lease: Lease) -> None:  # noqa: B027 -- a hook; nothing by default
+        """Give ``lease`` up (called once per lease, also after close); backends override."""
+
+    def _lease_holder(self, session_id: str) -> LeaseInfo | None:  # noqa: ARG002
+        """The current holder or ``None``; backends override."""
+        raise CheckpointerError(f"{type(self).__name__} has no session leases")
 
     @abc.abstractmethod
     def _blobs(self) -> BlobStore: ...

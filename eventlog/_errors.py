@@ -17,6 +17,7 @@ Every error liteagent raises derives from :class:`LiteAgentError`; the storage l
     │   ├── SchemaVersionError
     │   ├── CorruptLogError
     │   ├── NotADatabaseError
+    │   ├── SessionLeasedError
     │   └── StorageIOError           (also OSError)
     └── BlobError
         ├── InvalidBlobRefError      (also ValueError)
@@ -28,6 +29,11 @@ boundary per backend, with ``raise ... from e``.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._lease import LeaseInfo
 
 __all__ = [
     "BlobError",
@@ -48,6 +54,7 @@ __all__ = [
     "NotADatabaseError",
     "OperationCancelledError",
     "SchemaVersionError",
+    "SessionLeasedError",
     "StorageIOError",
     "TruncateRangeError",
 ]
@@ -178,6 +185,25 @@ class CorruptLogError(CheckpointerError):
 
 class NotADatabaseError(CheckpointerError):
     """Raised when a file given as a SQLite checkpointer database is not a SQLite database."""
+
+
+class SessionLeasedError(CheckpointerError):
+    """Raised when a session's lease is held by another live holder (another process, or
+    another acquire in this one: leases are not reentrant); nothing was written.
+
+    ``holder`` is the current holder as far as the backend can tell (``None`` when unknown).
+    """
+
+    def __init__(self, session_id: str, holder: LeaseInfo | None) -> None:
+        self.session_id = session_id
+        self.holder = holder
+        who = "another holder"
+        if holder is not None:
+            who = f"{holder.owner} (pid {holder.pid} on {holder.host}, token {holder.token})"
+        super().__init__(f"session {session_id!r} is leased by {who}")
+
+    def __reduce__(self) -> tuple[type[SessionLeasedError], tuple[str, LeaseInfo | None]]:
+        return (type(self), (self.session_id, self.holder))
 
 
 class StorageIOError(CheckpointerError, OSError):

@@ -1,7 +1,9 @@
 """The file checkpointer: one append-only file of checksummed frames per session.
 
 Layout under ``root``: ``<session_id>.log`` per session, ``.<session_id>.tmp`` while a truncate is
-being written, and ``blobs/`` for the blob store. Processes coordinate with ``flock`` on the log
+being written, ``.<session_id>.lease`` for the session's lease (see :mod:`._filelease`),
+``<session_id>.log.quarantine-<time>`` for what a repair could not keep, and ``blobs/`` for the
+blob store. Processes coordinate with ``flock`` on the log
 file itself: a writer takes an exclusive lock, then checks that the path still names the file it
 locked (a truncate replaces the file by rename, a delete unlinks it) and retries if not. Readers
 take a shared lock only for the instant they measure the file, never while the caller iterates.
@@ -41,6 +43,7 @@ from ._errors import (
     TruncateRangeError,
 )
 from ._events import StoredEvent
+from ._filelease import FileLease, acquire_file_lease, file_lease_holder
 from ._filerepair import assess_log, salvage_log
 from ._filerewrite import new_generation, rewrite_log, unlink_quietly
 from ._filescan import check_log, read_header, read_log, verify_frames
@@ -52,6 +55,7 @@ from ._frames import (
 )
 from ._fsutil import fsync_dir, write_all
 from ._ids import SESSION_ID_PATTERN
+from ._lease import Lease, LeaseInfo
 from ._paths import check_path, project_dir
 
 __all__ = ["FileCheckpointer", "file_checkpointer"]
@@ -571,6 +575,22 @@ class FileCheckpointer(Checkpointer):
         return RepairReport(
             session_id, True, found.kept_head, generation, found.lost, quarantine, found.detail
         )
+
+    def _acquire_lease(self, session_id: str, owner: str, ttl: float) -> Lease:  # noqa: ARG002
+        try:
+            return acquire_file_lease(self, self._root_s, session_id, owner)
+        except OSError as e:
+            raise _io_error(e, session_id, "lease") from e
+
+    def _release_lease(self, lease: Lease) -> None:
+        if isinstance(lease, FileLease):
+            lease.close_file()
+
+    def _lease_holder(self, session_id: str) -> LeaseInfo | None:
+        try:
+            return file_lease_holder(self._root_s, session_id)
+        except OSError as e:
+            raise _io_error(e, session_id, "lease") from e
 
     def _blobs(self) -> BlobStore:
         return self._blob_store

@@ -1,5 +1,8 @@
 """The in-memory reference checkpointer: process-local, same contract and errors as the others.
 
+Session leases live in a dict of this object: they exclude other acquires through this
+checkpointer (there is no other process to exclude) and end with it.
+
 Events are stored encoded, so callers can never mutate what was appended, and an event that
 cannot be encoded fails here exactly as it would on disk.
 """
@@ -7,6 +10,8 @@ cannot be encoded fails here exactly as it would on disk.
 from __future__ import annotations
 
 import itertools
+import os
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -23,8 +28,14 @@ from ._contract import (
     check_position,
     decode_stored,
 )
-from ._errors import CheckpointConflictError, CheckpointerClosedError, TruncateRangeError
+from ._errors import (
+    CheckpointConflictError,
+    CheckpointerClosedError,
+    SessionLeasedError,
+    TruncateRangeError,
+)
 from ._events import StoredEvent
+from ._lease import Lease, LeaseInfo
 
 __all__ = ["MemoryCheckpointer", "memory_checkpointer"]
 
@@ -53,6 +64,8 @@ class MemoryCheckpointer(Checkpointer):
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.Lock()
         self._blob_store = MemoryBlobStore()
+        self._held: dict[str, Lease] = {}  # session id -> its live lease
+        self._tokens: dict[str, int] = {}  # session id -> its last fencing token
 
     def _append(
         self,
@@ -138,6 +151,27 @@ class MemoryCheckpointer(Checkpointer):
     def _repair(self, session_id: str) -> RepairReport:
         head, generation = self._position(session_id)
         return RepairReport(session_id, False, head, generation, detail="nothing to repair")
+
+    def _acquire_lease(self, session_id: str, owner: str, ttl: float) -> Lease:  # noqa: ARG002
+        with self._lock:
+            held = self._held.get(session_id)
+            if held is not None:
+                raise SessionLeasedError(session_id, held.info)
+            token = self._tokens.get(session_id, 0) + 1
+            self._tokens[session_id] = token
+            info = LeaseInfo(owner, os.getpid(), socket.gethostname(), token, None)
+            lease = self._held[session_id] = Lease(self, session_id, info)
+            return lease
+
+    def _release_lease(self, lease: Lease) -> None:
+        with self._lock:
+            if self._held.get(lease.session_id) is lease:
+                del self._held[lease.session_id]
+
+    def _lease_holder(self, session_id: str) -> LeaseInfo | None:
+        with self._lock:
+            held = self._held.get(session_id)
+            return None if held is None else held.info
 
     def _blobs(self) -> BlobStore:
         return self._blob_store

@@ -12,10 +12,11 @@ tests)::
         def checkpointer_factory(self, path):
             return functools.partial(file_checkpointer, path)
 
-- :class:`CheckpointerConformance` — every row of the contract in one process, and a hypothesis
-  state machine against a plain model.
+- :class:`CheckpointerConformance` — every row of the contract in one process (session leases
+  included), and a hypothesis state machine against a plain model.
 - :class:`DurableConformance` — for stores that outlive the checkpointer object: reopening,
-  two instances, and real OS processes racing on one session and on separate sessions.
+  two instances, and real OS processes racing on one session and on separate sessions; a
+  lease held in one process refuses another, and a holder killed with SIGKILL frees it.
 - :class:`CrashConformance` — writers SIGKILLed at random moments during append and truncate
   (``crash_rounds`` per test in the default run; ``soak_crash_rounds`` under ``-m soak``).
 - :class:`CorruptionConformance` — random damage to a closed store (``corruption_trials`` per
@@ -42,6 +43,7 @@ from ._contract_tests import BAD_SESSION_IDS, ContractTests
 from ._corruption import CorruptionConformance, CorruptionTrialError
 from ._damage_file import TAIL_LOSS, damage_file_log
 from ._damage_sqlite import damage_sqlite
+from ._lease_tests import DurableLeaseTests, LeaseTests
 from ._machine import MACHINE_SETTINGS, make_machine
 from ._processes import run_crash_round, run_racing_writers, run_separate_writers
 from ._util import Factory, prompt, prompts, texts
@@ -69,7 +71,7 @@ def _open_fresh(factory_for: object, path: Path) -> Checkpointer:
     return result
 
 
-class CheckpointerConformance(ContractTests):
+class CheckpointerConformance(ContractTests, LeaseTests):
     """The contract of DESIGN §4 for one process. Implement :meth:`checkpointer_factory`."""
 
     def test_state_machine_against_model(self) -> None:
@@ -78,8 +80,9 @@ class CheckpointerConformance(ContractTests):
         run_state_machine_as_test(machine, settings=MACHINE_SETTINGS)
 
 
-class DurableConformance:
-    """Stores that outlive the checkpointer object, shared by instances and processes."""
+class DurableConformance(DurableLeaseTests):
+    """Stores that outlive the checkpointer object, shared by instances and processes
+    (leases included)."""
 
     def checkpointer_factory(self, path: Path) -> Factory:
         """See :meth:`CheckpointerConformance.checkpointer_factory`."""

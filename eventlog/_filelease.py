@@ -1,0 +1,147 @@
+"""Session leases of the file backend: an ``flock`` on ``<root>/.<session_id>.lease``.
+
+The holder keeps the file open with ``flock(LOCK_EX | LOCK_NB)`` for as long as it holds the
+lease; the kernel drops the lock when the holder closes it or dies (SIGKILL included), so a
+lease never outlives its process and needs no expiry or renewal. The file also holds a small
+JSON record, rewritten under the lock: the fencing token (a counter that survives every
+release) and, while the lease is held, who holds it. :func:`lease_holder` only reads that
+record (it never touches the lock, so it cannot make a concurrent acquire fail); a record left
+"held" by a process that is gone (checked by pid and process start time on this host) is
+reported as free. Lease files are never deleted, so the token keeps increasing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+from typing import TYPE_CHECKING, Any
+
+from ._errors import SessionLeasedError
+from ._lease import Lease, LeaseInfo
+
+if TYPE_CHECKING:
+    from ._contract import Checkpointer
+
+__all__ = ["FileLease", "acquire_file_lease", "file_lease_holder", "lease_path"]
+
+_RECORD_MAX = 4096
+
+
+def lease_path(root: str, session_id: str) -> str:
+    """The lease file of ``session_id`` under ``root``."""
+    return os.path.join(root, "." + session_id + ".lease")
+
+
+class FileLease(Lease):
+    """A held file lease: the open, flocked lease file."""
+
+    def __init__(
+        self, checkpointer: Checkpointer, session_id: str, info: LeaseInfo, fd: int
+    ) -> None:
+        super().__init__(checkpointer, session_id, info)
+        self.fd = fd
+
+    def close_file(self) -> None:
+        """Mark the record free, drop the lock and close the file (once)."""
+        fd, self.fd = self.fd, -1
+        if fd < 0:
+            return
+        try:
+            with contextlib.suppress(OSError):
+                _write_record(fd, {"token": self.info.token, "held": False})
+        finally:
+            os.close(fd)  # releases the flock
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of process ``pid`` (Linux /proc), or None when unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields and fields[0] in (b"Z", b"X"):  # a zombie or dead process holds nothing
+        return "dead"
+    return fields[19].decode() if len(fields) > 19 else None
+
+
+def _alive(pid: int, start: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's live process
+    now = _start_time(pid)
+    return now != "dead" and (start is None or now is None or now == start)
+
+
+def _read_record(fd: int) -> dict[str, Any]:
+    try:
+        record = json.loads(os.pread(fd, _RECORD_MAX, 0) or b"{}")
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _write_record(fd: int, record: dict[str, Any]) -> None:
+    data = json.dumps(record).encode()
+    os.pwrite(fd, data, 0)
+    os.ftruncate(fd, len(data))
+
+
+def _holder(record: dict[str, Any]) -> LeaseInfo | None:
+    """The holder a record names, if it says held and its process is alive."""
+    try:
+        if record.get("held") is not True:
+            return None
+        info = LeaseInfo(
+            str(record["owner"]), int(record["pid"]), str(record["host"]),
+            int(record["token"]), None,
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+    if info.host == socket.gethostname() and not _alive(info.pid, record.get("start")):
+        return None
+    return info
+
+
+def acquire_file_lease(
+    checkpointer: Checkpointer, root: str, session_id: str, owner: str
+) -> FileLease:
+    """Take the lease or raise :class:`SessionLeasedError` at once (``OSError`` passes
+    through for the caller to translate)."""
+    fd = os.open(lease_path(root, session_id), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SessionLeasedError(session_id, _holder(_read_record(fd))) from None
+        token = _read_record(fd).get("token")
+        pid = os.getpid()
+        info = LeaseInfo(
+            owner, pid, socket.gethostname(), (token if type(token) is int else 0) + 1, None
+        )
+        _write_record(fd, {
+            "token": info.token, "held": True, "owner": owner, "pid": pid, "host": info.host,
+            "start": _start_time(pid),
+        })
+    except BaseException:
+        os.close(fd)
+        raise
+    return FileLease(checkpointer, session_id, info, fd)
+
+
+def file_lease_holder(root: str, session_id: str) -> LeaseInfo | None:
+    """Who holds the lease, from its record (without touching the lock)."""
+    try:
+        fd = os.open(lease_path(root, session_id), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        return _holder(_read_record(fd))
+    finally:
+        os.close(fd)

@@ -1,0 +1,141 @@
+"""Session leases: who may run a turn, a restore or a compaction on a session right now.
+
+A lease is taken with :meth:`Checkpointer.acquire_lease` before anything is appended and held
+for the whole operation, so a second process (or a second agent object in this process) cannot
+start work on a session that is running elsewhere. It never blocks: a taken lease raises
+:class:`SessionLeasedError` at once. Leases are not reentrant: a second acquire of a held lease
+fails even in the process that holds it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import socket
+import threading
+from types import TracebackType
+from typing import TYPE_CHECKING, NamedTuple
+
+from ._errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from ._contract import Checkpointer
+
+__all__ = ["MAX_TTL", "Lease", "LeaseInfo", "check_lease_args", "default_owner"]
+
+MAX_TTL = 86_400.0
+"""The longest lease time-to-live accepted (seconds)."""
+
+_MAX_OWNER = 256
+
+
+class LeaseInfo(NamedTuple):
+    """Who holds a session's lease.
+
+    ``token`` increases on every acquisition of that session's lease (a fencing token);
+    ``expires_at`` (Unix seconds) is ``None`` where the lease lives exactly as long as its
+    holder's process (the file and memory backends).
+    """
+
+    owner: str
+    pid: int
+    host: str
+    token: int
+    expires_at: float | None
+
+
+def default_owner() -> str:
+    """``<hostname>:<pid>:<random hex>``: unique to one acquisition."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
+
+
+def check_lease_args(owner: object, ttl: object) -> tuple[str, float]:
+    """Validate ``acquire_lease``'s arguments; return the owner (defaulted) and the ttl."""
+    if owner is None:
+        owner = default_owner()
+    elif (type(owner) is not str or not owner or len(owner) > _MAX_OWNER
+          or not owner.isprintable()):
+        raise InvalidArgumentError(
+            f"owner must be None or a printable str of 1-{_MAX_OWNER} characters, got {owner!r}"
+        )
+    if not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or not (
+        math.isfinite(ttl) and 0 < ttl <= MAX_TTL
+    ):
+        raise InvalidArgumentError(
+            f"ttl must be a number of seconds in (0, {MAX_TTL}], got {ttl!r}"
+        )
+    return owner, float(ttl)
+
+
+class Lease:
+    """A held lease on one session; release it with :meth:`release` or a ``with`` block.
+
+    ``lost`` becomes true when the backend found the lease taken over by another holder (a
+    lease that expired before it was renewed); the holder must then stop writing.
+    """
+
+    def __init__(self, checkpointer: Checkpointer, session_id: str, info: LeaseInfo) -> None:
+        self._checkpointer = checkpointer
+        self._session_id = session_id
+        self._info = info
+        self._lock = threading.Lock()
+        self._released = False
+        self._lost = False
+
+    @property
+    def session_id(self) -> str:
+        """The leased session."""
+        return self._session_id
+
+    @property
+    def info(self) -> LeaseInfo:
+        """This lease as :meth:`Checkpointer.lease_holder` reports it."""
+        return self._info
+
+    @property
+    def owner(self) -> str:
+        """The owner string given to (or made by) ``acquire_lease``."""
+        return self._info.owner
+
+    @property
+    def token(self) -> int:
+        """The fencing token of this acquisition."""
+        return self._info.token
+
+    @property
+    def lost(self) -> bool:
+        """Whether the backend found this lease taken over by another holder."""
+        return self._lost
+
+    @property
+    def released(self) -> bool:
+        """Whether :meth:`release` ran (or the checkpointer was closed)."""
+        return self._released
+
+    def release(self) -> None:
+        """Give the lease up; idempotent."""
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+        self._checkpointer._forget_lease(self)
+
+    def _mark_lost(self) -> None:
+        """Called by a backend that found the lease taken over."""
+        self._lost = True
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        state = "released" if self._released else "lost" if self._lost else "held"
+        return f"<Lease {self._session_id!r} token={self._info.token} {state}>"

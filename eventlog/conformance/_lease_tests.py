@@ -1,0 +1,204 @@
+"""Contract tests of the session lease, one behaviour per test: in one process
+(:class:`LeaseTests`, part of ``CheckpointerConformance``) and across instances and real OS
+processes (:class:`DurableLeaseTests`, part of ``DurableConformance``)."""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .._contract import Checkpointer
+from .._errors import (
+    CheckpointerClosedError,
+    InvalidArgumentError,
+    InvalidSessionIdError,
+    SessionLeasedError,
+)
+from .._lease import Lease, LeaseInfo
+from ._lease_processes import run_holder_killed, run_second_process
+from ._util import Factory, prompts
+
+__all__ = ["DurableLeaseTests", "LeaseTests"]
+
+BAD_OWNERS: list[Any] = [5, "", "a" * 257, "line\nbreak", b"owner", ["x"]]
+BAD_TTLS: list[Any] = [0, -1, 0.0, math.nan, math.inf, "30", True, None, 86_401]
+
+
+class LeaseTests:
+    """The lease contract in one process. Needs the ``cp`` fixture of ContractTests."""
+
+    def test_acquire_then_release(self, cp: Checkpointer) -> None:
+        """A lease is held until released; then nobody holds it."""
+        assert cp.lease_holder("s") is None
+        lease = cp.acquire_lease("s")
+        assert isinstance(lease, Lease)
+        assert lease.info == cp.lease_holder("s")
+        assert ("s", False, False) == (lease.session_id, lease.released, lease.lost)
+        lease.release()
+        assert lease.released
+        assert cp.lease_holder("s") is None
+
+    def test_lease_is_not_reentrant(self, cp: Checkpointer) -> None:
+        """A second acquire of a held lease fails, in the same process too, naming the holder."""
+        lease = cp.acquire_lease("s", owner="first")
+        with pytest.raises(SessionLeasedError) as info:
+            cp.acquire_lease("s", owner="second")
+        assert ("s", lease.info) == (info.value.session_id, info.value.holder)
+        assert lease.info == cp.lease_holder("s")
+
+    def test_released_lease_can_be_taken_again_with_a_new_token(self, cp: Checkpointer) -> None:
+        """Every acquisition of a session's lease gets a larger fencing token."""
+        tokens = []
+        for _ in range(3):
+            with cp.acquire_lease("s") as lease:
+                tokens.append(lease.token)
+        assert tokens == sorted(set(tokens))
+
+    def test_release_is_idempotent(self, cp: Checkpointer) -> None:
+        """Releasing twice is fine and does not release a later holder's lease."""
+        first = cp.acquire_lease("s")
+        first.release()
+        second = cp.acquire_lease("s")
+        first.release()
+        assert second.info == cp.lease_holder("s")
+
+    def test_with_block_releases(self, cp: Checkpointer) -> None:
+        """A lease used as a context manager is released at the end of the block, also on
+        an exception."""
+        with pytest.raises(RuntimeError), cp.acquire_lease("s"):
+            raise RuntimeError("the turn failed")
+        assert cp.lease_holder("s") is None
+
+    def test_leases_are_per_session(self, cp: Checkpointer) -> None:
+        """Holding one session's lease does not stop another session's."""
+        a = cp.acquire_lease("a")
+        b = cp.acquire_lease("b")
+        assert ("a", "b") == (a.session_id, b.session_id)
+        assert cp.lease_holder("a") != cp.lease_holder("b")
+
+    def test_default_owner_names_host_and_process(self, cp: Checkpointer) -> None:
+        """The default owner is "<hostname>:<pid>:<hex>"; the info names this process."""
+        lease = cp.acquire_lease("s")
+        host, pid, tag = lease.owner.rsplit(":", 2)
+        assert (socket.gethostname(), str(os.getpid())) == (host, pid)
+        assert "" == tag.strip("0123456789abcdef")
+        assert tag
+        assert (os.getpid(), socket.gethostname()) == (lease.info.pid, lease.info.host)
+
+    def test_given_owner_is_recorded(self, cp: Checkpointer) -> None:
+        """An explicit owner is what lease_holder reports."""
+        cp.acquire_lease("s", owner="worker-7", ttl=5)
+        holder = cp.lease_holder("s")
+        assert isinstance(holder, LeaseInfo)
+        assert "worker-7" == holder.owner
+
+    def test_close_releases_every_lease(self, factory: Factory) -> None:
+        """close() releases the leases this checkpointer holds."""
+        cp = factory()
+        leases = [cp.acquire_lease("a"), cp.acquire_lease("b")]
+        cp.close()
+        assert [True, True] == [lease.released for lease in leases]
+        leases[0].release()  # still idempotent after close
+
+    def test_delete_keeps_the_lease(self, cp: Checkpointer) -> None:
+        """Deleting a leased session's history leaves its lease held."""
+        lease = cp.acquire_lease("s")
+        cp.append("s", prompts("a"))
+        cp.delete("s")
+        assert lease.info == cp.lease_holder("s")
+        with pytest.raises(SessionLeasedError):
+            cp.acquire_lease("s")
+
+    @pytest.mark.parametrize("owner", BAD_OWNERS, ids=repr)
+    def test_bad_owner_is_refused(self, cp: Checkpointer, owner: Any) -> None:
+        """An owner that is not a printable str of 1-256 characters is InvalidArgumentError."""
+        with pytest.raises(InvalidArgumentError):
+            cp.acquire_lease("s", owner=owner)
+        assert cp.lease_holder("s") is None
+
+    @pytest.mark.parametrize("ttl", BAD_TTLS, ids=repr)
+    def test_bad_ttl_is_refused(self, cp: Checkpointer, ttl: Any) -> None:
+        """A ttl that is not a finite number of seconds in (0, 86400] is InvalidArgumentError."""
+        with pytest.raises(InvalidArgumentError):
+            cp.acquire_lease("s", ttl=ttl)
+        assert cp.lease_holder("s") is None
+
+    def test_bad_session_id_is_refused(self, cp: Checkpointer) -> None:
+        """Lease calls validate the session id first."""
+        with pytest.raises(InvalidSessionIdError):
+            cp.acquire_lease("../x")
+        with pytest.raises(InvalidSessionIdError):
+            cp.lease_holder(None)  # type: ignore[arg-type]
+
+    def test_closed_checkpointer_refuses_lease_calls(self, factory: Factory) -> None:
+        """After close, acquire_lease and lease_holder raise CheckpointerClosedError."""
+        cp = factory()
+        cp.close()
+        with pytest.raises(CheckpointerClosedError):
+            cp.acquire_lease("s")
+        with pytest.raises(CheckpointerClosedError):
+            cp.lease_holder("s")
+
+
+class DurableLeaseTests:
+    """The lease across checkpointer instances and real OS processes."""
+
+    def checkpointer_factory(self, path: Path) -> Factory:
+        """See :meth:`CheckpointerConformance.checkpointer_factory`."""
+        raise NotImplementedError
+
+    def test_another_instance_sees_and_respects_the_lease(self, tmp_path: Path) -> None:
+        """A second checkpointer on the store sees the holder and cannot acquire until the
+        lease is released."""
+        factory = self.checkpointer_factory(tmp_path / "store")
+        with factory() as a, factory() as b:
+            lease = a.acquire_lease("s", owner="a")
+            assert lease.info == b.lease_holder("s")
+            with pytest.raises(SessionLeasedError) as info:
+                b.acquire_lease("s")
+            assert lease.info == info.value.holder
+            lease.release()
+            assert b.lease_holder("s") is None
+            assert lease.token < b.acquire_lease("s").token
+
+    def test_closing_an_instance_frees_its_leases_for_others(self, tmp_path: Path) -> None:
+        """Leases of a closed checkpointer can be taken through another one."""
+        factory = self.checkpointer_factory(tmp_path / "store")
+        with factory() as b:
+            a = factory()
+            a.acquire_lease("s")
+            a.close()
+            assert b.lease_holder("s") is None
+            b.acquire_lease("s").release()
+
+    @pytest.mark.processes
+    def test_a_second_process_cannot_acquire_a_held_lease(self, tmp_path: Path) -> None:
+        """While this process holds the lease, another process gets SessionLeasedError naming
+        this process; after the release it gets the lease."""
+        factory = self.checkpointer_factory(tmp_path / "store")
+        with factory() as cp:
+            lease = cp.acquire_lease("s", owner="parent")
+            refused = run_second_process(factory, "s")
+            lease.release()
+            granted = run_second_process(factory, "s")
+        assert ("refused", "parent", os.getpid()) == refused
+        assert "granted" == granted[0]
+
+    @pytest.mark.processes
+    def test_sigkill_of_the_holder_frees_the_lease(self, tmp_path: Path) -> None:
+        """A process holding the lease is killed with SIGKILL: the lease is free at once (no
+        waiting for a ttl: the holder's process is gone) and the next acquire gets a larger
+        token."""
+        factory = self.checkpointer_factory(tmp_path / "store")
+        with factory():
+            pass
+        holder = run_holder_killed(factory, "s")
+        with factory() as cp:
+            lease = cp.acquire_lease("s")
+        assert holder.pid != os.getpid()
+        assert holder.token < lease.token
