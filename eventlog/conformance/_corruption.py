@@ -24,7 +24,9 @@ backend's checksums must catch as :class:`CorruptLogError`; ``CodecError`` is fo
 that the codec or the event decoder refuses (a wrong storage codec).
 
 A backend may refuse to open a store whose own structure is destroyed (``open_refusals``, e.g.
-a SQLite file whose first page was zeroed); the trial then ends there. Any other exception, a
+a SQLite file whose first page was zeroed), and a backend may declare errors its ``repair()``
+raises for damage it cannot salvage (``repair_refusals``, none by default); the trial then ends
+there. Any other exception, a
 wrong history fails the test with the trial's seed and damage in the message; every trial
 prints its seed and damage first, so a hang (stopped by pytest's timeout) names its trial too.
 Rerun one trial with :meth:`CorruptionConformance.run_corruption_trial`.
@@ -95,6 +97,9 @@ class CorruptionConformance:
     corruption_seed = 20261201
     open_refusals: tuple[type[Exception], ...] = (CorruptLogError, NotADatabaseError)
     """Errors a backend may raise when it cannot open a damaged store at all."""
+    repair_refusals: tuple[type[Exception], ...] = ()
+    """Errors a backend's ``repair()`` may raise for damage it cannot salvage (the trial then
+    ends); none by default: repair always salvages."""
 
     def checkpointer_factory(self, path: Path) -> Factory:
         """See :meth:`CheckpointerConformance.checkpointer_factory`."""
@@ -150,7 +155,10 @@ class CorruptionConformance:
             raise trial.fail(f"opening raised {type(e).__name__}: {e}") from e
         with cp:
             outcome = self._probe(cp, trial)
-            self._repair_all(cp, trial)
+            try:
+                self._repair_all(cp, trial)
+            except self.repair_refusals:
+                return "repair refused"
         self._verify_reopened(factory, trial)
         return outcome
 
@@ -283,6 +291,8 @@ class CorruptionConformance:
             known = len(trial.model[sid])
             try:
                 report = cp.repair(sid)
+            except self.repair_refusals:
+                raise
             except Exception as e:
                 raise trial.fail(f"repair of {sid} raised {type(e).__name__}: {e}") from e
             kept = report.kept_head
