@@ -54,7 +54,7 @@ from ._frames import (
     encode_payload,
 )
 from ._fsutil import fsync_dir, write_all
-from ._ids import SESSION_ID_PATTERN
+from ._ids import SESSION_ID_PATTERN, validate_session_id
 from ._lease import Lease, LeaseInfo
 from ._paths import check_path, project_dir
 
@@ -131,7 +131,7 @@ class FileCheckpointer(Checkpointer):
 
     def path_of(self, session_id: str) -> Path:
         """The log file of ``session_id`` (which may not exist)."""
-        return self._root / f"{session_id}.log"
+        return self._root / f"{validate_session_id(session_id)}.log"
 
     def _path(self, session_id: str) -> str:
         return os.path.join(self._root_s, session_id + ".log")
