@@ -15,6 +15,7 @@ from liteagent.eventlog import (
     CorruptBlobError,
     CorruptLogError,
     InvalidArgumentError,
+    InvalidSessionIdError,
     Position,
     SchemaVersionError,
     StorageIOError,
@@ -618,8 +619,6 @@ def test_a_folder_in_place_of_a_log_is_a_storage_io_error(
 
 def test_path_of_refuses_a_session_id_that_is_a_path(tmp_path: Path) -> None:
     """path_of validates the session id: it never names a file outside the root."""
-    from liteagent.eventlog import InvalidSessionIdError
-
     with _open(tmp_path) as cp:
         assert tmp_path / f"{SID}.log" == cp.path_of(SID)
         with pytest.raises(InvalidSessionIdError):
