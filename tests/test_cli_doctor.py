@@ -13,6 +13,7 @@ import pytest
 from _cli_runner import Cli, two_prompts
 
 from liteagent.eventlog import OpaqueEvent, file_checkpointer, project_dir, sqlite_checkpointer
+from liteagent.eventlog._frames import FILE_HEADER_SIZE, FRAME_HEAD_SIZE, FrameScanner
 from liteagent.eventlog.conformance import damage_file_log, damage_sqlite, prompts
 
 pytestmark = pytest.mark.processes
@@ -123,6 +124,13 @@ def _sessions(cli: Cli) -> Path:
     return project_dir(cli.work, cli.home) / "sessions"
 
 
+def _frame_offsets(log: Path) -> list[int]:
+    """Where each frame of a log starts."""
+    with log.open("rb") as f:
+        return [item.offset for item in FrameScanner(f.fileno(), FILE_HEADER_SIZE,
+                                                     log.stat().st_size)]
+
+
 def test_repair_salvages_a_damaged_session(cli: Cli) -> None:
     """A flipped byte inside a session's log: doctor reports it corrupt (exit 1); --repair
     keeps the readable prefix, names the lost seqs and the quarantine file, and the session
@@ -131,7 +139,8 @@ def test_repair_salvages_a_damaged_session(cli: Cli) -> None:
     events = cli.events("s1")
     log = _sessions(cli) / "s1.log"
     data = bytearray(log.read_bytes())
-    data[len(data) // 2] ^= 0x40
+    frames = _frame_offsets(log)
+    data[frames[len(frames) // 2] + FRAME_HEAD_SIZE] ^= 0x40  # a middle frame's payload
     log.write_bytes(bytes(data))
     found = cli("doctor", "--json")
     assert 1 == found.code
