@@ -43,6 +43,7 @@ from liteagent.context import (
 from liteagent.eventlog import (
     AssistantMessage,
     CancelToken,
+    CheckpointConflictError,
     Checkpointer,
     CodecError,
     ContextEdit,
@@ -152,6 +153,7 @@ class SessionCore:
         self.loaded = False
         self.view = ConversationView()
         self.context: SessionContext | None = None
+        self._failed: tuple[int, list[Event]] | None = None  # an append that raised
         self._tool_schemas = tuple(
             ToolSchema(name=t.name, description=t.description, input_schema=t.input_schema)
             for t in config.tools)
@@ -184,6 +186,7 @@ class SessionCore:
             head, generation = cp.position(self.session_id)
             state = fold(cp.read(self.session_id, state.head), state)
         self.state, self.generation, self.loaded = state, generation, True
+        self._failed = None
         self.view.reset()
         self._reset_context()
 
@@ -205,8 +208,12 @@ class SessionCore:
             )
         except CodecError:
             raise
+        except CheckpointConflictError:
+            self.loaded = False  # another writer advanced the log: fold it before the next turn
+            raise
         except BaseException:
-            self.loaded = False  # another writer advanced the log, or the store failed
+            self.loaded = False  # the store failed, and may have written after all
+            self._failed = (self.state.head, list(events))
             raise
         first = head - len(events) + 1
         new = [
@@ -455,21 +462,50 @@ class SessionCore:
         return [*interrupted_results(calls, reason), TurnAborted(reason=reason, notice=text)]
 
     def _abort(self, error: BaseException) -> None:
-        """Record the aborted turn (nothing if the log cannot take it: the next ``send``
-        folds the log again and repairs what it finds)."""
+        """Record the aborted turn. The append is conditional on the position this session
+        knows, so after a store failure that wrote after all it conflicts and writes nothing;
+        after a conflict (another writer) it is not tried. When it cannot be recorded, the next
+        ``send`` folds the log again and repairs what it finds."""
         reason = describe_error(error)
         try:
             self.config.hub.publish(LiveEvent(self.session_id, TurnFailed(reason)))
         except Exception as e:  # noqa: BLE001 -- the record matters more than the live event
             self.log.warning("turn.failed_not_published", error=repr(e))
-        if not self.loaded:  # the log moved or the store failed: do not write blind
-            self.log.warning("turn.abort_not_recorded", error="the session must be reloaded")
+        if isinstance(error, CheckpointConflictError) or not self._settle_failed_append():
+            self.log.warning("turn.abort_not_recorded", error="another writer moved the log")
             return
         try:
             self.append(self._closing(reason))
         except BaseException as e:  # noqa: BLE001 -- the original error is what the caller sees
             self.log.warning("turn.abort_not_recorded", error=repr(e))
             self.loaded = False
+        else:
+            self.loaded = True  # the state is the log's again
+
+    def _settle_failed_append(self) -> bool:
+        """After an append that raised, whether the log is where this session knows it: the
+        events were not written, or they were (a store that wrote and then failed) and are
+        applied now. ``False`` when the log holds anything else (another writer)."""
+        failed, self._failed = self._failed, None
+        if failed is None:
+            return True
+        head, events = failed
+        cp = self.config.checkpointer
+        try:
+            position = cp.position(self.session_id)
+            if position.head == head:
+                return True
+            if position.head != head + len(events):
+                return False
+            written = list(cp.read(self.session_id, head))
+        except Exception as e:  # noqa: BLE001 -- the store is still failing
+            self.log.warning("turn.log_unreadable", error=repr(e))
+            return False
+        if [e.body for e in written] != list(events):
+            return False
+        self.state = apply_all(self.state, written)
+        self.generation = position.generation
+        return True
 
 
 def _bind(

@@ -30,7 +30,13 @@ import bisect
 import functools
 from collections.abc import Callable, Sequence
 
-from liteagent.eventlog import ContextSettings, Message, SessionState, TextBlock
+from liteagent.eventlog import (
+    ContextSettings,
+    InvalidArgumentError,
+    Message,
+    SessionState,
+    TextBlock,
+)
 
 from ._engine_base import Base
 from ._engine_options import ContextBudgetError, ContextOptions, ContextView
@@ -70,6 +76,9 @@ class ContextEngine:
     """
 
     def __init__(self, settings: ContextSettings) -> None:
+        if not isinstance(settings, ContextSettings):
+            raise InvalidArgumentError(
+                f"ContextEngine needs ContextSettings, got {type(settings).__name__}")
         self.settings = settings
         self._base = Base(keep_recent=settings.keep_recent_results,
                           preview_chars=settings.preview_chars)

@@ -140,11 +140,14 @@ class ContextOptions:
         )
 
 
+_MOST = 2**62  # recorded in every context status: it must stay within msgpack's integers
+
+
 def _check_int(name: str, value: object, least: int, *, optional: bool = False) -> None:
     if value is None and optional:
         return
-    if type(value) is not int or value < least:
-        raise InvalidArgumentError(f"{name} must be an int >= {least}, got {value!r}")
+    if type(value) is not int or not least <= value <= _MOST:
+        raise InvalidArgumentError(f"{name} must be an int in {least}..{_MOST}, got {value!r}")
 
 
 class ContextView(msgspec.Struct, frozen=True, kw_only=True):

@@ -8,6 +8,9 @@ schemas, the system prompt, extended thinking, native context edits, and prompt-
 breakpoints on the stable prefix. What the API would refuse is left out of the messages: text
 blocks without non-whitespace text (a model may answer with one), thinking blocks without a
 signature, and a message left empty by that (its neighbours, then of one role, are merged).
+Values JSON on the wire cannot carry, which only a tool input or a block kept as JSON text can
+hold, go out replaced: a surrogate code point as U+FFFD, a non-finite number as ``null`` (the
+log keeps them exactly; the SDK's encoder would fail the whole request otherwise).
 Inbound, a response message becomes an :class:`~liteagent.eventlog.AssistantMessage` with usage
 and stop reason, in a form the log can store (values msgpack cannot hold are kept as their
 exact JSON text; usage numbers are bounded to 63 bits; a surrogate code point in the stop reason
@@ -17,6 +20,7 @@ values.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -27,9 +31,11 @@ from liteagent.eventlog import (
     AssistantMessage,
     Block,
     Message,
+    RawBlock,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
+    ToolUseBlock,
     Usage,
     message_from_dict,
     messages_to_dicts,
@@ -98,7 +104,35 @@ def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
         else:
             out.append(m)
         left_out = False
-    return messages_to_dicts(out)
+    dicts = messages_to_dicts(out)
+    for m, d in zip(out, dicts, strict=True):
+        for block, b in zip(m.content, d["content"], strict=True):
+            if type(block) is ToolUseBlock:
+                b["input"] = _wire_value(b["input"])
+            elif type(block) is RawBlock and isinstance(block.json, str):
+                b.update(_wire_value(b))
+    return dicts
+
+
+def _wire_value(value: Any) -> Any:
+    """``value`` as JSON on the wire can carry it (module docstring); the same object when it
+    can already."""
+    t = type(value)
+    if t is str:
+        if value.isascii():
+            return value
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return value
+    if t is float:
+        return value if math.isfinite(value) else None
+    if t is dict:
+        return {_wire_value(k): _wire_value(v) for k, v in value.items()}
+    if t is list:
+        return [_wire_value(v) for v in value]
+    return value
 
 
 def _tool(tool: ToolSchema) -> dict[str, Any]:

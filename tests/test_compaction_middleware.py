@@ -23,6 +23,7 @@ from liteagent.context import (
 )
 from liteagent.eventlog import (
     AssistantMessage,
+    CancelToken,
     ContextLimitError,
     InvalidArgumentError,
     Message,
@@ -330,3 +331,30 @@ def test_agent_recovers_from_an_overflow_in_a_long_conversation(tmp_path: Path) 
     assert 7 == len(sizes)
     assert sizes[6] < 11
     assert 12 == len(logged)
+
+
+class TokenRecorder(Compactor):
+    """A compactor recording the cancel token each call gets."""
+
+    def __init__(self) -> None:
+        self.tokens: list[CancelToken | None] = []
+
+    def maybe_compact(self, messages: Sequence[Message], usage: Usage | None = None,
+                      instructions: str | None = None, *,
+                      cancel: CancelToken | None = None) -> CompactResult:
+        self.tokens.append(cancel)
+        before = estimate_tokens(messages)
+        return CompactResult(messages=tuple(messages), changed=False, tokens_before=before,
+                             tokens_after=before)
+
+
+def test_the_compaction_middleware_passes_the_turns_cancel_token(tmp_path: Path) -> None:
+    """compaction(compactor) runs the compactor with the turn's cancel token, so a cancelled
+    turn stops a summarizer's call too."""
+    recorder = TokenRecorder()
+    token = CancelToken()
+    with create_agent(model=scripted([AssistantMessage(content=(TextBlock("ok"),))]),
+                      model_name="m", workdir=tmp_path, tools=[],
+                      use=[compaction(recorder)]) as agent:
+        agent.send("go", cancel=token)
+    assert [token] == recorder.tokens

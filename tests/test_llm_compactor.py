@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import itertools
+import threading
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -19,17 +22,22 @@ from liteagent.context import (
 )
 from liteagent.eventlog import (
     AssistantMessage,
+    CancelToken,
     InvalidArgumentError,
     Message,
     ModelRequest,
+    ModelResponse,
     OperationCancelledError,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
     Usage,
+    memory_checkpointer,
     message_text,
 )
-from liteagent.providers import ScriptedProvider, ScriptItem, scripted
+from liteagent.providers import AnthropicProvider, ScriptedProvider, ScriptItem, scripted
+from liteagent.providers.testing import FakeMessagesServer, message, stalled_stream, text
+from liteagent.sdk import create_lite_agent
 
 
 def prompt(text: str) -> Message:
@@ -383,3 +391,119 @@ def test_a_model_without_complete_is_refused() -> None:
     """The model must have complete(request)."""
     with pytest.raises(InvalidArgumentError):
         llm_compactor(model=object(), model_name="m", token_threshold=1)  # type: ignore[arg-type]
+
+
+# -- cancellation reaches the summarizer's model call ----------------------------------------------
+
+
+def test_cancelling_a_compaction_stops_the_summarizer_call_and_frees_the_compactor(
+        tmp_path: Path) -> None:
+    """agent.compact() cancelled while the summarizer's call (the real client, a stalled fake
+    server) is in flight: the call is stopped (the client hangs up), nothing is recorded, and
+    the compactor actor takes the next compaction at once."""
+    cp = memory_checkpointer()
+    with FakeMessagesServer() as server, AnthropicProvider(server.client(), ()) as model:
+        server.add(stalled_stream(message([text("never used")]), seconds=3600))
+        server.add(message([text("the summary")]))
+        summarizer = llm_compactor(model=model, model_name="m", token_threshold=0,
+                                   keep_tail_turns=1)
+        with create_lite_agent(model=scripted([summary("one " + "y" * 3000), summary("two")]),
+                               model_name="m", workdir=tmp_path, tools=[], checkpointer=cp,
+                               compactor=summarizer) as agent:
+            agent.send("first")
+            agent.send("second")
+            head = cp.head(agent.session_id)
+            token = CancelToken()
+
+            def cancel_once_asked() -> None:
+                deadline = time.monotonic() + 60
+                while not server.requests and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                token.cancel("changed my mind")
+
+            threading.Thread(target=cancel_once_asked, daemon=True).start()
+            with pytest.raises(OperationCancelledError):
+                agent.compact(cancel=token)
+            assert head == cp.head(agent.session_id)
+            stats = agent.compact()
+        deadline = time.monotonic() + 30  # the server notices the hang-up on its next poll
+        while not server.hangups and time.monotonic() < deadline:
+            time.sleep(0.01)
+        hung_up = server.hangups
+    assert stats.changed
+    assert [server.requests[0].request_id] == hung_up
+
+
+class CancelRecorder(Compactor):
+    """A compactor recording the cancel token it is given (and whether it was asked)."""
+
+    def __init__(self) -> None:
+        self.tokens: list[CancelToken | None] = []
+
+    def maybe_compact(self, messages: Sequence[Message], usage: Usage | None = None,
+                      instructions: str | None = None, *,
+                      cancel: CancelToken | None = None) -> CompactResult:
+        self.tokens.append(cancel)
+        before = estimate_tokens(messages)
+        return CompactResult(messages=tuple(messages), changed=False, tokens_before=before,
+                             tokens_after=before)
+
+
+class OldStyle(Compactor):
+    """A compactor written before the cancel token existed."""
+
+    def maybe_compact(self, messages: Sequence[Message], usage: Usage | None = None,
+                      instructions: str | None = None) -> CompactResult:
+        before = estimate_tokens(messages)
+        return CompactResult(messages=tuple(messages), changed=False, tokens_before=before,
+                             tokens_after=before)
+
+
+def test_run_passes_the_token_to_compactors_that_take_it() -> None:
+    """Compactor.run gives maybe_compact the token when it takes one; a base compactor inside
+    llm_compactor gets it too."""
+    token = CancelToken()
+    recorder = CancelRecorder()
+    recorder.run([prompt("a")], cancel=token)
+    inner = CancelRecorder()
+    llm_compactor(model=scripted([]), model_name="m", token_threshold=10**9,
+                  base=inner).run([prompt("a")], cancel=token)
+    assert [token, token] == [*recorder.tokens, *inner.tokens]
+
+
+def test_a_compactor_without_the_cancel_parameter_still_runs() -> None:
+    """A compactor whose maybe_compact takes no cancel works through run (and a fired token
+    stops it before it starts)."""
+    token = CancelToken()
+    assert not OldStyle().run([prompt("a")], cancel=token).changed
+    token.cancel()
+    with pytest.raises(OperationCancelledError):
+        OldStyle().run([prompt("a")], cancel=token)
+
+
+def test_the_summarizer_gets_the_cancel_token() -> None:
+    """Every summarizer call carries the token given to maybe_compact."""
+    seen: list[CancelToken | None] = []
+
+    class Model:
+        def complete(self, request: ModelRequest, *,
+                     cancel: CancelToken | None = None) -> ModelResponse:
+            seen.append(cancel)
+            return ModelResponse(message=summary("short"))
+
+    token = CancelToken()
+    llm_compactor(model=Model(), model_name="m", token_threshold=0,
+                  keep_tail_turns=1).run(conversation(3), cancel=token)
+    assert [token] == seen
+
+
+def test_a_summarizer_model_without_cancel_is_still_called() -> None:
+    """A model whose complete() takes no cancel keeps working (it is not passed one)."""
+
+    class Model:
+        def complete(self, request: ModelRequest) -> ModelResponse:
+            return ModelResponse(message=summary("short"))
+
+    result = llm_compactor(model=Model(), model_name="m", token_threshold=0,
+                           keep_tail_turns=1).run(conversation(3), cancel=CancelToken())
+    assert SUMMARY_HEADER in message_text(result.messages[0].content)
