@@ -13,14 +13,19 @@ No message is dropped silently: pykka discards a ``tell`` still queued when its 
 an :class:`ActorBase` fails the envelopes left in its inbox with :class:`ActorStoppedError` when
 it stops, and :func:`tell` fails its own envelope when the actor stopped while it was being
 queued.
+
+A :class:`Dispatcher` is the lighter form for an owner of shared state that sends no messages of
+its own (the session host): one thread running posted commands in order, with a clock.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -34,10 +39,13 @@ __all__ = [
     "ActorBase",
     "ActorStoppedError",
     "ActorTimeoutError",
+    "Dispatcher",
     "Envelope",
     "Message",
     "ask",
     "ask_or_cancel",
+    "complete",
+    "fail",
     "start_actor",
     "tell",
 ]
@@ -230,3 +238,118 @@ class ActorBase(pykka.ThreadingActor):
     def handle(self, message: Any, envelope: Envelope) -> Any:
         """Handle one decoded message; the return value (or exception) is the reply."""
         raise NotImplementedError
+
+
+# -- futures and a dispatcher thread ---------------------------------------------------------------
+
+
+def fail(future: concurrent.futures.Future[Any], error: BaseException) -> None:
+    """Fail ``future`` unless it is already done (e.g. cancelled by its caller)."""
+    with contextlib.suppress(concurrent.futures.InvalidStateError):
+        future.set_exception(error)
+
+
+def complete(target: concurrent.futures.Future[Any], source: concurrent.futures.Future[Any]
+             ) -> None:
+    """Give ``target`` the outcome of the done ``source`` (unless ``target`` is done)."""
+    with contextlib.suppress(concurrent.futures.InvalidStateError):
+        if source.cancelled():
+            target.cancel()
+        elif (error := source.exception()) is not None:
+            target.set_exception(error)
+        else:
+            target.set_result(source.result())
+
+
+_MAX_SLEEP = 60.0  # the dispatcher's longest wait for a command
+_BATCH = 256  # commands run between two calls of the ``after`` hooks
+
+
+class Dispatcher:
+    """One daemon thread that runs posted commands one at a time, in the order posted, so the
+    state only they touch needs no lock. After each batch of commands it runs the ``after``
+    hooks, then waits for the next command at most ``sleep()`` seconds (its clock).
+
+    A command that raises is logged and the thread goes on. After :meth:`stop`, what was
+    already posted still runs, and :meth:`post` raises :class:`ActorStoppedError`.
+    """
+
+    def __init__(self, name: str, *, after: Sequence[Callable[[], Any]] = (),
+                 sleep: Callable[[], float] = lambda: _MAX_SLEEP) -> None:
+        self._after = tuple(after)
+        self._sleep = sleep
+        self._inbox: queue.SimpleQueue[Callable[[], Any] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()  # held only to check _exited and put
+        self._exited = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def post(self, command: Callable[[], Any]) -> None:
+        """Run ``command`` on the thread (never blocks)."""
+        with self._lock:
+            if self._exited:
+                raise ActorStoppedError("the dispatcher has stopped")
+            self._inbox.put(command)
+
+    def post_quietly(self, command: Callable[[], Any]) -> None:
+        """:meth:`post` from a callback: once stopped there is nothing left to do."""
+        with contextlib.suppress(ActorStoppedError):
+            self.post(command)
+
+    def query(self, fn: Callable[[], T], timeout: float) -> T:
+        """Run ``fn`` on the thread and wait for its result (or exception)."""
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                future.set_result(fn())
+            except BaseException as e:  # noqa: BLE001 -- handed to the waiting caller
+                future.set_exception(e)
+
+        self.post(run)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError as e:
+            raise ActorTimeoutError(f"{self._thread.name} did not answer in {timeout} s") from e
+
+    def stop(self, timeout: float) -> None:
+        """Run what was posted, then end the thread (waiting at most ``timeout`` seconds)."""
+        with self._lock:
+            if not self._exited:
+                self._inbox.put(None)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        exiting = False
+        while not exiting:
+            commands: list[Callable[[], Any] | None] = []
+            try:
+                commands.append(self._inbox.get(timeout=min(max(self._sleep(), 0.0), _MAX_SLEEP)))
+                while len(commands) < _BATCH:
+                    commands.append(self._inbox.get_nowait())
+            except queue.Empty:
+                pass
+            for command in commands:
+                if command is None:
+                    exiting = True
+                else:
+                    self._do(command)
+            for hook in self._after:
+                self._do(hook)
+        with self._lock:
+            self._exited = True
+        while True:  # what was posted before the door closed still runs
+            try:
+                command = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if command is not None:
+                self._do(command)
+        for hook in self._after:
+            self._do(hook)
+
+    def _do(self, command: Callable[[], Any]) -> None:
+        try:
+            command()
+        except BaseException as e:  # noqa: BLE001 -- the dispatcher outlives any one command
+            _log.error("dispatcher.command_failed", thread=self._thread.name, error=repr(e))

@@ -24,8 +24,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
-import queue
-import threading
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,7 +37,16 @@ import structlog
 
 from liteagent.eventlog import CancelToken, LiteAgentError, OperationCancelledError
 
-from ._envelope import ActorStoppedError, ActorTimeoutError, Message, start_actor, tell
+from ._envelope import (
+    ActorStoppedError,
+    ActorTimeoutError,
+    Dispatcher,
+    Message,
+    complete,
+    fail,
+    start_actor,
+    tell,
+)
 from ._session import (
     AgentBusyError,
     BackgroundTask,
@@ -55,8 +63,6 @@ _log = structlog.get_logger("liteagent.actors")
 _STOP_TIMEOUT = 10.0  # waiting for actors to stop (close, forget)
 _QUERY_TIMEOUT = 30.0  # waiting for the dispatcher to answer
 _ASK_TIMEOUT = 300.0  # a state read or a ref: time in the queue plus the fold
-_MAX_SLEEP = 60.0  # the dispatcher's longest wait for a command
-_BATCH = 256  # commands handled between two looks at the queue and the idle sessions
 T = TypeVar("T")
 
 
@@ -101,23 +107,6 @@ class _Live:
     last_used: float = field(default_factory=time.monotonic)
 
 
-def _fail(future: concurrent.futures.Future[Any], error: BaseException) -> None:
-    with contextlib.suppress(concurrent.futures.InvalidStateError):  # cancelled by its caller
-        future.set_exception(error)
-
-
-def _copy(source: concurrent.futures.Future[Any], target: concurrent.futures.Future[Any]) -> None:
-    try:
-        if source.cancelled():
-            target.cancel()
-        elif source.exception() is not None:
-            target.set_exception(source.exception())
-        else:
-            target.set_result(source.result())
-    except concurrent.futures.InvalidStateError:
-        pass
-
-
 class SessionHost:
     """Starts, finds, bounds and passivates the SessionActors of one agent."""
 
@@ -146,28 +135,15 @@ class SessionHost:
         self._closed = False
         self._tasks_dirty = False
         # read from any thread (replaced whole, never mutated)
-        self._stats = self._snapshot()
         self._tasks_view: tuple[BackgroundTasks, ...] = ()
-        # the dispatcher's inbox
-        self._inbox: queue.SimpleQueue[Callable[[], Any] | None] = queue.SimpleQueue()
-        self._post_lock = threading.Lock()  # held only to check _exited and put
-        self._exited = False
         self._closing = False
-        self._thread = threading.Thread(target=self._run, name="liteagent-host", daemon=True)
-        self._thread.start()
+        self._dispatcher = Dispatcher(
+            "liteagent-host", after=(self._passivate_idle, self._pump, self._publish),
+            sleep=self._sleep)
+        self._post = self._dispatcher.post
+        self._post_quietly = self._dispatcher.post_quietly
 
     # -- the caller's side: post and wait ---------------------------------------------------------
-
-    def _post(self, command: Callable[[], Any] | None) -> None:
-        with self._post_lock:
-            if self._exited:
-                raise ActorStoppedError("the agent is closed")
-            self._inbox.put(command)
-
-    def _post_quietly(self, command: Callable[[], Any]) -> None:
-        """Post from a callback in another thread: after close there is nothing left to do."""
-        with contextlib.suppress(ActorStoppedError):
-            self._post(command)
 
     def _submit(self, request: _Request) -> concurrent.futures.Future[Any]:
         if self._closing:
@@ -177,19 +153,7 @@ class SessionHost:
         return request.reply
 
     def _query(self, fn: Callable[[], T]) -> T:
-        future: concurrent.futures.Future[T] = concurrent.futures.Future()
-
-        def run() -> None:
-            try:
-                future.set_result(fn())
-            except BaseException as e:  # noqa: BLE001 -- handed to the waiting caller
-                future.set_exception(e)
-
-        self._post(run)
-        try:
-            return future.result(_QUERY_TIMEOUT)
-        except concurrent.futures.TimeoutError as e:
-            raise ActorTimeoutError(f"the session host did not answer in {_QUERY_TIMEOUT} s") from e
+        return self._dispatcher.query(fn, _QUERY_TIMEOUT)
 
     def _wait(self, request: _Request) -> Any:
         future = self._submit(request)
@@ -232,8 +196,12 @@ class SessionHost:
         return self._query(lambda: list(self._live))
 
     def stats(self) -> HostStats:
-        """The current load (never blocks)."""
-        return self._stats
+        """The current load (never blocks: it reads the sizes the dispatcher keeps). A waiting
+        send that fails has left ``queued`` already; a finished turn leaves ``running`` just
+        after its result is delivered."""
+        return HostStats(live=len(self._live), running=self._running, queued=len(self._queue),
+                         stopping=len(self._stopping), max_live_sessions=self.max_live_sessions,
+                         max_queued_sends=self.max_queued_sends)
 
     def background_tasks(self) -> list[BackgroundTask]:
         """Every running background task of every live session (never blocks on the host)."""
@@ -274,62 +242,17 @@ class SessionHost:
         _, late = concurrent.futures.wait(stopped, timeout=_STOP_TIMEOUT)
         if late:
             _log.warning("host.stop_timeout", actors=len(late))
-        with contextlib.suppress(ActorStoppedError):
-            self._post(None)
-        self._thread.join(_STOP_TIMEOUT)
+        self._dispatcher.stop(_STOP_TIMEOUT)
 
     # -- the dispatcher ---------------------------------------------------------------------------
 
-    def _run(self) -> None:
-        exiting = False
-        while not exiting:
-            commands: list[Callable[[], Any] | None] = []
-            try:
-                commands.append(self._inbox.get(timeout=self._sleep()))
-                while len(commands) < _BATCH:
-                    commands.append(self._inbox.get_nowait())
-            except queue.Empty:
-                pass
-            for command in commands:
-                if command is None:
-                    exiting = True
-                else:
-                    self._do(command)
-            self._do(self._passivate_idle)
-            self._do(self._pump)
-            self._publish()
-        with self._post_lock:
-            self._exited = True
-        while True:  # what was posted before the door closed still runs (and fails, closed)
-            try:
-                command = self._inbox.get_nowait()
-            except queue.Empty:
-                break
-            if command is not None:
-                self._do(command)
-        self._publish()
-
-    @staticmethod
-    def _do(command: Callable[[], Any]) -> None:
-        try:
-            command()
-        except BaseException as e:  # noqa: BLE001 -- the dispatcher outlives any one command
-            _log.error("host.command_failed", error=repr(e))
-
     def _sleep(self) -> float:
         if self.idle_timeout_s is None or not self._idle:
-            return _MAX_SLEEP
+            return math.inf  # the dispatcher caps its sleep
         oldest = next(iter(self._idle.values()))
-        due = oldest.last_used + self.idle_timeout_s - time.monotonic()
-        return min(max(due, 0.0), _MAX_SLEEP)
-
-    def _snapshot(self) -> HostStats:
-        return HostStats(live=len(self._live), running=self._running, queued=len(self._queue),
-                         stopping=len(self._stopping), max_live_sessions=self.max_live_sessions,
-                         max_queued_sends=self.max_queued_sends)
+        return oldest.last_used + self.idle_timeout_s - time.monotonic()
 
     def _publish(self) -> None:
-        self._stats = self._snapshot()
         if self._tasks_dirty:
             self._tasks_dirty = False
             self._tasks_view = tuple(live.tasks for live in self._live.values())
@@ -350,17 +273,17 @@ class SessionHost:
             return
         sid = request.session_id
         if self._closed:
-            _fail(request.reply, ActorStoppedError("the agent is closed"))
+            fail(request.reply, ActorStoppedError("the agent is closed"))
             return
         if request.kind == "send":
             refusal = self._refusal(request)
             if refusal is not None:
-                _fail(request.reply, refusal)
+                fail(request.reply, refusal)
                 return
         live = self._alive(sid)
         if live is None and (self._queue or not self._free_slot()):
             if len(self._queue) >= self.max_queued_sends:
-                _fail(request.reply, HostSaturatedError(
+                fail(request.reply, HostSaturatedError(
                     f"{self.max_live_sessions} sessions are running and {len(self._queue)} "
                     f"requests wait (max_queued_sends={self.max_queued_sends})"))
                 return
@@ -402,7 +325,7 @@ class SessionHost:
             ref = start_actor(SessionActor, sid, self.config, tasks, self._lock_ref,
                               on_stopped=partial(self._actor_stopped, stopped, box))
         except Exception as e:  # noqa: BLE001 -- no thread for it (RuntimeError): refuse
-            _fail(request.reply, HostSaturatedError(f"no actor for session {sid!r}: {e}"))
+            fail(request.reply, HostSaturatedError(f"no actor for session {sid!r}: {e}"))
             return None
         live = _Live(sid, ref, tasks, stopped)
         box.append(live)
@@ -414,7 +337,8 @@ class SessionHost:
         self._idle.pop(live.session_id, None)
         live.last_used = time.monotonic()
         if request.kind == "ref":
-            _copy_value(request.reply, live.ref)
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                request.reply.set_result(live.ref)
             self._mark_idle(live)
             return
         assert request.message is not None
@@ -422,7 +346,7 @@ class SessionHost:
             env = tell(live.ref, request.message, request.cancel)
         except ActorStoppedError as e:
             self._drop(live)
-            _fail(request.reply, e)
+            fail(request.reply, e)
             return
         if request.kind == "send":
             live.running = request
@@ -436,7 +360,7 @@ class SessionHost:
         """In the actor's thread: free the session first, then answer the caller (so the
         caller's next request finds the session free)."""
         self._post_quietly(partial(self._finished, request, live))
-        _copy(future, request.reply)
+        complete(request.reply, future)
 
     def _finished(self, request: _Request, live: _Live) -> None:
         if request.kind == "send":
@@ -478,7 +402,7 @@ class SessionHost:
         self._unqueue(request)
         self._queue.remove(request)
         token = request.cancel
-        _fail(request.reply, OperationCancelledError(
+        fail(request.reply, OperationCancelledError(
             (token.reason if token is not None else "") or "cancelled while waiting for a slot"))
 
     def _pump(self) -> None:
@@ -580,7 +504,7 @@ class SessionHost:
         while self._queue:
             request = self._queue.popleft()
             self._unqueue(request)
-            _fail(request.reply, ActorStoppedError("the agent is closed"))
+            fail(request.reply, ActorStoppedError("the agent is closed"))
         for live in list(self._live.values()):
             live.tasks.cancel_all("the agent is closing")
             running = live.running
@@ -588,8 +512,3 @@ class SessionHost:
                 running.cancel.cancel("the agent is closing")
             self._evict(live)
         return [live.stopped for live in self._stopping]
-
-
-def _copy_value(target: concurrent.futures.Future[Any], value: Any) -> None:
-    with contextlib.suppress(concurrent.futures.InvalidStateError):
-        target.set_result(value)

@@ -77,9 +77,10 @@ class AsyncLiteAgent:
         except asyncio.CancelledError:
             if own_future:
                 future.cancel()  # a job that has not started never starts
-            if token is not None and not future.done():
+            if token is not None:
                 self._cancel(token)
-                await asyncio.wait({inner}, timeout=SETTLE_TIMEOUT)
+                if not future.done():
+                    await asyncio.wait({inner}, timeout=SETTLE_TIMEOUT)
             inner.add_done_callback(_retrieve)
             raise
 

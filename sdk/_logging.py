@@ -7,12 +7,21 @@ import sys
 
 import structlog
 
+from liteagent.eventlog import InvalidArgumentError
+
 __all__ = ["configure_logging"]
 
 
-def configure_logging(*, json: bool = False, level: str = "INFO") -> None:
+def configure_logging(*, json: bool = False, level: str | int = "INFO") -> None:
     """Route structlog and stdlib logging (pykka's too) to stderr, as JSON lines (``json=True``,
-    for daemons) or readable console lines. Call it once, from the application."""
+    for daemons) or readable console lines, from ``level`` on (a level name such as ``"INFO"``
+    or a number). Call it once, from the application."""
+    if type(json) is not bool:
+        raise InvalidArgumentError(f"json must be True or False, got {json!r}")
+    names = logging.getLevelNamesMapping()
+    if not ((type(level) is int and level >= 0) or (isinstance(level, str) and level in names)):
+        raise InvalidArgumentError(
+            f"level must be one of {sorted(names)} or an int >= 0, got {level!r}")
     shared: list[structlog.types.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,

@@ -3,6 +3,7 @@ conflicts, busy sessions, errors and cancellation, background tasks, passivation
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import threading
 import time
@@ -34,6 +35,7 @@ from liteagent.sdk import (
     LiteAgent,
     SessionsDisabledError,
     create_agent,
+    create_async_lite_agent,
     create_lite_agent,
 )
 from liteagent.tools import bash, default_tools, write_file
@@ -402,3 +404,50 @@ def test_close_cancels_a_running_turn(workdir: Path) -> None:
     worker.join(10)
     assert time.monotonic() - start < 5
     assert [OperationCancelledError] == [type(e) for e in errors]
+
+
+# -- async cancellation ---------------------------------------------------------------------------
+
+
+def _block_the_pool() -> tuple[threading.Event, list[Any]]:
+    """Occupy both workers of the asyncio shell's pool until the returned event is set."""
+    from liteagent.sdk._agent import OFF_LOOP  # the shell's own pool
+
+    release = threading.Event()
+    started = [threading.Event(), threading.Event()]
+    jobs = [OFF_LOOP.submit(lambda s=s: (s.set(), release.wait(30))) for s in started]
+    for s in started:
+        assert s.wait(10)
+    return release, jobs
+
+
+def test_cancelling_an_async_restore_cancels_its_token(workdir: Path) -> None:
+    """Cancelling the task awaiting restore() cancels the restore's token, and a restore that
+    had not started never runs: the log is unchanged."""
+    cp = memory_checkpointer()
+    agent = create_async_lite_agent(model=scripted([reply("a"), reply("b")]), model_name="m",
+                                    workdir=workdir, checkpointer=cp)
+    token = CancelToken()
+
+    async def main() -> int:
+        async with agent:
+            await agent.send("one")
+            await agent.send("two")
+            sid = agent.session_id
+            seq = (await agent.list_checkpoints())[-1].seq
+            head = cp.head(sid)
+            release, jobs = _block_the_pool()
+            task = asyncio.ensure_future(agent.restore(sid, seq, cancel=token))
+            await asyncio.sleep(0.05)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            release.set()
+            for job in jobs:
+                job.result(10)
+            assert 2 == len(await agent.list_checkpoints())
+            return head
+
+    head = asyncio.run(main())
+    assert token.cancelled
+    assert head == cp.head(agent.session_id)

@@ -1,0 +1,304 @@
+"""A daemon hosting many busy sessions in one asyncio process: turns, threads, loop lag, memory.
+
+One asyncio process, ``create_async_lite_agent`` with default settings (``max_live_sessions``
+256, ``max_queued_sends`` 10,000, ``idle_timeout_s`` 300, the ContextEngine on) and the
+``scripted`` provider, whose model call sleeps 50-200 ms (uniform, seeded; ``time.sleep``
+releases the GIL as a real HTTP call would). Every turn is one ``write_file`` call (a real tool
+run with its file snapshot) and a reply: two model calls. All sessions start at once, each
+running its turns one after the other (``await agent.send(...)``).
+
+Scenarios, each on SQLite (one ``sqlite_checkpointer`` file) and on the file backend (the default
+``file_checkpointer``), each in a fresh child process (so peak RSS is its own):
+
+- ``busy``: N = 1,000 sessions x 3 turns (3,000 turns);
+- ``wide``: N = 10,000 sessions x 1 turn.
+
+Measured: turns completed and errors (by type); wall time and turns/s; a 10 ms ticker on the
+event loop (its lateness over 10 ms is the loop lag: p50 / p99 / max); the peak thread count
+(sampled by the ticker) against ``max_live_sessions`` + 32; the peak of ``host_stats()`` live,
+running and queued; RSS before the agent and the peak (``VmHWM``).
+
+Ratios, against baselines of the same run: turns/s against the bound the cap and the model's
+latency allow (``max_live_sessions`` / (2 x the mean sleep)), and wall time against the sum of
+the model sleeps divided by the cap.
+
+The scripted provider keeps every request it answered (a test double's log); the ticker empties
+it, so the RSS figures are the SDK's own.
+
+    /tmp/venv/bin/python bench/bench_hosting.py [--quick] [--backends sqlite,file]
+        [--scenarios busy,wide] [--sessions N] [--turns T]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import gc
+import itertools
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+from _common import environment, library_fingerprint
+
+from liteagent.eventlog import (
+    AssistantMessage,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+    sqlite_checkpointer,
+)
+from liteagent.providers import ModelRequest, scripted
+from liteagent.sdk import create_async_lite_agent
+
+SEED = 20240611
+SLEEP = (0.050, 0.200)
+TICK = 0.010
+SCENARIOS = {"busy": (1000, 3), "wide": (10_000, 1)}
+
+
+def proc_status(field: str) -> float:
+    """A ``/proc/self/status`` field in MiB (VmRSS, VmHWM)."""
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+class Model:
+    """The simulated model: sleeps 50-200 ms, then a write_file call for a prompt, "done" for a
+    tool result."""
+
+    def __init__(self) -> None:
+        self._rng = random.Random(SEED)
+        self._lock = threading.Lock()
+        self._ids = itertools.count()
+        self.slept = 0.0
+
+    def __call__(self, request: ModelRequest) -> AssistantMessage:
+        with self._lock:
+            pause = self._rng.uniform(*SLEEP)
+            self.slept += pause
+            n = next(self._ids)
+        time.sleep(pause)
+        usage = Usage(input_tokens=100, output_tokens=10)
+        if any(isinstance(b, ToolResultBlock) for b in request.messages[-1].content):
+            return AssistantMessage(content=(TextBlock("done"),), usage=usage,
+                                    stop_reason="end_turn")
+        call = ToolUseBlock(f"toolu_{n}", "write_file",
+                            {"path": f"out/{n % 1000}/{n}.txt", "content": "hello\n"})
+        return AssistantMessage(content=(call,), usage=usage, stop_reason="tool_use")
+
+
+# -- the child: one backend, one scenario ----------------------------------------------------------
+
+
+class Probe:
+    """What the run watches: the 10 ms ticker's lateness, the peaks of threads and of
+    ``host_stats()``, and full garbage collections (which hold the GIL)."""
+
+    def __init__(self) -> None:
+        self.lags: list[float] = []
+        self.peak = {"threads": 0, "live": 0, "running": 0, "queued": 0}
+        self.gc_pauses: list[float] = []
+        self._gc_start = 0.0
+        self.stop = asyncio.Event()
+
+    def on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+        else:
+            self.gc_pauses.append(time.perf_counter() - self._gc_start)
+
+    async def ticker(self, agent: Any, provider: Any) -> None:
+        while not self.stop.is_set():
+            t = time.perf_counter()
+            await asyncio.sleep(TICK)
+            self.lags.append(time.perf_counter() - t - TICK)
+            stats = agent.host_stats()
+            self.peak["threads"] = max(self.peak["threads"], threading.active_count())
+            self.peak["live"] = max(self.peak["live"], stats.live)
+            self.peak["running"] = max(self.peak["running"], stats.running)
+            self.peak["queued"] = max(self.peak["queued"], stats.queued)
+            with provider._lock:  # the test double's log (see the docstring)
+                provider._requests.clear()
+
+
+def _p99(values: list[float]) -> float:
+    return sorted(values)[int(0.99 * (len(values) - 1))]
+
+
+async def run(backend: str, sessions: int, turns: int, root: str) -> dict[str, Any]:
+    model = Model()
+    provider = scripted([model] * (sessions * turns * 2))
+    workdir = os.path.join(root, "work")
+    os.makedirs(workdir)
+    threads_before = threading.active_count()
+    rss_before = proc_status("VmRSS")
+    checkpointer = (sqlite_checkpointer(os.path.join(root, "log.db"))
+                    if backend == "sqlite" else None)
+    agent = create_async_lite_agent(model=provider, model_name="m", workdir=workdir,
+                                    checkpointer=checkpointer, home=os.path.join(root, "home"))
+    errors: collections.Counter[str] = collections.Counter()
+    done = 0
+    probe = Probe()
+    gc.callbacks.append(probe.on_gc)
+
+    async def session(i: int) -> None:
+        nonlocal done
+        for t in range(turns):
+            try:
+                result = await agent.send(f"turn {t}: write a file", session_id=f"s{i:05d}")
+            except Exception as e:  # noqa: BLE001 -- counted and reported
+                errors[type(e).__name__] += 1
+                if errors[type(e).__name__] == 1:
+                    print(f"   first {type(e).__name__}: {e}", file=sys.stderr)
+                continue
+            if result.text != "done":
+                errors["unexpected result"] += 1
+            done += 1
+
+    tick = asyncio.ensure_future(probe.ticker(agent, provider))
+    await asyncio.sleep(TICK)
+    t0 = time.perf_counter()
+    tasks = [asyncio.ensure_future(session(i)) for i in range(sessions)]
+    await asyncio.sleep(0)  # every session takes its first step: posts its first send
+    burst = time.perf_counter() - t0
+    ticks_before = len(probe.lags)
+    await asyncio.gather(*tasks)
+    wall = time.perf_counter() - t0
+    probe.stop.set()
+    await tick
+    t1 = time.perf_counter()
+    await agent.close()
+    close_s = time.perf_counter() - t1
+    if checkpointer is not None:
+        checkpointer.close()
+    gc.callbacks.remove(probe.on_gc)
+    lags = probe.lags
+    steady = lags[ticks_before + 1:]  # after the tick that the start burst delayed
+    return {
+        "backend": backend, "sessions": sessions, "turns": turns, "done": done,
+        "errors": dict(errors), "wall": wall, "close_s": close_s, "slept": model.slept,
+        "lag_p50": statistics.median(lags), "lag_p99": _p99(lags), "lag_max": max(lags),
+        "ticks": len(lags), "burst": burst, "steady_p99": _p99(steady),
+        "steady_max": max(steady), "gc2": len(probe.gc_pauses),
+        "gc2_max": max(probe.gc_pauses, default=0.0), "peak": probe.peak,
+        "threads_before": threads_before, "threads_after": threading.active_count(),
+        "rss_before": rss_before, "rss_peak": proc_status("VmHWM"), "max_live_sessions": 256,
+    }
+
+
+def child(backend: str, sessions: int, turns: int) -> dict[str, Any]:
+    root = tempfile.mkdtemp(prefix="bench-hosting-")
+    try:
+        return asyncio.run(run(backend, sessions, turns, root))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# -- the parent ------------------------------------------------------------------------------------
+
+
+def run_child(backend: str, sessions: int, turns: int) -> dict[str, Any]:
+    cmd = [sys.executable, os.path.abspath(__file__), "--child",
+           json.dumps({"backend": backend, "sessions": sessions, "turns": turns})]
+    out = subprocess.run(cmd, check=False, capture_output=True, text=True)  # noqa: S603 -- our own interpreter and script
+    if out.stderr.strip():
+        print(out.stderr.rstrip())
+    if out.returncode:
+        raise SystemExit(f"the {backend} child failed (exit {out.returncode})")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def report(name: str, r: dict[str, Any]) -> str:
+    total = r["sessions"] * r["turns"]
+    cap = r["max_live_sessions"]
+    mean_sleep = r["slept"] / (2 * total)
+    bound = cap / (2 * mean_sleep)  # turns/s if every slot always waited on the model
+    rate = r["done"] / r["wall"]
+    ideal_wall = r["slept"] / cap
+    peak = r["peak"]
+    ms = {k: 1000 * r[k] for k in ("lag_p50", "lag_p99", "lag_max")}
+    errors = ", ".join(f"{k} x{v}" for k, v in r["errors"].items()) or "none"
+    print(f"\n-- {name} on {r['backend']}: {r['sessions']:,} sessions x {r['turns']} turns")
+    print(f"   turns completed   {r['done']:,} of {total:,}; errors: {errors}")
+    print(f"   wall time         {r['wall']:.1f} s ({rate:.0f} turns/s); close "
+          f"{r['close_s']:.2f} s")
+    print(f"   vs the cap bound  {rate / bound:.2f}x of {bound:.0f} turns/s "
+          f"({cap} slots / 2 model calls of {1000 * mean_sleep:.0f} ms mean); wall "
+          f"{r['wall'] / ideal_wall:.2f}x the model sleeps / cap ({ideal_wall:.1f} s)")
+    print(f"   event-loop lag    p50 {ms['lag_p50']:.1f} ms, p99 {ms['lag_p99']:.1f} ms, max "
+          f"{ms['lag_max']:.1f} ms over {r['ticks']:,} ticks of {1000 * TICK:.0f} ms "
+          f"(p99 {ms['lag_p99'] / (1000 * TICK):.2f}x the tick)")
+    verdict = "ok" if peak["threads"] <= cap + 32 else "EXCEEDED"
+    print(f"   start burst       {1000 * r['burst']:.0f} ms for {r['sessions']:,} first sends "
+          f"({1e6 * r['burst'] / r['sessions']:.0f} us each, on the loop); after it: lag p99 "
+          f"{1000 * r['steady_p99']:.1f} ms, max {1000 * r['steady_max']:.1f} ms")
+    print(f"   full collections {r['gc2']} (longest {1000 * r['gc2_max']:.0f} ms; the GIL is held "
+          "meanwhile, so the loop lags as long)")
+    print(f"   threads           peak {peak['threads']} (before the agent "
+          f"{r['threads_before']}, after close {r['threads_after']}); bound "
+          f"max_live_sessions + 32 = {cap + 32}: {verdict}")
+    print(f"   host_stats peaks  live {peak['live']}, running {peak['running']}, "
+          f"queued {peak['queued']}")
+    print(f"   RSS               {r['rss_before']:.0f} MiB before the agent, peak "
+          f"{r['rss_peak']:.0f} MiB (+{r['rss_peak'] - r['rss_before']:.0f} MiB)")
+    failed = sum(r["errors"].values())
+    return (f"{name:4s} {r['backend']:6s} {r['done']:6,d}/{total:<6,d} errors {failed:3d}  "
+            f"{rate:5.0f} turns/s ({rate / bound:.2f}x bound)  lag p50/p99/max "
+            f"{ms['lag_p50']:.1f}/{ms['lag_p99']:.1f}/{ms['lag_max']:.1f} ms  threads "
+            f"{peak['threads']}  RSS peak {r['rss_peak']:.0f} MiB")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="100 sessions x 3 turns, 1,000 x 1")
+    p.add_argument("--backends", default="sqlite,file")
+    p.add_argument("--scenarios", default="busy,wide")
+    p.add_argument("--sessions", type=int, default=None, help="override N of every scenario")
+    p.add_argument("--turns", type=int, default=None, help="override the turns per session")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        cfg = json.loads(args.child)
+        print(json.dumps(child(cfg["backend"], cfg["sessions"], cfg["turns"])))
+        return
+    print("== Hosting many busy sessions in one asyncio process")
+    print(environment())
+    print(library_fingerprint())
+    print(f"command: {sys.executable} {' '.join(sys.argv)}")
+    print(f"model sleep {1000 * SLEEP[0]:.0f}-{1000 * SLEEP[1]:.0f} ms per call, two calls and "
+          f"one write_file per turn; default agent settings; one child process per run")
+    summary: list[str] = []
+    t0 = time.perf_counter()
+    for scenario in args.scenarios.split(","):
+        sessions, turns = SCENARIOS[scenario]
+        if args.quick:
+            sessions //= 10
+        sessions = args.sessions or sessions
+        turns = args.turns or turns
+        summary.extend(report(scenario, run_child(backend, sessions, turns))
+                       for backend in args.backends.split(","))
+    print("\n== summary")
+    for line in summary:
+        print("  ", line)
+    print(f"   wall time {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
