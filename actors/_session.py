@@ -34,6 +34,7 @@ from ._hub import LiveEvent
 from ._live import BackgroundTaskFinished
 from ._maintenance import IsHeld
 from ._turn import SessionConfig, SessionCore
+from ._turn_tools import checked_output, describe_error, safe_text
 
 __all__ = [
     "AgentBusyError",
@@ -178,9 +179,9 @@ class SessionActor(ActorBase):
         self.tasks.remove(done.task_id)
         if not self.core.loaded:
             self.core.load()
-        summary = done.content[:_BACKGROUND_SUMMARY]
+        summary = safe_text(done.content[:_BACKGROUND_SUMMARY])  # what the log can store
         status = "failed" if done.is_error else "finished"
-        notice = (
+        notice = safe_text(
             f"[background task {done.task_id} ({done.description}) {status}]\n{summary}"
         )
         try:
@@ -206,11 +207,12 @@ class SessionActor(ActorBase):
 
         def run() -> None:
             try:
-                output = work(token)
+                output = checked_output(work(token))  # text the log can store
             except BaseException as e:  # noqa: BLE001 -- reported as the task's result
-                output = ToolOutput(f"{type(e).__name__}: {e}", is_error=True)
+                output = ToolOutput(safe_text(describe_error(e)), is_error=True)
             try:
-                tell(ref, BackgroundDone(task_id, description, output.content, output.is_error))
+                tell(ref, BackgroundDone(task_id, safe_text(description), output.content,
+                                         output.is_error))
             except Exception as e:  # noqa: BLE001 -- the session is gone; nothing to record
                 _log.warning("background.result_lost", session_id=self.session_id,
                              task_id=task_id, error=repr(e))

@@ -240,6 +240,24 @@ class SessionCore:
             raise InvalidArgumentError("a prompt must be a str with non-whitespace text")
         if safe_text(text) != text:
             raise InvalidArgumentError("the prompt holds a surrogate code point (not text)")
+        try:
+            first_entry = self._start(text, cancel)
+        except LiteAgentError:
+            raise
+        except BaseException as e:  # the turn did not start: nothing of it was written
+            raise TurnFailedError(f"the turn could not start: {describe_error(e)}") from e
+        try:
+            return self._turn(first_entry, cancel, start_background)
+        except BaseException as e:
+            self._abort(e)
+            if isinstance(e, LiteAgentError):
+                raise
+            raise TurnFailedError(f"the turn failed: {describe_error(e)}") from e
+
+    def _start(self, text: str, cancel: CancelToken) -> int:
+        """Append the prompt (after what closes a turn a crash cut short); return the index of
+        its conversation entry. When the append fails after writing after all, the turn it
+        started is closed with an abort record before the error is raised."""
         if not self.loaded:
             self.load()
         if self.state.pending_restore is not None:
@@ -257,15 +275,13 @@ class SessionCore:
                                          system_prompt=self.config.system_prompt))
         if self.state.open_tool_calls:  # a turn cut short (crash, kill): close its calls
             before.extend(self._closing("the previous turn was interrupted", notice=False))
-        self.append([*before, prompt])
-        first_entry = len(self.state.entries) - 1  # the prompt's entry
         try:
-            return self._turn(first_entry, cancel, start_background)
+            self.append([*before, prompt])
         except BaseException as e:
-            self._abort(e)
-            if isinstance(e, LiteAgentError):
-                raise
-            raise TurnFailedError(f"the turn failed: {describe_error(e)}") from e
+            if self._failed is not None and self._failed[1][-1] is prompt:
+                self._abort(e, started=False)
+            raise
+        return len(self.state.entries) - 1  # the prompt's entry
 
     def _turn(self, first_entry: int, cancel: CancelToken,
               start_background: BackgroundStarter | None) -> TurnResult:
@@ -461,18 +477,23 @@ class SessionCore:
             text = f"[liteagent: this turn stopped before the model finished: {reason}]"
         return [*interrupted_results(calls, reason), TurnAborted(reason=reason, notice=text)]
 
-    def _abort(self, error: BaseException) -> None:
-        """Record the aborted turn. The append is conditional on the position this session
-        knows, so after a store failure that wrote after all it conflicts and writes nothing;
-        after a conflict (another writer) it is not tried. When it cannot be recorded, the next
-        ``send`` folds the log again and repairs what it finds."""
+    def _abort(self, error: BaseException, *, started: bool = True) -> None:
+        """Record the aborted turn. After an append that failed, the log is looked at first
+        (see :meth:`_settle_failed_append`); after a conflict (another writer) nothing is
+        tried. A turn that had not ``started`` (its prompt append failed) is recorded only when
+        that prompt was written after all. When nothing can be recorded, the next ``send``
+        folds the log again and repairs what it finds."""
         reason = describe_error(error)
         try:
             self.config.hub.publish(LiveEvent(self.session_id, TurnFailed(reason)))
         except Exception as e:  # noqa: BLE001 -- the record matters more than the live event
             self.log.warning("turn.failed_not_published", error=repr(e))
-        if isinstance(error, CheckpointConflictError) or not self._settle_failed_append():
+        settled = ("conflict" if isinstance(error, CheckpointConflictError)
+                   else self._settle_failed_append())
+        if settled == "conflict":
             self.log.warning("turn.abort_not_recorded", error="another writer moved the log")
+            return
+        if not started and settled != "written":
             return
         try:
             self.append(self._closing(reason))
@@ -482,30 +503,31 @@ class SessionCore:
         else:
             self.loaded = True  # the state is the log's again
 
-    def _settle_failed_append(self) -> bool:
-        """After an append that raised, whether the log is where this session knows it: the
-        events were not written, or they were (a store that wrote and then failed) and are
-        applied now. ``False`` when the log holds anything else (another writer)."""
+    def _settle_failed_append(self) -> str:
+        """After an append that raised, where the log is: ``"clean"`` (no append failed, or
+        its events were not written), ``"written"`` (a store that wrote and then failed: the
+        events are applied now), or ``"conflict"`` (the log holds anything else, or cannot be
+        read)."""
         failed, self._failed = self._failed, None
         if failed is None:
-            return True
+            return "clean"
         head, events = failed
         cp = self.config.checkpointer
         try:
             position = cp.position(self.session_id)
             if position.head == head:
-                return True
+                return "clean"
             if position.head != head + len(events):
-                return False
+                return "conflict"
             written = list(cp.read(self.session_id, head))
         except Exception as e:  # noqa: BLE001 -- the store is still failing
             self.log.warning("turn.log_unreadable", error=repr(e))
-            return False
+            return "conflict"
         if [e.body for e in written] != list(events):
-            return False
+            return "conflict"
         self.state = apply_all(self.state, written)
         self.generation = position.generation
-        return True
+        return "written"
 
 
 def _bind(

@@ -93,6 +93,9 @@ def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     left_out = False
     for message in messages:
         m = message
+        if not m.content:  # a model may answer with no content at all
+            left_out = True
+            continue
         if any(_refused(b) or type(b) is ToolResultBlock for b in m.content):
             kept = tuple(_sendable(b) for b in m.content if not _refused(b))
             if not kept:

@@ -227,6 +227,21 @@ def test_a_tool_input_the_log_cannot_store_is_kept_as_its_json_text(
     assert {"n": value, "s": "é"} == server.requests[1].body["messages"][1]["content"][0]["input"]
 
 
+def test_values_json_on_the_wire_cannot_carry_go_out_replaced(server: FakeMessagesServer) -> None:
+    """A tool input kept as JSON text with a lone surrogate, and a native input holding a
+    non-finite number, go out as U+FFFD and null: the SDK's encoder would refuse the whole
+    request (and every later one) otherwise."""
+    server.add(message([text("ok")]))
+    kept = message_from_dict({"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t1", "name": "a", "input": {"s": "x\ud800", "n": 2**64}},
+        {"type": "tool_use", "id": "t2", "name": "b", "input": {"f": float("inf")}}]})
+    convo = (Message("user", (TextBlock("go"),)), kept,
+             Message("user", (ToolResultBlock("t1", "r1"), ToolResultBlock("t2", "r2"))))
+    _complete(server, ModelRequest(model=MODEL, messages=convo, cache=False))
+    sent = server.requests[0].body["messages"][1]["content"]
+    assert [{"s": "x\ufffd", "n": 2**64}, {"f": None}] == [b["input"] for b in sent]
+
+
 def test_a_lone_surrogate_in_text_is_kept_as_json_text(server: FakeMessagesServer) -> None:
     """A text block holding a lone surrogate (a JSON escape) becomes a raw block with its exact
     JSON; usage numbers beyond 63 bits are bounded."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from liteagent.actors._turn import TurnFailedError
 from liteagent.context import verify_replay
 from liteagent.eventlog import (
     AssistantMessage,
+    BackgroundCompleted,
     CancelToken,
     ContentArchived,
     LiteAgentError,
@@ -40,6 +42,7 @@ from liteagent.eventlog import (
     TurnAborted,
     fold,
     memory_checkpointer,
+    message_text,
 )
 from liteagent.providers import (
     AnthropicProvider,
@@ -51,7 +54,7 @@ from liteagent.providers import (
 )
 from liteagent.providers.testing import FakeMessagesServer, message, text, tool_use
 from liteagent.sdk import create_agent
-from liteagent.tools import Tool, ToolContext, ToolOutput
+from liteagent.tools import Tool, ToolContext, ToolOutput, tool
 
 BIG = 2**64
 
@@ -225,6 +228,23 @@ def test_a_store_failing_on_an_append_aborts_the_turn(
         assert "fine" == agent.send("again").text
 
 
+@pytest.mark.parametrize("written", [False, True], ids=["not-written", "written"])
+def test_a_store_failing_on_the_prompt_leaves_no_open_turn(tmp_path: Path, written: bool) -> None:
+    """The append of the prompt itself failing: a foreign error reaches the caller as
+    TurnFailedError; nothing stays open (a prompt the store wrote after all is closed by an
+    abort record), and the next send works."""
+    store = FailingStore()
+    cp = as_checkpointer(store)
+    with create_agent(model=scripted([reply("fine")]), model_name="m", workdir=tmp_path,
+                      tools=[], checkpointer=cp) as agent:
+        store.arm(OSError(5, "io"), written=written)
+        with pytest.raises(TurnFailedError):
+            agent.send("go")
+        kinds = [e.kind for e in cp.read(agent.session_id)]
+        assert (["session_started", "user_prompt", "turn_aborted"] if written else []) == kinds
+        assert "fine" == agent.send("again").text
+
+
 def test_a_failing_blob_store_while_archiving_aborts_the_turn(tmp_path: Path) -> None:
     """The blob store raising a foreign exception while a large result is archived: the turn
     aborts (recorded, the log folds) and the next send works; an OSError there only skips the
@@ -361,3 +381,29 @@ def test_a_reply_whose_tool_text_is_empty_is_not_sent_back_empty(tmp_path: Path)
     assert ["tool_use"] == [b["type"] for b in sent]
     stored = next(e for e in events_of(cp, agent.session_id) if isinstance(e, AssistantMessage))
     assert TextBlock("") == stored.content[0]
+
+
+@tool
+def later(ctx: ToolContext) -> str:
+    """Start a background job whose description and output hold lone surrogates."""
+    assert ctx.start_background is not None
+    ctx.start_background("odd \udcff job", lambda _token: ToolOutput("out \ud800 put"))
+    return "started"
+
+
+def test_a_background_result_holding_lone_surrogates_is_recorded(tmp_path: Path) -> None:
+    """A background task's description and output with lone surrogates are recorded (as
+    U+FFFD) instead of being lost, and the next turn sees them."""
+    cp = memory_checkpointer()
+    provider = scripted([use("later"), reply("started"), reply("seen")])
+    with create_agent(model=provider, model_name="m", workdir=tmp_path, tools=[later],
+                      checkpointer=cp) as agent:
+        agent.send("start it")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(
+                isinstance(e, BackgroundCompleted) for e in events_of(cp, agent.session_id)):
+            time.sleep(0.01)
+        done = [e for e in events_of(cp, agent.session_id) if isinstance(e, BackgroundCompleted)]
+        assert "seen" == agent.send("and?").text
+    assert ["out \ufffd put"] == [d.summary for d in done]
+    assert "odd \ufffd job" in message_text(provider.requests[-1].messages[-1].content)

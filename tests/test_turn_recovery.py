@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from liteagent.actors._turn import TurnFailedError
 from liteagent.context import ContextBudgetError, verify_replay
 from liteagent.eventlog import (
+    AssistantMessage,
     CancelToken,
     ContextStatus,
     LiteAgentError,
@@ -94,8 +95,7 @@ def test_a_turn_cut_by_max_turns_is_closed(tmp_path: Path) -> None:
 KINDS = ["text", "tool", "provider_error", "foreign_model_error", "tool_then_error", "huge",
          "tool_raises", "cancel_in_tool", "cancel_mid_stream", "max_turns", "unstorable",
          "store_fails", "store_fails_after_write", "store_fails_foreign", "middleware_fails",
-         "overflow", "model_base_exception"]
-GOOD = {"text", "tool", "tool_raises", "max_turns", "unstorable"}
+         "overflow", "model_base_exception", "empty_reply", "blank_reply"]
 
 
 class Switch:
@@ -135,6 +135,8 @@ def _plan(kind: str, i: int, *, model: PlannedModel, tokens: Tokens, store: Fail
         "overflow": ([ContextOverflowError("prompt is too long"),
                       ContextOverflowError("prompt is too long")], ContextOverflowError),
         "model_base_exception": ([KeyboardInterrupt()], TurnFailedError),
+        "empty_reply": ([AssistantMessage(content=(), stop_reason="end_turn")], None),
+        "blank_reply": ([AssistantMessage(content=(TextBlock(" "), TextBlock("")))], None),
     }
     actions, expected = plans[kind]
     model.set_plan(*actions)
@@ -161,7 +163,7 @@ def _run_session(kinds: list[str], tmp_path: Path) -> None:
             cancel = tokens.fresh()
             if expected is None:
                 result = agent.send(f"prompt {i}: {kind}", cancel=cancel)
-                if kind != "max_turns":
+                if kind not in ("max_turns", "empty_reply", "blank_reply"):
                     assert f"done {i}" == result.text, kind
             else:
                 with pytest.raises(expected) as info:
