@@ -44,7 +44,12 @@ def api_problems(request: ModelRequest) -> list[str]:
     a first message that is not the user's, roles that do not alternate, an empty message, a
     text block without non-whitespace text, a tool_use not answered by a tool_result at the
     start of the next message, a tool_result answering nothing, a duplicate tool_use id."""
-    messages = request_params(request)[0]["messages"]
+    return wire_problems(request_params(request)[0]["messages"])
+
+
+def wire_problems(messages: list[dict[str, Any]]) -> list[str]:
+    """What the Messages API would refuse in ``messages``, the JSON of a request (see
+    :func:`api_problems`)."""
     problems: list[str] = []
     if not messages or messages[0]["role"] != "user" or messages[-1]["role"] != "user":
         problems.append("the messages must start and end with a user message")
