@@ -1,19 +1,24 @@
 """The SQLite checkpointer (apsw, WAL): many processes on one host share one database file.
 
-Every write is one ``BEGIN IMMEDIATE`` transaction that reads the session's position, checks the
-caller's expectations and writes, so concurrent writers serialize without lost updates. Each
-thread gets its own connection (apsw connections must not be used by two threads at once); an
-in-memory database (``":memory:"``) is process-local and uses one connection under a lock.
-Reads fetch a page per short read transaction and never keep one open while the caller iterates.
-Every event row carries a checksum of its body, so damage inside a row is detected, not decoded.
+Writes go through the process's one writer for the file (see ``_sqlite_writer``): each is run
+in a ``BEGIN IMMEDIATE`` transaction that reads the session's position, checks the caller's
+expectations and writes, and the writes that arrive together share one commit. Reads use a
+connection per thread (apsw connections must not be used by two threads at once) and fetch a
+page per short read transaction, never keeping one open while the caller iterates; an in-memory
+database (``":memory:"``) is process-local and uses one connection under a lock.
 
-apsw exceptions are translated to liteagent's errors here, in :func:`_translate`, and nowhere else.
+Every event row carries a checksum of ``(session_id, seq, ts, kind, body)`` and every sessions
+row one of ``(id, head, generation)`` (see ``_sqlite_rows``); a read checks each row's types,
+checksum and seq, and that the rows reach the head the session records. An append first makes
+sure that every row it builds on was verified by this process, so nothing is acknowledged onto a
+log that cannot be read back.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import struct
 import threading
 import time
 import weakref
@@ -30,18 +35,18 @@ from ._blobs import BlobStore, blob_ref, parse_blob_ref, verify_blob
 from ._contract import (
     Checkpointer,
     EncodedEvent,
-    IntegrityProblem,
     IntegrityReport,
     Position,
+    RepairReport,
     SessionInfo,
     check_position,
-    integrity_report,
 )
 from ._errors import (
     BlobNotFoundError,
     CheckpointConflictError,
     CheckpointerClosedError,
     CodecError,
+    CorruptBlobError,
     CorruptLogError,
     InvalidArgumentError,
     LiteAgentError,
@@ -49,23 +54,174 @@ from ._errors import (
 )
 from ._eventcodec import DECODERS
 from ._events import OpaqueEvent, StoredEvent
-from ._sqlite_db import SCHEMA_VERSION, integrity_problem, map_error, open_connection, translate
+from ._ids import validate_session_id
+from ._sqlite_db import SCHEMA_VERSION, integrity_problem, open_connection, translate
+from ._sqlite_repair import check_store, rebuild_op, repair_op, unrepairable
+from ._sqlite_rows import (
+    Seeds,
+    Verified,
+    check_rows,
+    corrupt,
+    decode_raw,
+    fetch_page,
+    fetch_session_row,
+    next_generation,
+    raw_select,
+    row_problem,
+    session_crc,
+    session_row_problem,
+)
+from ._sqlite_writer import REGISTRY, Batch, WriteOp, Writer, run_alone
 
 __all__ = ["SCHEMA_VERSION", "SqliteCheckpointer", "sqlite_checkpointer"]
 
 Synchronous = Literal["normal", "full"]
 _PAGE = 2000
+_INLINE_VERIFY = 2000  # rows an append verifies inside its transaction; more: before it
+_MAX_BUSY_MS = (1 << 31) - 1
 _CRC_MASK = (1 << 63) - 1
 
-_POSITION = "SELECT head, generation FROM sessions WHERE id = ?"
-_TOUCH = "UPDATE sessions SET head = ?, mtime = ? WHERE id = ?"
 _xxh = xxhash.xxh3_64_intdigest
+_pack = struct.Struct("<qd").pack
 _decoder_for = DECODERS.get
 _INSERT = "INSERT INTO events(session_id, seq, ts, kind, body, crc) VALUES (?, ?, ?, ?, ?, ?)"
+_TOUCH = "UPDATE sessions SET head = ?, mtime = ?, crc = ? WHERE id = ?"
+_CREATE = "INSERT INTO sessions(id, head, generation, mtime, crc) VALUES (?, ?, ?, ?, ?)"
+_LAST_SEQ = "SELECT seq FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT 1"
 
 
-def _crc(body: bytes) -> int:
-    return _xxh(body) & _CRC_MASK
+class _NeedsScan(Exception):  # noqa: N818 -- a signal between the writer and the caller
+    """Raised inside a write when too many rows since the last verified one would have to be
+    checked inside the transaction: the caller verifies them first, outside it, and retries."""
+
+
+def session_position(conn: apsw.Connection, session_id: str) -> tuple[int, int, bool]:
+    """``(head, generation, exists)`` from the sessions row, checked."""
+    row = fetch_session_row(conn, session_id)
+    if row is None:
+        return 0, 0, False
+    problem = session_row_problem(session_id, row)
+    if problem is not None:
+        raise corrupt(session_id, None, problem)
+    return int(row[0]), int(row[1]), True
+
+
+def verify_tail(
+    conn: apsw.Connection, session_id: str, verified: Verified, generation: int, head: int,
+    *, limit: int | None,
+) -> None:
+    """Check, inside a write, the rows this process has not verified yet: the session's rows
+    must be the valid events ``1..head`` and nothing after ``head``."""
+    known = verified.get(session_id)
+    if known == (generation, head):
+        return  # the common case: this process wrote or read up to the head
+    after = known[1] if known is not None and known[0] == generation and known[1] <= head else 0
+    if limit is not None and head - after > limit:
+        raise _NeedsScan
+    rows = fetch_page(conn, session_id, after, head - after + 1)
+    check_rows(session_id, Seeds(session_id), rows, after + 1, head, complete=True)
+
+
+class _Append:
+    """The write of one append (see :class:`Writer`)."""
+
+    __slots__ = ("batch", "expected", "limit", "session_id", "ts", "verified")
+
+    def __init__(self, session_id: str, batch: list[EncodedEvent], ts: float,
+                 expected: tuple[int | None, int | None], verified: Verified) -> None:
+        self.session_id = session_id
+        self.batch = batch
+        self.ts = ts
+        self.expected = expected
+        self.verified = verified
+        self.limit: int | None = _INLINE_VERIFY
+
+    def __call__(self, conn: apsw.Connection, tx: Batch) -> int:
+        sid = self.session_id
+        head, gen, exists = session_position(conn, sid)
+        check_position(sid, head, gen, *self.expected)
+        verify_tail(conn, sid, self.verified, gen, head, limit=self.limit)
+        batch = self.batch
+        if not batch:
+            return head
+        ts = self.ts
+        seeds = Seeds(sid)
+        try:
+            if len(batch) == 1:
+                kind, body = batch[0]
+                conn.execute(_INSERT, (sid, head + 1, ts, kind, body, _xxh(
+                    body, _xxh(_pack(head + 1, ts), seeds[kind])) & _CRC_MASK))
+            else:
+                conn.executemany(_INSERT, [
+                    (sid, seq, ts, kind, body,
+                     _xxh(body, _xxh(_pack(seq, ts), seeds[kind])) & _CRC_MASK)
+                    for seq, (kind, body) in enumerate(batch, start=head + 1)
+                ])
+        except apsw.ConstraintError as e:
+            raise corrupt(sid, head + 1, f"rows are stored after the session's recorded head "
+                          f"{head} ({e})") from e
+        new_head = head + len(batch)
+        if exists:
+            conn.execute(_TOUCH, (new_head, ts, session_crc(sid, new_head, gen), sid))
+        else:
+            gen = next_generation(conn)
+            conn.execute(_CREATE, (sid, new_head, gen, ts, session_crc(sid, new_head, gen)))
+        verified = self.verified
+        tx.after_commit(lambda: verified.replace(sid, gen, new_head))
+        return new_head
+
+
+def _truncate_op(session_id: str, to_seq: int, expected: tuple[int | None, int | None],
+                 verified: Verified) -> WriteOp:
+    def op(conn: apsw.Connection, tx: Batch) -> int:
+        head, gen, exists = session_position(conn, session_id)
+        check_position(session_id, head, gen, *expected)
+        if not 0 <= to_seq <= head:
+            raise TruncateRangeError(session_id, to_seq, head)
+        if not exists:
+            return 0
+        # The rows kept must read back; the ones dropped may be damaged (truncating them
+        # away is a way out of damage).
+        known = verified.get(session_id)
+        after = known[1] if known is not None and known[0] == gen and known[1] <= head else 0
+        if after < to_seq:
+            rows = fetch_page(conn, session_id, after, to_seq - after)
+            check_rows(session_id, Seeds(session_id), rows, after + 1, to_seq, complete=False)
+        conn.execute("DELETE FROM events WHERE session_id = ? AND seq > ?", (session_id, to_seq))
+        new_gen = next_generation(conn)
+        conn.execute(
+            "UPDATE sessions SET head = ?, generation = ?, mtime = ?, crc = ? WHERE id = ?",
+            (to_seq, new_gen, time.time(), session_crc(session_id, to_seq, new_gen), session_id),
+        )
+        tx.after_commit(lambda: verified.replace(session_id, new_gen, to_seq))
+        return to_seq
+
+    return op
+
+
+def _delete_op(session_id: str, verified: Verified) -> WriteOp:
+    def op(conn: apsw.Connection, tx: Batch) -> None:
+        conn.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
+        conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        tx.after_commit(lambda: verified.forget(session_id))
+
+    return op
+
+
+def _check_file(file: object) -> str:
+    if isinstance(file, os.PathLike):
+        file = os.fspath(file)
+    if type(file) is not str:
+        raise InvalidArgumentError(
+            f"file must be a str or os.PathLike path of a database file, got {file!r}"
+        )
+    if not file or "\x00" in file:
+        raise InvalidArgumentError(f"file must be a non-empty path without NUL, got {file!r}")
+    try:
+        file.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidArgumentError(f"file is not encodable as UTF-8: {file!r}") from e
+    return file
 
 
 class SqliteCheckpointer(Checkpointer):
@@ -73,26 +229,31 @@ class SqliteCheckpointer(Checkpointer):
 
     def __init__(
         self,
-        file: str,
-        synchronous: Synchronous,
-        busy_timeout_ms: int,
-        integrity_check_on_open: bool,
+        file: object,
+        synchronous: object,
+        busy_timeout_ms: object,
+        integrity_check_on_open: object,
     ) -> None:
         super().__init__()
-        if synchronous not in ("normal", "full"):
+        path = _check_file(file)
+        if type(synchronous) is not str or synchronous not in ("normal", "full"):
             raise InvalidArgumentError(
                 f"synchronous must be 'normal' or 'full', got {synchronous!r}"
             )
-        if type(busy_timeout_ms) is not int or busy_timeout_ms < 0:
+        if type(busy_timeout_ms) is not int or not 0 <= busy_timeout_ms <= _MAX_BUSY_MS:
             raise InvalidArgumentError(
-                f"busy_timeout_ms must be an int >= 0, got {busy_timeout_ms!r}"
+                f"busy_timeout_ms must be an int in 0..{_MAX_BUSY_MS}, got {busy_timeout_ms!r}"
             )
-        self._file = file
-        self._uri = file.startswith("file:")
+        if type(integrity_check_on_open) is not bool:
+            raise InvalidArgumentError(
+                f"integrity_check_on_open must be a bool, got {integrity_check_on_open!r}"
+            )
+        self._file = path
+        self._uri = path.startswith("file:")
         # Every connection to ":memory:" (or a memory URI) is a database of its own: such a
         # checkpointer shares one connection between threads, under a lock.
-        self._memory = file == ":memory:" or (
-            self._uri and (file.startswith("file::memory:") or "mode=memory" in file)
+        self._memory = path == ":memory:" or (
+            self._uri and (path.startswith("file::memory:") or "mode=memory" in path)
         )
         self._sync = synchronous.upper()
         self._busy_ms = busy_timeout_ms
@@ -103,12 +264,19 @@ class SqliteCheckpointer(Checkpointer):
         self._shared: apsw.Connection | None = None
         self._conns_lock = threading.Lock()
         self._mem_lock = threading.RLock()
+        self._writer: Writer | None = None
+        self._verified = Verified()
         self._blob_store = SqliteBlobStore(self)
+        self._closed = False
         if not self._memory and not self._uri:
             with translate():
-                Path(file).parent.mkdir(parents=True, exist_ok=True)
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
         try:
             with self._conn() as conn, translate():  # open now: a bad file fails here
+                if not self._memory:
+                    st = os.stat(conn.filename)
+                    self._writer = REGISTRY.acquire(path, (st.st_dev, st.st_ino))
+                    self._verified = self._writer.verified
                 problem = integrity_problem(conn) if integrity_check_on_open else None
         except BaseException:
             self.close()
@@ -158,19 +326,16 @@ class SqliteCheckpointer(Checkpointer):
         self._local.conn = conn
         return conn
 
-    @contextmanager
-    def _write(self, session_id: str | None) -> Iterator[apsw.Connection]:
-        """A ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back on error."""
-        with self._conn() as conn, translate(session_id):
-            conn.execute("BEGIN IMMEDIATE")
-            committed = False
-            try:
-                yield conn
-                conn.execute("COMMIT")
-                committed = True
-            finally:
-                if not committed and conn.in_transaction:
-                    conn.execute("ROLLBACK")
+    def _submit(self, op: WriteOp, session_id: str | None, *,
+                own_transaction: bool = False) -> Any:
+        """Run one write and return its result once it is committed."""
+        writer = self._writer
+        if writer is not None:
+            return writer.submit(op, session_id, self._sync, self._busy_ms,
+                                 own_transaction=own_transaction)
+        with self._mem_lock:
+            return run_alone(self._shared_conn(), op, session_id,
+                             own_transaction=own_transaction)
 
     @contextmanager
     def _snapshot(self, session_id: str | None) -> Iterator[apsw.Connection]:
@@ -183,13 +348,6 @@ class SqliteCheckpointer(Checkpointer):
                 if conn.in_transaction:
                     conn.execute("COMMIT")
 
-    @staticmethod
-    def _next_generation(conn: apsw.Connection) -> int:
-        rows = conn.execute(
-            "UPDATE meta SET value = value + 1 WHERE key = 'next_generation' RETURNING value - 1"
-        ).fetchall()
-        return int(cast(int, rows[0][0]))
-
     # -- contract primitives ----------------------------------------------------------------------
 
     def _append(
@@ -200,79 +358,35 @@ class SqliteCheckpointer(Checkpointer):
         expected_head: int | None,
         expected_generation: int | None,
     ) -> int:
-        # The hot path: no context managers, one try block as the error boundary.
-        if self._memory:
-            with self._mem_lock:
-                conn = self._shared_conn()
-                return self._append_on(
-                    conn, session_id, batch, ts, (expected_head, expected_generation)
-                )
-        conn = getattr(self._local, "conn", None) or self._thread_conn()
-        return self._append_on(conn, session_id, batch, ts, (expected_head, expected_generation))
-
-    def _append_on(
-        self,
-        conn: apsw.Connection,
-        session_id: str,
-        batch: list[EncodedEvent],
-        ts: float,
-        expected: tuple[int | None, int | None],
-    ) -> int:
-        try:
-            conn.execute("BEGIN IMMEDIATE")
+        op = _Append(session_id, batch, ts, (expected_head, expected_generation), self._verified)
+        for attempt in range(4):
             try:
-                row = conn.execute(_POSITION, (session_id,)).fetchone()
-                head, gen = (0, 0) if row is None else cast(tuple[int, int], row)
-                check_position(session_id, head, gen, *expected)
-                if batch:
-                    if len(batch) == 1:
-                        e = batch[0]
-                        body = e.body
-                        conn.execute(_INSERT, (session_id, head + 1, ts, e.kind, body,
-                                               _xxh(body) & _CRC_MASK))
-                    else:
-                        conn.executemany(
-                            _INSERT,
-                            [
-                                (session_id, head + 1 + i, ts, e.kind, e.body, _crc(e.body))
-                                for i, e in enumerate(batch)
-                            ],
-                        )
-                    if row is None:
-                        conn.execute(
-                            "INSERT INTO sessions(id, head, generation, mtime) "
-                            "VALUES (?, ?, ?, ?)",
-                            (session_id, head + len(batch), self._next_generation(conn), ts),
-                        )
-                    else:
-                        conn.execute(_TOUCH, (head + len(batch), ts, session_id))
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-        except apsw.Error as e:
-            raise map_error(e, session_id) from e
-        return head + len(batch)
+                return cast(int, self._submit(op, session_id))
+            except _NeedsScan:
+                # Verify the rows this process has not read yet outside the write transaction
+                # (a big session must not hold every writer up), then try again; the last
+                # attempt verifies whatever is left inside the transaction.
+                self._scan(session_id)
+                if attempt == 2:
+                    op.limit = None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _scan(self, session_id: str) -> None:
+        """Read the session's rows without decoding them: records how far they verify."""
+        known = self._verified.get(session_id)
+        for _ in self._rows(session_id, 0 if known is None else known[1], decode=False):
+            pass
 
     def _read(self, session_id: str, since_seq: int) -> Iterator[StoredEvent]:
+        return self._rows(session_id, since_seq, decode=True)
+
+    def _rows(self, session_id: str, since_seq: int, *, decode: bool) -> Iterator[StoredEvent]:
         generation: int | None = None
         last = since_seq
+        seeds = Seeds(session_id)
+        xxh, pack, mask = _xxh, _pack, _CRC_MASK
         while True:
-            with self._snapshot(session_id) as conn:
-                row = conn.execute(
-                    "SELECT generation FROM sessions WHERE id = ?", (session_id,)
-                ).fetchone()
-                rows = (
-                    []
-                    if row is None
-                    else conn.execute(
-                        "SELECT seq, ts, kind, body, crc FROM events "
-                        "WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                        (session_id, last, _PAGE),
-                    ).fetchall()
-                )
-            current = 0 if row is None else int(row[0])
+            head, current, rows = self._page(session_id, last)
             if generation is None:
                 generation = current
             elif current != generation:
@@ -282,22 +396,24 @@ class SqliteCheckpointer(Checkpointer):
                     current,
                     "the history was truncated or deleted while it was being read",
                 )
-            if not rows:
-                return
-            # Decode the page into a list and hand it over with one `yield from`; a damaged
-            # event still comes after every good event before it.
+            # Check and decode the page into a list and hand it over with one `yield from`;
+            # a damaged event still comes after every good event before it.
             page: list[StoredEvent] = []
             append = page.append
             error: LiteAgentError | None = None
-            typed = cast(list[tuple[int, float, str, bytes, int]], rows)
-            for seq, ts, kind, body, crc in typed:
-                if seq != last + 1:
-                    error = CorruptLogError(session_id, last + 1, f"the next stored seq is {seq}")
-                    break
-                if _xxh(body) & _CRC_MASK != crc:
-                    error = CorruptLogError(session_id, seq, "the event's checksum does not match")
+            for row in rows:
+                seq, ts, kind, body, crc = row
+                try:
+                    good = (seq == last + 1 and seq <= head
+                            and crc == xxh(body, xxh(pack(seq, ts), seeds[kind])) & mask)
+                except (TypeError, struct.error, OverflowError):
+                    good = False
+                if not good:
+                    error = corrupt(session_id, last + 1, _why(seeds, row, last, head))
                     break
                 last = seq
+                if not decode:
+                    continue
                 decoder = _decoder_for(kind)
                 if decoder is None:
                     append(StoredEvent(seq, ts, kind, OpaqueEvent(kind, body)))
@@ -313,26 +429,71 @@ class SqliteCheckpointer(Checkpointer):
             yield from page
             if error is not None:
                 raise error
+            if len(rows) < _PAGE:
+                if last < head:
+                    raise corrupt(session_id, last + 1, f"the session records head {head}; its "
+                                  f"stored rows end at seq {last}")
+                self._verified.extend(session_id, generation, since_seq, head)
+                # The caller may have taken a while over the last page: a history replaced
+                # meanwhile is still reported before the read ends.
+                if page and self._generation(session_id) != generation:
+                    raise CheckpointConflictError(
+                        session_id, generation, None,
+                        "the history was truncated or deleted while it was being read",
+                    )
+                return
             self._check_open()
 
-    def _position(self, session_id: str) -> Position:
+    def _page(self, session_id: str, after: int) -> tuple[int, int, list[Any]]:
+        """``(head, generation, rows)``: the checked session record and a page of rows after
+        ``after``, from one snapshot."""
+        with self._snapshot(session_id) as conn:
+            srow = fetch_session_row(conn, session_id)
+            rows = fetch_page(conn, session_id, after, _PAGE)
+        if srow is None:
+            if rows:
+                raise corrupt(session_id, after + 1,
+                              "rows are stored for a session that has no session record")
+            return 0, 0, rows
+        problem = session_row_problem(session_id, srow)
+        if problem is not None:
+            raise corrupt(session_id, None, problem)
+        return srow[0], srow[1], rows
+
+    def _generation(self, session_id: str) -> int:
         with self._conn() as conn, translate(session_id):
             row = conn.execute(
-                "SELECT head, generation FROM sessions WHERE id = ?", (session_id,)
+                "SELECT generation FROM sessions WHERE id = ?", (session_id,)
             ).fetchone()
-        return Position(0, 0) if row is None else Position(int(row[0]), int(row[1]))
+        return 0 if row is None else cast(int, row[0])
+
+    def _position(self, session_id: str) -> Position:
+        with self._snapshot(session_id) as conn:
+            head, gen, exists = session_position(conn, session_id)
+            row = conn.execute(_LAST_SEQ, (session_id,)).fetchone()
+        last = 0 if row is None else row[0]
+        if last != head:
+            if not exists:
+                raise corrupt(session_id, None,
+                              "rows are stored for a session that has no session record")
+            raise corrupt(session_id, min(last, head) + 1 if type(last) is int else None,
+                          f"the session records head {head}; its last stored row is seq {last!r}")
+        return Position(head, gen)
 
     def _list(self) -> list[SessionInfo]:
         with self._conn() as conn, translate():
-            return [
-                SessionInfo(sid, float(mtime))
-                for sid, mtime in conn.execute("SELECT id, mtime FROM sessions")
-            ]
+            rows = [decode_raw(r) for r in conn.execute(
+                f"SELECT {raw_select(('id', 'mtime'))} FROM sessions"  # noqa: S608
+            )]
+        out = []
+        for sid, mtime in rows:
+            # A damaged id is not a session anyone can name; check_integrity reports it.
+            if type(sid) is str and _valid_id(sid):
+                out.append(SessionInfo(sid, float(mtime) if type(mtime) is float else 0.0))
+        return out
 
     def _delete(self, session_id: str) -> None:
-        with self._write(session_id) as conn:
-            conn.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
-            conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        self._submit(_delete_op(session_id, self._verified), session_id)
 
     def _truncate(
         self,
@@ -341,82 +502,44 @@ class SqliteCheckpointer(Checkpointer):
         expected_head: int | None,
         expected_generation: int | None,
     ) -> int:
-        with self._write(session_id) as conn:
-            row = conn.execute(
-                "SELECT head, generation FROM sessions WHERE id = ?", (session_id,)
-            ).fetchone()
-            head, gen = (0, 0) if row is None else row
-            check_position(session_id, head, gen, expected_head, expected_generation)
-            if not 0 <= to_seq <= head:
-                raise TruncateRangeError(session_id, to_seq, int(head))
-            if row is None:
-                return 0
-            conn.execute(
-                "DELETE FROM events WHERE session_id = ? AND seq > ?", (session_id, to_seq)
-            )
-            conn.execute(
-                "UPDATE sessions SET head = ?, generation = ?, mtime = ? WHERE id = ?",
-                (to_seq, self._next_generation(conn), time.time(), session_id),
-            )
-            return to_seq
+        op = _truncate_op(session_id, to_seq, (expected_head, expected_generation),
+                          self._verified)
+        return cast(int, self._submit(op, session_id))
 
     def _check_integrity(self) -> IntegrityReport:
-        problems: list[IntegrityProblem] = []
-        with self._conn() as conn, translate():
-            db_problem = integrity_problem(conn)
-            if db_problem is not None:
-                problems.append(db_problem)
-            try:
-                sessions = [
-                    (str(sid), int(cast(int, head)))
-                    for sid, head in conn.execute("SELECT id, head FROM sessions ORDER BY id")
-                ]
-            except apsw.CorruptError as e:
-                problems.append(IntegrityProblem("database", f"cannot list sessions: {e}"))
-                sessions = []
-        events = 0
-        for sid, head in sessions:
-            events += self._check_session(sid, head, problems)
-        return integrity_report(problems, len(sessions), events)
+        with self._conn() as conn:
+            return check_store(conn, lambda sid: self._rows(sid, 0, decode=True))
 
-    def _check_session(self, session_id: str, head: int, problems: list[IntegrityProblem]) -> int:
-        unknown: set[str] = set()
-        count = 0
+    def _repair(self, session_id: str) -> RepairReport:
+        op = repair_op(session_id, self._verified, self._file)
         try:
-            for count, ev in enumerate(self._read(session_id, 0), start=1):
-                if ev.seq != count:
-                    problems.append(
-                        IntegrityProblem("gap", f"expected seq {count}, found {ev.seq}",
-                                         session_id, count)
-                    )
-                    return count
-                if isinstance(ev.body, OpaqueEvent):
-                    unknown.add(ev.kind)
+            return cast(RepairReport, self._submit(op, session_id))
         except CorruptLogError as e:
-            problems.append(IntegrityProblem("corrupt", e.detail, session_id, e.seq))
-            return count
-        except CodecError as e:
-            problems.append(IntegrityProblem("codec", str(e), session_id, e.seq))
-            return count
-        if count != head:
-            problems.append(
-                IntegrityProblem("gap", f"the session records head {head}, the log ends at "
-                                 f"{count}", session_id, count + 1)
+            if not isinstance(e.__cause__, (apsw.CorruptError, apsw.NotADBError)):
+                raise
+        # SQLite's own pages are damaged: salvage the damaged tables, then repair again.
+        moved = cast(list[str], self._submit(rebuild_op, None, own_transaction=True))
+        try:
+            report = cast(RepairReport, self._submit(op, session_id))
+        except CorruptLogError as e:
+            if isinstance(e.__cause__, (apsw.CorruptError, apsw.NotADBError)):
+                raise unrepairable(session_id, self._file, e.__cause__) from e
+            raise
+        if moved:
+            report = msgspec.structs.replace(
+                report, repaired=True,
+                detail=f"{report.detail}; damaged tables moved aside as {', '.join(moved)} "
+                "(their readable rows were copied back)".lstrip("; "),
             )
-        if unknown:
-            problems.append(
-                IntegrityProblem(
-                    "unknown_kind",
-                    f"events of kinds this version does not know (kept as-is): {sorted(unknown)}",
-                    session_id,
-                )
-            )
-        return count
+        return report
 
     def _blobs(self) -> BlobStore:
         return self._blob_store
 
     def _close(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            REGISTRY.release(writer)
         with self._mem_lock, self._conns_lock:
             conns = list(self._conns)
             self._conns.clear()
@@ -428,6 +551,22 @@ class SqliteCheckpointer(Checkpointer):
         self._local = threading.local()
 
 
+def _why(seeds: Seeds, row: Any, last: int, head: int) -> str:
+    """Why ``row`` failed the read's fast check (the slow, exact explanation)."""
+    problem = row_problem(seeds, row, last + 1)
+    if problem is not None:
+        return problem
+    return f"a row is stored at seq {last + 1}, after the session's recorded head {head}"
+
+
+def _valid_id(session_id: str) -> bool:
+    try:
+        validate_session_id(session_id)
+    except LiteAgentError:
+        return False
+    return True
+
+
 class SqliteBlobStore(BlobStore):
     """Blobs inside the checkpointer's database (table ``blobs``), so they live with the log."""
 
@@ -436,25 +575,34 @@ class SqliteBlobStore(BlobStore):
 
     def put(self, data: bytes) -> str:
         if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(f"blob data must be bytes, got {type(data).__name__}")
+            raise InvalidArgumentError(f"blob data must be bytes, got {type(data).__name__}")
         data = bytes(data)
         ref = blob_ref(data)
         self._owner._check_open()
-        with self._owner._write(None) as conn:
+
+        def op(conn: apsw.Connection, _tx: Batch) -> None:
             conn.execute("INSERT OR IGNORE INTO blobs(ref, data) VALUES (?, ?)", (ref, data))
+
+        self._owner._submit(op, None)
         return ref
 
-    def _fetch(self, ref: str) -> Any:
+    def _fetch(self, ref: str) -> tuple[Any, Any] | None:
         parse_blob_ref(ref)
         self._owner._check_open()
         with self._owner._conn() as conn, translate():
-            return conn.execute("SELECT data FROM blobs WHERE ref = ?", (ref,)).fetchone()
+            row = conn.execute(
+                "SELECT CAST(data AS BLOB), typeof(data) FROM blobs WHERE ref = ?", (ref,)
+            ).fetchone()
+        return None if row is None else (row[0], row[1])
 
     def get(self, ref: str) -> bytes:
         row = self._fetch(ref)
         if row is None:
             raise BlobNotFoundError(f"no blob {ref}")
-        return verify_blob(ref, bytes(row[0]))
+        data, typ = row
+        if typ != "blob" or type(data) is not bytes:
+            raise CorruptBlobError(f"blob {ref} is damaged: it is stored as {typ}, not BLOB")
+        return verify_blob(ref, data)
 
     def has(self, ref: str) -> bool:
         return self._fetch(ref) is not None
@@ -470,11 +618,10 @@ def sqlite_checkpointer(
     """Return a checkpointer on a SQLite database in WAL mode, shared by many processes.
 
     ``synchronous="normal"`` survives a process crash; ``"full"`` also survives power loss (an
-    fsync per commit). ``busy_timeout_ms`` bounds how long a writer waits for another one.
-    ``":memory:"`` gives a process-local database. A database written by a newer liteagent is
-    refused with :class:`SchemaVersionError`; a file that is not a database with
-    :class:`NotADatabaseError`.
+    fsync per commit; the appends of concurrent sessions share a commit). ``busy_timeout_ms``
+    bounds how long a writer waits for another process's. ``":memory:"`` gives a process-local
+    database. A database written by a newer liteagent is refused with
+    :class:`SchemaVersionError`; a file that is not a database with :class:`NotADatabaseError`;
+    an older one is migrated on open.
     """
-    return SqliteCheckpointer(
-        os.fspath(file), synchronous, busy_timeout_ms, integrity_check_on_open
-    )
+    return SqliteCheckpointer(file, synchronous, busy_timeout_ms, integrity_check_on_open)

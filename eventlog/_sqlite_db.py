@@ -4,11 +4,13 @@ exceptions become liteagent errors."""
 from __future__ import annotations
 
 import errno
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import apsw
+import structlog
 
 from ._contract import IntegrityProblem
 from ._errors import (
@@ -20,38 +22,14 @@ from ._errors import (
     SchemaVersionError,
     StorageIOError,
 )
+from ._sqlite_schema import SCHEMA, SCHEMA_VERSION, migrate_from_1
 
 __all__ = ["SCHEMA_VERSION", "integrity_problem", "map_error", "open_connection", "translate"]
 
-SCHEMA_VERSION = 1
-_WAL_ATTEMPTS = 200  # x 10 ms: how long to retry a WAL switch refused on a fresh file
+_log = structlog.get_logger("liteagent.eventlog")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS sessions(
-    id TEXT PRIMARY KEY,
-    head INTEGER NOT NULL,
-    generation INTEGER NOT NULL,
-    mtime REAL NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS events(
-    session_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    ts REAL NOT NULL,
-    kind TEXT NOT NULL,
-    body BLOB NOT NULL,
-    crc INTEGER NOT NULL,
-    PRIMARY KEY (session_id, seq)
-);
-CREATE TABLE IF NOT EXISTS blobs(
-    ref TEXT PRIMARY KEY,
-    data BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS meta(
-    key TEXT PRIMARY KEY,
-    value INTEGER NOT NULL
-) WITHOUT ROWID;
-INSERT OR IGNORE INTO meta(key, value) VALUES ('next_generation', 1);
-"""
+_WAL_ATTEMPTS = 200  # x 10 ms: how long to retry a WAL switch refused on a fresh file
+_MIGRATION_WAIT_S = 600.0  # how long an open waits for another process's migration
 
 
 def map_error(e: BaseException, session_id: str | None) -> LiteAgentError:
@@ -62,22 +40,37 @@ def map_error(e: BaseException, session_id: str | None) -> LiteAgentError:
     if isinstance(e, apsw.NotADBError):
         return NotADatabaseError(f"{where}the file is not a SQLite database: {e}")
     if isinstance(e, apsw.CorruptError):
-        return CorruptLogError(session_id, None, f"the database is damaged: {e}")
+        return CorruptLogError(
+            session_id, None,
+            f"the database file itself is damaged (SQLite: {e}); `lite-agent doctor` reports "
+            "what SQLite's integrity check finds",
+        )
+    if isinstance(e, UnicodeError):
+        return CorruptLogError(
+            session_id, None, f"the database holds text that is not valid UTF-8 ({e})"
+        )
     if isinstance(e, (apsw.BusyError, apsw.LockedError)):
         return StorageIOError(
             errno.EBUSY, f"{where}the database stayed locked past busy_timeout_ms: {e}"
         )
     if isinstance(e, (apsw.ConnectionClosedError, apsw.CursorClosedError)):
         return CheckpointerClosedError(f"{where}the SQLite checkpointer is closed")
-    if isinstance(
-        e,
-        (apsw.FullError, apsw.IOError, apsw.CantOpenError, apsw.ReadOnlyError,
-         apsw.PermissionsError),
-    ):
-        return StorageIOError(errno.EIO, f"{where}{type(e).__name__}: {e}")
+    code = _ERRNO.get(type(e))
+    if code is not None:
+        return StorageIOError(code, f"{where}{os.strerror(code)}: SQLite {type(e).__name__}: {e}")
     if isinstance(e, OSError):
         return StorageIOError(e.errno, f"{where}{e.strerror or e}")
     return CheckpointerError(f"{where}SQLite error {type(e).__name__}: {e}")
+
+
+_ERRNO: dict[type[BaseException], int] = {
+    apsw.FullError: errno.ENOSPC,
+    apsw.IOError: errno.EIO,
+    apsw.CantOpenError: errno.EIO,
+    apsw.ReadOnlyError: errno.EROFS,
+    apsw.PermissionsError: errno.EACCES,
+    apsw.NoMemError: errno.ENOMEM,
+}
 
 
 @contextmanager
@@ -85,7 +78,7 @@ def translate(session_id: str | None = None) -> Iterator[None]:
     """Translate apsw and OS errors raised inside the block (see :func:`map_error`)."""
     try:
         yield
-    except (apsw.Error, OSError) as e:
+    except (apsw.Error, OSError, UnicodeError) as e:
         raise map_error(e, session_id) from e
 
 
@@ -121,16 +114,34 @@ def open_connection(file: str, busy_timeout_ms: int, synchronous: str) -> apsw.C
 
 
 def _ensure_schema(conn: apsw.Connection, file: str) -> None:
+    """Create the schema of a new database, or migrate an older one, in one ``BEGIN
+    IMMEDIATE`` transaction; wait (up to ``_MIGRATION_WAIT_S``) while another process does."""
     version = conn.pragma("user_version")
     _refuse_newer(version, file)
     if version == SCHEMA_VERSION:
         return
-    conn.execute("BEGIN IMMEDIATE")
+    deadline = time.monotonic() + _MIGRATION_WAIT_S
+    while True:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            break
+        except apsw.BusyError:
+            # Another process holds the write lock past our busy timeout: a migration of a
+            # big store takes a while. Done when it has set the new version.
+            if time.monotonic() > deadline:
+                raise
+            if conn.pragma("user_version") == SCHEMA_VERSION:
+                return
+            time.sleep(0.01)
     try:
         version = conn.pragma("user_version")
         _refuse_newer(version, file)
+        if version == 0:
+            conn.execute(SCHEMA)
+        elif version == 1:
+            failed = migrate_from_1(conn)
+            _log.info("sqlite_migrated", file=file, to=SCHEMA_VERSION, failed_rows=failed)
         if version < SCHEMA_VERSION:
-            conn.execute(_SCHEMA)
             conn.pragma("user_version", SCHEMA_VERSION)
         conn.execute("COMMIT")
     except BaseException:
@@ -177,7 +188,7 @@ def integrity_problem(conn: apsw.Connection) -> IntegrityProblem | None:
     """Run SQLite's own ``PRAGMA integrity_check``; None when the database is healthy."""
     try:
         rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
-    except apsw.CorruptError as e:
+    except (apsw.CorruptError, apsw.NotADBError, UnicodeError) as e:
         rows = [f"{type(e).__name__}: {e}"]
     if rows == ["ok"]:
         return None

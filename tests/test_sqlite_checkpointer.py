@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import functools
+import random
 from pathlib import Path
 
 from liteagent.eventlog import sqlite_checkpointer
 from liteagent.eventlog.conformance import (
     CheckpointerConformance,
+    CorruptionConformance,
     CrashConformance,
     DurableConformance,
     Factory,
+    damage_sqlite,
 )
 
 
@@ -33,3 +36,13 @@ class TestSqliteCheckpointerInMemory(CheckpointerConformance):
 
     def checkpointer_factory(self, path: Path) -> Factory:
         return functools.partial(sqlite_checkpointer, ":memory:")
+
+
+class TestSqliteCorruption(CorruptionConformance):
+    """Random damage to a closed SQLite store: rows edited behind its back, the file itself."""
+
+    def checkpointer_factory(self, path: Path) -> Factory:
+        return functools.partial(sqlite_checkpointer, path / "log.db")
+
+    def damage(self, path: Path, session_id: str, rng: random.Random) -> str:
+        return damage_sqlite(path, session_id, rng)

@@ -1,0 +1,139 @@
+"""Salvage of tables whose SQLite pages are damaged (a repair's last resort).
+
+When SQLite itself reports a table as damaged (``PRAGMA quick_check(table)``), the table is
+renamed aside as ``<table>_damaged_<n>`` (never dropped: its pages stay in the file for an
+expert's ``.recover``), a new empty table of the same schema takes its name, and every row that
+can still be read is copied into it with the values and types it had: first in order until the
+damage, then backwards from the end until the damage. Rows on the damaged pages are lost; the
+checks of ``_sqlite_rows`` then see them missing (a session's head no longer reached), and a
+session's repair reports them.
+
+Everything runs inside the caller's transaction: nothing is changed unless it all commits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import apsw
+
+from ._sqlite_rows import raw_select
+from ._sqlite_schema import COLUMNS, TABLES
+
+__all__ = ["damaged_tables", "rebuild_damaged"]
+
+_ORDER = {"sessions": "id", "meta": "key", "leases": "session_id"}  # WITHOUT ROWID tables
+
+
+def _is_damaged(conn: apsw.Connection, table: str) -> bool:
+    try:
+        rows = [r[0] for r in conn.execute(f"PRAGMA quick_check({table})")]
+    except (apsw.CorruptError, apsw.SQLError):
+        return True
+    return rows != ["ok"]
+
+
+def damaged_tables(conn: apsw.Connection, tables: tuple[str, ...] = tuple(TABLES)) -> list[str]:
+    """The tables of ``tables`` that SQLite's quick check finds damaged."""
+    return [t for t in tables if _is_damaged(conn, t)]
+
+
+def _salvage(conn: apsw.Connection, table: str) -> list[tuple[object, ...]]:
+    """Every row of ``table`` that can be read, as (value, type) pairs."""
+    select = f"SELECT {raw_select(COLUMNS[table])} FROM {table} "  # noqa: S608
+    order = _ORDER.get(table, "rowid")
+    forward: list[tuple[object, ...]] = []
+    try:
+        forward.extend(conn.execute(select + f"ORDER BY {order}"))
+    except apsw.Error:
+        backward: list[tuple[object, ...]] = []
+        with contextlib.suppress(apsw.Error):
+            backward.extend(conn.execute(select + f"ORDER BY {order} DESC"))
+        forward.extend(reversed(backward))
+    return forward
+
+
+def _insert(conn: apsw.Connection, table: str, rows: list[tuple[object, ...]]) -> None:
+    """Insert rows of (value, type) pairs, each value with the type it had."""
+    columns = COLUMNS[table]
+    statements: dict[tuple[object, ...], str] = {}
+    for raw in rows:
+        types = raw[1::2]
+        sql = statements.get(types)
+        if sql is None:
+            values = ", ".join("CAST(? AS TEXT)" if t == "text" else "?" for t in types)
+            sql = statements[types] = (
+                f"INSERT OR IGNORE INTO {table}({', '.join(columns)}) VALUES ({values})"  # noqa: S608
+            )
+        conn.execute(sql, raw[0::2])
+
+
+def _free_name(conn: apsw.Connection, table: str) -> str:
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    n = 1
+    while f"{table}_damaged_{n}" in names:
+        n += 1
+    return f"{table}_damaged_{n}"
+
+
+def rebuild_damaged(conn: apsw.Connection) -> list[str]:
+    """Rebuild every damaged table (see the module docstring) on ``conn``, which must be
+    outside any transaction; return the names the damaged tables were moved to.
+
+    SQLite refuses every write of a transaction once it has met a damaged page, so the damaged
+    tables are found and read in one transaction and moved aside in a second one; ``PRAGMA
+    data_version`` tells whether another process committed in between (then it starts over).
+    """
+    for _ in range(5):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = conn.pragma("data_version")
+            existing = {
+                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+            damaged = damaged_tables(conn, tuple(t for t in TABLES if t in existing))
+            salvaged = {t: _salvage(conn, t) for t in damaged}
+        finally:
+            conn.execute("ROLLBACK")
+        if not damaged:
+            return []
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.pragma("data_version") != version:
+                conn.execute("ROLLBACK")
+                continue
+            moved = []
+            for table in damaged:
+                aside = _free_name(conn, table)
+                conn.execute(f"ALTER TABLE {table} RENAME TO {aside}")
+                # An explicit index keeps its name on the table moved aside (and may be
+                # damaged, so it is not dropped): the new table goes without it (it only
+                # speeds up reading the quarantine).
+                conn.execute(TABLES[table])
+                _insert(conn, table, salvaged[table])
+                moved.append(aside)
+            _fix_generation_counter(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return moved
+    raise apsw.BusyError("the store kept changing while its damaged tables were salvaged")
+
+
+def _fix_generation_counter(conn: apsw.Connection) -> None:
+    """Make sure the generation counter exists and is past every generation still stored."""
+    highest = 0
+    for table in ("sessions", "quarantine"):
+        row = conn.execute(
+            f"SELECT max(generation) FROM {table} WHERE typeof(generation) = 'integer'"  # noqa: S608
+        ).fetchone()
+        if row is not None and type(row[0]) is int:
+            highest = max(highest, row[0])
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES ('next_generation', ?) ON CONFLICT(key) DO UPDATE "
+        "SET value = max(CASE typeof(value) WHEN 'integer' THEN value ELSE 0 END, "
+        "excluded.value)",
+        (highest + 1,),
+    )

@@ -1,0 +1,231 @@
+"""Integrity check and repair of the SQLite store.
+
+:func:`check_store` reports SQLite's own integrity check, every damaged sessions row, event rows
+that belong to no session, and every session whose rows do not read back (see ``_sqlite_rows``).
+
+:func:`repair_op` salvages one session: it keeps the readable prefix (the rows whose types and
+checksums verify, consecutive from seq 1, up to the head the session records when its record is
+intact), moves every other row of the session to the ``quarantine`` table (never deleted; the
+values keep the types they had), sets the head to the kept prefix, gives the session a new
+generation and reports exactly which seqs were lost. Damage in SQLite's own pages that a
+``REINDEX`` cannot fix makes the repair impossible in place: it raises :class:`CorruptLogError`
+saying so (the file then needs SQLite's ``.recover``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import apsw
+
+from ._contract import IntegrityProblem, IntegrityReport, RepairReport, integrity_report
+from ._errors import CodecError, CorruptLogError, LiteAgentError
+from ._events import OpaqueEvent, StoredEvent
+from ._ids import validate_session_id
+from ._sqlite_db import integrity_problem
+from ._sqlite_rebuild import rebuild_damaged
+from ._sqlite_rows import (
+    Seeds,
+    Verified,
+    decode_raw,
+    fetch_page,
+    fetch_session_row,
+    next_generation,
+    raw_select,
+    row_problem,
+    session_crc,
+    session_row_problem,
+)
+from ._sqlite_writer import Batch, WriteOp
+
+__all__ = ["check_store", "rebuild_op", "repair_op", "unrepairable"]
+
+_PAGE = 2000
+_SESSIONS = f"SELECT {raw_select(('id', 'head', 'generation', 'crc'))} FROM sessions"  # noqa: S608
+_ORPHANS = (
+    f"SELECT {raw_select(('session_id',))} FROM "  # noqa: S608
+    "(SELECT DISTINCT session_id FROM events WHERE session_id NOT IN (SELECT id FROM sessions))"
+)
+_NOT_KEPT = "session_id = ? AND NOT (typeof(seq) = 'integer' AND seq BETWEEN 1 AND ?)"
+
+
+def _session_id(value: object) -> str | None:
+    """``value`` if it is a valid session id, else None."""
+    if type(value) is not str:
+        return None
+    try:
+        return validate_session_id(value)
+    except LiteAgentError:
+        return None
+
+
+# -- check -----------------------------------------------------------------------------------------
+
+
+def check_store(
+    conn: apsw.Connection, read: Callable[[str], Iterator[StoredEvent]]
+) -> IntegrityReport:
+    """Check the whole store; ``read(sid)`` reads one session with every check of a read."""
+    problems: list[IntegrityProblem] = []
+    try:
+        db_problem = integrity_problem(conn)
+        if db_problem is not None:
+            problems.append(db_problem)
+        stored = [decode_raw(r) for r in conn.execute(_SESSIONS)]
+        orphans = [decode_raw(r)[0] for r in conn.execute(_ORPHANS)]
+    except apsw.Error as e:
+        problems.append(IntegrityProblem("database", f"cannot list sessions: {e}"))
+        stored, orphans = [], []
+    sessions = []
+    for sid_value, *rest in stored:
+        sid = _session_id(sid_value)
+        if sid is None:
+            problems.append(IntegrityProblem(
+                "corrupt", f"a session record has a damaged id: {sid_value!r}"))
+            continue
+        problem = session_row_problem(sid, (rest[0], rest[1], rest[2]))
+        if problem is not None:
+            problems.append(IntegrityProblem("corrupt", problem, sid))
+            continue
+        sessions.append((sid, rest[0]))
+    for value in orphans:
+        sid = _session_id(value)
+        problems.append(IntegrityProblem(
+            "corrupt", "rows are stored for a session that has no session record"
+            if sid is not None else f"rows are stored under a damaged session id {value!r}",
+            sid,
+        ))
+    events = 0
+    for sid, head in sorted(sessions):
+        events += _check_session(read, sid, head, problems)
+    return integrity_report(problems, len(stored), events)
+
+
+def _check_session(read: Callable[[str], Iterator[StoredEvent]], session_id: str, head: int,
+                   problems: list[IntegrityProblem]) -> int:
+    unknown: set[str] = set()
+    count = 0
+    try:
+        for count, ev in enumerate(read(session_id), start=1):  # noqa: B007 -- count is kept
+            if isinstance(ev.body, OpaqueEvent):
+                unknown.add(ev.kind)
+    except CorruptLogError as e:
+        problems.append(IntegrityProblem("corrupt", e.detail, session_id, e.seq))
+        return count
+    except CodecError as e:
+        problems.append(IntegrityProblem("codec", str(e), session_id, e.seq))
+        return count
+    if count != head:  # a read checks this too; kept for a session appended meanwhile
+        problems.append(IntegrityProblem(
+            "gap", f"the session records head {head}, the log ends at {count}", session_id,
+            count + 1))
+    if unknown:
+        problems.append(IntegrityProblem(
+            "unknown_kind",
+            f"events of kinds this version does not know (kept as-is): {sorted(unknown)}",
+            session_id,
+        ))
+    return count
+
+
+# -- repair ----------------------------------------------------------------------------------------
+
+
+def repair_op(session_id: str, verified: Verified, file: str) -> WriteOp:
+    """The write that repairs ``session_id`` (see the module docstring). Damage in SQLite's own
+    pages makes it raise ``apsw.CorruptError``: the caller then runs :func:`rebuild_op` and
+    this again."""
+
+    def op(conn: apsw.Connection, tx: Batch) -> RepairReport:
+        # A damaged generation counter would refuse every later write of every session.
+        conn.execute("SELECT value FROM meta WHERE key = 'next_generation'").fetchall()
+        return _repair(conn, tx, session_id, verified, file)
+
+    return op
+
+
+def rebuild_op(conn: apsw.Connection, _tx: Batch) -> list[str]:
+    """The write (outside any transaction) that salvages the damaged tables."""
+    return rebuild_damaged(conn)
+
+
+def unrepairable(session_id: str, file: str, error: BaseException) -> CorruptLogError:
+    """The error of a repair that SQLite's own damage makes impossible in place."""
+    return CorruptLogError(
+        session_id, None,
+        f"cannot repair in place: the database file itself is damaged beyond its tables "
+        f"(SQLite: {error}); copy out what SQLite can still read with "
+        f"`sqlite3 {file} .recover` into a new file",
+    )
+
+
+def _repair(conn: apsw.Connection, tx: Batch, session_id: str, verified: Verified,
+            file: str) -> RepairReport:
+    sid = session_id
+    srow = fetch_session_row(conn, sid)
+    record_problem = None if srow is None else session_row_problem(sid, srow)
+    recorded: int | None = None
+    generation = 0
+    if srow is not None and record_problem is None:
+        recorded, generation = int(srow[0]), int(srow[1])
+    kept, problem = _readable_prefix(conn, sid, recorded)
+    if problem is None and recorded is not None and kept < recorded:
+        problem = f"the session records head {recorded}; its stored rows end at seq {kept}"
+    if problem is None and srow is None and kept > 0:
+        problem = "rows are stored for a session that has no session record"
+    problem = problem or record_problem
+    if problem is None:
+        return RepairReport(sid, False, kept, generation)
+    row = conn.execute(
+        "SELECT max(seq) FROM events WHERE session_id = ? AND typeof(seq) = 'integer'", (sid,)
+    ).fetchone()
+    max_seq = row[0] if row is not None and type(row[0]) is int else 0
+    now = time.time()
+    new_gen = next_generation(conn)
+    conn.execute(
+        "INSERT INTO quarantine(session_id, seq, ts, kind, body, crc, reason, generation, "  # noqa: S608
+        "moved_at) SELECT session_id, seq, ts, kind, body, crc, "
+        "CASE WHEN seq IS ? THEN ? ELSE ? END, ?, ? FROM events WHERE " + _NOT_KEPT,
+        (kept + 1, problem, f"stored after the first damaged seq {kept + 1}", new_gen, now,
+         sid, kept),
+    )
+    moved = conn.changes()
+    conn.execute("DELETE FROM events WHERE " + _NOT_KEPT, (sid, kept))  # noqa: S608
+    conn.execute(
+        "INSERT INTO sessions(id, head, generation, mtime, crc) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT(id) DO UPDATE SET head = excluded.head, generation = excluded.generation, "
+        "mtime = excluded.mtime, crc = excluded.crc",
+        (sid, kept, new_gen, now, session_crc(sid, kept, new_gen)),
+    )
+    lost: tuple[tuple[int, int | None], ...] = ()
+    if recorded is None:
+        lost = ((kept + 1, None),)  # the damaged record hides how far the log went
+    elif max(recorded, max_seq) > kept:
+        lost = ((kept + 1, max(recorded, max_seq)),)
+    tx.after_commit(lambda: verified.replace(sid, new_gen, kept))
+    return RepairReport(
+        sid, True, kept, new_gen, lost,
+        quarantine=f"table quarantine of {file} ({moved} rows, generation {new_gen})"
+        if moved else None,
+        detail=problem,
+    )
+
+
+def _readable_prefix(conn: apsw.Connection, session_id: str,
+                     recorded: int | None) -> tuple[int, str | None]:
+    """How many rows from seq 1 verify (not past ``recorded``), and why the next one does not
+    (None when every stored row verified)."""
+    seeds = Seeds(session_id)
+    kept = 0
+    while True:
+        rows = fetch_page(conn, session_id, kept, _PAGE)
+        for row in rows:
+            if recorded is not None and kept >= recorded:
+                return kept, f"a row is stored after the session's recorded head {recorded}"
+            problem = row_problem(seeds, row, kept + 1)
+            if problem is not None:
+                return kept, problem
+            kept += 1
+        if len(rows) < _PAGE:
+            return kept, None
