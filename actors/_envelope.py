@@ -192,8 +192,9 @@ class ActorBase(pykka.ThreadingActor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._on_stopped: Callable[[], None] | None = getattr(_starting, "on_stopped", None)
-        _starting.on_stopped = None  # an actor started inside this constructor gets none
-        _starting.ref = self.actor_ref
+        if self._on_stopped is not None:  # started by start_actor
+            _starting.on_stopped = None  # an actor started inside this constructor gets none
+            _starting.ref = self.actor_ref
 
     def on_stop(self) -> None:
         self._wind_down()

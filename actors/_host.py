@@ -84,7 +84,7 @@ class HostStats(msgspec.Struct, frozen=True, kw_only=True):
     max_queued_sends: int
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Request:
     session_id: str
     kind: Literal["send", "ask", "ref"]
@@ -95,7 +95,7 @@ class _Request:
     unregister: Callable[[], None] | None = None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Live:
     session_id: str
     ref: pykka.ActorRef[Any]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pykka
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -27,6 +28,7 @@ from liteagent.actors import (
     ask,
     tell,
 )
+from liteagent.actors._envelope import start_actor
 from liteagent.eventlog import (
     AssistantMessage,
     CancelToken,
@@ -212,6 +214,21 @@ def test_a_message_queued_behind_a_stop_fails_instead_of_vanishing() -> None:
     assert "held" == first.reply.result(WAIT)
     with pytest.raises(ActorStoppedError):
         late.reply.result(WAIT)
+
+
+class _NoThread(_Blocking):
+    """An actor whose thread cannot start, as when the process has no threads left."""
+
+    def _start_actor_loop(self) -> None:
+        raise RuntimeError("can't start new thread")
+
+
+def test_an_actor_whose_thread_cannot_start_is_not_left_registered() -> None:
+    """start_actor raises the thread error and leaves no half-started actor in pykka's registry
+    (whose stop_all would wait on it forever)."""
+    with pytest.raises(RuntimeError):
+        start_actor(_NoThread, threading.Event(), on_stopped=lambda: None)
+    assert [] == pykka.ActorRegistry.get_by_class(_NoThread)
 
 
 def test_an_ask_without_reply_raises_a_library_timeout() -> None:
