@@ -17,12 +17,15 @@
   adds field descriptions and constraints. One parameter annotated ``ToolContext`` (any name)
   receives the call's context and is not part of the schema. ``*args``, ``**kwargs``,
   positional-only and unannotated parameters are refused with :class:`ToolDefinitionError`.
-- **Calling** (``run``): the input is converted with ``msgspec.convert`` (strict: ``"1"`` is
-  not an ``int``); a validation error is an ``is_error`` output naming the field. The return
-  value becomes the output: a ``str`` is the content, a ``ToolOutput`` is used as is, anything
-  else is JSON-encoded with msgspec. An ``Exception`` raised by the function (or by encoding)
-  becomes an ``is_error`` output ``"<ExceptionType>: <message>"``; ``BaseException``s that are
-  not ``Exception`` (``KeyboardInterrupt``...) propagate.
+- **Calling** (``run``): the input must be a mapping and is converted with ``msgspec.convert``
+  (strict: ``"1"`` is not an ``int``); an input that is not a mapping or does not validate is
+  an ``is_error`` output naming the problem. The return value becomes the output: a ``str`` is
+  the content, a ``ToolOutput`` is used as is, anything else is JSON-encoded with msgspec. An
+  ``Exception`` raised by the function (or by encoding) becomes an ``is_error`` output
+  ``"<ExceptionType>: <message>"``; ``BaseException``s that are not ``Exception``
+  (``KeyboardInterrupt``...) propagate. The content is always valid text: a lone surrogate
+  (a file name that is not UTF-8, ``"\\udcff"``) is written as its ``\\u`` escape, so the output
+  can be recorded.
 - **Changed paths**: ``@tool(changes_param="path")`` declares that the parameter ``path`` (a
   ``str``, or a ``list[str]``) names the workspace files the call may change.
   ``changed_paths`` returns them resolved with :func:`resolve_in_workspace`, raising
@@ -115,10 +118,21 @@ class FunctionTool(Tool, Generic[P, R]):
 
     def run(self, input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         """Validate ``input``, call the function, and convert its result (module docstring)."""
+        return _valid_text(self._run(input, ctx))
+
+    def _run(self, input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        given: object = input  # typed as a Mapping, but it comes from the model's JSON
+        if not isinstance(given, Mapping):
+            return ToolOutput(
+                f"invalid input for {self.name}: expected an object, got {type(given).__name__}",
+                is_error=True,
+            )
         try:
             args = msgspec.convert(dict(input), self._struct)
         except msgspec.ValidationError as e:
             return ToolOutput(f"invalid input for {self.name}: {e}", is_error=True)
+        except Exception as e:  # noqa: BLE001 -- e.g. RecursionError on absurdly nested input
+            return ToolOutput(f"invalid input for {self.name}: {type(e).__name__}", is_error=True)
         kwargs = {f: getattr(args, f) for f in self._fields}
         if self._ctx_param is not None:
             kwargs[self._ctx_param] = ctx
@@ -168,6 +182,19 @@ def tool(
         return FunctionTool(f, name=name, description=description, changes_param=changes_param)
 
     return make if fn is None else make(fn)
+
+
+def _valid_text(output: ToolOutput) -> ToolOutput:
+    """``output`` with every lone surrogate of its content written as a ``\\u`` escape (the
+    log stores UTF-8, which cannot carry them)."""
+    try:
+        output.content.encode("utf-8")
+    except UnicodeEncodeError:
+        text = output.content.encode("utf-8", "backslashreplace").decode("utf-8")
+        return ToolOutput(text, is_error=output.is_error)
+    except AttributeError:  # a ToolOutput built with a non-str content
+        return ToolOutput(f"the tool returned {type(output.content).__name__}", is_error=True)
+    return output
 
 
 def _first_paragraph(fn: Callable[..., object]) -> str:

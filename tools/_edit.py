@@ -6,6 +6,11 @@ occurrences without ``replace_all``, an empty ``old_string``, or ``old_string ==
 are ``is_error`` outputs that say so (with the number of matches); the file is then not
 written. The match is exact: no whitespace or newline normalization (a ``\\r\\n`` file needs
 ``\\r\\n`` in ``old_string``). ``changed_paths`` is the resolved path of ``path``.
+
+Bounds: a ``new_string`` that is not valid text (a lone surrogate) and an edit whose result
+would exceed ``MAX_EDIT_BYTES`` (``replace_all`` of a short string by a long one) are refused
+before anything is written; the number of matches reported for an ambiguous edit is counted up
+to :data:`MATCH_COUNT_CAP` (``"100+"``), so counting stays linear in the file size.
 """
 
 from __future__ import annotations
@@ -17,10 +22,13 @@ from msgspec import Meta
 from ._contract import ToolContext, ToolOutput
 from ._decorator import tool
 from ._errors import os_error_message
-from ._files import MAX_EDIT_BYTES, read_text, resolve_for_tool
+from ._files import MAX_EDIT_BYTES, encode_text, read_text, resolve_for_tool, write_bytes
 from ._paths import relative_display, workspace_root
 
-__all__ = ["edit_file"]
+__all__ = ["MATCH_COUNT_CAP", "edit_file"]
+
+#: An ambiguous edit reports at most this many matches (then "100+").
+MATCH_COUNT_CAP = 100
 
 
 @tool(name="edit_file", changes_param="path")
@@ -47,6 +55,9 @@ def edit_file(
         return ToolOutput(
             "old_string and new_string are the same; nothing to change", is_error=True
         )
+    new_bytes = encode_text(new_string, "new_string")
+    if isinstance(new_bytes, ToolOutput):
+        return new_bytes
     target = resolve_for_tool(ctx, path)
     if isinstance(target, ToolOutput):
         return target
@@ -60,20 +71,26 @@ def edit_file(
         )
     if replace_all:
         count = text.count(old_string)
-        new_text = text.replace(old_string, new_string)
     elif matches > 1:
-        total = _occurrences(text, old_string)
+        total = _occurrences(text, old_string, stop_after=MATCH_COUNT_CAP)
+        shown_total = f"{total}+" if total >= MATCH_COUNT_CAP else str(total)
         return ToolOutput(
-            f"old_string matches {total} times in {path}; include more surrounding text to make "
-            "it unique, or set replace_all; nothing changed",
+            f"old_string matches {shown_total} times in {path}; include more surrounding text "
+            "to make it unique, or set replace_all; nothing changed",
             is_error=True,
         )
     else:
         count = 1
-        new_text = text.replace(old_string, new_string, 1)
+    size = len(text.encode("utf-8")) + count * (len(new_bytes) - len(old_string.encode("utf-8")))
+    if size > MAX_EDIT_BYTES:
+        return ToolOutput(
+            f"the edit would make {path} {size} bytes, over the {MAX_EDIT_BYTES}-byte limit; "
+            "nothing changed",
+            is_error=True,
+        )
+    new_text = text.replace(old_string, new_string, -1 if replace_all else 1)
     try:
-        with open(target, "w", encoding="utf-8", newline="") as f:
-            f.write(new_text)
+        write_bytes(target, new_text.encode("utf-8"))
     except OSError as e:
         return ToolOutput(os_error_message(e, path), is_error=True)
     shown = relative_display(workspace_root(ctx.workdir), target)

@@ -36,7 +36,8 @@ class ToolError(LiteAgentError):
 
 
 class InvalidPathError(ToolError, ValueError):
-    """Raised when a path given to a tool cannot name a file at all (it contains a NUL byte).
+    """Raised when a path given to a tool cannot name a file at all (it contains a NUL byte, or
+    a character the file system encoding cannot carry, such as a lone surrogate).
 
     ``path`` is the path as it was given.
     """

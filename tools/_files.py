@@ -6,11 +6,17 @@ text names the path as the model gave it — never an exception.
 
 A file is **binary** when its first 8 KiB contain a NUL byte, or when the part read is not valid
 UTF-8. Text is read and written as UTF-8 without newline translation (``\\r\\n`` stays).
+
+Files are opened without blocking and checked again once open, so a file swapped for a FIFO
+after the check cannot hang the call. Content to write is encoded before the file is opened:
+text the file cannot hold (a lone surrogate) is refused and leaves the file as it was. Reading
+checks ``ctx.cancel`` as it goes through a long file.
 """
 
 from __future__ import annotations
 
 import codecs
+import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -19,12 +25,23 @@ from typing import Annotated, BinaryIO
 
 from msgspec import Meta
 
+from liteagent.eventlog import CancelToken
+
 from ._contract import ToolContext, ToolOutput
 from ._decorator import tool
 from ._errors import InvalidPathError, os_error_message
 from ._paths import relative_display, resolve_in_workspace, workspace_root
 
-__all__ = ["MAX_READ_BYTES", "read_file", "read_text", "resolve_for_tool", "write_file"]
+__all__ = [
+    "MAX_READ_BYTES",
+    "encode_text",
+    "open_regular",
+    "read_file",
+    "read_text",
+    "resolve_for_tool",
+    "write_bytes",
+    "write_file",
+]
 
 #: At most this many bytes of the file are returned by one ``read_file`` call.
 MAX_READ_BYTES = 256 * 1024
@@ -32,6 +49,8 @@ MAX_READ_BYTES = 256 * 1024
 MAX_EDIT_BYTES = 16 * 1024 * 1024
 #: The prefix checked for a NUL byte.
 BINARY_SNIFF_BYTES = 8192
+#: ``read_file`` looks at the cancel token every this many lines.
+_CANCEL_CHECK_LINES = 4096
 
 
 def resolve_for_tool(ctx: ToolContext, path: str) -> Path | ToolOutput:
@@ -55,6 +74,36 @@ def _regular_file(target: Path, shown: str) -> os.stat_result | ToolOutput:
     return st
 
 
+def open_regular(target: Path, shown: str) -> BinaryIO | ToolOutput:
+    """``target`` opened for reading without blocking (a FIFO swapped in after a check would
+    block a plain open), or the ``is_error`` output when it is not a regular file."""
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        return ToolOutput(os_error_message(e, shown), is_error=True)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return ToolOutput(f"{shown}: not a regular file", is_error=True)
+        os.set_blocking(fd, True)
+    except OSError as e:
+        os.close(fd)
+        return ToolOutput(os_error_message(e, shown), is_error=True)
+    return os.fdopen(fd, "rb")
+
+
+def encode_text(content: str, what: str) -> bytes | ToolOutput:
+    """``content`` as UTF-8, or the ``is_error`` output naming the character that cannot be."""
+    try:
+        return content.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return ToolOutput(
+            f"{what} contains {content[e.start : e.end]!r} at character {e.start}, which is not "
+            "text a file can hold (a lone surrogate); nothing was written",
+            is_error=True,
+        )
+
+
 def _binary(shown: str, why: str) -> ToolOutput:
     return ToolOutput(f"{shown}: binary file ({why}); not shown as text", is_error=True)
 
@@ -70,10 +119,16 @@ def read_text(target: Path, shown: str, max_bytes: int) -> str | ToolOutput:
             f"{shown}: {st.st_size} bytes is larger than the {max_bytes}-byte limit",
             is_error=True,
         )
+    f = open_regular(target, shown)
+    if isinstance(f, ToolOutput):
+        return f
     try:
-        data = target.read_bytes()
+        with f:
+            data = f.read(max_bytes + 1)
     except OSError as e:
         return ToolOutput(os_error_message(e, shown), is_error=True)
+    if len(data) > max_bytes:  # it grew since the stat
+        return ToolOutput(f"{shown}: larger than the {max_bytes}-byte limit", is_error=True)
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
         return _binary(shown, "it contains NUL bytes")
     try:
@@ -104,17 +159,22 @@ def read_file(
     st = _regular_file(target, path)
     if isinstance(st, ToolOutput):
         return st
+    f = open_regular(target, path)
+    if isinstance(f, ToolOutput):
+        return f
     try:
-        with open(target, "rb") as f:
+        with f:
             if b"\x00" in f.read(BINARY_SNIFF_BYTES):
                 return _binary(path, "it contains NUL bytes")
             f.seek(0)
-            return _numbered(f, path, offset, limit)
+            return _numbered(f, path, offset, limit, ctx.cancel)
     except OSError as e:
         return ToolOutput(os_error_message(e, path), is_error=True)
 
 
-def _numbered(f: BinaryIO, shown: str, offset: int, limit: int | None) -> ToolOutput:
+def _numbered(
+    f: BinaryIO, shown: str, offset: int, limit: int | None, cancel: CancelToken
+) -> ToolOutput:
     """Lines ``offset .. offset+limit-1`` of ``f``, numbered, within :data:`MAX_READ_BYTES`."""
     out: list[str] = []
     used = 0
@@ -122,6 +182,8 @@ def _numbered(f: BinaryIO, shown: str, offset: int, limit: int | None) -> ToolOu
     note = ""
     for lineno, raw in enumerate(_capped_lines(f, MAX_READ_BYTES + 1), start=1):
         last = lineno
+        if lineno % _CANCEL_CHECK_LINES == 0 and cancel.cancelled:
+            return ToolOutput(f"{shown}: cancelled; the read was stopped", is_error=True)
         if lineno < offset:
             continue
         if limit is not None and lineno >= offset + limit:
@@ -187,18 +249,41 @@ def write_file(
     root = workspace_root(ctx.workdir)
     if target == root:
         return ToolOutput(f"{path}: is the workspace folder, not a file", is_error=True)
-    existed = target.exists()
-    if existed and not target.is_dir() and not target.is_file():
+    data = encode_text(content, "content")
+    if isinstance(data, ToolOutput):
+        return data
+    try:
+        st: os.stat_result | None = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        return ToolOutput(os_error_message(e, path), is_error=True)
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        return ToolOutput(f"{path}: is a folder, not a file", is_error=True)
+    if st is not None and not stat.S_ISREG(st.st_mode):
         return ToolOutput(f"{path}: not a regular file", is_error=True)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with open(target, "w", encoding="utf-8", newline="") as f:
-            f.write(content)
+        write_bytes(target, data)
     except OSError as e:
         return ToolOutput(os_error_message(e, path), is_error=True)
-    size = len(content.encode("utf-8"))
-    verb = "replaced" if existed else "created"
+    size = len(data)
+    verb = "replaced" if st is not None else "created"
     return ToolOutput(f"{verb} {relative_display(root, target)} ({size} bytes)")
+
+
+def write_bytes(target: Path, data: bytes) -> None:
+    """Replace the content of the regular file ``target`` (created if missing) with ``data``;
+    raises ``OSError``. Opened without blocking and checked, as for reading."""
+    fd = os.open(
+        target, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o666
+    )
+    with os.fdopen(fd, "wb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        os.set_blocking(fd, True)
+        f.truncate(0)
+        f.write(data)
 
 
 @tool(name="delete_file", changes_param="path")
@@ -211,9 +296,9 @@ def delete_file(
     target = resolve_for_tool(ctx, path)
     if isinstance(target, ToolOutput):
         return target
-    if target.is_dir():
-        return ToolOutput(f"{path}: is a folder; only files can be deleted", is_error=True)
     try:
+        if stat.S_ISDIR(os.stat(target).st_mode):
+            return ToolOutput(f"{path}: is a folder; only files can be deleted", is_error=True)
         os.unlink(target)
     except OSError as e:
         return ToolOutput(os_error_message(e, path), is_error=True)

@@ -18,14 +18,22 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from liteagent.eventlog import InvalidArgumentError
+
 from ._errors import InvalidPathError, PathOutsideWorkspaceError
 
 __all__ = ["is_inside", "relative_display", "resolve_in_workspace", "workspace_root"]
 
 
 def workspace_root(workdir: str | os.PathLike[str]) -> Path:
-    """The workspace's real path: ``os.path.realpath(workdir)`` (it need not exist)."""
-    return Path(os.path.realpath(os.fspath(workdir)))
+    """The workspace's real path: ``os.path.realpath(workdir)`` (it need not exist). Raises
+    :class:`~liteagent.eventlog.InvalidArgumentError` for a ``workdir`` that is not a ``str``
+    path or cannot name a folder (a NUL byte, a character the file system cannot encode)."""
+    given = _text(workdir, "workdir")
+    problem = _unusable(given)
+    if problem is not None:
+        raise InvalidArgumentError(f"workdir {given!r} {problem}")
+    return Path(os.path.realpath(given))
 
 
 def resolve_in_workspace(workdir: str | os.PathLike[str], path: str | os.PathLike[str]) -> Path:
@@ -35,19 +43,43 @@ def resolve_in_workspace(workdir: str | os.PathLike[str], path: str | os.PathLik
     resolves inside. ``""`` and ``"."`` name the workspace itself. Symlinks are followed (see
     the module docstring), so the returned path is where a read or write would really go.
 
-    Raises :class:`InvalidPathError` for a path containing a NUL byte, and
-    :class:`PathOutsideWorkspaceError` when the resolved path is not the workspace or below it.
-    Nothing is created or opened.
+    Raises :class:`InvalidPathError` for a path containing a NUL byte or a character the file
+    system encoding cannot carry (a lone surrogate), :class:`PathOutsideWorkspaceError` when the
+    resolved path is not the workspace or below it, and
+    :class:`~liteagent.eventlog.InvalidArgumentError` when ``path`` or ``workdir`` is not a
+    ``str`` path (bytes included) or ``workdir`` is unusable. Nothing is created or opened.
     """
-    given = os.fspath(path)
-    if "\x00" in given:
-        raise InvalidPathError(given, f"path {given!r} contains a NUL byte")
+    given = _text(path, "path")
+    problem = _unusable(given)
+    if problem is not None:
+        raise InvalidPathError(given, f"path {given!r} {problem}")
     root = workspace_root(workdir)
     joined = os.path.join(root, given)  # an absolute `given` replaces `root`, as intended
     resolved = os.path.realpath(joined)
     if not is_inside(root, resolved):
         raise PathOutsideWorkspaceError(given, resolved, os.fspath(root))
     return Path(resolved)
+
+
+def _text(value: object, what: str) -> str:
+    """``os.fspath(value)`` when that is a ``str``; :class:`InvalidArgumentError` otherwise."""
+    given = os.fspath(value) if isinstance(value, str | os.PathLike) else value
+    if not isinstance(given, str):
+        raise InvalidArgumentError(
+            f"{what} must be a str or os.PathLike[str], got {type(given).__name__}"
+        )
+    return given
+
+
+def _unusable(given: str) -> str | None:
+    """Why ``given`` cannot name a file, or ``None``."""
+    if "\x00" in given:
+        return "contains a NUL byte"
+    try:
+        os.fsencode(given)
+    except UnicodeEncodeError as e:
+        return f"contains {given[e.start : e.end]!r}, which the file system cannot encode"
+    return None
 
 
 def is_inside(root: Path, resolved: str) -> bool:
