@@ -23,6 +23,7 @@ from liteagent.context import (
     CompactResult,
     ContextBudgetError,
     ContextOptions,
+    NativeCompactionError,
     archive_ref,
     blob_spill_store,
     default_compactor,
@@ -254,6 +255,9 @@ def test_a_planner_summary_is_recorded_and_used(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("planner", "reason"), [
     (Planner(error=RuntimeError("down")), "the planner failed (RuntimeError: down)"),
+    (Planner(error=KeyboardInterrupt()), "the planner failed (KeyboardInterrupt"),
+    (Planner(error=NativeCompactionError("no summary")),
+     "the planner failed (NativeCompactionError: no summary)"),
     (Planner(answer=""), "the planner failed (no summary)"),
     (Planner(delay=5.0), "the planner timed out after 0.2s"),
 ])
@@ -266,6 +270,17 @@ def test_a_failing_planner_falls_back_to_the_selected_view(
     actions = [a for e in events if isinstance(e.body, ContextStatus) for a in e.body.actions]
     assert any(reason in a for a in actions)
     assert verify_replay(events).ok
+
+
+def test_a_summary_the_log_cannot_store_is_not_recorded_and_the_turn_goes_on(
+        tmp_path: Path) -> None:
+    """A planner summary holding a lone surrogate cannot be stored: no compaction, the status
+    says so, and the turn goes on with the selected view."""
+    events, _ = planned(tmp_path, Planner(answer="sum \ud800 mary"))
+    assert not [e for e in events if isinstance(e.body, Compaction)]
+    actions = [a for e in events if isinstance(e.body, ContextStatus) for a in e.body.actions]
+    assert any("the summary could not be stored" in a for a in actions)
+    assert "turn_aborted" not in [e.kind for e in events]
 
 
 def test_a_cancelled_planner_commits_nothing(tmp_path: Path) -> None:
