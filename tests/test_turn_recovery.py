@@ -47,6 +47,7 @@ from liteagent.providers import (
     ContextOverflowError,
     ProviderRequestError,
     ProviderStreamError,
+    replay,
     scripted,
 )
 from liteagent.providers.testing import (
@@ -320,3 +321,21 @@ def test_the_wire_stays_valid_after_failures_with_the_real_client(
         bodies = [r.body["messages"] for r in server.requests]
     assert [] == [p for body in bodies for p in wire_problems(body)]
     assert verify_replay(cp.read(agent.session_id)).ok
+
+
+def test_a_session_with_a_stopped_turn_replays_strictly(tmp_path: Path) -> None:
+    """The replay provider expects, for the answer after a stopped turn, only the inputs after
+    the turn's closing notice (which the conversation shows as an assistant message), so the
+    recorded session replays in strict mode."""
+    cp = memory_checkpointer()
+    with create_agent(model=scripted([ProviderStreamError("broke"), reply("two done")]),
+                      model_name="m", workdir=tmp_path, tools=[], checkpointer=cp) as agent:
+        with pytest.raises(ProviderStreamError):
+            agent.send("one")
+        agent.send("two")
+        recorded = list(cp.read(agent.session_id))
+    again = replay(recorded)
+    with create_agent(model=again, model_name="m", workdir=tmp_path, tools=[],
+                      checkpointer=memory_checkpointer()) as agent:
+        assert "two done" == agent.send("two").text
+    again.assert_all_used()
