@@ -207,6 +207,12 @@ def test_default_tools_take_the_policy(secrets: dict[str, str], ctx: ToolContext
                           if k not in _BASH_OWN}
 
 
+def test_a_policy_does_not_change_what_the_model_sees_of_the_tool() -> None:
+    """A bash tool with a policy has the same spec as the default one (requests, replays and
+    view hashes do not depend on the policy)."""
+    assert bash.spec == bash_tool(tool_env(replace={})).spec
+
+
 def test_default_tools_without_a_policy_use_the_shared_bash() -> None:
     """Without ``env``, default_tools lists the module's ``bash`` instance."""
     assert bash in default_tools()

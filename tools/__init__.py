@@ -10,7 +10,10 @@ shell and search tools, the ``@tool`` decorator, and path safety.
   :data:`write_file`, :data:`edit_file`, :data:`bash`, :data:`glob`, :data:`grep`;
   :func:`default_tools` lists them. ``write_file`` and ``edit_file`` declare their path in
   ``changed_paths`` so the runtime snapshots it; ``bash`` declares nothing (shell commands are
-  not undone by a restore).
+  not undone by a restore). No model input makes a built-in tool raise or hang the host:
+  ``grep`` matches Python's ``re`` in a child process that is killed at its 30 s time limit or
+  on cancel, ``glob`` matches in polynomial time, both stop at their time limit, and every
+  output is text the log can store.
 - What the model's commands see of the host's environment: :class:`ToolEnv`, built with
   :func:`tool_env` — by default the host's environment less every credential-like variable
   (provider keys, ``*_API_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``, cloud credentials,

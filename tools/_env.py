@@ -1,39 +1,5 @@
-"""What the commands a tool starts can see of the host's environment: :class:`ToolEnv`.
-
-The ``bash`` tool runs the model's commands; nobody reviews them before they run. Their
-environment is therefore built, not inherited: by default it is the host process's environment
-(read when the command starts) **less every variable that looks like a credential**. A variable
-is withheld when any of these holds (names compared upper-cased, so ``my_api_key`` counts):
-
-- its name contains ``TOKEN``, ``SECRET``, ``PASSWORD``, ``PASSWD``, ``PASSPHRASE``,
-  ``CREDENTIAL``, ``APIKEY``, ``PRIVATEKEY``, ``ACCESSKEY`` or ``CONNECTION_STRING`` anywhere
-  (``ANTHROPIC_AUTH_TOKEN``, ``GH_TOKEN``, ``GITHUB_TOKEN``, ``AWS_SESSION_TOKEN``,
-  ``AZURE_CLIENT_SECRET``, ``PGPASSWORD``, ``GOOGLE_APPLICATION_CREDENTIALS``, ...);
-- one of its parts (the name split at every character that is not a letter or digit) is
-  ``KEY``, ``KEYS``, ``PASS``, ``AUTH``, ``DSN``, ``PAT``, ``JWT``, ``COOKIE``, ``PRIVATE`` or
-  ``WEBHOOK``, or ``PWD`` in a name of more than one part (``ANTHROPIC_API_KEY``,
-  ``MY_API_KEY_2``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``SENTRY_DSN``,
-  ``MYSQL_PWD``, ``SSH_AUTH_SOCK``; but not ``PWD``, ``OLDPWD``, ``KEYMAP`` or
-  ``GIT_AUTHOR_NAME``);
-- its value carries a password or a token whatever the name: a URL with a password in it
-  (``DATABASE_URL=postgres://user:pw@host/db``, a proxy with credentials) or a
-  ``password=``/``pwd=``/``token=``/``access_token=``/``api_key=``/``apikey=``/``secret=``/
-  ``accountkey=``/``sharedaccesskey=`` setting (connection strings, URLs with a token query);
-- it matches one of the extra ``deny`` patterns given to :func:`tool_env` (shell-style, any
-  case: ``"MYCORP_*"``), unless it is named in ``keep``.
-
-The rule errs on the side of withholding: ``TOKENIZERS_PARALLELISM`` or ``GPG_KEY`` are
-dropped too. What passes by default is everything else: ``PATH``, ``HOME``, ``LANG``, ``TERM``,
-``VIRTUAL_ENV``, proxies without credentials... Name a withheld variable in ``keep`` to pass it
-anyway (``tool_env(keep=["SSH_AUTH_SOCK"])``).
-
-Two explicit modes replace the rule: ``allow`` (only these host variables pass, withheld or not:
-the caller named them) and ``replace`` (exactly this mapping, nothing from the host).
-
-This is about what the commands are *given*; it is not a sandbox. A command can still read any
-file the host user can (``~/.netrc``, ``~/.aws/credentials``, ``/proc/<parent>/environ`` of a
-process of the same user), so a credential that must stay secret from the model belongs outside
-its user account, not only outside its environment.
+"""What the commands a tool starts can see of the host's environment: :class:`ToolEnv` and
+:func:`tool_env` (the rules are in :class:`ToolEnv`'s docstring).
 """
 
 from __future__ import annotations
@@ -88,7 +54,7 @@ _VALUE_SETTING = re.compile(
 
 
 def is_withheld(name: str, value: str = "") -> bool:
-    """Whether the default rule (module docstring) withholds variable ``name`` with ``value``."""
+    """Whether the default rule (see :class:`ToolEnv`) withholds ``name`` with ``value``."""
     upper = name.upper()
     if any(word in upper for word in SECRET_NAME_WORDS):
         return True
@@ -99,8 +65,45 @@ def is_withheld(name: str, value: str = "") -> bool:
 
 
 class ToolEnv:
-    """The environment policy of the commands a tool starts (module docstring); build it with
-    :func:`tool_env`. Immutable; :meth:`environment` computes a child's environment."""
+    """The environment policy of the commands a tool starts; build it with :func:`tool_env`.
+    Immutable; :meth:`environment` computes a child's environment, :meth:`withheld` lists what
+    it leaves out.
+
+    The ``bash`` tool runs the model's commands; nobody reviews them before they run. Their
+    environment is therefore built, not inherited: by default it is the host process's environment
+    (read when the command starts) **less every variable that looks like a credential**. A variable
+    is withheld when any of these holds (names compared upper-cased, so ``my_api_key`` counts):
+
+    - its name contains ``TOKEN``, ``SECRET``, ``PASSWORD``, ``PASSWD``, ``PASSPHRASE``,
+      ``CREDENTIAL``, ``APIKEY``, ``PRIVATEKEY``, ``ACCESSKEY`` or ``CONNECTION_STRING`` anywhere
+      (``ANTHROPIC_AUTH_TOKEN``, ``GH_TOKEN``, ``GITHUB_TOKEN``, ``AWS_SESSION_TOKEN``,
+      ``AZURE_CLIENT_SECRET``, ``PGPASSWORD``, ``GOOGLE_APPLICATION_CREDENTIALS``, ...);
+    - one of its parts (the name split at every character that is not a letter or digit) is
+      ``KEY``, ``KEYS``, ``PASS``, ``AUTH``, ``DSN``, ``PAT``, ``JWT``, ``COOKIE``, ``PRIVATE`` or
+      ``WEBHOOK``, or ``PWD`` in a name of more than one part (``ANTHROPIC_API_KEY``,
+      ``MY_API_KEY_2``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``SENTRY_DSN``,
+      ``MYSQL_PWD``, ``SSH_AUTH_SOCK``; but not ``PWD``, ``OLDPWD``, ``KEYMAP`` or
+      ``GIT_AUTHOR_NAME``);
+    - its value carries a password or a token whatever the name: a URL with a password in it
+      (``DATABASE_URL=postgres://user:pw@host/db``, a proxy with credentials) or a
+      ``password=``/``pwd=``/``token=``/``access_token=``/``api_key=``/``apikey=``/``secret=``/
+      ``accountkey=``/``sharedaccesskey=`` setting (connection strings, URLs with a token query);
+    - it matches one of the extra ``deny`` patterns given to :func:`tool_env` (shell-style, any
+      case: ``"MYCORP_*"``), unless it is named in ``keep``.
+
+    The rule errs on the side of withholding: ``TOKENIZERS_PARALLELISM`` or ``GPG_KEY`` are
+    dropped too. What passes by default is everything else: ``PATH``, ``HOME``, ``LANG``, ``TERM``,
+    ``VIRTUAL_ENV``, proxies without credentials... Name a withheld variable in ``keep`` to pass it
+    anyway (``tool_env(keep=["SSH_AUTH_SOCK"])``).
+
+    Two explicit modes replace the rule: ``allow`` (only these host variables pass, withheld or not:
+    the caller named them) and ``replace`` (exactly this mapping, nothing from the host).
+
+    This is about what the commands are *given*; it is not a sandbox. A command can still read any
+    file the host user can (``~/.netrc``, ``~/.aws/credentials``, ``/proc/<parent>/environ`` of a
+    process of the same user), so a credential that must stay secret from the model belongs outside
+    its user account, not only outside its environment.
+    """
 
     __slots__ = ("_allow", "_deny", "_keep", "_replace")
 
@@ -136,14 +139,14 @@ class ToolEnv:
         """
         if self._replace is not None:
             return dict(self._replace)
-        source = os.environ if host is None else host
+        source = _host_environment() if host is None else host
         if self._allow is not None:
             return {k: v for k, v in source.items() if k in self._allow}
         return {k: v for k, v in source.items() if not self._withholds(k, v)}
 
     def withheld(self, host: Mapping[str, str] | None = None) -> list[str]:
         """The names of ``host`` (default ``os.environ``) a command does not get, sorted."""
-        source = os.environ if host is None else host
+        source = _host_environment() if host is None else host
         given = self.environment(source)
         return sorted(k for k in source if k not in given)
 
@@ -181,7 +184,7 @@ def tool_env(
     keep: Iterable[str] = (),
     deny: Iterable[str] = (),
 ) -> ToolEnv:
-    """The environment policy for the commands the model runs (module docstring).
+    """The environment policy for the commands the model runs (rules: :class:`ToolEnv`).
 
     - ``tool_env()``: the host's environment less the credential-like variables (the default);
       ``keep`` names variables to pass anyway, ``deny`` adds shell-style name patterns.
@@ -194,6 +197,16 @@ def tool_env(
     a process environment can hold.
     """
     return ToolEnv(allow=allow, replace=replace, keep=keep, deny=deny)
+
+
+def _host_environment() -> dict[str, str]:
+    """A copy of ``os.environ`` (copying again if another thread changed it meanwhile)."""
+    for _ in range(10):
+        try:
+            return dict(os.environ)
+        except RuntimeError:  # "dictionary changed size during iteration"
+            continue
+    return dict(os.environ)
 
 
 def _names(values: Iterable[str], what: str, *, patterns: bool = False) -> frozenset[str]:
