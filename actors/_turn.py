@@ -19,7 +19,6 @@ gets an error result.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +42,6 @@ from liteagent.context import (
 from liteagent.eventlog import (
     AssistantMessage,
     CancelToken,
-    CheckpointConflictError,
     Checkpointer,
     CodecError,
     ContextEdit,
@@ -54,7 +52,6 @@ from liteagent.eventlog import (
     OperationCancelledError,
     SessionStarted,
     SessionState,
-    StoredEvent,
     TextBlock,
     ToolResult,
     ToolResultBlock,
@@ -62,9 +59,6 @@ from liteagent.eventlog import (
     TurnAborted,
     Usage,
     UserPrompt,
-    apply_all,
-    fold,
-    kind_of,
     message_text,
 )
 from liteagent.eventlog import Message as ConvMessage
@@ -82,6 +76,7 @@ from ._context import LogArchiveReader, SessionContext
 from ._hub import EventHub, LiveEvent
 from ._live import ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished
 from ._restore_plan import InterruptedRestoreError
+from ._turn_log import SessionLog
 from ._turn_tools import (
     describe_error,
     interrupted_results,
@@ -95,7 +90,6 @@ from ._view import ConversationView
 __all__ = ["Middleware", "SessionConfig", "SessionCore", "TurnFailedError", "TurnResult"]
 
 _log = structlog.get_logger("liteagent.session")
-_REASON_CHARS = 500  # of an error message kept in a turn-aborted record and its notice
 
 
 class TurnFailedError(LiteAgentError):
@@ -141,19 +135,14 @@ class SessionConfig:
     context: ContextOptions | None = None
 
 
-class SessionCore:
+class SessionCore(SessionLog):
     """One session's folded state and its turn loop (used only from its actor's thread)."""
 
     def __init__(self, session_id: str, config: SessionConfig) -> None:
-        self.session_id = session_id
+        super().__init__(session_id, config.checkpointer, _log.bind(session_id=session_id))
         self.config = config
-        self.log = _log.bind(session_id=session_id)
-        self.state = SessionState()
-        self.generation = 0
-        self.loaded = False
         self.view = ConversationView()
         self.context: SessionContext | None = None
-        self._failed: tuple[int, list[Event]] | None = None  # an append that raised
         self._tool_schemas = tuple(
             ToolSchema(name=t.name, description=t.description, input_schema=t.input_schema)
             for t in config.tools)
@@ -175,54 +164,12 @@ class SessionCore:
                                           max_tokens=c.max_tokens, system=c.system_prompt,
                                           tools=self._tool_schemas, model_name=c.model_name)
 
-    # -- the log ----------------------------------------------------------------------------------
-
     def load(self) -> None:
-        """Fold the session's log (resuming after a restart, a passivation or a conflict)."""
-        cp = self.config.checkpointer
-        head, generation = cp.position(self.session_id)
-        state = fold(cp.read(self.session_id))
-        if state.head != head:  # appended meanwhile: read on to a consistent position
-            head, generation = cp.position(self.session_id)
-            state = fold(cp.read(self.session_id, state.head), state)
-        self.state, self.generation, self.loaded = state, generation, True
-        self._failed = None
+        """Fold the session's log (resuming after a restart, a passivation or a conflict) and
+        start the views over."""
+        super().load()
         self.view.reset()
         self._reset_context()
-
-    def append(self, events: Sequence[Event]) -> None:
-        """Append ``events`` atomically at the session's known position and apply them.
-
-        After a failure other than :class:`CodecError` (which writes nothing) the session folds
-        its log again before its next turn: a store that failed may still have written."""
-        cp = self.config.checkpointer
-        expected_generation = self.generation if self.state.head else None
-        ts = time.time()
-        try:
-            head = cp.append(
-                self.session_id,
-                events,
-                expected_head=self.state.head,
-                expected_generation=expected_generation,
-                ts=ts,
-            )
-        except CodecError:
-            raise
-        except CheckpointConflictError:
-            self.loaded = False  # another writer advanced the log: fold it before the next turn
-            raise
-        except BaseException:
-            self.loaded = False  # the store failed, and may have written after all
-            self._failed = (self.state.head, list(events))
-            raise
-        first = head - len(events) + 1
-        new = [
-            StoredEvent(seq, ts, kind_of(e), e)
-            for seq, e in zip(range(first, head + 1), events, strict=True)
-        ]
-        self.state = apply_all(self.state, new)
-        if not self.generation:
-            self.generation = cp.position(self.session_id).generation
 
     # -- a turn ---------------------------------------------------------------------------------
 
@@ -274,11 +221,11 @@ class SessionCore:
                                          model=self.config.model_name,
                                          system_prompt=self.config.system_prompt))
         if self.state.open_tool_calls:  # a turn cut short (crash, kill): close its calls
-            before.extend(self._closing("the previous turn was interrupted", notice=False))
+            before.extend(self.closing("the previous turn was interrupted", notice=False))
         try:
             self.append([*before, prompt])
         except BaseException as e:
-            if self._failed is not None and self._failed[1][-1] is prompt:
+            if self.failed_with(prompt):
                 self._abort(e, started=False)
             raise
         return len(self.state.entries) - 1  # the prompt's entry
@@ -467,67 +414,14 @@ class SessionCore:
         self.append([*events, *results, *archived])
         cancel.raise_if_cancelled()
 
-    def _closing(self, reason: str, *, notice: bool = True) -> list[Event]:
-        """Synthetic results for the open tool calls and the turn-aborted record; with
-        ``notice``, the record closes the turn in the conversation (see TurnAborted)."""
-        reason = safe_text(reason)[:_REASON_CHARS]
-        calls = [ToolUseBlock(c, "", {}) for c in self.state.open_tool_calls]
-        text = None
-        if notice and (calls or self.state.turn_open):
-            text = f"[liteagent: this turn stopped before the model finished: {reason}]"
-        return [*interrupted_results(calls, reason), TurnAborted(reason=reason, notice=text)]
-
     def _abort(self, error: BaseException, *, started: bool = True) -> None:
-        """Record the aborted turn. After an append that failed, the log is looked at first
-        (see :meth:`_settle_failed_append`); after a conflict (another writer) nothing is
-        tried. A turn that had not ``started`` (its prompt append failed) is recorded only when
-        that prompt was written after all. When nothing can be recorded, the next ``send``
-        folds the log again and repairs what it finds."""
+        """Publish the failure and record the aborted turn (see :meth:`SessionLog.record_abort`)."""
         reason = describe_error(error)
         try:
             self.config.hub.publish(LiveEvent(self.session_id, TurnFailed(reason)))
         except Exception as e:  # noqa: BLE001 -- the record matters more than the live event
             self.log.warning("turn.failed_not_published", error=repr(e))
-        settled = ("conflict" if isinstance(error, CheckpointConflictError)
-                   else self._settle_failed_append())
-        if settled == "conflict":
-            self.log.warning("turn.abort_not_recorded", error="another writer moved the log")
-            return
-        if not started and settled != "written":
-            return
-        try:
-            self.append(self._closing(reason))
-        except BaseException as e:  # noqa: BLE001 -- the original error is what the caller sees
-            self.log.warning("turn.abort_not_recorded", error=repr(e))
-            self.loaded = False
-        else:
-            self.loaded = True  # the state is the log's again
-
-    def _settle_failed_append(self) -> str:
-        """After an append that raised, where the log is: ``"clean"`` (no append failed, or
-        its events were not written), ``"written"`` (a store that wrote and then failed: the
-        events are applied now), or ``"conflict"`` (the log holds anything else, or cannot be
-        read)."""
-        failed, self._failed = self._failed, None
-        if failed is None:
-            return "clean"
-        head, events = failed
-        cp = self.config.checkpointer
-        try:
-            position = cp.position(self.session_id)
-            if position.head == head:
-                return "clean"
-            if position.head != head + len(events):
-                return "conflict"
-            written = list(cp.read(self.session_id, head))
-        except Exception as e:  # noqa: BLE001 -- the store is still failing
-            self.log.warning("turn.log_unreadable", error=repr(e))
-            return "conflict"
-        if [e.body for e in written] != list(events):
-            return "conflict"
-        self.state = apply_all(self.state, written)
-        self.generation = position.generation
-        return "written"
+        self.record_abort(error, reason, started=started)
 
 
 def _bind(
@@ -548,3 +442,4 @@ def conversation_since(state: SessionState, first_entry: int) -> list[ConvMessag
         else:
             out.append(m)
     return out
+
