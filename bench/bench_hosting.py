@@ -26,7 +26,7 @@ The scripted provider keeps every request it answered (a test double's log); the
 it, so the RSS figures are the SDK's own.
 
     /tmp/venv/bin/python bench/bench_hosting.py [--quick] [--backends sqlite,file]
-        [--scenarios busy,wide] [--sessions N] [--turns T]
+        [--scenarios busy,wide] [--sessions N] [--turns T] [--max-live-sessions 256]
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def _p99(values: list[float]) -> float:
     return sorted(values)[int(0.99 * (len(values) - 1))]
 
 
-async def run(backend: str, sessions: int, turns: int, root: str) -> dict[str, Any]:
+async def run(backend: str, sessions: int, turns: int, root: str, cap: int) -> dict[str, Any]:
     model = Model()
     provider = scripted([model] * (sessions * turns * 2))
     workdir = os.path.join(root, "work")
@@ -151,7 +151,8 @@ async def run(backend: str, sessions: int, turns: int, root: str) -> dict[str, A
     checkpointer = (sqlite_checkpointer(os.path.join(root, "log.db"))
                     if backend == "sqlite" else None)
     agent = create_async_lite_agent(model=provider, model_name="m", workdir=workdir,
-                                    checkpointer=checkpointer, home=os.path.join(root, "home"))
+                                    checkpointer=checkpointer, home=os.path.join(root, "home"),
+                                    max_live_sessions=cap)
     errors: collections.Counter[str] = collections.Counter()
     done = 0
     probe = Probe()
@@ -198,14 +199,14 @@ async def run(backend: str, sessions: int, turns: int, root: str) -> dict[str, A
         "steady_max": max(steady), "gc2": len(probe.gc_pauses),
         "gc2_max": max(probe.gc_pauses, default=0.0), "peak": probe.peak,
         "threads_before": threads_before, "threads_after": threading.active_count(),
-        "rss_before": rss_before, "rss_peak": proc_status("VmHWM"), "max_live_sessions": 256,
+        "rss_before": rss_before, "rss_peak": proc_status("VmHWM"), "max_live_sessions": cap,
     }
 
 
-def child(backend: str, sessions: int, turns: int) -> dict[str, Any]:
+def child(backend: str, sessions: int, turns: int, cap: int) -> dict[str, Any]:
     root = tempfile.mkdtemp(prefix="bench-hosting-")
     try:
-        return asyncio.run(run(backend, sessions, turns, root))
+        return asyncio.run(run(backend, sessions, turns, root, cap))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -213,9 +214,9 @@ def child(backend: str, sessions: int, turns: int) -> dict[str, Any]:
 # -- the parent ------------------------------------------------------------------------------------
 
 
-def run_child(backend: str, sessions: int, turns: int) -> dict[str, Any]:
+def run_child(backend: str, sessions: int, turns: int, cap: int) -> dict[str, Any]:
     cmd = [sys.executable, os.path.abspath(__file__), "--child",
-           json.dumps({"backend": backend, "sessions": sessions, "turns": turns})]
+           json.dumps({"backend": backend, "sessions": sessions, "turns": turns, "cap": cap})]
     out = subprocess.run(cmd, check=False, capture_output=True, text=True)  # noqa: S603 -- our own interpreter and script
     if out.stderr.strip():
         print(out.stderr.rstrip())
@@ -272,18 +273,21 @@ def main() -> None:
     p.add_argument("--scenarios", default="busy,wide")
     p.add_argument("--sessions", type=int, default=None, help="override N of every scenario")
     p.add_argument("--turns", type=int, default=None, help="override the turns per session")
+    p.add_argument("--max-live-sessions", type=int, default=256,
+                   help="the cap (default 256, the default setting)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         cfg = json.loads(args.child)
-        print(json.dumps(child(cfg["backend"], cfg["sessions"], cfg["turns"])))
+        print(json.dumps(child(cfg["backend"], cfg["sessions"], cfg["turns"], cfg["cap"])))
         return
     print("== Hosting many busy sessions in one asyncio process")
     print(environment())
     print(library_fingerprint())
     print(f"command: {sys.executable} {' '.join(sys.argv)}")
     print(f"model sleep {1000 * SLEEP[0]:.0f}-{1000 * SLEEP[1]:.0f} ms per call, two calls and "
-          f"one write_file per turn; default agent settings; one child process per run")
+          f"one write_file per turn; default agent settings but max_live_sessions="
+          f"{args.max_live_sessions}; one child process per run")
     summary: list[str] = []
     t0 = time.perf_counter()
     for scenario in args.scenarios.split(","):
@@ -292,7 +296,8 @@ def main() -> None:
             sessions //= 10
         sessions = args.sessions or sessions
         turns = args.turns or turns
-        summary.extend(report(scenario, run_child(backend, sessions, turns))
+        summary.extend(report(scenario, run_child(backend, sessions, turns,
+                                                  args.max_live_sessions))
                        for backend in args.backends.split(","))
     print("\n== summary")
     for line in summary:
