@@ -179,8 +179,9 @@ class _Pump:
                 self._refill(pending)
                 if self.writing and not pending and not self.feeding:
                     self._close_stdin()
-                # The stdin pipe is registered only while it is open, and then ``pending`` is
-                # not empty, so this waits for the child instead of spinning.
+                # stdin stays registered only while it is open, and then ``pending`` is not
+                # empty (the refill stops short only for a cancel or the deadline, handled
+                # above), so this waits for the child instead of spinning.
                 for key, _ in selector.select(POLL_SECONDS):
                     if key.fd == self.out_fd:
                         if not self._read():
