@@ -55,7 +55,9 @@ from ._errors import (
 from ._eventcodec import DECODERS
 from ._events import OpaqueEvent, StoredEvent
 from ._ids import validate_session_id
+from ._lease import Lease, LeaseInfo
 from ._sqlite_db import SCHEMA_VERSION, integrity_problem, open_connection, translate
+from ._sqlite_lease import SqliteLeases
 from ._sqlite_repair import check_store, rebuild_op, repair_op, unrepairable
 from ._sqlite_rows import (
     Seeds,
@@ -267,7 +269,7 @@ class SqliteCheckpointer(Checkpointer):
         self._writer: Writer | None = None
         self._verified = Verified()
         self._blob_store = SqliteBlobStore(self)
-        self._closed = False
+        self._lease_table = SqliteLeases(self)
         if not self._memory and not self._uri:
             with translate():
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -533,10 +535,20 @@ class SqliteCheckpointer(Checkpointer):
             )
         return report
 
+    def _acquire_lease(self, session_id: str, owner: str, ttl: float) -> Lease:
+        return self._lease_table.acquire(session_id, owner, ttl)
+
+    def _release_lease(self, lease: Lease) -> None:
+        self._lease_table.release(lease)
+
+    def _lease_holder(self, session_id: str) -> LeaseInfo | None:
+        return self._lease_table.holder(session_id)
+
     def _blobs(self) -> BlobStore:
         return self._blob_store
 
     def _close(self) -> None:
+        self._lease_table.close()
         writer, self._writer = self._writer, None
         if writer is not None:
             REGISTRY.release(writer)

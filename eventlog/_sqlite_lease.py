@@ -1,0 +1,249 @@
+"""Session leases of the SQLite backend: one row per session in the ``leases`` table.
+
+A lease is taken in one ``BEGIN IMMEDIATE`` (through the process's writer): the row is free when
+it was released, when it expired, or when its holder ran on this host (same boot, same pid
+namespace) and that process is gone (its pid is dead, a zombie, or now a different process: the
+start time differs). Otherwise the acquire raises :class:`SessionLeasedError` naming the holder.
+Rows are never deleted, so the fencing token keeps increasing across releases.
+
+One renewer thread per checkpointer (not per lease) pushes every held lease's expiry forward
+each third of its ttl while any is held; a renewal that finds the row taken by another holder
+(it expired first, e.g. the process was stopped) marks the lease ``lost``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+import apsw
+import structlog
+
+from ._errors import LiteAgentError, SessionLeasedError
+from ._lease import Lease, LeaseInfo
+from ._sqlite_rows import decode_raw, raw_select
+from ._sqlite_writer import Batch
+
+if TYPE_CHECKING:
+    from ._sqlite import SqliteCheckpointer
+
+__all__ = ["SqliteLeases"]
+
+_log = structlog.get_logger("liteagent.eventlog")
+
+_ROW = (
+    f"SELECT {raw_select(('owner', 'pid', 'host', 'started', 'token', 'expires_at'))} "  # noqa: S608
+    "FROM leases WHERE session_id = ?"
+)
+_TAKE = (
+    "INSERT INTO leases(session_id, owner, pid, host, started, token, expires_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET owner = excluded.owner, "
+    "pid = excluded.pid, host = excluded.host, started = excluded.started, "
+    "token = excluded.token, expires_at = excluded.expires_at"
+)
+_MINE = "session_id = ? AND owner = ? AND token = ? AND pid = ?"
+
+
+# -- who is alive ---------------------------------------------------------------------------------
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("ascii", "replace").strip()
+    except OSError:
+        return ""
+
+
+def _process_start(pid: int) -> str | None:
+    """The start time of process ``pid`` in clock ticks since boot (Linux), ``"dead"`` for a
+    zombie, None when unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields and fields[0] in (b"Z", b"X"):
+        return "dead"
+    return fields[19].decode() if len(fields) > 19 else None
+
+
+def _machine() -> str:
+    """This boot of this machine and this pid namespace: where pids of a lease row mean the
+    same processes as ours."""
+    boot = _read("/proc/sys/kernel/random/boot_id")
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        ns = ""
+    return f"{boot}|{ns}"
+
+
+_self: dict[int, str] = {}
+
+
+def _started_self() -> str:
+    """``<machine>|<start time>`` of this process (computed once per pid: a fork changes it)."""
+    pid = os.getpid()
+    value = _self.get(pid)
+    if value is None:
+        value = _self[pid] = f"{_machine()}|{_process_start(pid) or ''}"
+    return value
+
+
+def _holder_gone(pid: object, host: object, started: object) -> bool:
+    """Whether the holder ran here and its process no longer exists."""
+    if type(pid) is not int or type(started) is not str or host != socket.gethostname():
+        return False
+    machine, _, start = started.rpartition("|")
+    if machine != _machine() or machine == "|":
+        return False  # another machine, another boot or another pid namespace
+    if pid == os.getpid():
+        return start != (_process_start(pid) or "")
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        pass  # it exists (e.g. EPERM)
+    now = _process_start(pid)
+    return now == "dead" or (bool(start) and now is not None and now != start)
+
+
+def _info(row: tuple[Any, ...]) -> LeaseInfo | None:
+    """The live holder of a leases row, or None when the row is free (or unreadable)."""
+    owner, pid, host, started, token, expires_at = row
+    if (type(owner) is not str or type(pid) is not int or type(host) is not str
+            or type(token) is not int or type(expires_at) is not float):
+        return None
+    if expires_at <= time.time() or _holder_gone(pid, host, started):
+        return None
+    return LeaseInfo(owner, pid, host, token, expires_at)
+
+
+def _row(conn: apsw.Connection, session_id: str) -> tuple[Any, ...] | None:
+    raw = conn.execute(_ROW, (session_id,)).fetchone()
+    return None if raw is None else decode_raw(raw)
+
+
+# -- the leases of one checkpointer ---------------------------------------------------------------
+
+
+class SqliteLeases:
+    """The leases one :class:`SqliteCheckpointer` holds, and their renewer thread."""
+
+    def __init__(self, owner: SqliteCheckpointer) -> None:
+        self._cp = owner
+        self._held: dict[Lease, float] = {}  # lease -> its ttl
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self._stopped = False
+
+    def acquire(self, session_id: str, owner: str, ttl: float) -> Lease:
+        """Take the lease of ``session_id`` or raise :class:`SessionLeasedError`."""
+        pid, host, started = os.getpid(), socket.gethostname(), _started_self()
+
+        def take(conn: apsw.Connection, _tx: Batch) -> LeaseInfo:
+            row = _row(conn, session_id)
+            if row is not None:
+                holder = _info(row)
+                if holder is not None:
+                    raise SessionLeasedError(session_id, holder)
+            token = (row[4] if row is not None and type(row[4]) is int else 0) + 1
+            expires = time.time() + ttl
+            conn.execute(_TAKE, (session_id, owner, pid, host, started, token, expires))
+            return LeaseInfo(owner, pid, host, token, expires)
+
+        info: LeaseInfo = self._cp._submit(take, session_id)
+        lease = Lease(self._cp, session_id, info)
+        with self._lock:
+            self._held[lease] = ttl
+            self._start_renewer()
+        self._wake.set()  # a shorter ttl may need an earlier renewal
+        return lease
+
+    def release(self, lease: Lease) -> None:
+        """Give the lease up (if it is still ours); a failure is logged, the lease then ends
+        at its expiry or with this process."""
+        with self._lock:
+            self._held.pop(lease, None)
+        info = lease.info
+
+        def free(conn: apsw.Connection, _tx: Batch) -> None:
+            conn.execute(
+                f"UPDATE leases SET expires_at = 0.0 WHERE {_MINE}",  # noqa: S608
+                (lease.session_id, info.owner, info.token, info.pid),
+            )
+
+        try:
+            self._cp._submit(free, lease.session_id)
+        except LiteAgentError as e:
+            _log.warning("lease_release_failed", session_id=lease.session_id, error=str(e))
+
+    def holder(self, session_id: str) -> LeaseInfo | None:
+        """The live holder of ``session_id``'s lease, or None."""
+        with self._cp._snapshot(session_id) as conn:
+            row = _row(conn, session_id)
+        return None if row is None else _info(row)
+
+    def close(self) -> None:
+        """Stop the renewer (the base class released every lease before)."""
+        with self._lock:
+            self._stopped = True
+            renewer, self._renewer = self._renewer, None
+        self._wake.set()
+        if renewer is not None and renewer is not threading.current_thread():
+            renewer.join(10)
+
+    # -- renewal ----------------------------------------------------------------------------------
+
+    def _start_renewer(self) -> None:
+        """Start the renewer thread if it is not running; call with ``_lock`` held."""
+        if self._renewer is None and not self._stopped:
+            self._renewer = threading.Thread(
+                target=self._renew_loop, name="liteagent-sqlite-lease-renewer", daemon=True
+            )
+            self._renewer.start()
+
+    def _renew_loop(self) -> None:
+        while True:
+            with self._lock:
+                if self._stopped or not self._held:
+                    self._renewer = None
+                    return
+                wait = min(self._held.values()) / 3
+            if self._wake.wait(wait):
+                self._wake.clear()
+                continue
+            self._renew()
+
+    def _renew(self) -> None:
+        """Push every held lease's expiry forward; mark the ones found taken as lost."""
+        with self._lock:
+            held = [(lease, ttl) for lease, ttl in self._held.items() if not lease.released]
+
+        def renew(conn: apsw.Connection, _tx: Batch) -> list[Lease]:
+            now = time.time()
+            lost = []
+            for lease, ttl in held:
+                info = lease.info
+                # Still ours if nobody took it meanwhile (taking it changes the token), even
+                # if it expired while this process was stopped.
+                conn.execute(
+                    f"UPDATE leases SET expires_at = ? WHERE {_MINE}",  # noqa: S608
+                    (now + ttl, lease.session_id, info.owner, info.token, info.pid),
+                )
+                if conn.changes() == 0:
+                    lost.append(lease)
+            return lost
+
+        with contextlib.suppress(LiteAgentError):  # a store that cannot be written: next time
+            for lease in self._cp._submit(renew, None):
+                lease._mark_lost()  # the hook Lease offers backends
+                with self._lock:
+                    self._held.pop(lease, None)

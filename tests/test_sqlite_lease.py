@@ -1,0 +1,172 @@
+"""The SQLite backend's session leases beyond the conformance suite: expiry, renewal, the
+dead-holder and pid-reuse checks, a holder that was stopped past its ttl (its lease is lost),
+and one renewer thread per checkpointer."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from liteagent.eventlog import Checkpointer, SessionLeasedError, sqlite_checkpointer
+from liteagent.eventlog._sqlite_lease import _started_self
+from liteagent.eventlog.conformance._processes import mp_context
+
+RENEWER = "liteagent-sqlite-lease-renewer"
+
+
+def put_row(db: Path, **fields: Any) -> None:
+    """Write a leases row for session "s" directly (another holder, as the store would have)."""
+    row = {"session_id": "s", "owner": "them", "pid": 1, "host": "elsewhere",
+           "started": "", "token": 41, "expires_at": time.time() + 60, **fields}
+    conn = apsw.Connection(str(db))
+    try:
+        conn.execute(
+            "INSERT OR REPLACE INTO leases(session_id, owner, pid, host, started, token, "
+            "expires_at) VALUES (:session_id, :owner, :pid, :host, :started, :token, "
+            ":expires_at)", row)
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "log.db"
+    with sqlite_checkpointer(path):
+        pass
+    return path
+
+
+def renewers() -> int:
+    return sum(t.name == RENEWER for t in threading.enumerate())
+
+
+def test_unexpired_lease_of_another_host_is_respected(db: Path) -> None:
+    """A live row of a holder on another host (whose pid cannot be checked) refuses the
+    acquire and is reported by lease_holder."""
+    put_row(db)
+    with sqlite_checkpointer(db) as cp:
+        with pytest.raises(SessionLeasedError) as info:
+            cp.acquire_lease("s")
+        holder = cp.lease_holder("s")
+    assert holder is not None
+    assert ("them", "elsewhere", 41) == (holder.owner, holder.host, holder.token)
+    assert holder == info.value.holder
+
+
+def test_expired_lease_is_free_and_the_token_goes_on(db: Path) -> None:
+    """A row past its expiry is free: lease_holder says nobody, an acquire gets token 42."""
+    put_row(db, expires_at=time.time() - 1)
+    with sqlite_checkpointer(db) as cp:
+        assert cp.lease_holder("s") is None
+        assert 42 == cp.acquire_lease("s").token
+
+
+def test_lease_of_a_dead_process_on_this_host_is_free(db: Path) -> None:
+    """A row of a process of this host that no longer exists is free before its expiry."""
+    ctx = mp_context()
+    proc = ctx.Process(target=time.sleep, args=(0,))
+    proc.start()
+    proc.join(30)
+    assert proc.pid is not None
+    put_row(db, pid=proc.pid, host=socket.gethostname(), started=_started_self())
+    with sqlite_checkpointer(db) as cp:
+        assert cp.lease_holder("s") is None
+        assert 42 == cp.acquire_lease("s").token
+
+
+def test_reused_pid_does_not_keep_a_lease(db: Path) -> None:
+    """A row naming this process's pid with another start time (a pid reused since) is free."""
+    machine = _started_self().rpartition("|")[0]
+    put_row(db, pid=os.getpid(), host=socket.gethostname(), started=f"{machine}|1")
+    with sqlite_checkpointer(db) as cp:
+        assert cp.lease_holder("s") is None
+
+
+def test_held_lease_is_renewed_past_its_ttl(db: Path) -> None:
+    """A lease with a 0.3 s ttl is still held (and its row not expired) after 1 s."""
+    with sqlite_checkpointer(db) as cp:
+        lease = cp.acquire_lease("s", ttl=0.3)
+        time.sleep(1.0)
+        holder = cp.lease_holder("s")
+        assert holder is not None
+        assert (lease.token, False) == (holder.token, lease.lost)
+        assert holder.expires_at is not None
+        assert holder.expires_at > time.time()
+
+
+def test_lease_taken_over_is_marked_lost(db: Path) -> None:
+    """When another holder has taken the row (it expired first), the next renewal marks the
+    lease lost, and the other holder keeps it."""
+    with sqlite_checkpointer(db) as cp:
+        lease = cp.acquire_lease("s", ttl=0.3)
+        put_row(db, token=lease.token + 1)
+        deadline = time.monotonic() + 10
+        while not lease.lost and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert True is lease.lost
+        lease.release()
+        holder = cp.lease_holder("s")
+        assert holder is not None
+        assert "them" == holder.owner
+
+
+def test_one_renewer_thread_per_checkpointer_and_only_while_held(db: Path) -> None:
+    """Holding ten leases runs one renewer thread; it ends once none is held."""
+    before = renewers()
+    with sqlite_checkpointer(db) as cp:
+        leases = [cp.acquire_lease(f"s{i}", ttl=0.3) for i in range(10)]
+        assert before + 1 == renewers()
+        for lease in leases:
+            lease.release()
+        deadline = time.monotonic() + 10
+        while renewers() > before and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert before == renewers()
+
+
+def _hold_then_report(file: str, ready: Any, out: Any) -> None:
+    """Child: take the lease with a short ttl, report, then (after being stopped and resumed)
+    report whether it was found lost."""
+    cp: Checkpointer = sqlite_checkpointer(file)
+    lease = cp.acquire_lease("s", ttl=0.3)
+    ready.put(lease.token)
+    deadline = time.monotonic() + 20
+    while not lease.lost and time.monotonic() < deadline:
+        time.sleep(0.02)
+    out.put(lease.lost)
+    lease.release()
+    cp.close()
+
+
+@pytest.mark.processes
+def test_stopped_holder_loses_its_lease_to_another_process(db: Path) -> None:
+    """A holder stopped (SIGSTOP) past its ttl: another process takes the lease with a larger
+    token; once resumed, the stopped holder finds its lease lost."""
+    ctx = mp_context()
+    ready, out = ctx.Queue(), ctx.Queue()
+    proc = ctx.Process(target=_hold_then_report, args=(str(db), ready, out))
+    proc.start()
+    try:
+        token = ready.get(timeout=60)
+        assert proc.pid is not None
+        os.kill(proc.pid, signal.SIGSTOP)
+        time.sleep(0.8)
+        with sqlite_checkpointer(db) as cp:
+            lease = cp.acquire_lease("s", ttl=30)
+            os.kill(proc.pid, signal.SIGCONT)
+            lost = out.get(timeout=60)
+            assert (True, token + 1) == (lost, lease.token)
+            assert lease.info == cp.lease_holder("s")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGCONT)  # type: ignore[arg-type]
+        proc.join(30)
