@@ -66,6 +66,7 @@ TOOLS = {
     "default_tools", "delete_file", "edit_file", "glob", "grep", "read_file",
     "resolve_in_workspace", "tool", "write_file",
     "ArchiveReader", "UnknownReferenceError", "context", "read_spilled",
+    "ToolEnv", "bash_tool", "tool_env",
 }
 ACTORS = {
     "Acquire", "ActorBase", "ActorStoppedError", "ActorTimeoutError", "AgentBusyError",
