@@ -409,6 +409,19 @@ def test_idle_timeout_returns_threads_to_the_baseline(workdir: Path) -> None:
         assert 0 == agent.host_stats().live
 
 
+def test_idle_compaction_does_not_start_a_thread_per_session(workdir: Path) -> None:
+    """With idle compaction on, sessions that finished a turn wait for it without a thread
+    each (one timer thread serves the agent)."""
+    model = ToolThenReply()
+    with _agent(workdir, model, 20 * 2, context={"idle_compact_after": 60}) as agent:
+        baseline = threading.active_count()
+        for i in range(20):
+            agent.send("go", session_id=f"s{i}")
+        assert _until(lambda: agent.host_stats().running == 0)
+        threads = threading.active_count() - agent.host_stats().live
+    assert baseline == threads
+
+
 def test_a_passivated_session_comes_back_with_its_conversation(workdir: Path) -> None:
     """A session passivated by the idle timeout folds its log on its next send."""
     model = ToolThenReply()
@@ -456,6 +469,36 @@ def test_a_thousand_concurrent_sessions_on_sqlite(workdir: Path, tmp_path: Path)
         sessions = len(cp.list())
     assert [] == [type(o).__name__ for o in outcomes if not hasattr(o, "text")]
     assert 1000 == sessions
+
+
+def _busy_daemon(workdir: Path, checkpointer: Checkpointer | None, home: Path) -> list[Any]:
+    model = ToolThenReply(sleep=0.05)
+    agent = create_async_lite_agent(model=model.provider(1000 * 3 * 2), model_name="m",
+                                    workdir=workdir, tools=[write_file],
+                                    checkpointer=checkpointer, home=home)
+
+    async def main() -> list[Any]:
+        async with agent:
+            return await _run_sessions(agent, 1000, 3)
+
+    return asyncio.run(main())
+
+
+@pytest.mark.soak
+def test_a_thousand_busy_sessions_on_the_file_backend(workdir: Path, tmp_path: Path) -> None:
+    """1,000 concurrent sessions x 3 turns, a 50 ms model, file backend: 3,000 turns."""
+    outcomes = _busy_daemon(workdir, None, tmp_path / "home")
+    assert [] == [type(o).__name__ for o in outcomes if not hasattr(o, "text")]
+    assert 3000 == len(outcomes)
+
+
+@pytest.mark.soak
+def test_a_thousand_busy_sessions_on_sqlite(workdir: Path, tmp_path: Path) -> None:
+    """1,000 concurrent sessions x 3 turns, a 50 ms model, one SQLite file: 3,000 turns."""
+    with sqlite_checkpointer(tmp_path / "log.db") as cp:
+        outcomes = _busy_daemon(workdir, cp, tmp_path / "home")
+    assert [] == [type(o).__name__ for o in outcomes if not hasattr(o, "text")]
+    assert 3000 == len(outcomes)
 
 
 # -- property: every send completes or raises a library error -------------------------------------
