@@ -196,7 +196,12 @@ def _translated(e: BaseException, *, streaming: bool, cancel: CancelToken | None
     if cancel is not None and cancel.cancelled:
         return OperationCancelledError(cancel.reason or "cancelled")
     mapped = map_error(e, streaming=streaming)
-    return e if mapped is None else mapped
+    if mapped is not None or not isinstance(e, Exception):
+        return e if mapped is None else mapped  # KeyboardInterrupt & co. stay what they are
+    # Anything else the SDK raises (e.g. its ValueError for tool input JSON it cannot parse)
+    # is still a failure of this call, never a foreign exception for the caller.
+    what = f"the anthropic SDK failed: {type(e).__name__}: {e}"
+    return ProviderStreamError(what) if streaming else ProviderError(what)
 
 
 def anthropic_provider(

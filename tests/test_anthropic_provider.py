@@ -253,6 +253,17 @@ def test_a_lone_surrogate_in_text_is_kept_as_json_text(server: FakeMessagesServe
     assert Usage(input_tokens=2**63 - 1, output_tokens=3) == got.usage
 
 
+def test_an_sdk_failure_it_does_not_classify_is_a_provider_error(
+    server: FakeMessagesServer,
+) -> None:
+    """A tool input the SDK itself cannot parse (a broken surrogate escape: the SDK raises a
+    plain ValueError) reaches the caller as ProviderStreamError, never a foreign exception."""
+    server.add(message([tool_use("toolu_1", "calc", {"v": "\ud800x"})], stop_reason="tool_use"))
+    with pytest.raises(ProviderStreamError, match="ValueError") as info:
+        _complete(server, _request("go"))
+    assert isinstance(info.value.__cause__, ValueError)
+
+
 def test_tools_system_thinking_and_stop_sequences_are_sent(server: FakeMessagesServer) -> None:
     """Tool schemas, the system prompt, extended thinking and stop sequences reach the API."""
     server.add(message([text("ok")]))
