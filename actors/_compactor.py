@@ -24,6 +24,7 @@ import pykka
 from liteagent.context import Compactor
 from liteagent.eventlog import (
     CancelToken,
+    Checkpointer,
     Compaction,
     InvalidArgumentError,
     Message,
@@ -36,6 +37,7 @@ from liteagent.eventlog import (
 from ._envelope import ActorBase, Envelope, ask, ask_or_cancel
 from ._envelope import Message as ActorMessage
 from ._hub import EventHub, LiveEvent
+from ._lease import session_lease
 from ._live import CompactionProgress
 from ._maintenance import held
 from ._session import RecordCompaction
@@ -98,6 +100,7 @@ class ManualCompaction:
 
     compactor_ref: pykka.ActorRef[Any]
     lock_ref: pykka.ActorRef[Any]
+    checkpointer: Checkpointer
     hub: EventHub
     is_busy: Callable[[str], bool]
     session_ref: Callable[[str], pykka.ActorRef[Any]]
@@ -113,7 +116,8 @@ class ManualCompaction:
     ) -> CompactStats:
         """Compact the session's view now (see the module docstring)."""
         token = cancel or CancelToken()
-        with held(self.lock_ref, session_id, "compaction", self.is_busy):
+        with (held(self.lock_ref, session_id, "compaction", self.is_busy),
+              session_lease(self.checkpointer, session_id, "a compaction")):
             try:
                 return self._compact(session_id, instructions, token)
             except OperationCancelledError:

@@ -47,8 +47,8 @@ from ._envelope import (
     start_actor,
     tell,
 )
+from ._errors import AgentBusyError
 from ._session import (
-    AgentBusyError,
     BackgroundTask,
     BackgroundTasks,
     GetState,

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from liteagent.eventlog import Checkpointer, Lease, LeaseInfo, SessionLeasedError
 
-from ._session import AgentBusyError
+from ._errors import AgentBusyError
 
 __all__ = ["describe_holder", "session_lease"]
 

@@ -11,6 +11,7 @@ import msgspec
 import pykka
 
 from ._envelope import ActorBase, Envelope, Message, ask
+from ._errors import AgentBusyError
 
 __all__ = ["Acquire", "IsHeld", "MaintenanceLockActor", "Release", "held"]
 
@@ -53,7 +54,6 @@ def held(
     Raises :class:`AgentBusyError` when the session runs a turn or a background task (checked
     again once the lock is held, for a turn that started just before) or someone else holds it.
     """
-    from ._session import AgentBusyError  # noqa: PLC0415 -- _session imports this module
 
     if is_busy(session_id):
         raise AgentBusyError(f"session {session_id!r} is running a turn or background task")

@@ -3,7 +3,8 @@ back what the agent's file tools changed), all or nothing.
 
 Order, so that no crash leaves a silent half state:
 
-1. hold the session's maintenance lock (no turn can start) and check it is idle;
+1. hold the session's maintenance lock (no turn of this agent can start) and its lease (no
+   other process or agent can start work on it), and check it is idle;
 2. fold the log, validate the checkpoint, preflight every file (refuse with the reasons);
 3. store each file's current content as a backup and append ``RestoreStarted`` (the intent)
    at the known position;
@@ -41,6 +42,7 @@ from liteagent.eventlog import (
 
 from ._envelope import ask
 from ._hub import EventHub, LiveEvent
+from ._lease import session_lease
 from ._live import CheckpointRestore
 from ._maintenance import held
 from ._restore_files import backup_files
@@ -105,7 +107,8 @@ class Restorer:
 
     @contextmanager
     def _hold(self, session_id: str) -> Iterator[None]:
-        with held(self.lock_ref, session_id, "restore", self.is_busy):
+        with (held(self.lock_ref, session_id, "restore", self.is_busy),
+              session_lease(self.checkpointer, session_id, "a restore")):
             self.forget(session_id)  # its actor refolds the log when it is used again
             yield
 

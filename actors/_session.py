@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import msgspec
@@ -22,7 +24,6 @@ from liteagent.eventlog import (
     CancelToken,
     CheckpointConflictError,
     Compaction,
-    LiteAgentError,
     SessionState,
     TextBlock,
     UserPrompt,
@@ -30,7 +31,9 @@ from liteagent.eventlog import (
 from liteagent.tools import ToolOutput
 
 from ._envelope import ActorBase, Envelope, Message, ask, tell
+from ._errors import AgentBusyError
 from ._hub import LiveEvent
+from ._lease import session_lease
 from ._live import BackgroundTaskFinished
 from ._maintenance import IsHeld
 from ._turn import SessionConfig, SessionCore
@@ -48,11 +51,6 @@ __all__ = [
 ]
 
 _log = structlog.get_logger("liteagent.session")
-
-
-class AgentBusyError(LiteAgentError):
-    """Raised when a session is already running a turn (or is held for maintenance, such as a
-    restore or a compaction) and another operation on it was asked for."""
 
 
 class Send(Message, tag="send", frozen=True):
@@ -96,6 +94,9 @@ class BackgroundTask(msgspec.Struct, frozen=True):
 _TASK_IDS = itertools.count(1)
 _LOCK_TIMEOUT = 30.0
 _BACKGROUND_SUMMARY = 4000
+_BACKGROUND_RETRY_EVERY = 1.0  # seconds between tries while another process holds the lease
+_BACKGROUND_RETRY_FOR = 3600.0  # then the result is given up (and logged)
+_BACKGROUND_RECORD_TIMEOUT = 3600.0  # the session may be running a long turn meanwhile
 
 
 class BackgroundTasks:
@@ -156,8 +157,10 @@ class SessionActor(ActorBase):
                 if holder is not None:
                     raise AgentBusyError(f"session {self.session_id!r} is held for {holder}")
             cancel = envelope.cancel or CancelToken()
-            return self.core.send(message.text, cancel, self._start_background)
+            with self._leased("a turn"):
+                return self.core.send(message.text, cancel, self._start_background)
         if isinstance(message, GetState):
+            self.core.refresh()
             if not self.core.loaded:
                 self.core.load()
             state: SessionState = self.core.state
@@ -175,8 +178,32 @@ class SessionActor(ActorBase):
         self._finish_background(message)
         return None
 
+    @contextmanager
+    def _leased(self, purpose: str) -> Iterator[None]:
+        """Hold the session's lease (refused with AgentBusyError when another process or agent
+        holds it) and bring the state up to date with the log while the block runs."""
+        with session_lease(self.core.checkpointer, self.session_id, purpose) as lease:
+            self.core.lease = lease
+            try:
+                self.core.refresh()
+                yield
+            finally:
+                self.core.lease = None
+
     def _finish_background(self, done: BackgroundDone) -> None:
+        """Record a finished background task; while another process holds the session's lease
+        this raises AgentBusyError and the task stays listed (its thread tries again)."""
+        try:
+            with self._leased("recording a background result"):
+                self._record_background(done)
+        except AgentBusyError:
+            raise
+        except BaseException:
+            self.tasks.remove(done.task_id)
+            raise
         self.tasks.remove(done.task_id)
+
+    def _record_background(self, done: BackgroundDone) -> None:
         if not self.core.loaded:
             self.core.load()
         summary = safe_text(done.content[:_BACKGROUND_SUMMARY])  # what the log can store
@@ -210,13 +237,33 @@ class SessionActor(ActorBase):
                 output = checked_output(work(token))  # text the log can store
             except BaseException as e:  # noqa: BLE001 -- reported as the task's result
                 output = ToolOutput(safe_text(describe_error(e)), is_error=True)
-            try:
-                tell(ref, BackgroundDone(task_id, safe_text(description), output.content,
-                                         output.is_error))
-            except Exception as e:  # noqa: BLE001 -- the session is gone; nothing to record
+            done = BackgroundDone(task_id, safe_text(description), output.content,
+                                  output.is_error)
+            error = _deliver(ref, done, token)
+            if error is not None:
                 _log.warning("background.result_lost", session_id=self.session_id,
-                             task_id=task_id, error=repr(e))
+                             task_id=task_id, error=repr(error))
 
         self.tasks.add(task, token)
         threading.Thread(target=run, name=f"liteagent-{task_id}", daemon=True).start()
         return task_id
+
+
+def _deliver(ref: pykka.ActorRef[Any], done: BackgroundDone,
+             token: CancelToken) -> BaseException | None:
+    """Have the session record ``done``; return why it could not (``None`` once it did).
+
+    While another process holds the session's lease the session refuses with AgentBusyError;
+    this tries again every second for up to an hour, or until the task is cancelled (the agent
+    is closing)."""
+    deadline = time.monotonic() + _BACKGROUND_RETRY_FOR
+    while True:
+        try:
+            tell(ref, done).reply.result(_BACKGROUND_RECORD_TIMEOUT)
+        except AgentBusyError as e:
+            if time.monotonic() >= deadline or token.wait(_BACKGROUND_RETRY_EVERY):
+                return e
+        except BaseException as e:  # noqa: BLE001 -- the session is gone or failing
+            return e
+        else:
+            return None

@@ -20,6 +20,8 @@ from liteagent.eventlog import (
     Checkpointer,
     CodecError,
     Event,
+    Lease,
+    SessionLeasedError,
     SessionState,
     StoredEvent,
     ToolUseBlock,
@@ -47,6 +49,15 @@ class SessionLog:
         self.generation = 0
         self.loaded = False
         self._failed: tuple[int, list[Event]] | None = None  # an append that raised
+        self.lease: Lease | None = None  # held while a turn, restore or compaction runs
+
+    def refresh(self) -> None:
+        """Fold the log again before the next use when another process moved it since this
+        one last wrote or read it (it may have run a turn under the session's lease)."""
+        if self.loaded:
+            head, generation = self.checkpointer.position(self.session_id)
+            if head != self.state.head or (head and generation != self.generation):
+                self.loaded = False
 
     def load(self) -> None:
         """Fold the session's log (resuming after a restart, a passivation or a conflict)."""
@@ -63,8 +74,13 @@ class SessionLog:
         """Append ``events`` atomically at the session's known position and apply them.
 
         After a failure other than :class:`CodecError` (which writes nothing) the session folds
-        its log again before its next turn: a store that failed may still have written."""
+        its log again before its next turn: a store that failed may still have written. A lease
+        the backend found taken over refuses the append (:class:`SessionLeasedError`)."""
         cp = self.checkpointer
+        lease = self.lease
+        if lease is not None and lease.lost:
+            self.loaded = False
+            raise SessionLeasedError(self.session_id, None)
         expected_generation = self.generation if self.state.head else None
         ts = time.time()
         try:

@@ -101,6 +101,7 @@ class AgentCore:
             self.compaction = ManualCompaction(
                 compactor_ref=compactor_ref,
                 lock_ref=lock_ref,
+                checkpointer=checkpointer,
                 hub=self.hub,
                 is_busy=self.host.is_busy,
                 session_ref=self.host.ref,

@@ -198,24 +198,48 @@ def test_sessions_disabled(workdir: Path) -> None:
                 method()
 
 
-def test_other_writer_gives_a_conflict_then_recovers(workdir: Path, tmp_path: Path) -> None:
-    """If another writer advanced the session, the append conflicts (nothing overwritten); the
-    next send refolds and continues on the real history."""
+def test_a_turn_continues_after_another_agents_turn(workdir: Path, tmp_path: Path) -> None:
+    """Two agents on one store take turns on a session: each turn holds the session's lease and
+    first folds what the other appended, so nothing conflicts and nothing is lost."""
     db = tmp_path / "log.db"
     with sqlite_checkpointer(db) as cp_a, sqlite_checkpointer(db) as cp_b:
-        a = _agent(workdir, scripted([reply("a1"), reply("a2"), reply("a3")]), checkpointer=cp_a)
+        a = _agent(workdir, scripted([reply("a1"), reply("a2")]), checkpointer=cp_a)
         b = _agent(workdir, scripted([reply("b1")]), checkpointer=cp_b)
         with a, b:
             a.send("from a")
             b.resume(a.session_id)
             b.send("from b")
-            with pytest.raises(CheckpointConflictError):
-                a.send("stale a")
-            a.send("fresh a")
+            a.send("again a")
             events = list(cp_a.read(a.session_id))
     assert list(range(1, len(events) + 1)) == [e.seq for e in events]
     prompts = [e.body.text for e in events if isinstance(e.body, UserPrompt)]
-    assert ["from a", "from b", "fresh a"] == prompts
+    assert ["from a", "from b", "again a"] == prompts
+
+
+def test_a_writer_without_the_lease_gives_a_conflict_then_recovers(
+    workdir: Path, tmp_path: Path
+) -> None:
+    """A writer that appends during a turn without the session's lease makes the turn's next
+    append conflict (nothing overwritten); the next send folds again and continues."""
+    db = tmp_path / "log.db"
+    with sqlite_checkpointer(db) as cp, sqlite_checkpointer(db) as other:
+        sid = "s1"
+
+        def intruding(request: ModelRequest) -> AssistantMessage:
+            other.append(sid, [UserPrompt(content=(TextBlock("intruder"),))])
+            return AssistantMessage(content=(TextBlock("late"),), stop_reason="end_turn")
+
+        agent = _agent(workdir, scripted([reply("a1"), intruding, reply("a3")]), checkpointer=cp)
+        with agent:
+            agent.resume(sid)
+            agent.send("first")
+            with pytest.raises(CheckpointConflictError):
+                agent.send("stale")
+            agent.send("fresh")
+            events = list(cp.read(sid))
+    assert list(range(1, len(events) + 1)) == [e.seq for e in events]
+    prompts = [e.body.text for e in events if isinstance(e.body, UserPrompt)]
+    assert ["first", "stale", "intruder", "fresh"] == prompts
 
 
 def test_busy_session_refuses_a_second_send(workdir: Path) -> None:

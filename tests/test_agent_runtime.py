@@ -168,13 +168,15 @@ def test_restart_after_exit_and_after_sigkill(workdir: Path, tmp_path: Path) -> 
 
 
 @pytest.mark.processes
-def test_second_process_on_the_same_session_conflicts(workdir: Path, tmp_path: Path) -> None:
-    """With the SQLite backend, a process that advanced the session makes this agent's stale
-    append fail with CheckpointConflictError; the log stays contiguous."""
+def test_a_turn_after_another_process_turn_continues_from_it(
+    workdir: Path, tmp_path: Path
+) -> None:
+    """With the SQLite backend, a process that ran a turn on the session in between (under the
+    session's lease): this agent's next turn folds it first, and its request carries it."""
     db = tmp_path / "log.db"
+    provider = scripted([reply("one"), reply("three")])
     with sqlite_checkpointer(db) as cp, create_lite_agent(
-        model=scripted([reply("one"), reply("three")]), model_name="m", workdir=workdir,
-        checkpointer=cp,
+        model=provider, model_name="m", workdir=workdir, checkpointer=cp,
     ) as agent:
         agent.resume("s")
         agent.send("first")
@@ -183,13 +185,14 @@ def test_second_process_on_the_same_session_conflicts(workdir: Path, tmp_path: P
         assert "sent" == proc.stdout.readline().strip()
         proc.wait(30)
         proc.stdout.close()
-        with pytest.raises(CheckpointConflictError):
-            agent.send("stale")
-        agent.send("fresh")
+        agent.send("second")
         events = list(cp.read("s"))
     assert list(range(1, len(events) + 1)) == [e.seq for e in events]
-    assert ["first", "from the child", "fresh"] == [
+    assert ["first", "from the child", "second"] == [
         e.body.text for e in events if isinstance(e.body, UserPrompt)]
+    texts = [" ".join(getattr(b, "text", "") for b in m.content)
+             for m in provider.requests[1].messages]
+    assert ["first", "one", "from the child", "child answer", "second"] == texts
 
 
 # -- asyncio --------------------------------------------------------------------------------------
