@@ -41,7 +41,7 @@ from ._restore_plan import (
 )
 from ._session import BackgroundTask, SessionActor
 from ._snapshots import FileSnapshotActor
-from ._turn import Middleware, SessionConfig, SessionCore, TurnResult
+from ._turn import Middleware, SessionConfig, SessionCore, TurnFailedError, TurnResult
 from ._view import ConversationView, view_hash
 
 __all__ = [
@@ -86,6 +86,7 @@ __all__ = [
     "ToolCallFinished",
     "ToolCallStarted",
     "TurnFailed",
+    "TurnFailedError",
     "TurnFinished",
     "TurnResult",
     "ask",

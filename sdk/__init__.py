@@ -30,6 +30,7 @@ from liteagent.actors import (
     ToolCallFinished,
     ToolCallStarted,
     TurnFailed,
+    TurnFailedError,
     TurnFinished,
 )
 
@@ -67,6 +68,7 @@ __all__ = [
     "ToolCallFinished",
     "ToolCallStarted",
     "TurnFailed",
+    "TurnFailedError",
     "TurnFinished",
     "configure_logging",
     "create_agent",

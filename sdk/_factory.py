@@ -15,7 +15,7 @@ from liteagent.eventlog import (
     memory_checkpointer,
 )
 from liteagent.providers import ModelProvider
-from liteagent.tools import Tool, default_tools
+from liteagent.tools import Tool, ToolEnv, default_tools
 from liteagent.tools import context as context_tool
 
 from ._agent import LiteAgent
@@ -80,6 +80,7 @@ def _core(
     context: ContextArg = False,
     max_queued_sends: int = DEFAULT_MAX_QUEUED_SENDS,
     idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
+    tool_env: ToolEnv | None = None,
 ) -> AgentCore:
     """Check every argument (nothing is created before they all pass), then build the core."""
     if not isinstance(model, ModelProvider):
@@ -94,6 +95,15 @@ def _core(
     check_bool(sessions, "sessions")
     check_text(system_prompt, "system_prompt", optional=True)
     checked_tools = _check_tools(tools)
+    if tool_env is not None:
+        if not isinstance(tool_env, ToolEnv):
+            raise InvalidArgumentError(
+                f"tool_env must be None or a ToolEnv (see tool_env()), got "
+                f"{type(tool_env).__name__}")
+        if checked_tools is not None:
+            raise InvalidArgumentError(
+                "tool_env applies to the default tools; with tools=..., build the shell tool "
+                "with bash_tool(env) instead")
     checked_use = _check_middleware(middleware)
     if compactor is not None and not isinstance(compactor, Compactor):
         raise InvalidArgumentError(
@@ -120,8 +130,8 @@ def _core(
             checkpointer=checkpointer,
             owns_checkpointer=owns,
             sessions=sessions,
-            tools=_with_context_tool(default_tools() if checked_tools is None else checked_tools,
-                                     options),
+            tools=_with_context_tool(
+                default_tools(env=tool_env) if checked_tools is None else checked_tools, options),
             system_prompt=system_prompt,
             middleware=checked_use,
             compactor=(default_compactor(max_tokens=None,
@@ -193,6 +203,7 @@ def create_lite_agent(
     compactor: Compactor | None = None,
     max_queued_sends: int = DEFAULT_MAX_QUEUED_SENDS,
     idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
+    tool_env: ToolEnv | None = None,
 ) -> LiteAgent:
     """Create a coding agent on ``workdir``.
 
@@ -210,6 +221,9 @@ def create_lite_agent(
     :meth:`LiteAgent.compact` runs (default: ``default_compactor(max_tokens=None)`` spilling
     into the checkpointer's blob store: asked to compact, it always drops the middle turns and
     clears old tool results, instead of waiting for a token trigger).
+    ``tool_env`` (a :class:`~liteagent.tools.ToolEnv` from :func:`~liteagent.tools.tool_env`)
+    sets what the model's shell commands see; by default the host environment less every
+    credential-like variable (with ``tools=``, build the shell with ``bash_tool(env)``).
     ``context`` configures the ContextEngine (on by default; see :class:`ContextOptions`):
     ``ContextOptions(...)`` or a dict of its fields; ``False`` sends the raw folded
     conversation. With the engine on, the ``context`` tool (reading archived results) is added
@@ -220,6 +234,7 @@ def create_lite_agent(
         sessions=sessions, tools=tools, system_prompt=system_prompt, context=context, home=home,
         max_turns=max_turns, max_tokens=max_tokens, max_live_sessions=max_live_sessions,
         compactor=compactor, max_queued_sends=max_queued_sends, idle_timeout_s=idle_timeout_s,
+        tool_env=tool_env,
     ))
 
 
@@ -240,6 +255,7 @@ def create_async_lite_agent(
     compactor: Compactor | None = None,
     max_queued_sends: int = DEFAULT_MAX_QUEUED_SENDS,
     idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
+    tool_env: ToolEnv | None = None,
 ) -> AsyncLiteAgent:
     """Like :func:`create_lite_agent`, for asyncio: the methods are coroutines."""
     return AsyncLiteAgent(_lite_core(
@@ -247,6 +263,7 @@ def create_async_lite_agent(
         sessions=sessions, tools=tools, system_prompt=system_prompt, context=context, home=home,
         max_turns=max_turns, max_tokens=max_tokens, max_live_sessions=max_live_sessions,
         compactor=compactor, max_queued_sends=max_queued_sends, idle_timeout_s=idle_timeout_s,
+        tool_env=tool_env,
     ))
 
 

@@ -20,7 +20,6 @@ import pytest
 from liteagent.eventlog import (
     AssistantMessage,
     CancelToken,
-    CheckpointConflictError,
     OperationCancelledError,
     TextBlock,
     UserPrompt,

@@ -77,7 +77,7 @@ ACTORS = {
     "Message", "Middleware", "Missed", "Release", "RestoreFailedError", "RestoreRefusedError",
     "RestoreResult", "Restorer", "RunCompaction", "SessionActor", "SessionConfig", "SessionCore",
     "SessionHost", "Subscription", "ToolCallFinished", "ToolCallStarted", "TurnFailed",
-    "TurnFinished", "TurnResult", "ask", "tell", "view_hash",
+    "TurnFailedError", "TurnFinished", "TurnResult", "ask", "tell", "view_hash",
 }
 
 
@@ -89,8 +89,8 @@ SDK = {
     "InvalidCheckpointError", "LiteAgent", "LiteAgentResult", "LiveEvent", "Missed",
     "RestoreFailedError", "RestoreRefusedError", "RestoreResult",
     "SessionsDisabledError", "Subscription", "ToolCallFinished", "ToolCallStarted", "TurnFailed",
-    "TurnFinished", "configure_logging", "create_agent", "create_async_lite_agent",
-    "create_lite_agent",
+    "TurnFailedError", "TurnFinished", "configure_logging", "create_agent",
+    "create_async_lite_agent", "create_lite_agent",
 }
 
 

@@ -9,12 +9,22 @@ import string
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from liteagent.eventlog import CancelToken, InvalidArgumentError
+from liteagent.eventlog import (
+    AssistantMessage,
+    CancelToken,
+    InvalidArgumentError,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from liteagent.providers import scripted
+from liteagent.sdk import create_lite_agent
 from liteagent.tools import (
     ToolContext,
     ToolEnv,
@@ -357,3 +367,44 @@ def test_the_real_shell_sees_no_random_secret(tmp_path_factory: pytest.TempPathF
             else:
                 os.environ[name] = value
     assert [] == sorted(names & set(env))
+
+
+def _agent_env(tmp_path: Path, **kwargs: Any) -> dict[str, str]:
+    """What ``env -0`` prints when the model of a create_lite_agent agent runs it."""
+    model = scripted([
+        AssistantMessage(content=(ToolUseBlock("t1", "bash", _ENV),), stop_reason="tool_use"),
+        AssistantMessage(content=(TextBlock("done"),), stop_reason="end_turn"),
+    ])
+    with create_lite_agent(model=model, model_name="m", workdir=tmp_path, sessions=False,
+                           **kwargs) as agent:
+        result = agent.send("show the environment")
+    blocks = [b for m in result.messages for b in m.content if isinstance(b, ToolResultBlock)]
+    assert 1 == len(blocks)
+    assert isinstance(blocks[0].content, str)
+    return _shell_env(ToolOutput(blocks[0].content))
+
+
+def test_an_agents_shell_does_not_see_the_provider_key(
+    secrets: dict[str, str], tmp_path: Path
+) -> None:
+    """create_lite_agent's bash withholds the provider key from the model's commands."""
+    env = _agent_env(tmp_path)
+    assert "ANTHROPIC_API_KEY" not in env
+    assert os.environ["PATH"] == env["PATH"]
+
+
+def test_an_agent_takes_a_tool_env(secrets: dict[str, str], tmp_path: Path) -> None:
+    """create_lite_agent(tool_env=tool_env(replace=...)) gives the model's commands exactly
+    that environment."""
+    policy = tool_env(replace={"ONLY": "this", "PATH": "/usr/bin:/bin"})
+    env = _agent_env(tmp_path, tool_env=policy)
+    assert {"ONLY": "this", "PATH": "/usr/bin:/bin"} == {
+        k: v for k, v in env.items() if k in ("ONLY", "PATH", "ANTHROPIC_API_KEY")}
+
+
+def test_tool_env_with_explicit_tools_is_refused(tmp_path: Path) -> None:
+    """tool_env applies to the default tools; given with tools=..., it is refused before
+    anything is created."""
+    with pytest.raises(InvalidArgumentError, match="bash_tool"):
+        create_lite_agent(model=scripted([]), model_name="m", workdir=tmp_path, sessions=False,
+                          tools=[], tool_env=tool_env())
