@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from liteagent.eventlog import BlobStore, LiteAgentError, RestoreFile
+from liteagent.eventlog import BlobStore, LiteAgentError, OperationCancelledError, RestoreFile
 
 __all__ = ["RestoreFailedError", "apply_files", "backup_files", "put_file"]
 
@@ -96,7 +96,7 @@ def backup_files(workdir: Path, files: Sequence[tuple[str, str | None, str | Non
 def _check_stop(stop: Callable[[], str | None] | None) -> None:
     reason = stop() if stop is not None else None
     if reason:
-        raise InterruptedError(reason)
+        raise OperationCancelledError(reason)
 
 
 def apply_files(

@@ -13,6 +13,7 @@ import anthropic
 import httpx2
 import pytest
 
+from liteagent.eventlog import InvalidArgumentError
 from liteagent.providers import testing
 from liteagent.providers.testing import (
     FakeMessagesServer,
@@ -350,8 +351,9 @@ def test_unknown_route_is_not_found(server: FakeMessagesServer) -> None:
 
 
 def test_add_rejects_what_it_cannot_send(server: FakeMessagesServer) -> None:
-    """add raises TypeError for something that is neither a response nor a message dict."""
-    with pytest.raises(TypeError):
+    """add raises InvalidArgumentError for something that is neither a response nor a message
+    dict."""
+    with pytest.raises(InvalidArgumentError):
         server.add("not a message")  # type: ignore[arg-type]
 
 

@@ -9,8 +9,9 @@ case-sensitively:
   file at any depth, ``src/**`` everything below ``src``;
 - everything else is literal. Names starting with ``.`` are matched like any other.
 
-A pattern must be relative and must not contain a ``..`` component (``ValueError`` otherwise,
-as for a set with a reversed range such as ``[z-a]``); ``.`` components and repeated ``/`` are
+A pattern must be relative and must not contain a ``..`` component
+(:class:`~liteagent.eventlog.InvalidArgumentError`, a ``ValueError``, otherwise, as for a set
+with a reversed range such as ``[z-a]``); ``.`` components and repeated ``/`` are
 dropped.
 
 Matching takes polynomial time whatever the pattern: a path is matched component by component
@@ -32,6 +33,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from liteagent.eventlog import InvalidArgumentError
 
 from ._paths import is_inside
 
@@ -88,16 +91,19 @@ class GlobPattern:
 
 
 def compile_glob(pattern: str) -> GlobPattern:
-    """Compile ``pattern`` (module docstring); raise ``ValueError`` naming what is wrong."""
+    """Compile ``pattern`` (module docstring); raise ``InvalidArgumentError`` (a
+    ``ValueError``) naming what is wrong."""
     if pattern.startswith("/"):
-        raise ValueError(f"pattern {pattern!r} is absolute; give it relative to the workspace")
+        raise InvalidArgumentError(
+            f"pattern {pattern!r} is absolute; give it relative to the workspace")
     if "\x00" in pattern:
-        raise ValueError(f"pattern {pattern!r} contains a NUL byte")
+        raise InvalidArgumentError(f"pattern {pattern!r} contains a NUL byte")
     parts = [p for p in pattern.split("/") if p not in ("", ".")]
     if not parts:
-        raise ValueError(f"pattern {pattern!r} is empty")
+        raise InvalidArgumentError(f"pattern {pattern!r} is empty")
     if ".." in parts:
-        raise ValueError(f"pattern {pattern!r} contains '..'; patterns stay inside the workspace")
+        raise InvalidArgumentError(
+            f"pattern {pattern!r} contains '..'; patterns stay inside the workspace")
     prefix: list[str] = []
     for part in parts:
         if _WILDCARDS.intersection(part):
@@ -132,7 +138,7 @@ def _component(part: str, pattern: str) -> re.Pattern[str]:
     try:
         return re.compile(regex + r"\Z", re.DOTALL)
     except re.error as e:  # not expected: every set is built from escaped characters
-        raise ValueError(f"pattern {pattern!r}: {e}") from e
+        raise InvalidArgumentError(f"pattern {pattern!r}: {e}") from e
 
 
 def _translate(chunk: str, pattern: str) -> str:
@@ -173,7 +179,8 @@ def _char_set(body: str, pattern: str) -> str:
         if i + 2 < len(body) and body[i + 1] == "-":
             low, high = body[i], body[i + 2]
             if low > high:
-                raise ValueError(f"pattern {pattern!r}: the range {low}-{high} is reversed")
+                raise InvalidArgumentError(
+                    f"pattern {pattern!r}: the range {low}-{high} is reversed")
             items.append(f"{re.escape(low)}-{re.escape(high)}")
             i += 3
         else:

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from liteagent.eventlog import InvalidArgumentError
+
 from ._failures import error_response
 from ._responses import JSONResponse, MessageResponse, Response, StreamResponse
 
@@ -80,7 +82,8 @@ class Script:
         self._ids = itertools.count(1)
 
     def add(self, responses: Iterable[Response | Mapping[str, Any]]) -> None:
-        """Queue answers for ``/v1/messages``; a mapping is a message. ``TypeError`` otherwise."""
+        """Queue answers for ``/v1/messages``; a mapping is a message (anything else:
+        ``InvalidArgumentError``)."""
         queued: list[Response] = []
         for response in responses:
             if isinstance(response, MessageResponse | StreamResponse | JSONResponse):
@@ -88,7 +91,7 @@ class Script:
             elif isinstance(response, Mapping):
                 queued.append(MessageResponse(dict(response)))
             else:
-                raise TypeError(f"cannot script {type(response).__name__}: {response!r}")
+                raise InvalidArgumentError(f"cannot script {type(response).__name__}: {response!r}")
         with self._lock:
             self._messages.extend(queued)
 

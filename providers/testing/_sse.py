@@ -30,6 +30,8 @@ import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from liteagent.eventlog import InvalidArgumentError
+
 __all__ = ["SSEEvent", "encode_event", "stream_events"]
 
 SSEEvent = tuple[str, dict[str, Any]]
@@ -54,13 +56,13 @@ def stream_events(
     """The full event sequence that streams ``message`` (a dict as built by ``message()``).
 
     ``text_chunk`` is the size of each text and thinking delta; ``fragments`` and ``seed``
-    choose how tool input JSON is cut (see the module docstring). Raises ``ValueError`` for a
-    ``text_chunk`` or fragment size below 1.
+    choose how tool input JSON is cut (see the module docstring). Raises
+    ``InvalidArgumentError`` for a ``text_chunk`` or fragment size below 1.
     """
     if text_chunk < 1:
-        raise ValueError(f"text_chunk must be at least 1, got {text_chunk}")
+        raise InvalidArgumentError(f"text_chunk must be at least 1, got {text_chunk}")
     if fragments is not None and any(size < 1 for size in fragments):
-        raise ValueError(f"fragment sizes must be at least 1, got {list(fragments)}")
+        raise InvalidArgumentError(f"fragment sizes must be at least 1, got {list(fragments)}")
     rng = random.Random(seed)  # noqa: S311 - a reproducible split for tests, not for security
     final_usage = dict(message.get("usage") or {})
     start_usage = {k: v for k, v in final_usage.items() if k != "iterations"}
