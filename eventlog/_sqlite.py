@@ -68,6 +68,7 @@ from ._sqlite_rows import (
     fetch_page,
     fetch_session_row,
     next_generation,
+    pack_head_gen,
     raw_select,
     row_problem,
     session_crc,
@@ -87,8 +88,6 @@ _xxh = xxhash.xxh3_64_intdigest
 _pack = struct.Struct("<qd").pack
 _decoder_for = DECODERS.get
 _INSERT = "INSERT INTO events(session_id, seq, ts, kind, body, crc) VALUES (?, ?, ?, ?, ?, ?)"
-_TOUCH = "UPDATE sessions SET head = ?, mtime = ?, crc = ? WHERE id = ?"
-_CREATE = "INSERT INTO sessions(id, head, generation, mtime, crc) VALUES (?, ?, ?, ?, ?)"
 _LAST_SEQ = "SELECT seq FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT 1"
 
 
@@ -125,13 +124,15 @@ def verify_tail(
 
 
 class _Append:
-    """The write of one append (see :class:`Writer`)."""
+    """The write of one append (see :class:`Writer`): batch-aware, it reads and records its
+    session's position through the :class:`Batch` (one INSERT statement per append)."""
 
-    __slots__ = ("batch", "expected", "limit", "session_id", "ts", "verified")
+    __slots__ = ("batch", "batched_session", "expected", "limit", "ts", "verified")
+
 
     def __init__(self, session_id: str, batch: list[EncodedEvent], ts: float,
                  expected: tuple[int | None, int | None], verified: Verified) -> None:
-        self.session_id = session_id
+        self.batched_session = session_id
         self.batch = batch
         self.ts = ts
         self.expected = expected
@@ -139,15 +140,59 @@ class _Append:
         self.limit: int | None = _INLINE_VERIFY
 
     def __call__(self, conn: apsw.Connection, tx: Batch) -> int:
-        sid = self.session_id
-        head, gen, exists = session_position(conn, sid)
-        check_position(sid, head, gen, *self.expected)
-        verify_tail(conn, sid, self.verified, gen, head, limit=self.limit)
+        # The hot path of every append: written out flat (each call here costs).
+        sid = self.batched_session
+        verified = self.verified
+        pending = tx.pending.get(sid)
+        if pending is not None:  # an earlier append of this batch: checked, not yet stored
+            head, gen = pending[0], pending[1]
+            exists = checked = True
+        else:
+            rows = tx.rows
+            if sid in rows:
+                row = rows[sid]
+            else:
+                row = rows[sid] = fetch_session_row(conn, sid)
+            if row is None:
+                head = gen = 0
+                exists = False
+            else:
+                if row != verified.rows.get(sid):  # not the row this process wrote last
+                    problem = session_row_problem(sid, row)
+                    if problem is not None:
+                        raise corrupt(sid, None, problem)
+                head, gen = row[0], row[1]
+                exists = True
+            checked = verified.heads.get(sid) == (gen, head)
+        expected_head, expected_generation = self.expected
+        if (expected_head is not None and expected_head != head) or (
+                expected_generation is not None and expected_generation != gen):
+            check_position(sid, head, gen, expected_head, expected_generation)
+        if not checked:
+            verify_tail(conn, sid, verified, gen, head, limit=self.limit)
         batch = self.batch
         if not batch:
             return head
         ts = self.ts
-        seeds = Seeds(sid)
+        seeds = verified.seeds(sid)
+        if tx.defer:  # written by the batch's flush, with the other appends' rows
+            tx.inserts += [
+                (sid, seq, ts, kind, body,
+                 _xxh(body, _xxh(_pack(seq, ts), seeds[kind])) & _CRC_MASK)
+                for seq, (kind, body) in enumerate(batch, start=head + 1)
+            ]
+        else:
+            self._insert(conn, head, seeds)
+        new_head = head + len(batch)
+        if not exists:
+            gen = next_generation(conn)
+        crc = _xxh(pack_head_gen(new_head, gen), seeds.session_seed) & _CRC_MASK
+        tx.pending[sid] = (new_head, gen, ts, crc, exists if pending is None else pending[4])
+        tx.hooks.append(lambda: verified.replace(sid, gen, new_head, crc))
+        return new_head
+
+    def _insert(self, conn: apsw.Connection, head: int, seeds: Seeds) -> None:
+        sid, batch, ts = self.batched_session, self.batch, self.ts
         try:
             if len(batch) == 1:
                 kind, body = batch[0]
@@ -162,15 +207,6 @@ class _Append:
         except apsw.ConstraintError as e:
             raise corrupt(sid, head + 1, f"rows are stored after the session's recorded head "
                           f"{head} ({e})") from e
-        new_head = head + len(batch)
-        if exists:
-            conn.execute(_TOUCH, (new_head, ts, session_crc(sid, new_head, gen), sid))
-        else:
-            gen = next_generation(conn)
-            conn.execute(_CREATE, (sid, new_head, gen, ts, session_crc(sid, new_head, gen)))
-        verified = self.verified
-        tx.after_commit(lambda: verified.replace(sid, gen, new_head))
-        return new_head
 
 
 def _truncate_op(session_id: str, to_seq: int, expected: tuple[int | None, int | None],

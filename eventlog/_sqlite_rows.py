@@ -33,6 +33,7 @@ __all__ = [
     "fetch_page",
     "fetch_session_row",
     "next_generation",
+    "pack_head_gen",
     "raw_select",
     "row_crc",
     "row_problem",
@@ -74,11 +75,13 @@ class Seeds(dict[object, int]):
     """One session's checksum seeds by kind: ``seeds[kind]`` hashes ``session_id \\0 kind``
     once per kind. A kind that is not a str raises :class:`TypeError` (a damaged row)."""
 
-    __slots__ = ("_prefix",)
+    __slots__ = ("_prefix", "session_seed")
 
     def __init__(self, session_id: str) -> None:
         super().__init__()
-        self._prefix = _utf8(session_id) + b"\x00"
+        sid = _utf8(session_id)
+        self._prefix = sid + b"\x00"
+        self.session_seed = _xxh(sid, _SESSION_SEED)  # see session_crc
 
     def __missing__(self, kind: object) -> int:
         if type(kind) is not str:
@@ -95,6 +98,11 @@ def row_crc(seed: int, seq: int, ts: float, body: bytes) -> int:
 def session_crc(session_id: str, head: int, generation: int) -> int:
     """The checksum of a sessions row."""
     return _xxh(_pack_head_gen(head, generation), _xxh(_utf8(session_id), _SESSION_SEED)) & _MASK
+
+
+pack_head_gen = _pack_head_gen
+"""``struct.pack("<qq", head, generation)``: ``session_crc`` is ``xxh3(pack_head_gen(head,
+generation), seed=Seeds(session_id).session_seed)`` masked to 63 bits."""
 
 
 def v1_row_ok(row: Row) -> bool:
@@ -269,7 +277,25 @@ class Verified:
 
     def __init__(self) -> None:
         self._heads: dict[str, tuple[int, int]] = {}
+        self.heads = self._heads  # read without the lock on the append path
+        self._rows: dict[str, tuple[int, int, int]] = {}  # sessions rows this process wrote
+        self.rows = self._rows
+        self._seeds: dict[str, Seeds] = {}
         self._lock = threading.Lock()
+
+    def seeds(self, session_id: str) -> Seeds:
+        """The session's checksum seeds (kept for the sessions this process writes)."""
+        seeds = self._seeds.get(session_id)
+        if seeds is None:
+            if len(self._seeds) >= 4096:
+                self._seeds.clear()
+            seeds = self._seeds[session_id] = Seeds(session_id)
+        return seeds
+
+    def written(self, session_id: str) -> tuple[int, int, int] | None:
+        """The sessions row ``(head, generation, crc)`` this process last committed: a row
+        read back equal to it needs no checksum computed."""
+        return self._rows.get(session_id)
 
     def get(self, session_id: str) -> tuple[int, int] | None:
         """The verified ``(generation, head)`` of the session, or None."""
@@ -293,12 +319,18 @@ class Verified:
             if old is not None and old[0] == generation and old[1] >= since and head > old[1]:
                 self._heads[session_id] = (generation, head)
 
-    def replace(self, session_id: str, generation: int, head: int) -> None:
-        """Record the state a write of this process just committed."""
-        with self._lock:
-            self._heads[session_id] = (generation, head)
+    def replace(self, session_id: str, generation: int, head: int, crc: int | None = None) -> None:
+        """Record the state a write of this process just committed (``crc``: of the sessions
+        row it wrote). Without the lock: only the writer calls it, and a reader's concurrent
+        :meth:`set` can at worst leave older knowledge (more to verify later, never less)."""
+        self._heads[session_id] = (generation, head)
+        if crc is None:
+            self._rows.pop(session_id, None)
+        else:
+            self._rows[session_id] = (head, generation, crc)
 
     def forget(self, session_id: str) -> None:
         """Forget the session (deleted, or found damaged)."""
         with self._lock:
             self._heads.pop(session_id, None)
+            self._rows.pop(session_id, None)

@@ -22,7 +22,10 @@ batching off: the leader then commits one write per transaction (the benchmark's
 
 from __future__ import annotations
 
+import _thread
 import contextlib
+import functools
+import json
 import os
 import threading
 from collections.abc import Callable
@@ -60,17 +63,114 @@ def group_commit() -> bool:
     return _enabled
 
 
+class BatchConflict(Exception):  # noqa: N818 -- a signal inside the writer
+    """Raised by :meth:`Batch.flush` when a deferred row collides with a stored one (damage):
+    the batch is rolled back and its writes are run one by one, so that only the write that
+    meets the damage fails."""
+
+
 class Batch:
-    """The transaction a batch of writes runs in: ``after_commit`` hooks run once it is
-    committed (and only then)."""
+    """The transaction a batch of writes runs in.
 
-    __slots__ = ("hooks",)
+    ``after_commit`` hooks run once it is committed (and only then). Appends read the sessions
+    rows of the batch ahead (:meth:`prefetch`, into ``rows``), keep the event rows they add in
+    ``inserts`` (when ``defer``) and the sessions rows they change in ``pending``: ``session id
+    -> (head, generation, mtime, crc, stored)``. :meth:`flush` writes them all with a few
+    multi-row statements, before the commit or before a write that reads them with SQL. SQLite
+    runs each statement without Python's GIL; a statement per append would hand the GIL to the
+    waiting threads once per append, and the commit would queue behind them every time.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("defer", "hooks", "inserts", "pending", "rows")
+
+    def __init__(self, *, defer: bool = False) -> None:
+        self.defer = defer
         self.hooks: list[Callable[[], None]] = []
+        self.rows: dict[str, tuple[Any, Any, Any] | None] = {}  # sessions rows read ahead
+        self.inserts: list[tuple[Any, ...]] = []  # deferred event rows
+        # session -> (head, generation, mtime, crc, whether its row is stored already)
+        self.pending: dict[str, tuple[int, int, float, int, bool]] = {}
 
     def after_commit(self, hook: Callable[[], None]) -> None:
         self.hooks.append(hook)
+
+    def prefetch(self, conn: apsw.Connection, session_ids: list[str]) -> None:
+        """Read the sessions rows of ``session_ids`` (one statement, one row of JSON, per 500);
+        rows it cannot carry (a damaged type) are left to each append to read."""
+        for i in range(0, len(session_ids), 500):
+            chunk = session_ids[i : i + 500]
+            marks = ", ".join("?" * len(chunk))
+            try:
+                row = conn.execute(
+                    "SELECT json_group_array(json_array(id, head, generation, crc)) "  # noqa: S608
+                    f"FROM sessions WHERE id IN ({marks})", chunk,
+                ).fetchone()
+                found = {r[0]: (r[1], r[2], r[3]) for r in json.loads(row[0] if row else "")}
+            except (apsw.SQLError, UnicodeError, ValueError, TypeError, IndexError):
+                return  # a damaged row: each append reads its own
+            for sid in chunk:
+                self.rows[sid] = found.get(sid)
+
+    def flush(self, conn: apsw.Connection) -> None:
+        """Write the deferred event rows and the pending sessions rows."""
+        inserts = self.inserts
+        if inserts:
+            try:
+                for i in range(0, len(inserts), _CHUNK):
+                    chunk = inserts[i : i + _CHUNK]
+                    conn.execute(_insert_events(len(chunk)), [v for row in chunk for v in row])
+            except apsw.ConstraintError as e:
+                raise BatchConflict from e
+            inserts.clear()
+        pending = self.pending
+        if not pending:
+            return
+        if len(pending) == 1:
+            ((sid, (head, gen, mtime, crc, stored)),) = pending.items()
+            if stored:
+                conn.execute(_UPDATE_SESSION, (head, gen, mtime, crc, sid))
+            else:
+                conn.execute(_insert_sessions(1), (sid, head, gen, mtime, crc))
+            self.rows.pop(sid, None)
+            pending.clear()
+            return
+        updates: list[Any] = []
+        created: list[Any] = []
+        for sid, (head, gen, mtime, crc, stored) in pending.items():
+            if stored:
+                updates += (sid, head, gen, mtime, crc)
+            else:
+                created += (sid, head, gen, mtime, crc)
+        for values, statement in ((updates, _update_sessions), (created, _insert_sessions)):
+            for i in range(0, len(values), 5 * _CHUNK):
+                chunk = values[i : i + 5 * _CHUNK]
+                conn.execute(statement(len(chunk) // 5), chunk)
+        for sid in pending:
+            self.rows.pop(sid, None)
+        pending.clear()
+
+
+_UPDATE_SESSION = "UPDATE sessions SET head = ?, generation = ?, mtime = ?, crc = ? WHERE id = ?"
+_CHUNK = 500  # rows per multi-row statement (6 parameters each, well under SQLite's limit)
+
+
+@functools.lru_cache(maxsize=256)
+def _insert_events(n: int) -> str:
+    return ("INSERT INTO events(session_id, seq, ts, kind, body, crc) VALUES "  # noqa: S608
+            + ", ".join(["(?, ?, ?, ?, ?, ?)"] * n))
+
+
+@functools.lru_cache(maxsize=256)
+def _update_sessions(n: int) -> str:
+    return ("UPDATE sessions SET head = v.column2, generation = v.column3, "  # noqa: S608
+            "mtime = v.column4, crc = v.column5 FROM (VALUES " + ", ".join(["(?, ?, ?, ?, ?)"] * n)
+            + ") AS v WHERE sessions.id = v.column1")
+
+
+@functools.lru_cache(maxsize=256)
+def _insert_sessions(n: int) -> str:
+    return ("INSERT INTO sessions(id, head, generation, mtime, crc) VALUES "  # noqa: S608
+            + ", ".join(["(?, ?, ?, ?, ?)"] * n))
 
 
 WriteOp = Callable[[apsw.Connection, Batch], Any]
@@ -82,7 +182,7 @@ class _Item:
     __slots__ = ("busy_ms", "done", "error", "lead", "op", "own", "result", "session_id", "sync")
 
     def __init__(
-        self, op: WriteOp, session_id: str | None, sync: str, busy_ms: int, done: threading.Event,
+        self, op: WriteOp, session_id: str | None, sync: str, busy_ms: int, done: _Waiter,
         *, own: bool = False,
     ) -> None:
         self.op = op
@@ -97,15 +197,17 @@ class _Item:
 
 
 _local = threading.local()
+_Waiter = _thread.LockType
 
 
-def _event() -> threading.Event:
-    """This thread's wake-up event (a thread waits for one write at a time)."""
-    ev: threading.Event | None = getattr(_local, "event", None)
-    if ev is None:
-        ev = _local.event = threading.Event()
-    ev.clear()
-    return ev
+def _waiter() -> _Waiter:
+    """This thread's wake-up lock, held while idle: a waiting caller blocks acquiring it, its
+    leader releases it once (a thread waits for one write at a time)."""
+    w: _Waiter | None = getattr(_local, "waiter", None)
+    if w is None:
+        w = _local.waiter = threading.Lock()
+        w.acquire()
+    return w
 
 
 def _fatal(e: BaseException, conn: apsw.Connection) -> bool:
@@ -134,52 +236,115 @@ def commit_batch(conn: apsw.Connection, items: list[_Item]) -> None:
     item's result or error. A write's own error undoes only that write (savepoints); an error
     that ends the transaction (I/O, full disk, busy) fails every write of the batch; a write
     that meets a damaged page fails alone (the others are run again in a new transaction)."""
+    if len(items) == 1:
+        _attempt_one(conn, items[0])
+        return
     pending: list[_Item] | None = items
     while pending:
         pending = _attempt(conn, pending)
 
 
-def _attempt(conn: apsw.Connection, items: list[_Item]) -> list[_Item] | None:
-    """One transaction over ``items``; returns the writes to run again, if any."""
+def _attempt_one(conn: apsw.Connection, it: _Item) -> None:
+    """The transaction of a lone write (what :func:`_attempt` does for one, without the
+    bookkeeping of a batch)."""
     batch = Batch()
-    alone = len(items) == 1
+    it.error = it.result = None
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            it.result = it.op(conn, batch)
+            batch.flush(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            it.result = None
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    except BaseException as e:  # noqa: BLE001 -- reported to the write's caller
+        it.error = e
+        return
+    for hook in batch.hooks:
+        hook()
+
+
+def _one_by_one(conn: apsw.Connection, items: list[_Item]) -> None:
+    """Roll the batch back and run its writes one transaction each: only the one that meets
+    the damage fails."""
+    conn.execute("ROLLBACK")
+    for it in items:
+        _attempt_one(conn, it)
+
+
+def _begin(conn: apsw.Connection, items: list[_Item], batch: Batch) -> bool:
+    """Start the batch's transaction and read its sessions rows ahead; False (every write
+    failed) when that fails."""
     for it in items:
         it.error = it.result = None
     try:
         conn.execute("BEGIN IMMEDIATE")
+        if len(items) > 1:
+            keys = [k for k in (getattr(it.op, "batched_session", None) for it in items) if k]
+            if len(keys) > 1:
+                batch.prefetch(conn, list(dict.fromkeys(keys)))
     except BaseException as e:  # noqa: BLE001 -- reported to every caller of the batch
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         for it in items:
             it.error = e
+        return False
+    return True
+
+
+def _attempt(conn: apsw.Connection, items: list[_Item]) -> list[_Item] | None:
+    """One transaction over ``items``; returns the writes to run again, if any.
+
+    A write that fails without having changed anything (a conflict, damage found by a check)
+    fails alone and the others go on. A write that fails after changing rows, or that met a
+    damaged page, makes the transaction roll back: it fails, and the others run again in a new
+    one (no savepoints: they would cost two statements per write)."""
+    batch = Batch(defer=True)
+    if not _begin(conn, items, batch):
         return None
     live: list[_Item] = []
     fatal: BaseException | None = None
     for it in items:
         try:
-            if not alone:
-                conn.execute("SAVEPOINT w")
+            if not getattr(it.op, "batched_session", None):
+                try:
+                    batch.flush(conn)  # the write reads the tables with SQL
+                except BatchConflict:
+                    _one_by_one(conn, items)
+                    return None
+            changes = conn.total_changes()
             try:
                 it.result = it.op(conn, batch)
             except BaseException as e:  # noqa: BLE001 -- reported to the write's caller
                 it.error = e
-                if _poisons(e):
-                    conn.execute("ROLLBACK")
-                    return [other for other in items if other is not it]
                 if _fatal(e, conn):
                     fatal = e
                     break
-                if not alone:
-                    conn.execute("ROLLBACK TO w")
-                    conn.execute("RELEASE w")
+                if _poisons(e) or conn.total_changes() != changes:
+                    conn.execute("ROLLBACK")
+                    return [other for other in items if other is not it]
                 continue
-            if not alone:
-                conn.execute("RELEASE w")
-        except BaseException as e:  # noqa: BLE001 -- a savepoint failed: the batch fails with it
+        except BaseException as e:  # noqa: BLE001 -- the batch fails with it
             fatal = e
             break
         live.append(it)
+    _finish(conn, items, live, fatal, batch)
+    return None
+
+
+def _finish(conn: apsw.Connection, items: list[_Item], live: list[_Item],
+            fatal: BaseException | None, batch: Batch) -> None:
+    """Commit the writes that succeeded, or fail the batch with ``fatal``."""
     if fatal is None and live:
         try:
+            batch.flush(conn)
             conn.execute("COMMIT")
+        except BatchConflict:
+            _one_by_one(conn, items)
+            return
         except BaseException as e:  # noqa: BLE001 -- every write of the batch failed with it
             fatal = e
     if fatal is not None or not live:
@@ -190,10 +355,9 @@ def _attempt(conn: apsw.Connection, items: list[_Item]) -> list[_Item] | None:
                 if it.error is None or it in live:
                     it.error = fatal
                     it.result = None
-        return None
+        return
     for hook in batch.hooks:
         hook()
-    return None
 
 
 def _outcome(item: _Item) -> Any:
@@ -224,7 +388,7 @@ def _run_own(conn: apsw.Connection, item: _Item) -> None:
 def run_alone(conn: apsw.Connection, op: WriteOp, session_id: str | None, *,
               own_transaction: bool = False) -> Any:
     """Run one write in its own transaction on ``conn`` (which the caller owns)."""
-    item = _Item(op, session_id, "", 0, _event(), own=own_transaction)
+    item = _Item(op, session_id, "", 0, _waiter(), own=own_transaction)
     if own_transaction:
         _run_own(conn, item)
     else:
@@ -247,35 +411,107 @@ class Writer:
         self._sync = ""
         self._busy_ms = -1
         self.verified = Verified()
+        self.batches = 0  # transactions of grouped writes (for tests and benchmarks)
+        self.writes = 0
 
     def submit(self, op: WriteOp, session_id: str | None, sync: str, busy_ms: int, *,
                own_transaction: bool = False) -> Any:
         """Run ``op`` in the next committed batch and return its result (or raise its error,
         translated); returns only after the commit that contains it. With
         ``own_transaction``, ``op`` runs alone, outside any transaction, and makes its own."""
-        item = _Item(op, session_id, sync, busy_ms, _event(), own=own_transaction)
         with self._lock:
             if self._closing:
                 raise CheckpointerClosedError("the SQLite checkpointer is closed")
-            self._queue.append(item)
-            lead = not self._leading
-            if lead:
+            if self._leading:
+                item = _Item(op, session_id, sync, busy_ms, _waiter(), own=own_transaction)
+                self._queue.append(item)
+            else:  # nobody is committing: commit this write at once
                 self._leading = True
-        if not lead:
-            item.done.wait()
-            lead = item.lead
-        if lead:
-            self._lead()
+                item = None
+        if item is None:
+            return self._lone(op, session_id, sync, busy_ms, own_transaction)
+        try:
+            item.done.acquire()
+        except BaseException:
+            _local.waiter = None  # a late wake-up must not reach this thread's next wait
+            self._abandon(item)
+            raise
+        if item.lead:
+            self._lead(item, self._take())
         return _outcome(item)
 
-    def _lead(self) -> None:
-        """Commit what is queued (the leader's own write among it), wake its callers, and hand
-        the lead to the first write queued meanwhile."""
+    def _lone(self, op: WriteOp, session_id: str | None, sync: str, busy_ms: int,
+              own_transaction: bool) -> Any:
+        """Commit one write that found nobody committing: at once, on the shortest path."""
+        conn = self._conn
+        if conn is None or own_transaction or sync != self._sync or busy_ms != self._busy_ms:
+            item = _Item(op, session_id, sync, busy_ms, _waiter(), own=own_transaction)
+            self._lead(item, [item])
+            return _outcome(item)
+        tx = Batch()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = op(conn, tx)
+                if tx.pending:
+                    tx.flush(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            for hook in tx.hooks:
+                hook()
+        except (apsw.Error, OSError, UnicodeError) as e:
+            raise map_error(e, session_id) from e
+        finally:
+            self.batches += 1
+            self.writes += 1
+            self._hand_on([], None)
+        return result
+
+    def _take(self) -> list[_Item]:
+        """The writes a new leader commits: every queued one (or the first, batching off)."""
         with self._lock:
             if _enabled:
                 batch, self._queue = self._queue, []
             else:
                 batch = [self._queue.pop(0)]
+        return batch
+
+    def _abandon(self, item: _Item) -> None:
+        """A waiting caller was interrupted (KeyboardInterrupt): take its write out of the
+        queue if no leader has taken it yet, and pass the lead on if it was handed to it."""
+        nxt = None
+        with self._lock:
+            if item not in self._queue:
+                return  # taken by a leader: it may still be committed
+            self._queue.remove(item)
+            if not item.lead:
+                return
+            nxt = self._queue[0] if self._queue else None
+            if nxt is not None:
+                nxt.lead = True
+            else:
+                self._leading = False
+                if self._closing:
+                    self._close_conn()
+        if nxt is not None:
+            nxt.done.release()
+
+    def leading(self) -> bool:
+        """Whether a caller is committing right now."""
+        with self._lock:
+            return self._leading
+
+    def queued(self) -> int:
+        """How many writes wait for the next batch."""
+        with self._lock:
+            return len(self._queue)
+
+    def _lead(self, own: _Item, batch: list[_Item]) -> None:
+        """Commit ``batch`` (the leader's own write ``own`` among it), wake its callers, and
+        hand the lead to the first write queued meanwhile."""
         try:
             try:
                 conn = self._connection(batch)
@@ -283,31 +519,43 @@ class Writer:
                 for it in batch:
                     it.error = e
             else:
-                grouped = [it for it in batch if not it.own]
+                grouped = batch if not own.own and len(batch) == 1 else [
+                    it for it in batch if not it.own]
                 if grouped:
+                    self.batches += 1
+                    self.writes += len(grouped)
                     commit_batch(conn, grouped)
                 for it in batch:
                     if it.own:
                         _run_own(conn, it)
         finally:
-            with self._lock:
-                nxt = self._queue[0] if self._queue else None
-                if nxt is not None:
-                    nxt.lead = True
-                else:
-                    self._leading = False
-                    if self._closing:
-                        self._close_conn()
-            for it in batch:
-                it.done.set()
+            self._hand_on(batch, own)
+
+    def _hand_on(self, batch: list[_Item], own: _Item | None) -> None:
+        """After a commit: wake the callers of ``batch`` (all but the leader's ``own``) and
+        hand the lead to the first write queued meanwhile (or leave it free)."""
+        with self._lock:
+            nxt = self._queue[0] if self._queue else None
             if nxt is not None:
-                nxt.done.set()
+                nxt.lead = True
+            else:
+                self._leading = False
+                if self._closing:
+                    self._close_conn()
+        for it in batch:
+            if it is not own:
+                it.done.release()
+        if nxt is not None:
+            nxt.done.release()
 
     def _connection(self, batch: list[_Item]) -> apsw.Connection:
         """The write connection, opened on first use, set to the strictest ``synchronous``
         and the longest busy timeout the batch's writers asked for."""
-        sync = max((it.sync for it in batch), key=_SYNC_LEVEL.__getitem__)
-        busy = max(it.busy_ms for it in batch)
+        if len(batch) == 1:
+            sync, busy = batch[0].sync, batch[0].busy_ms
+        else:
+            sync = max((it.sync for it in batch), key=_SYNC_LEVEL.__getitem__)
+            busy = max(it.busy_ms for it in batch)
         conn = self._conn
         if conn is None:
             conn = self._conn = open_connection(self.file, busy, sync)
