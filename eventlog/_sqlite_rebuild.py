@@ -25,17 +25,25 @@ __all__ = ["damaged_tables", "rebuild_damaged"]
 _ORDER = {"sessions": "id", "meta": "key", "leases": "session_id"}  # WITHOUT ROWID tables
 
 
-def _is_damaged(conn: apsw.Connection, table: str) -> bool:
+def _is_damaged(conn: apsw.Connection, table: str, *, thorough: bool = False) -> bool:
+    pragma = "integrity_check" if thorough else "quick_check"
     try:
-        rows = [r[0] for r in conn.execute(f"PRAGMA quick_check({table})")]
-    except (apsw.CorruptError, apsw.SQLError):
+        rows = [r[0] for r in conn.execute(f"PRAGMA {pragma}({table})")]
+    except (apsw.CorruptError, apsw.NotADBError, apsw.SQLError):
         return True
     return rows != ["ok"]
 
 
-def damaged_tables(conn: apsw.Connection, tables: tuple[str, ...] = tuple(TABLES)) -> list[str]:
-    """The tables of ``tables`` that SQLite's quick check finds damaged."""
-    return [t for t in tables if _is_damaged(conn, t)]
+def damaged_tables(conn: apsw.Connection, tables: tuple[str, ...] | None = None, *,
+                   thorough: bool = False) -> list[str]:
+    """The tables of ``tables`` (default: every liteagent table the store has) that SQLite's
+    quick check (``thorough``: full integrity check) finds damaged."""
+    if tables is None:
+        existing = {
+            r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        tables = tuple(t for t in TABLES if t in existing)
+    return [t for t in tables if _is_damaged(conn, t, thorough=thorough)]
 
 
 def _salvage(conn: apsw.Connection, table: str) -> list[tuple[object, ...]]:
@@ -88,10 +96,7 @@ def rebuild_damaged(conn: apsw.Connection) -> list[str]:
         conn.execute("BEGIN IMMEDIATE")
         try:
             version = conn.pragma("data_version")
-            existing = {
-                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            }
-            damaged = damaged_tables(conn, tuple(t for t in TABLES if t in existing))
+            damaged = damaged_tables(conn)
             salvaged = {t: _salvage(conn, t) for t in damaged}
         finally:
             conn.execute("ROLLBACK")

@@ -352,3 +352,86 @@ def test_zeroed_events_page_is_corrupt_everywhere(db: Path, reopen: Reopen) -> N
     report = cp.check_integrity()
     assert False is report.ok
     assert "database" in {p.kind for p in report.problems}
+
+
+def _zero_middle_page(db: Path) -> int:
+    """Overwrite a page in the middle of the file (an events page here) with zeros; return
+    its number."""
+    data = bytearray(db.read_bytes())
+    size = int.from_bytes(data[16:18], "big")
+    page = len(data) // size // 2
+    data[(page - 1) * size : page * size] = bytes(size)
+    db.write_bytes(bytes(data))
+    return page
+
+
+def _big_store(path: Path) -> dict[str, list[str]]:
+    """Three sessions of 65 events of ~330 bytes, interleaved in batches of 5 (30 pages)."""
+    written: dict[str, list[str]] = {"a": [], "b": [], "c": []}
+    with sqlite_checkpointer(path) as cp:
+        for i in range(39):
+            sid = "abc"[i % 3]
+            batch = [f"{sid}{i}-{j}-" + "y" * 300 for j in range(5)]
+            cp.append(sid, prompts(*batch))
+            written[sid] += batch
+    return written
+
+
+def test_repair_salvages_a_table_with_a_zeroed_page(tmp_path: Path) -> None:
+    """A zeroed page inside the events table: each session's repair keeps its readable prefix
+    (the rows on other pages are copied into a new table, the damaged one is moved aside),
+    reports what was lost, and afterwards every session reads back, takes appends, and
+    check_integrity is ok (the table moved aside is reported as a leftover)."""
+    db = tmp_path / "log.db"
+    written = _big_store(db)
+    _zero_middle_page(db)
+    with sqlite_checkpointer(db) as cp:
+        reports = {sid: cp.repair(sid) for sid in sorted(written)}
+        for sid, report in reports.items():
+            assert written[sid][: report.kept_head] == texts(cp.read(sid))
+            if report.kept_head < len(written[sid]):
+                assert (report.kept_head + 1, len(written[sid])) == report.lost[0]
+            assert report.kept_head + 1 == cp.append(sid, prompts("after"))
+        assert any(r.kept_head < len(written[s]) for s, r in reports.items())
+        report = cp.check_integrity()
+    # Only the rows of the zeroed page are gone: the others are kept or in quarantine.
+    kept = sum(r.kept_head for r in reports.values())
+    (quarantined,) = query(db, "SELECT count(*) FROM quarantine")[0]
+    assert 195 - 12 <= kept + quarantined < 195
+    assert True is report.ok
+    assert ["leftover"] == [p.kind for p in report.problems]
+    assert "events_damaged_1" in report.problems[0].detail
+    tables = {r[0] for r in query(db, "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"events", "events_damaged_1"} <= tables
+
+
+@pytest.mark.parametrize("table", ["sessions", "meta"])
+def test_repair_rebuilds_a_zeroed_bookkeeping_table(tmp_path: Path, table: str) -> None:
+    """A zeroed sessions or meta page: repair rebuilds the table, every session reads back a
+    prefix of its history and takes appends, and a new session can be created."""
+    db = tmp_path / "log.db"
+    with sqlite_checkpointer(db) as cp:
+        cp.append("s", prompts(*NAMES))
+    _zero_page_of(db, table)
+    with sqlite_checkpointer(db) as cp:
+        report = cp.repair("s")
+        assert NAMES[: report.kept_head] == texts(cp.read("s"))
+        assert report.kept_head + 1 == cp.append("s", prompts("after"))
+        assert 1 == cp.append("new", prompts("first"))
+
+
+def test_first_append_to_a_long_unread_session_verifies_it(tmp_path: Path) -> None:
+    """A session of 5,000 events (more than an append verifies inside its transaction) that
+    this process never read: its first append checks every row first, so damage at row 4,000
+    refuses it; an intact one is appended to."""
+    db = tmp_path / "log.db"
+    with sqlite_checkpointer(db) as cp:
+        cp.append("long", prompts(*[f"e{i}" for i in range(5000)]))
+        cp.append("intact", prompts(*[f"e{i}" for i in range(5000)]))
+    edit(db, "UPDATE events SET ts = 5.0 WHERE session_id = 'long' AND seq = 4000")
+    with sqlite_checkpointer(db) as cp:
+        with pytest.raises(CorruptLogError) as info:
+            cp.append("long", prompts("late"))
+        assert 4000 == info.value.seq
+        assert 5001 == cp.append("intact", prompts("late"))
+    assert [(5000,)] == query(db, "SELECT max(seq) FROM events WHERE session_id = 'long'")
