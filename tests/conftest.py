@@ -1,4 +1,4 @@
-"""Shared fixtures: the recorded-trajectories folder, and a guard against leaked pykka actors."""
+"""Shared fixtures: the recorded trajectories, and a guard against leaked pykka actors."""
 
 from __future__ import annotations
 
@@ -10,25 +10,25 @@ import pykka
 import pytest
 from _cli_runner import Cli, CliServer
 
+SHIPPED_TRAJECTORIES = Path(__file__).parent / "data" / "trajectories"
+"""The few small recorded trajectories the repository ships (their source and licence are in the
+README.md there)."""
 
-def trajectories_dir() -> Path | None:
-    """The recorded trajectories folder from ``$LITEAGENT_TRAJECTORIES``, if it exists."""
+
+def trajectories_dir() -> Path:
+    """The recorded trajectories folder: ``$LITEAGENT_TRAJECTORIES`` when it is set (a larger
+    set), else the small set shipped in ``tests/data/trajectories``."""
     value = os.environ.get("LITEAGENT_TRAJECTORIES")
-    if not value:
-        return None
-    path = Path(value)
-    return path if path.is_dir() else None
+    return Path(value) if value else SHIPPED_TRAJECTORIES
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def trajectory_files() -> list[Path]:
-    """Every ``*.jsonl`` trajectory; skips (saying why) when the folder is not available."""
+    """Every ``*.jsonl`` trajectory of :func:`trajectories_dir`. A ``$LITEAGENT_TRAJECTORIES``
+    that is not a folder of ``*.jsonl`` files fails the test (a set asked for is never skipped
+    silently)."""
     folder = trajectories_dir()
-    if folder is None:
-        pytest.skip(
-            "recorded trajectories not available: set LITEAGENT_TRAJECTORIES to the folder "
-            "(.ci/run sets it to the team's shared trajectories folder)"
-        )
+    assert folder.is_dir(), f"LITEAGENT_TRAJECTORIES={folder} is not a folder"
     files = sorted(folder.glob("*.jsonl"))
     assert files, f"no *.jsonl files in {folder}"
     return files
