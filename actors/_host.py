@@ -26,6 +26,7 @@ import concurrent.futures
 import contextlib
 import math
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -84,7 +85,7 @@ class HostStats(msgspec.Struct, frozen=True, kw_only=True):
     max_queued_sends: int
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, slots=True, weakref_slot=True)
 class _Request:
     session_id: str
     kind: Literal["send", "ask", "ref"]
@@ -148,7 +149,9 @@ class SessionHost:
     def _submit(self, request: _Request) -> concurrent.futures.Future[Any]:
         if self._closing:
             raise ActorStoppedError("the agent is closed")
-        request.reply.add_done_callback(partial(self._reply_done, request))
+        # by a weak reference: the reply keeps its callbacks, and a cycle through it would
+        # leave every finished request (its token, its result) to the cyclic collector
+        request.reply.add_done_callback(partial(self._reply_done, weakref.ref(request)))
         self._post(partial(self._on_request, request))
         return request.reply
 
@@ -262,8 +265,10 @@ class SessionHost:
         return session_id in self._queued_sends or (live is not None and (
             live.running is not None or bool(live.tasks.running())))
 
-    def _reply_done(self, request: _Request, future: concurrent.futures.Future[Any]) -> None:
-        if future.cancelled():  # by its caller: stop the turn, or leave the queue
+    def _reply_done(self, ref: weakref.ref[_Request],
+                    future: concurrent.futures.Future[Any]) -> None:
+        request = ref()  # gone: it finished, nothing holds it any more
+        if request is not None and future.cancelled():  # by its caller: stop it
             if request.cancel is not None:
                 request.cancel.cancel("the send was cancelled")
             self._post_quietly(partial(self._dequeue, request))

@@ -20,6 +20,7 @@ gets an error result.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -73,6 +74,7 @@ from liteagent.providers import (
 from liteagent.tools import BackgroundStarter, Tool, ToolContext
 
 from ._context import LogArchiveReader, SessionContext
+from ._gate import held, released
 from ._hub import EventHub, LiveEvent
 from ._live import ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished
 from ._restore_plan import InterruptedRestoreError
@@ -133,6 +135,19 @@ class SessionConfig:
     hub: EventHub = field(default_factory=EventHub)
     snapshot_ref: pykka.ActorRef[Any] | None = None
     context: ContextOptions | None = None
+    _schemas: tuple[ToolSchema, ...] | None = field(default=None, init=False, repr=False,
+                                                     compare=False)
+
+    def tool_schemas(self) -> tuple[ToolSchema, ...]:
+        """The tools' schemas as requests carry them, built once for every session (a
+        ``FunctionTool`` copies its schema on each read, which costs more than a short turn's
+        fold)."""
+        schemas = self._schemas
+        if schemas is None:
+            schemas = self._schemas = tuple(
+                ToolSchema(name=t.name, description=t.description, input_schema=t.input_schema)
+                for t in self.tools)
+        return schemas
 
 
 class SessionCore(SessionLog):
@@ -143,9 +158,7 @@ class SessionCore(SessionLog):
         self.config = config
         self.view = ConversationView()
         self.context: SessionContext | None = None
-        self._tool_schemas = tuple(
-            ToolSchema(name=t.name, description=t.description, input_schema=t.input_schema)
-            for t in config.tools)
+        self._tool_schemas = config.tool_schemas()
         self._before: list[tuple[Callable[..., ModelRequest], bool]] = []
         self._wraps: list[Callable[..., ModelResponse]] = []
         for mw in config.middleware:
@@ -187,19 +200,26 @@ class SessionCore(SessionLog):
             raise InvalidArgumentError("a prompt must be a str with non-whitespace text")
         if safe_text(text) != text:
             raise InvalidArgumentError("the prompt holds a surrogate code point (not text)")
-        try:
-            first_entry = self._start(text, cancel)
-        except LiteAgentError:
-            raise
-        except BaseException as e:  # the turn did not start: nothing of it was written
-            raise TurnFailedError(f"the turn could not start: {describe_error(e)}") from e
-        try:
-            return self._turn(first_entry, cancel, start_background)
-        except BaseException as e:
-            self._abort(e)
-            if isinstance(e, LiteAgentError):
+        with held():  # the CPU gate, given back around every wait (see _gate.py)
+            try:
+                first_entry = self._start(text, cancel)
+            except LiteAgentError:
                 raise
-            raise TurnFailedError(f"the turn failed: {describe_error(e)}") from e
+            except BaseException as e:  # the turn did not start: nothing of it was written
+                raise TurnFailedError(f"the turn could not start: {describe_error(e)}") from e
+            try:
+                return self._turn(first_entry, cancel, start_background)
+            except BaseException as e:
+                self._abort(e)
+                if isinstance(e, LiteAgentError):
+                    raise
+                raise TurnFailedError(f"the turn failed: {describe_error(e)}") from e
+
+    def append(self, events: Sequence[Event]) -> None:
+        """:meth:`SessionLog.append` outside the CPU gate (the store's writer commits the
+        appends that arrive together)."""
+        with released():
+            super().append(events)
 
     def _start(self, text: str, cancel: CancelToken) -> int:
         """Append the prompt (after what closes a turn a crash cut short); return the index of
@@ -284,7 +304,8 @@ class SessionCore(SessionLog):
         level: str | None = None
         notes: list[str] = []
         if view is not None and self.context is not None:
-            compaction, note = self.context.plan(view, self.state, cancel)
+            with released() if view.level == "select" else nullcontext():  # may summarize
+                compaction, note = self.context.plan(view, self.state, cancel)
             notes += [note] if note else []
             if compaction is not None:
                 try:
@@ -357,9 +378,11 @@ class SessionCore(SessionLog):
     def _call(self, request: ModelRequest, sent: list[ModelRequest],
               cancel: CancelToken) -> ModelResponse:
         """Run the middleware and the model call for ``request``."""
-        for hook, with_cancel in self._before:
-            request = (hook(request, self.state, cancel=cancel) if with_cancel
-                       else hook(request, self.state))
+        if self._before:
+            with released():  # the middleware's own code
+                for hook, with_cancel in self._before:
+                    request = (hook(request, self.state, cancel=cancel) if with_cancel
+                               else hook(request, self.state))
 
         def call(req: ModelRequest) -> ModelResponse:
             sent.append(req)
@@ -376,7 +399,8 @@ class SessionCore(SessionLog):
         chain: Callable[[ModelRequest], ModelResponse] = call
         for wrap in reversed(self._wraps):
             chain = _bind(wrap, chain)
-        return chain(request)
+        with released():  # the model call, and the middleware's own code
+            return chain(request)
 
     def _run_tools(
         self,
@@ -397,9 +421,10 @@ class SessionCore(SessionLog):
                               start_background, archive=reader)
             self.config.hub.publish(LiveEvent(self.session_id, ToolCallStarted(call.id,
                                                                                 call.name)))
-            output, snaps = run_one(by_name.get(call.name), call, ctx, log=self.log,
-                                    snapshot_ref=self.config.snapshot_ref,
-                                    workdir=self.config.workdir)
+            with released():  # the tool, and the file-snapshot actor's work
+                output, snaps = run_one(by_name.get(call.name), call, ctx, log=self.log,
+                                        snapshot_ref=self.config.snapshot_ref,
+                                        workdir=self.config.workdir)
             events.extend(snaps)
             results.append(ToolResult(
                 block=ToolResultBlock(call.id, output.content, is_error=output.is_error),
@@ -409,8 +434,9 @@ class SessionCore(SessionLog):
                 self.session_id, ToolCallFinished(call.id, call.name, output.is_error)))
         archived: list[Event] = []
         if self.context is not None:
-            archived.extend(self.context.archive(
-                [r for r in results if isinstance(r, ToolResult)], blobs))
+            with released():  # stores large results in the blob store, durably
+                archived.extend(self.context.archive(
+                    [r for r in results if isinstance(r, ToolResult)], blobs))
         self.append([*events, *results, *archived])
         cancel.raise_if_cancelled()
 

@@ -39,6 +39,7 @@ import itertools
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -50,6 +51,7 @@ from typing import Any
 
 from _common import environment, library_fingerprint
 
+from liteagent.actors._gate import GATE
 from liteagent.eventlog import (
     AssistantMessage,
     TextBlock,
@@ -110,18 +112,18 @@ class Probe:
 
     def __init__(self) -> None:
         self.lags: list[float] = []
-        self.peak = {"threads": 0, "live": 0, "running": 0, "queued": 0}
-        self.gc_pauses: list[float] = []
+        self.peak = {"threads": 0, "live": 0, "running": 0, "queued": 0, "gate_waiting": 0}
+        self.gc_pauses: list[list[float]] = [[], [], []]  # per generation
+        self.gc_collected = 0
         self._gc_start = 0.0
         self.stop = asyncio.Event()
 
     def on_gc(self, phase: str, info: dict[str, int]) -> None:
-        if info["generation"] != 2:
-            return
         if phase == "start":
             self._gc_start = time.perf_counter()
         else:
-            self.gc_pauses.append(time.perf_counter() - self._gc_start)
+            self.gc_pauses[info["generation"]].append(time.perf_counter() - self._gc_start)
+            self.gc_collected += info["collected"]
 
     async def ticker(self, agent: Any, provider: Any) -> None:
         while not self.stop.is_set():
@@ -133,6 +135,7 @@ class Probe:
             self.peak["live"] = max(self.peak["live"], stats.live)
             self.peak["running"] = max(self.peak["running"], stats.running)
             self.peak["queued"] = max(self.peak["queued"], stats.queued)
+            self.peak["gate_waiting"] = max(self.peak["gate_waiting"], GATE.stats()[1])
             with provider._lock:  # the test double's log (see the docstring)
                 provider._requests.clear()
 
@@ -174,6 +177,7 @@ async def run(backend: str, sessions: int, turns: int, root: str, cap: int) -> d
 
     tick = asyncio.ensure_future(probe.ticker(agent, provider))
     await asyncio.sleep(TICK)
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     tasks = [asyncio.ensure_future(session(i)) for i in range(sessions)]
     await asyncio.sleep(0)  # every session takes its first step: posts its first send
@@ -181,6 +185,7 @@ async def run(backend: str, sessions: int, turns: int, root: str, cap: int) -> d
     ticks_before = len(probe.lags)
     await asyncio.gather(*tasks)
     wall = time.perf_counter() - t0
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     probe.stop.set()
     await tick
     t1 = time.perf_counter()
@@ -196,14 +201,19 @@ async def run(backend: str, sessions: int, turns: int, root: str, cap: int) -> d
         "errors": dict(errors), "wall": wall, "close_s": close_s, "slept": model.slept,
         "lag_p50": statistics.median(lags), "lag_p99": _p99(lags), "lag_max": max(lags),
         "ticks": len(lags), "burst": burst, "steady_p99": _p99(steady),
-        "steady_max": max(steady), "gc2": len(probe.gc_pauses),
-        "gc2_max": max(probe.gc_pauses, default=0.0), "peak": probe.peak,
+        "steady_max": max(steady), "gc_pauses": probe.gc_pauses,
+        "gc_collected": probe.gc_collected, "peak": probe.peak,
+        "cpu_user": cpu1.ru_utime - cpu0.ru_utime, "cpu_sys": cpu1.ru_stime - cpu0.ru_stime,
+        "gate_permits": GATE.permits,
         "threads_before": threads_before, "threads_after": threading.active_count(),
         "rss_before": rss_before, "rss_peak": proc_status("VmHWM"), "max_live_sessions": cap,
     }
 
 
-def child(backend: str, sessions: int, turns: int, cap: int) -> dict[str, Any]:
+def child(backend: str, sessions: int, turns: int, cap: int, gate: int | None
+          ) -> dict[str, Any]:
+    if gate is not None:  # the comparison: another number of permits (0: no gate)
+        GATE.set_permits(gate or 1_000_000)
     root = tempfile.mkdtemp(prefix="bench-hosting-")
     try:
         return asyncio.run(run(backend, sessions, turns, root, cap))
@@ -214,9 +224,11 @@ def child(backend: str, sessions: int, turns: int, cap: int) -> dict[str, Any]:
 # -- the parent ------------------------------------------------------------------------------------
 
 
-def run_child(backend: str, sessions: int, turns: int, cap: int) -> dict[str, Any]:
+def run_child(backend: str, sessions: int, turns: int, cap: int, gate: int | None = None
+              ) -> dict[str, Any]:
     cmd = [sys.executable, os.path.abspath(__file__), "--child",
-           json.dumps({"backend": backend, "sessions": sessions, "turns": turns, "cap": cap})]
+           json.dumps({"backend": backend, "sessions": sessions, "turns": turns, "cap": cap,
+                       "gate": gate})]
     out = subprocess.run(cmd, check=False, capture_output=True, text=True)  # noqa: S603 -- our own interpreter and script
     if out.stderr.strip():
         print(out.stderr.rstrip())
@@ -250,8 +262,16 @@ def report(name: str, r: dict[str, Any]) -> str:
     print(f"   start burst       {1000 * r['burst']:.0f} ms for {r['sessions']:,} first sends "
           f"({1e6 * r['burst'] / r['sessions']:.0f} us each, on the loop); after it: lag p99 "
           f"{1000 * r['steady_p99']:.1f} ms, max {1000 * r['steady_max']:.1f} ms")
-    print(f"   full collections {r['gc2']} (longest {1000 * r['gc2_max']:.0f} ms; the GIL is held "
-          "meanwhile, so the loop lags as long)")
+    gcs = r["gc_pauses"]
+    print("   collections      " + "; ".join(
+        f"gen{g} {len(p)} (longest {1000 * max(p, default=0):.1f} ms, total "
+        f"{1000 * sum(p):.0f} ms)" for g, p in enumerate(gcs))
+        + f"; {r['gc_collected']:,} cyclic garbage objects (the GIL is held meanwhile)")
+    cpu = r["cpu_user"] + r["cpu_sys"]
+    print(f"   CPU               {cpu:.1f} s ({r['cpu_user']:.1f} user, {r['cpu_sys']:.1f} sys; "
+          f"{cpu / r['wall']:.2f} cores), {1000 * cpu / max(r['done'], 1):.2f} ms per turn")
+    gate = ("off" if r["gate_permits"] >= 1_000_000 else f"{r['gate_permits']} permits")
+    print(f"   CPU gate          {gate}; peak threads waiting at it {peak['gate_waiting']}")
     print(f"   threads           peak {peak['threads']} (before the agent "
           f"{r['threads_before']}, after close {r['threads_after']}); bound "
           f"max_live_sessions + 32 = {cap + 32}: {verdict}")
@@ -260,10 +280,47 @@ def report(name: str, r: dict[str, Any]) -> str:
     print(f"   RSS               {r['rss_before']:.0f} MiB before the agent, peak "
           f"{r['rss_peak']:.0f} MiB (+{r['rss_peak'] - r['rss_before']:.0f} MiB)")
     failed = sum(r["errors"].values())
-    return (f"{name:4s} {r['backend']:6s} {r['done']:6,d}/{total:<6,d} errors {failed:3d}  "
-            f"{rate:5.0f} turns/s ({rate / bound:.2f}x bound)  lag p50/p99/max "
-            f"{ms['lag_p50']:.1f}/{ms['lag_p99']:.1f}/{ms['lag_max']:.1f} ms  threads "
-            f"{peak['threads']}  RSS peak {r['rss_peak']:.0f} MiB")
+    return (f"{name:4s} {r['backend']:6s} gate {gate:9s} {r['done']:6,d}/{total:<6,d} errors "
+            f"{failed:3d}  {rate:5.0f} turns/s ({rate / bound:.2f}x bound, "
+            f"{1000 * cpu / max(r['done'], 1):.2f} CPU ms/turn)  lag p50/p99/max "
+            f"{ms['lag_p50']:.1f}/{ms['lag_p99']:.1f}/{ms['lag_max']:.1f} ms  gen2 max "
+            f"{1000 * max(gcs[2], default=0):.0f} ms  threads {peak['threads']}  RSS peak "
+            f"{r['rss_peak']:.0f} MiB")
+
+
+def _gate_setting(value: str) -> int | None:
+    """A ``--gates`` item: "default" (the library's), "off", or a number of permits."""
+    return None if value == "default" else 0 if value == "off" else int(value)
+
+
+def compare(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Medians per gate setting over the rounds, and each against the first setting."""
+    by: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for setting, r in rows:
+        by[setting].append(r)
+
+    def med(rs: list[dict[str, Any]], key: Any) -> float:
+        return statistics.median(key(r) for r in rs)
+
+    metrics = {
+        "turns/s": lambda r: r["done"] / r["wall"],
+        "CPU ms/turn": lambda r: 1000 * (r["cpu_user"] + r["cpu_sys"]) / max(r["done"], 1),
+        "lag p99 ms": lambda r: 1000 * r["lag_p99"],
+        "lag max ms": lambda r: 1000 * r["lag_max"],
+        "gen2 max ms": lambda r: 1000 * max(r["gc_pauses"][2], default=0.0),
+    }
+    base_name = rows[0][0]
+    base = by[base_name]
+    lines = []
+    for setting, rs in by.items():
+        parts = []
+        for name, key in metrics.items():
+            value = med(rs, key)
+            ratio = value / med(base, key) if med(base, key) else float("nan")
+            parts.append(f"{name} {value:.1f}" + ("" if setting == base_name
+                                                   else f" ({ratio:.2f}x)"))
+        lines.append(f"gate {setting:8s} x{len(rs)}: " + ", ".join(parts))
+    return lines
 
 
 def main() -> None:
@@ -275,11 +332,17 @@ def main() -> None:
     p.add_argument("--turns", type=int, default=None, help="override the turns per session")
     p.add_argument("--max-live-sessions", type=int, default=256,
                    help="the cap (default 256, the default setting)")
+    p.add_argument("--gates", default="default",
+                   help="CPU gate settings to compare in this run, the first the baseline: "
+                        "'default', 'off' or a number of permits (e.g. off,default)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="runs of each setting, interleaved in alternating order")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         cfg = json.loads(args.child)
-        print(json.dumps(child(cfg["backend"], cfg["sessions"], cfg["turns"], cfg["cap"])))
+        print(json.dumps(child(cfg["backend"], cfg["sessions"], cfg["turns"], cfg["cap"],
+                               cfg["gate"])))
         return
     print("== Hosting many busy sessions in one asyncio process")
     print(environment())
@@ -288,6 +351,7 @@ def main() -> None:
     print(f"model sleep {1000 * SLEEP[0]:.0f}-{1000 * SLEEP[1]:.0f} ms per call, two calls and "
           f"one write_file per turn; default agent settings but max_live_sessions="
           f"{args.max_live_sessions}; one child process per run")
+    gates = args.gates.split(",")
     summary: list[str] = []
     t0 = time.perf_counter()
     for scenario in args.scenarios.split(","):
@@ -296,9 +360,19 @@ def main() -> None:
             sessions //= 10
         sessions = args.sessions or sessions
         turns = args.turns or turns
-        summary.extend(report(scenario, run_child(backend, sessions, turns,
-                                                  args.max_live_sessions))
-                       for backend in args.backends.split(","))
+        for backend in args.backends.split(","):
+            rows: list[tuple[str, dict[str, Any]]] = []
+            for n in range(args.rounds):
+                for setting in (gates if n % 2 == 0 else gates[::-1]):
+                    load = os.getloadavg()[0]
+                    r = run_child(backend, sessions, turns, args.max_live_sessions,
+                                  _gate_setting(setting))
+                    print(f"   (load average before it {load:.2f}, after "
+                          f"{os.getloadavg()[0]:.2f})")
+                    rows.append((setting, r))
+                    summary.append(report(scenario, r))
+            if len(gates) > 1 or args.rounds > 1:
+                summary.extend(f"{scenario:4s} {backend:6s} " + line for line in compare(rows))
     print("\n== summary")
     for line in summary:
         print("  ", line)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import gc
 import itertools
 import threading
 import time
@@ -29,6 +31,9 @@ from liteagent.actors import (
     tell,
 )
 from liteagent.actors._envelope import start_actor
+from liteagent.actors._gate import GATE, CpuGate
+from liteagent.actors._host import _Request
+from liteagent.actors._turn import TurnResult
 from liteagent.eventlog import (
     AssistantMessage,
     CancelToken,
@@ -53,7 +58,7 @@ from liteagent.sdk import (
     create_async_lite_agent,
     create_lite_agent,
 )
-from liteagent.tools import write_file
+from liteagent.tools import tool, write_file
 
 WAIT = 60.0  # a bound on waiting for a condition (never asserted as a timing)
 
@@ -563,3 +568,192 @@ def test_every_send_completes_or_raises(workdir: Path, limits: tuple[int, int, f
         assert recorded == [p for p in sent if p in recorded]
         assert answered == [p for p in recorded if p in answered]
         assert set() == refused & set(recorded)
+
+
+# -- the CPU gate ---------------------------------------------------------------------------------
+
+
+def _gate_free() -> bool:
+    return (0, 0) == GATE.stats()
+
+
+class Observed:
+    """A model that calls the ``probe`` tool for a prompt and answers "ok" to its result,
+    recording whether its thread held the CPU gate during each call (and failing every call
+    when ``fail`` is set)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.holding: list[bool] = []
+
+    def __call__(self, request: ModelRequest) -> AssistantMessage:
+        self.holding.append(GATE.holding())
+        if self.fail:
+            raise RuntimeError("the model failed")
+        if _prompt_text(request) is None:
+            return AssistantMessage(content=(TextBlock("ok"),), stop_reason="end_turn")
+        call = ToolUseBlock(f"toolu_{len(self.holding)}", "probe", {})
+        return AssistantMessage(content=(call,), stop_reason="tool_use")
+
+
+def _probe_agent(workdir: Path, model: Observed, in_tool: list[bool]) -> LiteAgent:
+    @tool
+    def probe() -> str:
+        """Report whether the tool's thread holds the CPU gate."""
+        in_tool.append(GATE.holding())
+        return "probed"
+
+    return create_lite_agent(model=scripted([model] * 4), model_name="m", workdir=workdir,
+                             tools=[probe], checkpointer=memory_checkpointer())
+
+
+def test_model_calls_and_tools_run_outside_the_cpu_gate(workdir: Path) -> None:
+    """A turn gives the gate back around its model calls and its tool runs, and no permit is
+    left taken once it returns."""
+    model = Observed()
+    in_tool: list[bool] = []
+    with _probe_agent(workdir, model, in_tool) as agent:
+        assert "ok" == agent.send("go").text
+    assert ([False, False], [False]) == (model.holding, in_tool)
+    assert _gate_free()
+
+
+def test_a_failing_turn_gives_the_cpu_gate_back(workdir: Path) -> None:
+    """A turn whose model call raises records its abort and leaves no permit taken."""
+    model = Observed(fail=True)
+    with _probe_agent(workdir, model, []) as agent, pytest.raises(LiteAgentError):
+        agent.send("go")
+    assert ([False], True) == (model.holding, _gate_free())
+
+
+def test_a_turn_cancelled_while_waiting_for_the_cpu_gate_leaves_it_free(workdir: Path) -> None:
+    """A send whose token fires while every permit is taken waits for one, then stops with
+    OperationCancelledError (its abort recorded) and gives it back."""
+    model = ToolThenReply()
+    token = CancelToken()
+    with _agent(workdir, model, 4) as agent:
+        agent.send("warm up")  # the session's actor exists: the next turn goes straight in
+        for _ in range(GATE.permits):
+            GATE.acquire()
+        try:
+            pending = _send_in_thread(agent, "go", agent.session_id, token)
+            assert _until(lambda: 1 == GATE.stats()[1])
+            token.cancel("stop")
+        finally:
+            for _ in range(GATE.permits):
+                GATE.release()
+        with pytest.raises(OperationCancelledError):
+            pending.result(WAIT)
+    assert ["warm up"] == model.prompts
+    assert _gate_free()
+
+
+def test_the_cpu_gate_serves_in_arrival_order() -> None:
+    """Threads queued at the gate get its permit in the order they arrived, one at a time."""
+    gate = CpuGate(1)
+    order: list[int] = []
+    inside = [0, 0]  # now, most at once
+    gate.acquire()
+
+    def work(n: int) -> None:
+        with gate.held():
+            inside[0] += 1
+            inside[1] = max(inside)
+            order.append(n)
+            time.sleep(0.001)
+            inside[0] -= 1
+
+    threads = []
+    for n in range(8):
+        threads.append(threading.Thread(target=work, args=(n,)))
+        threads[-1].start()
+        assert _until(lambda n=n: n + 1 == gate.stats()[1])
+    gate.release()
+    for t in threads:
+        t.join(WAIT)
+    assert (list(range(8)), 1, (0, 0)) == (order, inside[1], gate.stats())
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["held", "released", "raise", "nest"]), max_size=6),
+                min_size=1, max_size=6),
+       st.integers(1, 3))
+def test_the_cpu_gate_is_free_after_any_mix_of_holds_releases_and_errors(
+        plans: list[list[str]], permits: int) -> None:
+    """Threads nesting held() and released() blocks, some raising from inside, never hold more
+    permits than there are, hold one exactly while inside held() and outside released(), and
+    leave every permit free."""
+    gate = CpuGate(permits)
+    wrong: list[str] = []
+
+    def step(actions: list[str]) -> None:
+        if not actions:
+            return
+        action, rest = actions[0], actions[1:]
+        if action == "raise":
+            raise ValueError("boom")
+        block = gate.released() if action == "released" else gate.held()
+        with block:
+            expected = action != "released"
+            if gate.holding() != expected:
+                wrong.append(f"{action}: holding {gate.holding()}")
+            if gate.stats()[0] > permits:
+                wrong.append("more holders than permits")
+            step(rest)
+
+    def run(actions: list[str]) -> None:
+        with contextlib.suppress(ValueError), gate.held():
+            step(actions)
+        if gate.holding():
+            wrong.append("still holding after held()")
+
+    threads = [threading.Thread(target=run, args=(p,)) for p in plans]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    assert ([], (0, 0)) == (wrong, gate.stats())
+
+
+# -- garbage --------------------------------------------------------------------------------------
+
+
+def _cyclic_garbage(run: Callable[[], None]) -> list[str]:
+    """The requests and turn results that only the cyclic collector would free, once ``run``
+    has returned (with the collector off meanwhile)."""
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        run()
+        gc.collect()
+        return [type(o).__name__ for o in gc.garbage if isinstance(o, (_Request, TurnResult))]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+
+
+def test_finished_async_sends_leave_no_cyclic_garbage(workdir: Path) -> None:
+    """A finished async send's request and result are freed by reference counting, not left
+    for the cyclic collector (whose full collections pause the event loop too)."""
+    model = ToolThenReply()
+
+    async def main() -> None:
+        async with _async_agent(workdir, model, 20) as agent:
+            for i in range(5):
+                await agent.send(f"turn {i}", session_id=f"s{i}")
+
+    assert [] == _cyclic_garbage(lambda: asyncio.run(main()))
+
+
+def test_finished_sends_leave_no_cyclic_garbage(workdir: Path) -> None:
+    """A finished blocking send's request and result are freed by reference counting."""
+    model = ToolThenReply()
+
+    def main() -> None:
+        with _agent(workdir, model, 20) as agent:
+            for i in range(5):
+                agent.send(f"turn {i}", session_id=f"s{i}")
+
+    assert [] == _cyclic_garbage(main)
