@@ -2,13 +2,24 @@
 
 This is the interchange format users import and export transcripts in::
 
-    {"role": "user" | "assistant", "content": [block, ...]}
+    {"role": "user" | "assistant", "content": "text" | [block, ...], ...}
 
-``messages_from_dicts(messages_to_dicts(ms)) == ms`` for every list of messages the log can
-store that converts (one that would not come back equal is refused with
-:class:`InvalidMessageError`), and ``messages_to_dicts(messages_from_dicts(ds)) == ds`` for every
-list of JSON message dicts whose ``content`` is a list. A string ``content`` (which the API
-treats as one text block) becomes one text block. Values are copied in both directions, so
+``messages_to_dicts(messages_from_dicts(ds)) == ds`` for every list of JSON message dicts ``ds``
+that converts: each message's keys besides ``role`` and ``content`` are kept
+(:attr:`Message.extra`), a string ``content`` stays a string (:attr:`Message.string_content`),
+consecutive messages of one role stay separate messages, and every block comes back equal (as
+JSON: the order of an object's keys is not kept): blocks liteagent models keep their unknown keys
+(``cache_control``, ``citations``, ...) in ``extra``, and blocks of other types (images,
+documents, search results, server tool blocks, ...) are kept whole as a :class:`RawBlock`.
+What does not convert raises :class:`InvalidMessageError` naming the message, block and field:
+a shape the Messages API does not have (a missing or mistyped field of a modelled block, a role
+other than user/assistant), and a key of the message itself holding a value the log cannot
+store (below).
+Conversely ``messages_from_dicts(messages_to_dicts(ms)) == ms`` for every list of messages the
+log can store that converts (one that would not come back equal is refused with
+:class:`InvalidMessageError`), where each message marked ``string_content`` holds one text block
+(the mark only says how the content was written: a marked message whose content has changed
+since converts with a list, as an unmarked one). Values are copied in both directions, so
 neither side can mutate the other's data; only JSON values are accepted (tuples are taken as
 lists).
 
@@ -228,6 +239,9 @@ def _block_to_dict(block: Block, where: str) -> dict[str, Any]:
 def message_to_dict(message: Message, *, where: str = "message") -> dict[str, Any]:
     """Return ``message`` in the Anthropic Messages API shape (a fresh dict).
 
+    A message marked :attr:`~Message.string_content` whose content is one text block without
+    other keys gets that text as its string ``content``; with any other content (e.g. after a
+    compaction pass added a block to it) the mark is ignored and ``content`` is a list.
     Raises :class:`InvalidMessageError` for a message that would not convert back to itself:
     an ``extra`` that is empty or repeats a modelled key, a :class:`RawBlock` of a modelled
     type, a value that is not JSON.
@@ -236,14 +250,21 @@ def message_to_dict(message: Message, *, where: str = "message") -> dict[str, An
         raise InvalidMessageError(f"expected a Message, got {type(message).__name__}")
     if message.role not in ("user", "assistant"):
         raise InvalidMessageError(f"{where}: role must be 'user' or 'assistant'")
-    out: dict[str, Any] = {
-        "role": message.role,
-        "content": [
-            _block_to_dict(b, f"{where} content[{i}]") for i, b in enumerate(message.content)
-        ],
-    }
+    blocks = [_block_to_dict(b, f"{where} content[{i}]") for i, b in enumerate(message.content)]
+    if type(message.string_content) is not bool:
+        raise InvalidMessageError(f"{where}: string_content must be a bool")
+    content: str | list[dict[str, Any]] = blocks
+    if message.string_content and _one_text(blocks):
+        content = blocks[0]["text"]
+    out: dict[str, Any] = {"role": message.role, "content": content}
     out.update(_extra_out(message.extra, _MESSAGE_KEYS, where))
     return out
+
+
+def _one_text(blocks: list[dict[str, Any]]) -> bool:
+    """Whether ``blocks`` is one text block without other keys (what a string content is)."""
+    return (len(blocks) == 1 and blocks[0].keys() == _TEXT and blocks[0]["type"] == "text"
+            and type(blocks[0]["text"]) is str)
 
 
 def messages_to_dicts(messages: Iterable[Message]) -> list[dict[str, Any]]:
@@ -385,15 +406,17 @@ def message_from_dict(d: Any, *, where: str = "message") -> Message:
     if role not in ("user", "assistant"):
         raise InvalidMessageError(f"{where}: role must be 'user' or 'assistant', got {role!r}")
     raw = _req(d, "content", (str, list), where)
-    if isinstance(raw, str):
-        content: tuple[Block, ...] = (TextBlock(raw),)
+    if isinstance(raw, str):  # one text block (a lossless raw block if it cannot be stored)
+        content: tuple[Block, ...] = (
+            _block_from_dict({"type": "text", "text": raw}, f"{where} content"),)
     else:
         content = tuple(_block_from_dict(b, f"{where} content[{i}]") for i, b in enumerate(raw))
-    rest = {k: v for k, v in d.items() if k not in ("role", "content")}
+    rest = {k: v for k, v in d.items() if k not in _MESSAGE_KEYS}
     why = unstorable(rest) if rest else None
     if why is not None:
         raise InvalidMessageError(f"{where}: an extra key holds {why}, which cannot be stored")
-    return Message(role, content, extra=_copy(rest, where) if rest else UNSET)
+    return Message(role, content, extra=_copy(rest, where) if rest else UNSET,
+                   string_content=isinstance(raw, str))
 
 
 def messages_from_dicts(dicts: Iterable[Any]) -> list[Message]:

@@ -18,6 +18,7 @@ from liteagent.eventlog import (
     AssistantMessage,
     Block,
     Checkpointer,
+    Compaction,
     CompactionBlock,
     InvalidMessageError,
     Message,
@@ -219,22 +220,64 @@ def test_message_level_extra_keys_kept() -> None:
     assert (Message("user", (), extra={"id": "msg_1"}), d) == (message, message_to_dict(message))
 
 
-def test_string_content_becomes_one_text_block() -> None:
-    """A string content becomes one text block."""
-    expected = Message("user", (TextBlock("hi"),))
+def test_string_content_becomes_one_text_block_marked_as_a_string() -> None:
+    """A string content becomes one text block, the message marked string_content."""
+    expected = Message("user", (TextBlock("hi"),), string_content=True)
     assert expected == message_from_dict({"role": "user", "content": "hi"})
 
 
 def test_empty_string_content_becomes_one_empty_text_block() -> None:
     """An empty string content still becomes one (empty) text block."""
-    assert Message("user", (TextBlock(""),)) == message_from_dict({"role": "user", "content": ""})
+    assert Message("user", (TextBlock(""),), string_content=True) == message_from_dict(
+        {"role": "user", "content": ""})
 
 
-def test_string_content_converts_back_as_list() -> None:
-    """A message read from string content converts back with list content."""
-    message = message_from_dict({"role": "assistant", "content": "hi"})
-    expected = {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}
-    assert expected == message_to_dict(message)
+def test_string_content_converts_back_as_a_string() -> None:
+    """A message read from string content converts back with the same string content."""
+    d = {"role": "assistant", "content": "hi", "id": "msg_1"}
+    assert d == message_to_dict(message_from_dict(d))
+
+
+def test_list_content_of_one_text_block_stays_a_list() -> None:
+    """A list holding one text block is not turned into a string."""
+    d = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    assert (False, d) == (message_from_dict(d).string_content,
+                          message_to_dict(message_from_dict(d)))
+
+
+def test_string_content_with_a_lone_surrogate_is_stored_losslessly() -> None:
+    """A string content the log cannot store is one raw text block kept as JSON text, and
+    converts back to the same string."""
+    d = {"role": "user", "content": "a\ud800"}
+    message = message_from_dict(d)
+    raw = RawBlock({"type": "text"}, json='{"type":"text","text":"a\\ud800"}')
+    expected = Message("user", (raw,), string_content=True)
+    assert (expected, d) == (message, message_to_dict(message))
+
+
+@pytest.mark.parametrize(
+    "content",
+    [(TextBlock("a"), TextBlock("b")), (), (TextBlock("a", extra={"citations": []}),),
+     (RawBlock({"type": "x", "text": "a"}),), (ThinkingBlock("a"),)],
+    ids=["two-texts", "empty", "text-with-extra", "raw-with-text-key", "thinking"])
+def test_a_string_content_mark_on_other_content_gives_a_list(content: tuple[Block, ...]) -> None:
+    """A message marked string_content whose content is not one plain text block (e.g. a pass
+    added a block) converts with list content, as an unmarked one."""
+    marked = Message("user", content, string_content=True)
+    assert message_to_dict(Message("user", content)) == message_to_dict(marked)
+
+
+def test_a_string_content_mark_that_is_not_a_bool_is_refused() -> None:
+    """string_content must be a bool."""
+    with pytest.raises(InvalidMessageError, match="string_content must be a bool"):
+        message_to_dict(Message("user", (TextBlock("a"),), string_content=1))  # type: ignore[arg-type]
+
+
+def test_consecutive_messages_of_one_role_stay_separate() -> None:
+    """Two user messages in a row stay two messages, in both directions."""
+    ds = [{"role": "user", "content": "a"},
+          {"role": "user", "content": [{"type": "text", "text": "b"}]}]
+    assert (2, ds) == (len(messages_from_dicts(ds)), messages_to_dicts(messages_from_dicts(ds)))
 
 
 def test_messages_keep_their_order() -> None:
@@ -628,6 +671,12 @@ _message = st.builds(
     st.sampled_from(["user", "assistant"]),
     st.lists(_block, max_size=4).map(tuple),
     extra=_extra(_MESSAGE_KEYS),
+) | st.builds(  # content written as a string
+    Message,
+    st.sampled_from(["user", "assistant"]),
+    _text.map(lambda t: (TextBlock(t),)),
+    extra=_extra(_MESSAGE_KEYS),
+    string_content=st.just(True),
 )
 
 _PROPERTY_SETTINGS = settings(max_examples=60, deadline=None)
@@ -841,3 +890,158 @@ def test_any_json_message_is_stored_losslessly(ds: list[dict[str, Any]]) -> None
     with memory_checkpointer() as cp:
         cp.append("s", [_as_event(m) for m in messages_from_dicts(ds)])
         assert ds == messages_to_dicts(_read_messages(cp, "s"))
+
+
+# -- valid Messages-API transcripts --------------------------------------------------------------
+# Every block type of the Messages API (text with citations, images and documents from every kind
+# of source, search results, tool_use and tool_result with nested content, thinking with its
+# signature, redacted thinking, server and MCP tool blocks, container uploads, compaction), with
+# cache_control, unknown keys at message and block level, string and list content, consecutive
+# messages of one role, text with lone surrogates (JSON escapes in a file) and integers beyond
+# 64 bits anywhere in a block.
+
+_api_char = st.characters() | st.characters(categories=["Cs"])
+_api_text = st.text(_api_char, max_size=8)
+_api_big = st.sampled_from([2**64, -(2**63) - 1, 10**40]) | st.integers(min_value=2**64)
+_api_scalar = (st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | _api_big
+               | st.floats(allow_nan=False, allow_infinity=False) | _api_text)
+_api_json: st.SearchStrategy[Any] = st.recursive(
+    _api_scalar,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_api_text, inner, max_size=3),
+    max_leaves=5)
+_api_object = st.dictionaries(_api_text, _api_json, max_size=3)
+_storable_json: st.SearchStrategy[Any] = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=4), inner,
+                                                                max_size=2),
+    max_leaves=4)
+_count = st.integers(0, 2**31)
+
+
+def _api_block(kind: str, required: dict[str, Any],
+               optional: dict[str, Any] | None = None) -> st.SearchStrategy[dict[str, Any]]:
+    """A block of type ``kind`` with its fields and, maybe, keys the API may add later."""
+    fields = {"type", *required, *(optional or {})}
+    unknown = st.dictionaries(_api_text.filter(lambda k: k not in fields), _api_json,
+                              max_size=1)
+    known = st.fixed_dictionaries({"type": st.just(kind), **required}, optional=optional or {})
+    return st.tuples(known, unknown).map(lambda t: {**t[0], **t[1]})
+
+
+_cache = {"cache_control": st.fixed_dictionaries({"type": st.just("ephemeral")},
+                                                 optional={"ttl": st.sampled_from(["5m", "1h"])})}
+_citation = st.one_of(
+    st.fixed_dictionaries({"type": st.just("char_location"), "cited_text": _api_text,
+                           "document_index": _count, "document_title": st.none() | _api_text,
+                           "start_char_index": _count, "end_char_index": _count}),
+    st.fixed_dictionaries({"type": st.just("page_location"), "cited_text": _api_text,
+                           "document_index": _count, "start_page_number": _count,
+                           "end_page_number": _count}),
+    st.fixed_dictionaries({"type": st.just("web_search_result_location"),
+                           "cited_text": _api_text, "url": _api_text, "title": _api_text,
+                           "encrypted_index": _api_text}),
+    st.fixed_dictionaries({"type": st.just("search_result_location"), "cited_text": _api_text,
+                           "source": _api_text, "search_result_index": _count,
+                           "start_block_index": _count, "end_block_index": _count}),
+)
+_api_textblock = _api_block("text", {"text": _api_text},
+                            {**_cache, "citations": st.lists(_citation, max_size=2)})
+_plain_text = st.fixed_dictionaries({"type": st.just("text"), "text": _api_text})
+_image = _api_block("image", {"source": st.one_of(
+    st.fixed_dictionaries({"type": st.just("base64"), "media_type": st.sampled_from(
+        ["image/png", "image/jpeg", "image/gif", "image/webp"]), "data": st.just("iVBORw0K")}),
+    st.fixed_dictionaries({"type": st.just("url"), "url": _api_text}),
+    st.fixed_dictionaries({"type": st.just("file"), "file_id": _api_text}))}, _cache)
+_document = _api_block("document", {"source": st.one_of(
+    st.fixed_dictionaries({"type": st.just("base64"), "media_type": st.just("application/pdf"),
+                           "data": st.just("JVBERi0x")}),
+    st.fixed_dictionaries({"type": st.just("text"), "media_type": st.just("text/plain"),
+                           "data": _api_text}),
+    st.fixed_dictionaries({"type": st.just("content"),
+                           "content": st.lists(_plain_text, max_size=2)}),
+    st.fixed_dictionaries({"type": st.just("url"), "url": _api_text}))},
+    {**_cache, "title": _api_text, "context": _api_text,
+     "citations": st.fixed_dictionaries({"enabled": st.booleans()})})
+_search_result = _api_block(
+    "search_result", {"source": _api_text, "title": _api_text,
+                      "content": st.lists(_plain_text, max_size=2)},
+    {**_cache, "citations": st.fixed_dictionaries({"enabled": st.booleans()})})
+_tool_result = _api_block(
+    "tool_result", {"tool_use_id": _api_text},
+    {**_cache, "is_error": st.booleans(), "content": _api_text | st.lists(
+        _api_textblock | _image | _document | _search_result, max_size=3)})
+_server_result_content = st.one_of(
+    st.lists(st.fixed_dictionaries({
+        "type": st.just("web_search_result"), "url": _api_text, "title": _api_text,
+        "encrypted_content": _api_text, "page_age": st.none() | _api_text}), max_size=2),
+    st.fixed_dictionaries({"type": st.just("web_search_tool_result_error"),
+                           "error_code": st.sampled_from(["unavailable", "max_uses_exceeded"])}),
+    st.fixed_dictionaries({"type": st.just("web_fetch_result"), "url": _api_text,
+                           "retrieved_at": _api_text, "content": _document}),
+    st.fixed_dictionaries({"type": st.just("code_execution_result"), "stdout": _api_text,
+                           "stderr": _api_text, "return_code": st.integers(),
+                           "content": st.lists(st.fixed_dictionaries({
+                               "type": st.just("code_execution_output"),
+                               "file_id": _api_text}), max_size=1)}),
+)
+_user_block = st.one_of(_api_textblock, _image, _document, _search_result, _tool_result,
+                        _api_block("container_upload", {"file_id": _api_text}))
+_assistant_block = st.one_of(
+    _api_textblock,
+    _api_block("thinking", {"thinking": _api_text}, {"signature": _api_text}),
+    _api_block("redacted_thinking", {"data": _api_text}),
+    _api_block("tool_use", {"id": _api_text, "name": _api_text, "input": _api_object}, _cache),
+    _api_block("server_tool_use", {"id": _api_text, "name": st.sampled_from(
+        ["web_search", "web_fetch", "code_execution", "bash_code_execution"]),
+        "input": _api_object}),
+    *(_api_block(kind, {"tool_use_id": _api_text, "content": _server_result_content})
+      for kind in ("web_search_tool_result", "web_fetch_tool_result",
+                   "code_execution_tool_result", "bash_code_execution_tool_result")),
+    _api_block("mcp_tool_use", {"id": _api_text, "name": _api_text, "server_name": _api_text,
+                                "input": _api_object}),
+    _api_block("mcp_tool_result", {"tool_use_id": _api_text, "is_error": st.booleans(),
+                                   "content": _api_text | st.lists(_plain_text, max_size=2)}),
+    _api_block("compaction", {"content": st.none() | _api_text}),
+)
+
+
+def _api_message(role: str, blocks: st.SearchStrategy[dict[str, Any]]) -> Any:
+    content = _api_text | st.lists(blocks, max_size=4)
+    unknown = st.dictionaries(st.text(max_size=6).filter(lambda k: k not in _MESSAGE_KEYS),
+                              _storable_json, max_size=1)
+    return st.tuples(st.fixed_dictionaries({"role": st.just(role), "content": content}),
+                     unknown).map(lambda t: {**t[0], **t[1]})
+
+
+transcripts = st.lists(_api_message("user", _user_block) | _api_message("assistant",
+                                                                          _assistant_block),
+                       max_size=5)
+"""Valid Messages-API transcripts (lists of message dicts); see the comment above."""
+
+
+def as_json(value: Any) -> str:
+    """``value`` as JSON text that tells apart what == does not (1, 1.0 and True)."""
+    return json.dumps(value, sort_keys=True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ds=transcripts)
+def test_every_api_transcript_round_trips(ds: list[dict[str, Any]]) -> None:
+    """messages_to_dicts(messages_from_dicts(ds)) is ds for every valid transcript: unknown keys,
+    string content and consecutive messages of one role kept, every value exact."""
+    assert as_json(ds) == as_json(messages_to_dicts(messages_from_dicts(ds)))
+
+
+@_PROPERTY_SETTINGS
+@given(ds=transcripts)
+def test_every_api_transcript_is_stored_whole_in_the_log(ds: list[dict[str, Any]]) -> None:
+    """The messages of any transcript, stored in the log (a compaction's replacement holds whole
+    messages) and read back, are equal and convert to the same dicts."""
+    messages = messages_from_dicts(ds)
+    with memory_checkpointer() as cp:
+        cp.append("s", [Compaction(first_seq=1, last_seq=1, tokens_before=0, tokens_after=0,
+                                   replacement=tuple(messages))])
+        (stored,) = cp.read("s")
+    assert isinstance(stored.body, Compaction)
+    assert (messages, as_json(ds)) == (list(stored.body.replacement),
+                                       as_json(messages_to_dicts(stored.body.replacement)))
