@@ -117,10 +117,17 @@ def _encodable(text: str) -> bool:
     return True
 
 
-def canonical_json(value: Any) -> str:
+def canonical_json(value: Any, *, where: str = "value") -> str:
     """The canonical JSON text of a JSON value: compact, ASCII-only (so a surrogate code point
-    is an escape), keys in order, integers exact; ``json.loads`` of it gives ``value`` back."""
-    return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=True)
+    is an escape), keys in order, integers exact; ``json.loads`` of it gives ``value`` back.
+
+    Raises :class:`InvalidMessageError` for a value Python will not write as JSON (an integer
+    of more digits than ``sys.get_int_max_str_digits()`` allows, 4300 by default).
+    """
+    try:
+        return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=True)
+    except ValueError as e:  # the int-to-str digit limit
+        raise InvalidMessageError(f"{where}: cannot be written as JSON ({e})") from e
 
 
 def _kept(text: Any, where: str, what: str) -> Any:
@@ -343,9 +350,9 @@ def _lossless(d: Mapping[str, Any], kind: str, where: str) -> Block:
             block = _stored_block({**rest, "input": {}}, kind, where)
             assert isinstance(block, ToolUseBlock)
             return ToolUseBlock(block.id, block.name, {}, block.extra,
-                                input_json=canonical_json(copied["input"]))
+                                input_json=canonical_json(copied["input"], where=where))
     _stored_block(d, kind, where)  # the same checks as a storable block of its type
-    return RawBlock(_kept_data(copied), json=canonical_json(copied))
+    return RawBlock(_kept_data(copied), json=canonical_json(copied, where=where))
 
 
 def _stored_block(d: Mapping[str, Any], kind: str, where: str) -> Block:

@@ -827,6 +827,16 @@ def test_an_unstorable_message_extra_is_refused() -> None:
                    [{"role": "user", "content": [], "meta": 2**64}])
 
 
+@pytest.mark.parametrize("where", ["input", "extra"])
+def test_an_integer_too_long_to_write_as_json_is_refused(where: str) -> None:
+    """An integer of more digits than Python writes as JSON is InvalidMessageError naming the
+    block, not a bare ValueError."""
+    block = ({**_TOOL_USE, "input": {"n": 10**5000}} if where == "input"
+             else {"type": "text", "text": "x", "n": 10**5000})
+    with pytest.raises(InvalidMessageError, match=re.escape("message 0 content[0] (")):
+        messages_from_dicts([_user(block)])
+
+
 def test_a_native_unstorable_value_converts_to_its_storable_form() -> None:
     """message_to_dict accepts any JSON value; message_from_dict of the result is the storable
     form, which an event can hold."""
