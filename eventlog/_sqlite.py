@@ -564,11 +564,9 @@ class SqliteCheckpointer(Checkpointer):
                 raise unrepairable(session_id, self._file, e.__cause__) from e
             raise
         if moved:
-            report = msgspec.structs.replace(
-                report, repaired=True,
-                detail=f"{report.detail}; damaged tables moved aside as {', '.join(moved)} "
-                "(their readable rows were copied back)".lstrip("; "),
-            )
+            parts = [report.detail] if report.detail else []
+            parts.append("damaged tables: " + "; ".join(moved))
+            report = msgspec.structs.replace(report, repaired=True, detail="; ".join(parts))
         return report
 
     def _acquire_lease(self, session_id: str, owner: str, ttl: float) -> Lease:

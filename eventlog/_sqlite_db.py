@@ -22,7 +22,7 @@ from ._errors import (
     SchemaVersionError,
     StorageIOError,
 )
-from ._sqlite_schema import SCHEMA, SCHEMA_VERSION, migrate_from_1
+from ._sqlite_schema import SCHEMA, SCHEMA_VERSION, TABLES, migrate_from_1
 
 __all__ = ["SCHEMA_VERSION", "integrity_problem", "map_error", "open_connection", "translate"]
 
@@ -107,6 +107,7 @@ def open_connection(file: str, busy_timeout_ms: int, synchronous: str) -> apsw.C
         conn.pragma("synchronous", synchronous)
         conn.pragma("journal_size_limit", 64 * 1024 * 1024)
         _ensure_schema(conn, file)
+        _check_columns(conn)
     except BaseException:
         conn.close()
         raise
@@ -148,6 +149,35 @@ def _ensure_schema(conn: apsw.Connection, file: str) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+_expected_columns: dict[str, list[tuple[object, ...]]] = {}
+
+
+def _columns(conn: apsw.Connection, table: str) -> list[tuple[object, ...]]:
+    """``(name, declared type, not null, primary key position)`` of each column."""
+    return [(r[1], r[2], r[3], r[5]) for r in conn.execute(f"PRAGMA table_info({table})")]
+
+
+def _check_columns(conn: apsw.Connection) -> None:
+    """Refuse a store whose tables do not have the columns schema 2 gives them (a damaged
+    schema page can rename a column or change its type): CorruptLogError, before any
+    statement would fail on it."""
+    if not _expected_columns:
+        fresh = apsw.Connection(":memory:")
+        try:
+            fresh.execute(SCHEMA)
+            _expected_columns.update({t: _columns(fresh, t) for t in TABLES})
+        finally:
+            fresh.close()
+    for table, expected in _expected_columns.items():
+        found = _columns(conn, table)
+        if found != expected:
+            raise CorruptLogError(
+                None, None,
+                f"the database schema is damaged: table {table} has columns {found}, "
+                f"expected {expected}",
+            )
 
 
 def _refuse_newer_or_foreign(conn: apsw.Connection, file: str) -> None:

@@ -17,7 +17,7 @@ import contextlib
 
 import apsw
 
-from ._sqlite_rows import raw_select
+from ._sqlite_rows import decode_raw, raw_select, session_row_problem
 from ._sqlite_schema import COLUMNS, TABLES
 
 __all__ = ["damaged_tables", "rebuild_damaged"]
@@ -58,7 +58,15 @@ def _salvage(conn: apsw.Connection, table: str) -> list[tuple[object, ...]]:
         with contextlib.suppress(apsw.Error):
             backward.extend(conn.execute(select + f"ORDER BY {order} DESC"))
         forward.extend(reversed(backward))
+    if table == "sessions":
+        # A damaged page can hold two rows under one id: keep the one that verifies.
+        forward.sort(key=lambda raw: not _session_row_ok(raw))
     return forward
+
+
+def _session_row_ok(raw: tuple[object, ...]) -> bool:
+    sid, head, generation, _mtime, crc = decode_raw(raw)
+    return (type(sid) is str and session_row_problem(sid, (head, generation, crc)) is None)
 
 
 def _insert(conn: apsw.Connection, table: str, rows: list[tuple[object, ...]]) -> None:
@@ -85,29 +93,35 @@ def _free_name(conn: apsw.Connection, table: str) -> str:
 
 
 def rebuild_damaged(conn: apsw.Connection) -> list[str]:
-    """Rebuild every damaged table (see the module docstring) on ``conn``, which must be
-    outside any transaction; return the names the damaged tables were moved to.
+    """Rebuild every damaged table on ``conn``, which must be outside any transaction; return
+    what was done, one line per table (empty when SQLite finds no table damaged).
 
-    SQLite refuses every write of a transaction once it has met a damaged page, so the damaged
-    tables are found and read in one transaction and moved aside in a second one; ``PRAGMA
-    data_version`` tells whether another process committed in between (then it starts over).
+    An index that does not match its table is rebuilt from the table (``REINDEX``); a table
+    whose own pages are damaged is moved aside and its readable rows copied into a new one
+    (see the module docstring). SQLite refuses every write of a transaction once it has met a
+    damaged page, so the damaged tables are found and read in one transaction and changed in
+    another; ``PRAGMA data_version`` tells whether another process committed in between (then
+    it starts over).
     """
     for _ in range(5):
         conn.execute("BEGIN IMMEDIATE")
         try:
             version = conn.pragma("data_version")
-            damaged = damaged_tables(conn)
+            damaged = damaged_tables(conn, thorough=True)
             salvaged = {t: _salvage(conn, t) for t in damaged}
         finally:
             conn.execute("ROLLBACK")
         if not damaged:
             return []
+        reindexed = _reindex(conn, damaged, version)
+        if reindexed is not None:
+            return reindexed
         conn.execute("BEGIN IMMEDIATE")
         try:
             if conn.pragma("data_version") != version:
                 conn.execute("ROLLBACK")
                 continue
-            moved = []
+            done = []
             for table in damaged:
                 aside = _free_name(conn, table)
                 conn.execute(f"ALTER TABLE {table} RENAME TO {aside}")
@@ -116,15 +130,35 @@ def rebuild_damaged(conn: apsw.Connection) -> list[str]:
                 # speeds up reading the quarantine).
                 conn.execute(TABLES[table])
                 _insert(conn, table, salvaged[table])
-                moved.append(aside)
+                done.append(f"{table}: moved aside as {aside}, its readable rows copied back")
             _fix_generation_counter(conn)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        return moved
+        return done
     raise apsw.BusyError("the store kept changing while its damaged tables were salvaged")
+
+
+def _reindex(conn: apsw.Connection, damaged: list[str], version: int) -> list[str] | None:
+    """Rebuild the indexes of ``damaged`` from their tables; what was done, or None when that
+    does not make them whole (their own pages are damaged)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if conn.pragma("data_version") != version:
+            return None
+        for table in damaged:
+            conn.execute(f"REINDEX {table}")
+        if damaged_tables(conn, tuple(damaged), thorough=True):
+            return None
+        conn.execute("COMMIT")
+    except apsw.Error:
+        return None
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+    return [f"{table}: its indexes rebuilt from the table" for table in damaged]
 
 
 def _fix_generation_counter(conn: apsw.Connection) -> None:

@@ -177,6 +177,8 @@ def unrepairable(session_id: str, file: str, error: BaseException) -> CorruptLog
 def _repair(conn: apsw.Connection, tx: Batch, session_id: str, verified: Verified,
             file: str) -> RepairReport:
     sid = session_id
+    # Even a session that reads back whole needs tables it can be written to.
+    _check_tables(conn, verified)
     srow = fetch_session_row(conn, sid)
     record_problem = None if srow is None else session_row_problem(sid, srow)
     recorded: int | None = None
@@ -224,6 +226,21 @@ def _repair(conn: apsw.Connection, tx: Batch, session_id: str, verified: Verifie
         if moved else None,
         detail=problem,
     )
+
+
+def _check_tables(conn: apsw.Connection, verified: Verified) -> None:
+    """Make sure SQLite's own structures of the tables a session lives in are whole (an index
+    that misses rows would make the repair miss them; a damaged page would refuse the next
+    append). A damaged one raises
+    ``apsw.CorruptError``: the caller then salvages the tables and repairs again. Checked once
+    until another process commits (``PRAGMA data_version``)."""
+    version = conn.pragma("data_version")
+    if verified.checked_version == version:
+        return
+    damaged = damaged_tables(conn, ("sessions", "meta", "events", "quarantine"), thorough=True)
+    if damaged:
+        raise apsw.CorruptError(f"SQLite's integrity check finds damage in {damaged}")
+    verified.checked_version = version
 
 
 def _readable_prefix(conn: apsw.Connection, session_id: str,

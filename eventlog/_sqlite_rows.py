@@ -282,6 +282,9 @@ class Verified:
         self.rows = self._rows
         self._seeds: dict[str, Seeds] = {}
         self._lock = threading.Lock()
+        # PRAGMA data_version of the writer when a repair last found SQLite's own structures
+        # of the tables whole (checked again once another process has committed)
+        self.checked_version: int | None = None
 
     def seeds(self, session_id: str) -> Seeds:
         """The session's checksum seeds (kept for the sessions this process writes)."""

@@ -435,3 +435,45 @@ def test_first_append_to_a_long_unread_session_verifies_it(tmp_path: Path) -> No
         assert 4000 == info.value.seq
         assert 5001 == cp.append("intact", prompts("late"))
     assert [(5000,)] == query(db, "SELECT max(seq) FROM events WHERE session_id = 'long'")
+
+
+def test_repair_rebuilds_an_index_that_misses_rows(tmp_path: Path) -> None:
+    """The events index entry of row 7 says seq 9 (SQLite: "row 7 missing from index"):
+    reads stop with CorruptLogError at seq 7; repair rebuilds the index from the table and
+    loses nothing."""
+    db = tmp_path / "log.db"
+    with sqlite_checkpointer(db) as cp:
+        cp.append("zz", prompts(*NAMES))
+    (root,) = query(db, "SELECT rootpage FROM sqlite_master WHERE name = "
+                        "'sqlite_autoindex_events_1'")[0]
+    data = bytearray(db.read_bytes())
+    size = int.from_bytes(data[16:18], "big")
+    at = (root - 1) * size + data[(root - 1) * size : root * size].index(b"zz")
+    assert 7 == data[at + 2]  # the cell last written: ("zz", seq 7, rowid 7)
+    data[at + 2] = 9
+    db.write_bytes(bytes(data))
+    with sqlite_checkpointer(db) as cp:
+        with pytest.raises(CorruptLogError) as info:
+            list(cp.read("zz"))
+        assert 7 == info.value.seq
+        report = cp.repair("zz")
+        assert (True, 7, ()) == (report.repaired, report.kept_head, report.lost)
+        assert "indexes rebuilt" in report.detail
+        assert NAMES == texts(cp.read("zz"))
+        assert True is cp.check_integrity().ok
+
+
+@pytest.mark.parametrize(
+    ("old", "new"), [("ts REAL", "tx REAL"), ("seq INTEGER", "seq INTEGEX")],
+    ids=["renamed column", "changed type"],
+)
+def test_damaged_schema_is_refused_on_open(db: Path, old: str, new: str) -> None:
+    """A table definition changed in the schema (a column renamed, a type changed) makes the
+    store refuse to open with CorruptLogError, not fail later with a raw SQL error."""
+    conn = apsw.Connection(str(db))
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute("UPDATE sqlite_master SET sql = replace(sql, ?, ?) WHERE name = 'events'",
+                 (old, new))
+    conn.close()
+    with pytest.raises(CorruptLogError, match="schema is damaged"):
+        sqlite_checkpointer(db)
