@@ -183,9 +183,11 @@ def finish_child(procs: ForkServer, folder: Path, pid: int) -> dict[str, Any]:
 # -- 1. two processes race for one session --------------------------------------------------------
 
 
-def _race(procs: ForkServer, store: Store, cp: Checkpointer, trial: int) -> None:
+def _race(procs: ForkServer, store: Store, cp: Checkpointer, trial: int) -> tuple[int, str]:
     """Two processes send to one fresh session at once (released together from a barrier);
-    the winner's model call waits until the loser has reported, so the two overlap."""
+    the winner's model call waits until the loser has reported, so the two overlap. Checks
+    that one won and the other wrote nothing; returns the winner's pid and the loser's error
+    message."""
     folder = store.folder()
     session = f"race-{trial}"
     pids = {}
@@ -223,6 +225,7 @@ def _race(procs: ForkServer, store: Store, cp: Checkpointer, trial: int) -> None
     state = fold(events)
     assert (False, ()) == (state.turn_open, state.open_tool_calls)
     assert cp.lease_holder(session) is None
+    return reports[winner]["pid"], reports[loser]["message"]
 
 
 @pytest.mark.processes
@@ -234,6 +237,18 @@ def test_two_processes_racing_for_a_session_one_wins_the_other_writes_nothing(
     with store.open() as cp:
         for trial in range(RACE_TRIALS):
             _race(procs, store, cp, trial)
+
+
+@pytest.mark.processes
+def test_the_loser_of_a_race_is_told_which_process_runs_the_session(
+    procs: ForkServer, store: Store
+) -> None:
+    """The refusal of the process that lost a race names the winner (its pid), however close
+    the two acquisitions were."""
+    with store.open() as cp:
+        races = [_race(procs, store, cp, trial) for trial in range(RACE_TRIALS)]
+    unnamed = [message for pid, message in races if f"(pid {pid} on " not in message]
+    assert [] == unnamed
 
 
 @pytest.mark.processes
