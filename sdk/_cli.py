@@ -2,23 +2,32 @@
 
 ``lite-agent`` alone is an interactive session on the current folder (see :mod:`._cli_repl`);
 ``lite-agent demo`` runs offline; the other subcommands are scriptable, each with ``--json``.
-Exit codes: 0 ok, 1 refused or failed (a one-line reason on stderr), 2 usage error.
+
+Exit codes: 0 ok, 1 refused or failed, 2 usage error (see :mod:`._cli_errors`). A failure is
+one line on stderr (``lite-agent: <reason>``), or with ``--json`` one JSON document on stdout,
+``{"error": {"type": ..., "message": ...}}``; either way nothing else is printed for it. When
+the reader of stdout goes away (``lite-agent export ID | head -1``) the command stops quietly
+with exit code 0: the reader had what it wanted. Logs go to stderr, as readable lines on an
+interactive terminal and as JSON lines elsewhere (so no escape codes reach a file or a pipe).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
-from liteagent.eventlog import LiteAgentError
+from liteagent.eventlog import InvalidArgumentError
 
 from ._cli_commands import cmd_checkpoints, cmd_compact, cmd_restore, cmd_run, cmd_sessions
 from ._cli_demo import cmd_demo
 from ._cli_doctor import cmd_doctor
 from ._cli_env import CliEnv
-from ._cli_output import one_line
+from ._cli_errors import Failure, UsageError, failure
+from ._cli_output import emit_json, make_console
 from ._cli_repl import cmd_interactive
 from ._cli_replay import cmd_replay
 from ._cli_script import SCRIPT_FORMAT
@@ -33,11 +42,23 @@ _EPILOG = f"""\
 Without a subcommand, lite-agent is an interactive session on --workdir (needs
 ANTHROPIC_API_KEY unless --provider says otherwise). `lite-agent demo` needs nothing.
 
-Exit codes: 0 ok, 1 refused or failed (reason on stderr), 2 usage error.
-Logs go to stderr at $LITE_AGENT_LOG_LEVEL (default WARNING).
+Exit codes: 0 ok, 1 refused or failed (reason on stderr; with --json the JSON document
+{{"error": {{"type": ..., "message": ...}}}} on stdout), 2 usage error. A closed stdout
+(`lite-agent export ID | head -1`) ends the command quietly with 0.
+Logs go to stderr at $LITE_AGENT_LOG_LEVEL (default WARNING). Colour and progress bars appear
+only on an interactive terminal; NO_COLOR turns colour off.
 
 {SCRIPT_FORMAT}
 """
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors raise :class:`UsageError` (with the usage line)
+    instead of printing and exiting, so the entry point reports them like any failure."""
+
+    def error(self, message: str) -> NoReturn:
+        """Raise the usage error."""
+        raise UsageError(message, usage=self.format_usage().strip())
 
 
 def _global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
@@ -56,20 +77,20 @@ def _global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
     group.add_argument("--db", default=d(None),
                        help="the SQLite file for --backend sqlite "
                             "(default: <home>/projects/<hash>/sessions.db)")
-    group.add_argument("--provider", default=d("anthropic"),
+    group.add_argument("--provider", default=d("anthropic"), metavar="PROVIDER",
                        help="anthropic (default), scripted:FILE or replay:SESSION")
     group.add_argument("--model", default=d(None),
                        help="the model name (default: claude-sonnet-4-5 for anthropic)")
 
 
 def _sub(
-    subs: argparse._SubParsersAction[argparse.ArgumentParser],
+    subs: argparse._SubParsersAction[_Parser],
     name: str,
     command: Command,
     help_text: str,
     *,
     json: bool = True,
-) -> argparse.ArgumentParser:
+) -> _Parser:
     parser = subs.add_parser(name, help=help_text, description=help_text,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
     if json:
@@ -81,7 +102,7 @@ def _sub(
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``lite-agent``."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="lite-agent",
         description="A coding agent whose sessions are event-sourced: time travel, "
                     "compaction, replay.",
@@ -146,30 +167,79 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _report(problem: Failure, as_json: bool) -> int:
+    """Print ``problem`` (see the module docstring); return its exit code."""
+    if as_json:
+        emit_json(problem.to_json())
+    else:
+        err = make_console(sys.stderr)
+        if problem.usage:
+            err.print(problem.usage, style="dim")
+        err.print(f"lite-agent: {problem.message}", style="red")
+    return problem.code
+
+
+def _stdout_gone() -> int:
+    """The reader of stdout went away: send what is left to /dev/null (so the interpreter's
+    last flush cannot fail either) and end quietly."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return 0
+
+
+def _logging(as_json: bool) -> None:
+    level = os.environ.get("LITE_AGENT_LOG_LEVEL", "WARNING").upper()
+    console = make_console(sys.stderr)
+    try:
+        configure_logging(json=as_json or not console.is_interactive or console.no_color,
+                          level=level)
+    except InvalidArgumentError as e:
+        raise UsageError(f"LITE_AGENT_LOG_LEVEL={level}: not a log level") from e
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``lite-agent`` with ``argv`` (default: the process arguments); return the exit
-    code."""
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:  # argparse: --help (0) or a usage error (2)
-        return e.code if isinstance(e.code, int) else 2
-    configure_logging(level=os.environ.get("LITE_AGENT_LOG_LEVEL", "WARNING").upper())
+    code (see the module docstring)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in args_list
     env: CliEnv | None = None
     try:
+        try:
+            args = build_parser().parse_args(args_list)
+        except SystemExit as e:  # --help
+            sys.stdout.flush()
+            return e.code if isinstance(e.code, int) else 0
+        as_json = bool(args.json)
+        _logging(as_json)
         env = CliEnv(workdir=args.workdir, home=args.home, backend=args.backend, db=args.db,
                      provider_spec=args.provider, model=args.model)
         command: Command = args.command
-        return command(env, args)
-    except (LiteAgentError, OSError) as e:
-        print(f"lite-agent: {one_line(e)}", file=sys.stderr)
-        return 1
+        code = command(env, args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _stdout_gone()
     except KeyboardInterrupt:
-        print("lite-agent: interrupted", file=sys.stderr)
-        return 1
+        return _finish(Failure("cancelled", "interrupted (Ctrl-C)"), as_json)
+    except Exception as e:  # noqa: BLE001 -- every failure is reported, never a traceback
+        return _finish(failure(e), as_json)
+    else:
+        return code
     finally:
         if env is not None:
-            env.close()
+            with contextlib.suppress(Exception):
+                env.close()
+
+
+def _finish(problem: Failure, as_json: bool) -> int:
+    try:
+        code = _report(problem, as_json)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_gone()
+        return problem.code
+    return code
 
 
 if __name__ == "__main__":

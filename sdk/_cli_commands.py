@@ -2,45 +2,78 @@
 
 Each takes the opened :class:`CliEnv` and the parsed arguments, prints a human form or (with
 ``--json``) one JSON document on stdout, and returns the exit code. Errors propagate to the
-entry point, which prints a one-line reason and returns 1.
+entry point, which reports them (see :mod:`._cli_errors`).
 """
 
 from __future__ import annotations
 
 import argparse
-import io
-import sys
+from dataclasses import dataclass
 
-from liteagent.eventlog import InvalidArgumentError, validate_session_id
+from rich.console import Console
 
-from ._cli_env import CliEnv, run_live
-from ._cli_output import (
-    LiveRenderer,
-    checkpoint_lines,
-    emit_json,
-    session_lines,
-    to_json,
+from liteagent.actors import CompactStats
+from liteagent.eventlog import (
+    Compaction,
+    InvalidArgumentError,
+    TextBlock,
+    validate_session_id,
 )
 
-__all__ = ["cmd_checkpoints", "cmd_compact", "cmd_restore", "cmd_run", "cmd_sessions",
-           "existing_session"]
+from ._agent import LiteAgent
+from ._cli_env import KEEP_TAIL_TURNS, CliEnv, SummaryModel
+from ._cli_errors import NoApiKeyError, UsageError
+from ._cli_output import (
+    LiveRenderer,
+    checkpoint_table,
+    emit_json,
+    make_console,
+    quiet_console,
+    session_table,
+    show,
+    to_json,
+)
+from ._cli_terminal import run_live
+
+__all__ = ["CompactionOutcome", "checkpoint_seq", "cmd_checkpoints", "cmd_compact",
+           "cmd_restore", "cmd_run", "cmd_sessions", "compaction_outcome", "existing_session"]
 
 
 def existing_session(env: CliEnv, session_id: str) -> str:
-    """``session_id`` validated, refused when the store has no such session."""
-    sid = validate_session_id(session_id)
+    """``session_id`` validated, refused (:class:`UsageError`) when it is not a session id or
+    the store has no such session."""
+    try:
+        sid = validate_session_id(session_id)
+    except InvalidArgumentError as e:
+        raise UsageError(f"{session_id!s} is not a session id: use 1-128 letters, digits, "
+                         "'.', '_' or '-', starting with a letter or digit") from e
     if env.checkpointer.head(sid) == 0:
-        raise InvalidArgumentError(
-            f"no session {sid!r} in {env.location} (`lite-agent sessions` lists them)")
+        raise UsageError(f"no session {sid} in {env.location} (`lite-agent sessions` lists them)")
     return sid
 
 
+def checkpoint_seq(agent: LiteAgent, session_id: str, seq: int) -> int:
+    """``seq`` when it is one of the session's checkpoints, else :class:`UsageError`."""
+    checkpoints = [c.seq for c in agent.list_checkpoints(session_id)]
+    if seq not in checkpoints:
+        listed = ", ".join(map(str, checkpoints)) or "none"
+        raise UsageError(f"seq {seq} is not a checkpoint of session {session_id} (its "
+                         f"checkpoints: {listed}; `lite-agent checkpoints {session_id}` shows "
+                         "them)")
+    return seq
+
+
 def _renderer(args: argparse.Namespace) -> LiveRenderer:
-    return LiveRenderer(io.StringIO() if args.json else sys.stdout)
+    return LiveRenderer(quiet_console() if args.json else make_console())
 
 
 def cmd_run(env: CliEnv, args: argparse.Namespace) -> int:
     """Run one prompt to the end of the model's turn (a new session unless --session)."""
+    if args.session:
+        try:
+            validate_session_id(args.session)
+        except InvalidArgumentError as e:
+            raise UsageError(f"--session {args.session}: not a session id") from e
     agent = env.agent()
     if args.session:
         agent.resume(args.session)
@@ -52,8 +85,9 @@ def cmd_run(env: CliEnv, args: argparse.Namespace) -> int:
                    "messages": len(result.messages)})
     else:
         u = result.usage
-        print(f"[session {result.session_id} · {result.stop_reason} · "
-              f"{u.input_tokens} in / {u.output_tokens} out tokens]")
+        renderer.console.print(f"[session {result.session_id} · {result.stop_reason} · "
+                               f"{u.input_tokens} in / {u.output_tokens} out tokens]",
+                               style="dim")
     return 0
 
 
@@ -64,7 +98,8 @@ def cmd_sessions(env: CliEnv, args: argparse.Namespace) -> int:
         emit_json([{"id": s.id, "mtime": s.mtime, "events": env.checkpointer.head(s.id)}
                    for s in sessions])
     else:
-        print("\n".join(session_lines(sessions)))
+        console = make_console()
+        show(console, session_table(console, sessions))
     return 0
 
 
@@ -75,7 +110,8 @@ def cmd_checkpoints(env: CliEnv, args: argparse.Namespace) -> int:
     if args.json:
         emit_json(checkpoints)
     else:
-        print("\n".join(checkpoint_lines(checkpoints)))
+        console = make_console()
+        show(console, checkpoint_table(console, checkpoints))
     return 0
 
 
@@ -83,36 +119,101 @@ def cmd_restore(env: CliEnv, args: argparse.Namespace) -> int:
     """Restore a session to a checkpoint (files and conversation, or the conversation only)."""
     sid = existing_session(env, args.session_id)
     agent = env.agent(model=False)
+    seq = checkpoint_seq(agent, sid, args.seq)
     agent.resume(sid)
     files = not args.conversation_only
+    renderer = _renderer(args)
     result = run_live(
         agent,
-        lambda token: agent.restore(sid, args.seq, files=files, conversation=True,
-                                    cancel=token),
-        _renderer(args),
+        lambda token: agent.restore(sid, seq, files=files, conversation=True, cancel=token),
+        renderer,
     )
     if args.json:
-        emit_json({"session_id": sid, "seq": args.seq, **to_json(result)})
+        emit_json({"session_id": sid, "seq": seq, **to_json(result)})
     else:
         names = ", ".join(result.restored_files) or "none"
-        print(f"restored {len(result.restored_files)} files ({names}); the conversation is "
-              f"back to before seq {args.seq}")
+        say = renderer.console.print
+        say(f"restored {len(result.restored_files)} files ({names}); the conversation is back "
+            f"to before seq {seq}")
         if files:
-            print("note: shell commands and custom tools are not undone")
+            say("note: shell commands and custom tools are not undone", style="yellow")
     return 0
 
 
-def cmd_compact(env: CliEnv, args: argparse.Namespace) -> int:
-    """Compact a session's context now (the log keeps every event)."""
-    sid = existing_session(env, args.session_id)
-    agent = env.agent(model=False)
-    agent.resume(sid)
-    stats = run_live(agent, lambda token: agent.compact(args.instructions, cancel=token),
-                     _renderer(args))
-    if args.json:
-        emit_json({"session_id": sid, **to_json(stats)})
-    elif stats.changed:
-        print(f"compacted: ~{stats.before} → ~{stats.after} tokens (the log keeps every event)")
+@dataclass
+class CompactionOutcome:
+    """What a compaction did with a summary and the instructions: ``summarized`` when a model
+    summary is in the compacted view; ``note`` says why instructions given were not used."""
+
+    summarized: bool
+    note: str | None
+
+
+def compaction_outcome(env: CliEnv, session_id: str, instructions: str | None,
+                       stats: CompactStats, summary: SummaryModel | None, *,
+                       no_model: str | None = None) -> CompactionOutcome:
+    """Tell whether the compaction just recorded holds the model's summary, and if not, why
+    the ``instructions`` were not used (``no_model``: why there was no model)."""
+    summarized = False
+    if summary is not None and summary.last_summary and stats.changed:
+        last = next((e.body for e in reversed(list(env.checkpointer.read(session_id)))
+                     if isinstance(e.body, Compaction)), None)
+        summarized = last is not None and any(
+            summary.last_summary in block.text
+            for message in last.replacement for block in message.content
+            if isinstance(block, TextBlock))
+    if not instructions or summarized:
+        return CompactionOutcome(summarized, None)
+    why = f"the instructions were not used: {no_model}"
+    if summary is not None and summary.failures:
+        why = (f"the instructions were not used: the summary failed ({summary.failures[-1]}), "
+               "so the compaction went on without one")
+    elif summary is not None and summary.calls:
+        why = ("the instructions were not used: the summary would not have made the context "
+               "smaller, so it was left out")
+    elif summary is not None:
+        why = ("the instructions were not used: there is nothing old enough to summarize (the "
+               f"last {KEEP_TAIL_TURNS} turns are always kept as they are)")
+    return CompactionOutcome(summarized, why)
+
+
+def say_compacted(console: Console, stats: CompactStats, outcome: CompactionOutcome) -> None:
+    """The human lines of a finished compaction."""
+    if stats.changed:
+        how = " with a summary by the model" if outcome.summarized else ""
+        console.print(f"compacted{how}: ~{stats.before} → ~{stats.after} tokens (the log keeps "
+                      "every event)")
     else:
-        print(f"nothing to reduce (~{stats.before} tokens)")
+        console.print(f"nothing to reduce (~{stats.before} tokens)")
+    if outcome.note:
+        console.print(f"note: {outcome.note}", style="yellow")
+
+
+_NO_MODEL = ("no model to summarize with (set ANTHROPIC_API_KEY, or pass --provider); the "
+             "compaction was mechanical: large tool results moved out, older turns dropped")
+
+
+def cmd_compact(env: CliEnv, args: argparse.Namespace) -> int:
+    """Compact a session's context now (the log keeps every event): with a model, older turns
+    become a summary written with the instructions; without one, mechanically."""
+    sid = existing_session(env, args.session_id)
+    no_model: str | None = None
+    try:
+        agent = env.agent()
+    except NoApiKeyError:
+        agent, no_model = env.agent(model=False), _NO_MODEL
+    agent.resume(sid)
+    summary = env.summary_model if no_model is None else None
+    renderer = _renderer(args)
+    stats = run_live(agent, lambda token: agent.compact(args.instructions, cancel=token),
+                     renderer)
+    outcome = compaction_outcome(env, sid, args.instructions, stats, summary,
+                                 no_model=no_model)
+    if args.json:
+        emit_json({"session_id": sid, **to_json(stats), "summarized": outcome.summarized,
+                   "instructions_used": (None if not args.instructions
+                                         else outcome.note is None),
+                   "note": outcome.note})
+    else:
+        say_compacted(renderer.console, stats, outcome)
     return 0

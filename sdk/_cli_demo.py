@@ -14,11 +14,21 @@ import shlex
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-from liteagent.actors import CompactionProgress
+from rich.console import Console
+
+from liteagent.context import (
+    blob_spill_store,
+    default_compactor,
+    llm_compactor,
+    tool_result_budget_pass,
+)
 from liteagent.eventlog import (
     AssistantMessage,
+    CancelToken,
     TextBlock,
     ToolUseBlock,
     conversation,
@@ -28,13 +38,18 @@ from liteagent.eventlog import (
 from liteagent.providers import scripted
 
 from ._agent import LiteAgent
-from ._cli_env import CliEnv, run_live
-from ._cli_output import LiveRenderer, checkpoint_lines, compaction_line, short
+from ._cli_commands import compaction_outcome
+from ._cli_env import KEEP_TAIL_TURNS, CliEnv, SummaryModel
+from ._cli_errors import UsageError
+from ._cli_output import LiveRenderer, checkpoint_table, make_console, short, show
 from ._cli_replay import cli_view_config
+from ._cli_terminal import run_live
 from ._factory import create_lite_agent
 from ._replay import verify_session
 
 __all__ = ["cmd_demo", "demo_script"]
+
+T = TypeVar("T")
 
 _CALC_V1 = '''"""A tiny calculator."""
 
@@ -99,6 +114,8 @@ def demo_script(python: str) -> list[AssistantMessage]:
         _calls(_tool("bash", "t11",
                      command=f"{python} -c 'import calc; print(calc.multiply(6, 7))'")),
         _say("Added multiply(): 6 * 7 = 42."),
+        # 5. the summary a compaction asks for
+        _say("calc.py: add() and multiply(); check.py checks add(); NOTES.md: the notes."),
     ]
 
 
@@ -110,28 +127,34 @@ def _files(root: Path) -> str:
 class _Tour:
     """Prints the demo's steps."""
 
-    def __init__(self, agent: LiteAgent, env: CliEnv) -> None:
+    def __init__(self, agent: LiteAgent, env: CliEnv, console: Console) -> None:
         self.agent = agent
         self.env = env
+        self.console = console
         self.step = 0
+
+    def say(self, text: str, style: str | None = None) -> None:
+        self.console.print(text, style=style)
 
     def title(self, text: str) -> None:
         self.step += 1
-        print(f"\n── {self.step}. {text} " + "─" * max(3, 60 - len(text)), flush=True)
+        self.say(f"\n── {self.step}. {text} " + "─" * max(3, 60 - len(text)), style="bold")
+
+    def live(self, work: Callable[[CancelToken], T]) -> T:
+        return run_live(self.agent, work, LiveRenderer(self.console))
 
     def prompt(self, text: str) -> None:
-        print(f"> {text}", flush=True)
-        result = run_live(self.agent, lambda token: self.agent.send(text, cancel=token),
-                          LiveRenderer())
-        print(f"  ({result.stop_reason}; files now: {_files(self.env.workdir)})", flush=True)
+        self.say(f"> {text}", style="bold")
+        result = self.live(lambda token: self.agent.send(text, cancel=token))
+        self.say(f"  ({result.stop_reason}; files now: {_files(self.env.workdir)})", style="dim")
 
     def conversation(self) -> None:
         state = fold(self.env.checkpointer.read(self.agent.session_id))
         messages = conversation(state)
         prompts = [short(message_text(m.content), 50) for m in messages
                    if m.role == "user" and any(type(b) is TextBlock for b in m.content)]
-        print(f"  conversation: {len(messages)} messages, {state.head} events; prompts: "
-              + "; ".join(repr(p) for p in prompts), flush=True)
+        self.say(f"  conversation: {len(messages)} messages, {state.head} events; prompts: "
+                 + "; ".join(repr(p) for p in prompts))
 
 
 def cmd_demo(env: CliEnv, args: argparse.Namespace) -> int:
@@ -139,15 +162,22 @@ def cmd_demo(env: CliEnv, args: argparse.Namespace) -> int:
     base = Path(args.dir).expanduser().resolve() if args.dir else Path(
         tempfile.mkdtemp(prefix="lite-agent-demo-"))
     work = base / "project"
-    work.mkdir(parents=True, exist_ok=False)
+    if work.exists():
+        raise UsageError(f"--dir {base}: it already holds a demo (choose a new folder)")
+    work.mkdir(parents=True)
     home = env.home or str(base / "home")
     demo_env = CliEnv(workdir=work, home=home, backend=env.backend, db=env.db)
     python = "python3" if shutil.which("python3") else shlex.quote(sys.executable)
     model = scripted(demo_script(python), stream_chunk=12, name="demo-script")
+    demo_env.summary_model = SummaryModel(model)
+    compactor = llm_compactor(
+        model=demo_env.summary_model, model_name="demo-script", token_threshold=0,
+        keep_tail_turns=KEEP_TAIL_TURNS, base=default_compactor(
+            [tool_result_budget_pass(200_000, blob_spill_store(demo_env.checkpointer.blobs))]))
     try:
         with create_lite_agent(model=model, model_name="demo-script", workdir=work,
-                               checkpointer=demo_env.checkpointer) as agent:
-            _run(_Tour(agent, demo_env), agent, demo_env)
+                               checkpointer=demo_env.checkpointer, compactor=compactor) as agent:
+            _run(_Tour(agent, demo_env, make_console()), agent, demo_env)
             model.assert_all_used()
     finally:
         demo_env.close()
@@ -156,7 +186,8 @@ def cmd_demo(env: CliEnv, args: argparse.Namespace) -> int:
 
 def _run(tour: _Tour, agent: LiteAgent, env: CliEnv) -> None:
     sid = agent.session_id
-    print(f"lite-agent demo: a scripted model (offline) with the real tools in {env.workdir}")
+    say = tour.say
+    say(f"lite-agent demo: a scripted model (offline) with the real tools in {env.workdir}")
     tour.title("three prompts: the model creates and edits a project")
     for text in PROMPTS[:3]:
         tour.prompt(text)
@@ -164,43 +195,43 @@ def _run(tour: _Tour, agent: LiteAgent, env: CliEnv) -> None:
 
     tour.title("checkpoints (one per prompt)")
     checkpoints = agent.list_checkpoints()
-    print("\n".join(checkpoint_lines(checkpoints)))
+    show(tour.console, checkpoint_table(tour.console, checkpoints))
 
     target = checkpoints[1]
     tour.title(f"restore to seq {target.seq}, before {short(target.prompt, 30)!r}")
-    result = run_live(agent, lambda token: agent.restore(sid, target.seq, cancel=token),
-                      LiveRenderer())
-    print(f"  put back: {', '.join(result.restored_files)}")
-    print(f"  files now: {_files(env.workdir)}")
+    result = tour.live(lambda token: agent.restore(sid, target.seq, cancel=token))
+    say(f"  put back: {', '.join(result.restored_files)}")
+    say(f"  files now: {_files(env.workdir)}")
     calc = (env.workdir / "calc.py").read_text(encoding="utf-8")
-    print(f"  calc.py has subtract(): {'def subtract' in calc}")
+    say(f"  calc.py has subtract(): {'def subtract' in calc}")
     tour.conversation()
 
     tour.title("the session continues from there")
     tour.prompt(PROMPTS[3])
     calc = (env.workdir / "calc.py").read_text(encoding="utf-8")
     defined = [w[4:].split("(")[0] for w in calc.splitlines() if w.startswith("def ")]
-    print(f"  calc.py defines: {', '.join(defined)}")
+    say(f"  calc.py defines: {', '.join(defined)}")
 
     tour.title("compaction (the log keeps every event)")
-    iterator = agent.iter_compact("keep the file names")
-    for event in iterator:
-        print(compaction_line(event) if isinstance(event, CompactionProgress) else event)
-    stats = iterator.stats
-    if stats is not None:
-        print(f"  the model's view: ~{stats.before} → ~{stats.after} tokens"
-              + ("" if stats.changed else " (nothing to reduce)"))
+    instructions = "keep the file names"
+    say(f"> /compact {instructions}", style="bold")
+    stats = tour.live(lambda token: agent.compact(instructions, cancel=token))
+    outcome = compaction_outcome(env, sid, instructions, stats, env.summary_model)
+    how = ("older turns summarized by the model, with the instructions"
+           if outcome.summarized else outcome.note or "no summary")
+    say(f"  the model's view: ~{stats.before} → ~{stats.after} tokens"
+        + ("" if stats.changed else " (nothing to reduce)") + f"; {how}")
 
     tour.title("replay: every request recomputed from the log")
     checks = verify_session(list(env.checkpointer.read(sid)), cli_view_config())
     ok = sum(c.ok for c in checks)
-    print(f"  {ok} of {len(checks)} recorded requests match what the log says the model saw")
+    say(f"  {ok} of {len(checks)} recorded requests match what the log says the model saw")
 
     tour.title("the log")
-    print(f"  session {sid}, {env.checkpointer.head(sid)} events in {env.location}")
+    say(f"  session {sid}, {env.checkpointer.head(sid)} events in {env.location}")
     flags = f"--workdir {shlex.quote(str(env.workdir))} --home {shlex.quote(str(env.home))}"
     if env.backend == "sqlite":
         flags += f" --backend sqlite --db {shlex.quote(env.location)}"
-    print("  inspect it:")
-    print(f"    lite-agent {flags} replay {sid}")
-    print(f"    lite-agent {flags} replay {sid} --view")
+    say("  inspect it:")
+    say(f"    lite-agent {flags} replay {sid}")
+    say(f"    lite-agent {flags} replay {sid} --view")

@@ -4,42 +4,59 @@
 ``--backend sqlite`` in one database (``--db``, default ``<home>/projects/<hash>/sessions.db``).
 ``--provider`` is ``anthropic`` (``$ANTHROPIC_API_KEY``), ``scripted:FILE`` (see
 :mod:`._cli_script`) or ``replay:SESSION`` (answers from a stored session of the same store).
+
+An agent with a model compacts by summarizing (its ``compact`` calls the model with the
+instructions, after moving large tool results to the blob store); an agent without one (the
+commands that never call the model) compacts mechanically, and the instructions are not used.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
 from liteagent import providers
-from liteagent.context import blob_spill_store, default_compactor
+from liteagent.context import (
+    blob_spill_store,
+    default_compactor,
+    llm_compactor,
+    tool_result_budget_pass,
+)
 from liteagent.eventlog import (
     CancelToken,
     Checkpointer,
     InvalidArgumentError,
     ModelRequest,
+    OperationCancelledError,
     StreamEvent,
     file_checkpointer,
+    message_text,
     project_dir,
     sqlite_checkpointer,
     validate_session_id,
 )
-from liteagent.providers import ModelProvider, ProviderRequestError, replay
+from liteagent.providers import (
+    ModelProvider,
+    ModelResponse,
+    ProviderAuthError,
+    ProviderRequestError,
+    replay,
+)
 
 from ._agent import LiteAgent
-from ._cli_output import LiveRenderer
+from ._cli_errors import NoApiKeyError, UsageError, one_line
 from ._cli_script import script_provider
-from ._cli_terminal import counted_ctrl_c, main_thread_signals
+from ._cli_terminal import main_thread_signals
 from ._factory import create_lite_agent
 
-__all__ = ["DEFAULT_MODEL", "CliEnv", "run_live"]
+__all__ = ["DEFAULT_MODEL", "KEEP_TAIL_TURNS", "CliEnv", "SummaryModel"]
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
-
-T = TypeVar("T")
+KEEP_TAIL_TURNS = 2  # the last turns a summarizing compaction keeps as they are
+_SPILL_BUDGET_BYTES = 200_000
+_PROVIDERS = "anthropic, scripted:FILE or replay:SESSION"
 
 
 class NoModel(ModelProvider):
@@ -55,6 +72,48 @@ class NoModel(ModelProvider):
         raise ProviderRequestError("this command does not call the model")
 
 
+class SummaryModel:
+    """The model a summarizing compaction calls, remembering what happened (so the CLI can say
+    whether the instructions were used): the successful calls, the last summary, the failures.
+    The compaction calls it from one thread at a time."""
+
+    def __init__(self, provider: ModelProvider) -> None:
+        self.provider = provider
+        self.calls = 0
+        self.last_summary = ""
+        self.failures: list[str] = []
+
+    def reset(self) -> None:
+        """Forget the previous compaction."""
+        self.calls, self.last_summary, self.failures = 0, "", []
+
+    def complete(self, request: ModelRequest, *, cancel: CancelToken | None = None
+                 ) -> ModelResponse:
+        """Call the provider."""
+        try:
+            response = self.provider.complete(request, cancel=cancel)
+        except OperationCancelledError:
+            raise
+        except Exception as e:
+            self.failures.append(one_line(e))
+            raise
+        self.calls += 1
+        self.last_summary = message_text(response.message.content).strip()
+        return response
+
+
+def check_provider_spec(spec: str) -> None:
+    """Refuse a ``--provider`` value of no known form (:class:`UsageError`)."""
+    for prefix in ("scripted:", "replay:"):
+        if spec.startswith(prefix):
+            if not spec.removeprefix(prefix):
+                raise UsageError(f"--provider {spec}: name the {prefix[:-1]} source after the "
+                                 "colon")
+            return
+    if spec != "anthropic":
+        raise UsageError(f"--provider {spec}: expected {_PROVIDERS}")
+
+
 @dataclass
 class CliEnv:
     """The global options, and what they open (lazily; :meth:`close` releases it all)."""
@@ -65,13 +124,16 @@ class CliEnv:
     db: str | None = None
     provider_spec: str = "anthropic"
     model: str | None = None
+    summary_model: SummaryModel | None = field(default=None, repr=False)
     _cp: Checkpointer | None = field(default=None, repr=False)
     _agents: list[LiteAgent] = field(default_factory=list, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).expanduser().resolve()
         if not self.workdir.is_dir():
-            raise InvalidArgumentError(f"--workdir {str(self.workdir)!r} is not a folder")
+            raise UsageError(f"--workdir {self.workdir} is not a folder")
+        check_provider_spec(self.provider_spec)
 
     @property
     def project(self) -> Path:
@@ -88,44 +150,65 @@ class CliEnv:
     @property
     def checkpointer(self) -> Checkpointer:
         """The session store (opened on first use)."""
-        if self._cp is None:
-            if self.backend == "sqlite":
-                path = Path(self.location)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                self._cp = sqlite_checkpointer(path)
-            else:
-                self._cp = file_checkpointer(workdir=self.workdir, home=self.home)
-        return self._cp
+        with self._lock:
+            if self._cp is None:
+                if self.backend == "sqlite":
+                    path = Path(self.location)
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    self._cp = sqlite_checkpointer(path)
+                else:
+                    self._cp = file_checkpointer(workdir=self.workdir, home=self.home)
+            return self._cp
 
     def provider(self) -> tuple[ModelProvider, str]:
-        """The model provider ``--provider`` names, and the model name to call."""
+        """The model provider ``--provider`` names, and the model name to call;
+        :class:`NoApiKeyError` for Claude without ``ANTHROPIC_API_KEY``, :class:`UsageError`
+        for a script or a recorded session that cannot be used."""
         spec = self.provider_spec
         if spec == "anthropic":
-            return providers.anthropic(), self.model or DEFAULT_MODEL
+            try:
+                return providers.anthropic(), self.model or DEFAULT_MODEL
+            except ProviderAuthError as e:
+                raise NoApiKeyError from e
         if spec.startswith("scripted:"):
-            return script_provider(spec.removeprefix("scripted:")), self.model or "scripted"
-        if spec.startswith("replay:"):
-            sid = validate_session_id(spec.removeprefix("replay:"))
-            events = list(self.checkpointer.read(sid))
-            if not events:
-                raise InvalidArgumentError(f"--provider replay: session {sid!r} has no events")
-            started = next((e.body for e in events if e.kind == "session_started"), None)
-            name = self.model or getattr(started, "model", None) or "replay"
-            return replay(events, stream_chunk=16, name=f"replay:{sid}"), name
-        raise InvalidArgumentError(
-            f"--provider {spec!r}: expected anthropic, scripted:FILE or replay:SESSION")
+            try:
+                script = script_provider(spec.removeprefix("scripted:"))
+            except InvalidArgumentError as e:
+                raise UsageError(f"--provider {spec}: {one_line(e)}") from e
+            return script, self.model or "scripted"
+        sid = spec.removeprefix("replay:")
+        try:
+            sid = validate_session_id(sid)
+        except InvalidArgumentError as e:
+            raise UsageError(f"--provider {spec}: {sid} is not a session id") from e
+        events = list(self.checkpointer.read(sid))
+        if not events:
+            raise UsageError(f"--provider {spec}: no session {sid} in {self.location} "
+                             "(`lite-agent sessions` lists them)")
+        started = next((e.body for e in events if e.kind == "session_started"), None)
+        name = self.model or getattr(started, "model", None) or "replay"
+        return replay(events, stream_chunk=16, name=f"replay:{sid}"), name
 
     def agent(self, *, model: bool = True) -> LiteAgent:
-        """An agent on the workdir and the store; ``model=False`` for commands that never
-        call the model (no provider is opened, so no API key is needed)."""
-        provider, name = self.provider() if model else (NoModel(), self.model or DEFAULT_MODEL)
+        """An agent on the workdir and the store. With ``model`` (the default) it calls the
+        provider ``--provider`` names and its ``compact`` summarizes; ``model=False`` is for
+        commands that never call the model (no provider is opened, so no API key is needed)
+        and compacts mechanically."""
+        store = blob_spill_store(self.checkpointer.blobs)
+        if model:
+            provider, name = self.provider()
+            self.summary_model = SummaryModel(provider)
+            compactor = llm_compactor(
+                model=self.summary_model, model_name=name, token_threshold=0,
+                keep_tail_turns=KEEP_TAIL_TURNS,
+                base=default_compactor([tool_result_budget_pass(_SPILL_BUDGET_BYTES, store)]))
+        else:
+            provider, name = NoModel(), self.model or DEFAULT_MODEL
+            compactor = default_compactor(max_tokens=None, store=store)
         with main_thread_signals():  # the agent's actor threads leave Ctrl-C to this one
             agent = create_lite_agent(
                 model=provider, model_name=name, workdir=self.workdir,
-                checkpointer=self.checkpointer,
-                compactor=default_compactor(max_tokens=None,
-                                            store=blob_spill_store(self.checkpointer.blobs)),
-            )
+                checkpointer=self.checkpointer, compactor=compactor)
         self._agents.append(agent)
         return agent
 
@@ -137,43 +220,3 @@ class CliEnv:
         if self._cp is not None:
             self._cp.close()
             self._cp = None
-
-
-def run_live(
-    agent: LiteAgent,
-    work: Callable[[CancelToken], T],
-    renderer: LiveRenderer,
-    *,
-    reason: str = "interrupted (Ctrl-C)",
-) -> T:
-    """Run ``work(cancel)`` in a worker thread while this thread shows the agent's live events;
-    Ctrl-C cancels the token (and keeps showing events until the work has stopped). Returns
-    its result or raises its error."""
-    token = CancelToken()
-    box: dict[str, object] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = work(token)
-        except BaseException as e:  # noqa: BLE001 -- handed to the calling thread
-            box["error"] = e
-
-    with agent.subscribe(8192) as sub, counted_ctrl_c() as ctrl_c:
-        worker = threading.Thread(target=target, name="lite-agent-cli", daemon=True)
-        with main_thread_signals():
-            worker.start()
-        while True:
-            if ctrl_c.take() and not token.cancelled:
-                token.cancel(reason)
-                renderer.finish()
-                print("  cancelling…", file=renderer.out, flush=True)
-            item = sub.get(0.05)
-            if item is not None:
-                renderer.feed(item)
-            elif not worker.is_alive():
-                break
-    renderer.finish()
-    error = box.get("error")
-    if isinstance(error, BaseException):
-        raise error
-    return box["result"]  # type: ignore[return-value]

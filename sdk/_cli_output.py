@@ -1,14 +1,27 @@
-"""How the CLI shows things: JSON for machines, compact lines and progress bars for people, and
-a renderer of an agent's live events (streamed text, tool calls, progress)."""
+"""How the CLI shows things: JSON for machines; for people, lines, tables, colour and progress
+bars through ``rich``, and a renderer of an agent's live events (streamed text, tool calls,
+progress).
+
+Escape codes are written only to an interactive terminal: output that is not a terminal, a
+``TERM=dumb`` terminal, and the ``--json`` documents get plain text; ``NO_COLOR`` turns colour
+off (:func:`make_console`). Progress is a live bar on an interactive terminal and one line per
+step elsewhere. Text from the model is shown with its control characters made visible, so it
+cannot move the cursor or change colours either.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from typing import Any, TextIO
 
 import msgspec
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn
+from rich.table import Table
 
 from liteagent.actors import (
     Checkpoint,
@@ -16,27 +29,51 @@ from liteagent.actors import (
     CompactionProgress,
     LiveEvent,
     Missed,
-    RestoreRefusedError,
     ToolCallFinished,
     ToolCallStarted,
-    TurnFailed,
 )
 from liteagent.eventlog import SessionInfo
 from liteagent.providers import TextDelta, ToolInputDelta, ToolUseStart
 
+from ._cli_errors import one_line
+
 __all__ = [
     "LiveRenderer",
-    "bar",
-    "checkpoint_lines",
+    "checkpoint_table",
     "emit_json",
+    "make_console",
     "one_line",
-    "session_lines",
+    "print_table",
+    "printable",
+    "session_table",
+    "short",
     "to_json",
     "when",
 ]
 
 _SUMMARY = 60
 _ARG_KEYS = ("path", "command", "pattern", "file_path")
+_PLAIN_WIDTH = 1000  # what rich lays tables out in when the output is not a terminal
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
+
+
+def make_console(stream: TextIO | None = None) -> Console:
+    """A rich console on ``stream`` (default: stdout): colour and cursor movement only on an
+    interactive terminal (rich reads ``NO_COLOR``, ``TERM``, ``FORCE_COLOR`` and
+    ``TTY_COMPATIBLE``), no markup or emoji codes, no highlighting, and no wrapping of long
+    lines; off a terminal, tables are laid out as wide as they need."""
+    file = stream or sys.stdout
+    try:
+        tty = file.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return Console(file=file, markup=False, emoji=False, highlight=False, soft_wrap=True,
+                   width=None if tty else _PLAIN_WIDTH)
+
+
+def quiet_console() -> Console:
+    """A console that prints nothing (progress under ``--json``)."""
+    return Console(quiet=True)
 
 
 def to_json(value: Any) -> Any:
@@ -49,12 +86,13 @@ def emit_json(value: Any, out: TextIO | None = None) -> None:
     print(json.dumps(to_json(value), indent=2, ensure_ascii=False), file=out or sys.stdout)
 
 
-def one_line(error: BaseException) -> str:
-    """A one-line reason for ``error`` (a refused restore names each file and why)."""
-    if isinstance(error, RestoreRefusedError):
-        parts = [f"{path or 'session'}: {reason}" for path, reason in error.problems]
-        return "restore refused, nothing was changed: " + "; ".join(parts)
-    return " ".join(str(error).split()) or type(error).__name__
+def printable(text: str) -> str:
+    """``text`` with its control characters (other than newline and tab) shown as ``^X``."""
+    def caret(match: re.Match[str]) -> str:
+        code = ord(match.group())
+        return f"^{chr(code ^ 0x40)}" if code < 0x80 else f"\\x{code:02x}"
+
+    return _CONTROL.sub(caret, text)
 
 
 def when(ts: float) -> str:
@@ -64,87 +102,194 @@ def when(ts: float) -> str:
 
 def short(text: str, limit: int = _SUMMARY) -> str:
     """``text`` on one line, cut to ``limit`` characters."""
-    flat = " ".join(text.split())
+    flat = " ".join(printable(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def bar(completed: int, total: int, width: int = 20) -> str:
-    """A text progress bar: ``[########------------]``."""
-    filled = width if total <= 0 else min(width, round(width * completed / total))
-    return "[" + "#" * filled + "-" * (width - filled) + "]"
+def _table(console: Console, *columns: str) -> Table:
+    table = Table(box=box.SIMPLE_HEAD if console.is_terminal else None, show_edge=False,
+                  pad_edge=False, header_style="bold")
+    for name in columns:
+        table.add_column(name, overflow="fold")
+    return table
 
 
-def session_lines(sessions: list[SessionInfo]) -> list[str]:
-    """One line per session: id and last activity."""
+def print_table(console: Console, table: Table) -> None:
+    """Print ``table``; off a terminal without the padding after each row's last cell."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    with console.capture() as captured:
+        console.print(table)
+    for line in captured.get().splitlines():
+        console.out(line.rstrip())
+
+
+def session_table(console: Console, sessions: list[SessionInfo]) -> Table | str:
+    """The sessions as a table (id, last activity), or a line saying there are none."""
     if not sessions:
-        return ["no sessions"]
-    return [f"{s.id}  {when(s.mtime)}" for s in sessions]
+        return "no sessions"
+    table = _table(console, "session", "last active")
+    for s in sessions:
+        table.add_row(s.id, when(s.mtime))
+    return table
 
 
-def checkpoint_lines(checkpoints: list[Checkpoint]) -> list[str]:
-    """One line per checkpoint: seq, time, prompt, and the files a restore would put back."""
+def checkpoint_table(console: Console, checkpoints: list[Checkpoint]) -> Table | str:
+    """The checkpoints as a table: seq, time, prompt, and the files a restore would put back
+    (and those it cannot); or a line saying there are none."""
     if not checkpoints:
-        return ["no checkpoints"]
-    lines = []
+        return "no checkpoints"
+    table = _table(console, "seq", "time", "prompt", "files")
     for cp in checkpoints:
         files = ", ".join(cp.files) if cp.files else "-"
-        line = f"{cp.seq:>5}  {when(cp.ts)}  {short(cp.prompt, 40):<40}  files: {files}"
         if cp.unavailable_files:
-            line += f"  (cannot restore: {', '.join(cp.unavailable_files)})"
-        lines.append(line)
-    return lines
+            files += f" (cannot restore: {', '.join(cp.unavailable_files)})"
+        table.add_row(str(cp.seq), when(cp.ts), short(cp.prompt, 40), files)
+    return table
+
+
+def show(console: Console, what: Table | str) -> None:
+    """Print a table, or a line."""
+    if isinstance(what, Table):
+        print_table(console, what)
+    else:
+        console.print(what)
+
+
+class _Bar:
+    """The bar of one compaction or restore; its percentage never goes back."""
+
+    def __init__(self, console: Console, kind: str) -> None:
+        self.kind = kind
+        self.percent = 0.0
+        self.progress = Progress(
+            TextColumn("  {task.description}"), BarColumn(bar_width=20), TaskProgressColumn(),
+            TextColumn("{task.fields[detail]}"), console=console, auto_refresh=False,
+            redirect_stdout=False, redirect_stderr=False)
+        self.task: TaskID = self.progress.add_task("", total=100, detail="")
+        self.progress.start()
+
+    def update(self, description: str, percent: float, detail: str) -> None:
+        self.percent = max(self.percent, percent)
+        self.progress.update(self.task, description=description, completed=self.percent,
+                             detail=f"  {detail}" if detail else "")
+        self.progress.refresh()
+
+    def stop(self) -> None:
+        self.progress.stop()
+
+
+def _fraction(completed: int, total: int) -> float:
+    return 100.0 * min(completed, total) / total if total > 0 else 0.0
 
 
 class LiveRenderer:
     """Prints an agent's live events as they come: the model's text streamed, one compact
-    line per tool call, and a progress line per compaction or restore step."""
+    line per tool call, and the progress of a compaction or restore (a bar on an interactive
+    terminal, a line per step elsewhere; its percentage never goes back). A turn that stops
+    early is not shown here: the caller reports the error ``send`` raises."""
 
-    def __init__(self, out: TextIO | None = None) -> None:
-        self.out = out or sys.stdout
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or make_console()
         self._inputs: dict[int, tuple[str, list[str]]] = {}  # block index -> (call id, json)
-        self._by_id: dict[str, str] = {}
         self._mid_line = False
+        self._bar: _Bar | None = None
+        self._percent = 0.0  # the line-per-step progress of the current operation
 
-    def _line(self, text: str) -> None:
+    def _end_bar(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def line(self, text: str, style: str | None = None) -> None:
+        """Print a whole line (ending a streamed one first)."""
+        self._end_bar()
         if self._mid_line:
-            self.out.write("\n")
+            self.console.out("")
             self._mid_line = False
-        self.out.write(text + "\n")
-        self.out.flush()
+        self.console.out(text, style=style)
 
     def finish(self) -> None:
-        """End a streamed line."""
+        """End a streamed line and any progress bar."""
+        self._end_bar()
         if self._mid_line:
-            self.out.write("\n")
-            self.out.flush()
+            self.console.out("")
             self._mid_line = False
+
+    def cancelling(self) -> None:
+        """Say that Ctrl-C was seen and the work is being cancelled."""
+        self.line("  cancelling…", style="yellow")
 
     def feed(self, item: LiveEvent | Missed) -> None:
         """Show one live event."""
         if isinstance(item, Missed):
-            self._line(f"  … {item.count} live events not shown")
+            self.line(f"  … {item.count} live events not shown", style="dim")
             return
         event = item.event
         if isinstance(event, TextDelta):
-            self.out.write(event.text)
-            self.out.flush()
-            self._mid_line = not event.text.endswith("\n")
+            self._end_bar()
+            text = printable(event.text)
+            self.console.out(text, end="")
+            self._mid_line = not text.endswith("\n")
         elif isinstance(event, ToolUseStart):
             self._inputs[event.index] = (event.id, [])
         elif isinstance(event, ToolInputDelta):
             if event.index in self._inputs:
                 self._inputs[event.index][1].append(event.partial_json)
         elif isinstance(event, ToolCallStarted):
-            self._line(f"  → {event.name}{self._args(event.id)}")
+            self.line(f"  → {event.name}{self._args(event.id)}", style="cyan")
         elif isinstance(event, ToolCallFinished):
             if event.is_error:
-                self._line(f"    ✗ {event.name} failed")
-        elif isinstance(event, TurnFailed):
-            self._line(f"  turn stopped: {short(event.reason, 100)}")
+                self.line(f"    ✗ {event.name} failed", style="red")
         elif isinstance(event, CompactionProgress):
-            self._line(compaction_line(event))
+            self._compaction(event)
         elif isinstance(event, CheckpointRestore):
-            self._line(restore_line(event))
+            self._restore(event)
+
+    def _progress(self, kind: str, phase: str, description: str, percent: float,
+                  detail: str) -> None:
+        """One step of a compaction or restore: a bar on an interactive terminal, a line
+        elsewhere."""
+        if phase == "start":
+            self._percent = 0.0
+        self._percent = max(self._percent, percent)
+        ends = phase in ("done", "error", "cancelled")
+        if self.console.is_interactive and phase not in ("error", "cancelled"):
+            if self._bar is None or self._bar.kind != kind:
+                if self._mid_line:
+                    self.finish()
+                self._end_bar()
+                self._bar = _Bar(self.console, kind)
+            self._bar.update(description, self._percent, detail)
+            if ends:
+                self._end_bar()
+            return
+        self._end_bar()
+        if phase in ("progress", "done"):
+            description = f"{description} {self._percent:.0f}%"
+        self.line(f"  {description}" + (f"  {detail}" if detail else ""),
+                  style="red" if phase == "error" else None)
+
+    def _compaction(self, event: CompactionProgress) -> None:
+        stage = f" {event.stage}" if event.stage else ""
+        detail = short(event.detail, 70) if event.detail and event.phase != "error" else ""
+        if event.phase == "progress":
+            what, percent = f"compacting{stage}", _fraction(event.completed, event.total)
+        else:
+            what, percent = f"compaction {event.phase}{stage}", 100.0 * (event.phase == "done")
+        self._progress("compaction", event.phase, what, percent, detail)
+
+    def _restore(self, event: CheckpointRestore) -> None:
+        detail = short(event.detail, 70) if event.detail and event.phase != "error" else ""
+        if event.phase == "progress":
+            what = f"restoring {event.completed}/{event.total} files"
+            percent = _fraction(event.completed, event.total)
+        elif event.phase == "done":
+            what, percent = f"restore done: {event.completed} files put back", 100.0
+        else:
+            what, percent = f"restore {event.phase}", 0.0
+        self._progress("restore", event.phase, what, percent, detail)
 
     def _args(self, call_id: str) -> str:
         for index, (cid, parts) in list(self._inputs.items()):
@@ -159,23 +304,3 @@ class LiveRenderer:
                 shown = [short(str(args[k]), 50) for k in _ARG_KEYS if k in args]
                 return f" {shown[0]}" if shown else ""
         return ""
-
-
-def compaction_line(event: CompactionProgress) -> str:
-    """One line for a compaction progress event."""
-    stage = f" {event.stage}" if event.stage else ""
-    detail = f"  {short(event.detail, 70)}" if event.detail else ""
-    if event.phase == "progress":
-        return f"  compacting {bar(event.completed, event.total)}{stage}{detail}"
-    return f"  compaction {event.phase}{stage}{detail}"
-
-
-def restore_line(event: CheckpointRestore) -> str:
-    """One line for a restore progress event."""
-    detail = f"  {short(event.detail, 70)}" if event.detail else ""
-    if event.phase == "done":
-        return f"  restore done: {event.completed} files put back{detail}"
-    if event.phase == "progress":
-        return (f"  restoring {bar(event.completed, event.total)} "
-                f"{event.completed}/{event.total} files{detail}")
-    return f"  restore {event.phase}{detail}"

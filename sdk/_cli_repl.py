@@ -1,30 +1,38 @@
 """``lite-agent`` without a subcommand: an interactive session on the workdir.
 
-The model's text streams as it comes and each tool call shows as one line. The prompt edits
-lines with readline and keeps a history per project (``<home>/projects/<hash>/prompt_history``;
-the up arrow recalls earlier prompts, also from earlier runs). Slash commands
-(``/help`` lists them) reach the session's checkpoints, restores, compaction and the other
-sessions. Ctrl-C cancels the running turn or manual compaction and returns to the prompt (the
-log records the aborted turn; the next prompt continues); a second Ctrl-C at an empty prompt
-exits, as do ``/exit`` and Ctrl-D.
+The model's text streams as it comes and each tool call shows as one line. The prompt (see
+:mod:`._cli_prompt`) edits lines and keeps a history per project
+(``<home>/projects/<hash>/prompt_history``; the up arrow recalls earlier prompts, also from
+earlier runs). Slash commands (``/help`` lists them) reach the session's checkpoints, restores,
+compaction and the other sessions. Ctrl-C cancels the running turn or manual compaction and
+returns to the prompt (the log records the aborted turn; the next prompt continues); a second
+Ctrl-C at an empty prompt exits, as do ``/exit`` and Ctrl-D. Everything runs on one asyncio
+event loop (see :mod:`._cli_terminal`).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Callable
-from typing import TextIO
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 
-from liteagent.eventlog import LiteAgentError, OperationCancelledError
-from liteagent.providers import ProviderAuthError
+from rich.console import Console
+
+from liteagent.eventlog import CancelToken, LiteAgentError, OperationCancelledError
 
 from ._agent import LiteAgent
-from ._cli_env import CliEnv, run_live
-from ._cli_output import LiveRenderer, checkpoint_lines, session_lines
-from ._cli_terminal import counted_ctrl_c, prompt_history, read_line
+from ._cli_commands import compaction_outcome, say_compacted
+from ._cli_env import CliEnv
+from ._cli_errors import failure
+from ._cli_output import LiveRenderer, checkpoint_table, make_console, session_table, show
+from ._cli_terminal import Interrupts, live, run_loop
+
+if TYPE_CHECKING:
+    from ._cli_prompt import Prompt
 
 __all__ = ["HELP", "Repl", "cmd_interactive"]
+
+T = TypeVar("T")
 
 HELP = """\
 /compact [instructions]              compact the context now (Ctrl-C cancels)
@@ -39,36 +47,57 @@ Ctrl-C during a turn or a compaction cancels it."""
 
 _EXIT = "exit"
 
+Handler = Callable[[str], Awaitable[str | None]]
+
 
 class Repl:
     """The read-eval loop over one agent."""
 
-    def __init__(self, env: CliEnv, agent: LiteAgent, out: TextIO | None = None) -> None:
+    def __init__(self, env: CliEnv, agent: LiteAgent, interrupts: Interrupts, prompt: Prompt,
+                 console: Console) -> None:
         self.env = env
         self.agent = agent
-        self.out = out or sys.stdout
-        self.commands: dict[str, Callable[[str], str | None]] = {
-            "/help": lambda _: self.say(HELP),
-            "/exit": lambda _: _EXIT,
-            "/quit": lambda _: _EXIT,
+        self.interrupts = interrupts
+        self.prompt = prompt
+        self.console = console
+        self.commands: dict[str, Handler] = {
+            "/help": self._help,
+            "/exit": self._exit,
+            "/quit": self._exit,
             "/clear": self.clear,
-            "/sessions": lambda _: self.say("\n".join(session_lines(self.agent.list_sessions()))),
+            "/sessions": self.sessions,
             "/resume": self.resume,
-            "/checkpoints": lambda _: self.say("\n".join(
-                checkpoint_lines(self.agent.list_checkpoints()))),
+            "/checkpoints": self.checkpoints,
             "/restore": self.restore,
             "/compact": self.compact,
         }
 
-    def say(self, text: str) -> None:
-        """Print a line (or lines) to the session's output."""
-        print(text, file=self.out, flush=True)
+    def say(self, text: str, style: str | None = None) -> None:
+        """Print a line (or lines)."""
+        self.console.print(text, style=style)
 
-    def clear(self, _: str) -> None:
+    async def _live(self, work: Callable[[CancelToken], T]) -> T:
+        return await live(self.agent, work, LiveRenderer(self.console), self.interrupts)
+
+    async def _help(self, _: str) -> None:
+        self.say(HELP)
+
+    async def _exit(self, _: str) -> str:
+        return _EXIT
+
+    async def clear(self, _: str) -> None:
         """/clear: a new, empty session."""
         self.say(f"new session {self.agent.clear()}")
 
-    def resume(self, rest: str) -> None:
+    async def sessions(self, _: str) -> None:
+        """/sessions."""
+        show(self.console, session_table(self.console, self.agent.list_sessions()))
+
+    async def checkpoints(self, _: str) -> None:
+        """/checkpoints."""
+        show(self.console, checkpoint_table(self.console, self.agent.list_checkpoints()))
+
+    async def resume(self, rest: str) -> None:
         """/resume <id>."""
         if not rest:
             self.say("usage: /resume <id>  (/sessions lists them)")
@@ -78,7 +107,7 @@ class Repl:
         self.say(f"resumed {rest} ({events} events)" if events else
                  f"session {rest} is new and empty")
 
-    def restore(self, rest: str) -> None:
+    async def restore(self, rest: str) -> None:
         """/restore <seq> [--conversation-only]."""
         words = rest.split()
         only = "--conversation-only" in words
@@ -87,81 +116,101 @@ class Repl:
             self.say("usage: /restore <seq> [--conversation-only]  (/checkpoints lists them)")
             return
         seq, sid = int(words[0]), self.agent.session_id
-        result = run_live(
-            self.agent,
-            lambda token: self.agent.restore(sid, seq, files=not only, cancel=token),
-            LiveRenderer(self.out))
+        checkpoints = [c.seq for c in self.agent.list_checkpoints()]
+        if seq not in checkpoints:
+            self.say(f"  seq {seq} is not a checkpoint of this session (/checkpoints lists "
+                     "them)", style="red")
+            return
+        result = await self._live(
+            lambda token: self.agent.restore(sid, seq, files=not only, cancel=token))
         names = ", ".join(result.restored_files) or "no files"
         self.say(f"restored to before seq {seq}: {names} put back; the conversation is as it "
                  "was then" + ("" if only else " (shell commands are not undone)"))
 
-    def compact(self, rest: str) -> None:
+    async def compact(self, rest: str) -> None:
         """/compact [instructions]."""
-        stats = run_live(self.agent,
-                         lambda token: self.agent.compact(rest or None, cancel=token),
-                         LiveRenderer(self.out))
-        self.say(f"compacted: ~{stats.before} → ~{stats.after} tokens" if stats.changed
-                 else f"nothing to reduce (~{stats.before} tokens)")
+        instructions = rest or None
+        if self.env.summary_model is not None:
+            self.env.summary_model.reset()
+        stats = await self._live(lambda token: self.agent.compact(instructions, cancel=token))
+        outcome = compaction_outcome(self.env, self.agent.session_id, instructions, stats,
+                                     self.env.summary_model)
+        say_compacted(self.console, stats, outcome)
 
-    def command(self, line: str) -> str | None:
+    async def command(self, line: str) -> str | None:
         """Run a slash command; ``"exit"`` to quit."""
         name, _, rest = line.partition(" ")
         handler = self.commands.get(name)
         if handler is None:
             self.say(f"unknown command {name}; /help lists them")
             return None
-        return handler(rest.strip())
+        return await handler(rest.strip())
 
-    def turn(self, text: str) -> None:
+    async def turn(self, text: str) -> None:
         """Send one prompt, streaming the answer."""
-        renderer = LiveRenderer(self.out)
-        result = run_live(self.agent, lambda token: self.agent.send(text, cancel=token),
-                          renderer)
+        result = await self._live(lambda token: self.agent.send(text, cancel=token))
         u = result.usage
-        self.say(f"  ({result.stop_reason} · {u.input_tokens} in / {u.output_tokens} out)")
+        self.say(f"  ({result.stop_reason} · {u.input_tokens} in / {u.output_tokens} out)",
+                 style="dim")
 
-    def step(self, line: str) -> str | None:
+    async def step(self, line: str) -> str | None:
         """Handle one input line, reporting refusals and errors readably."""
         try:
             if line.startswith("/"):
-                return self.command(line)
-            self.turn(line)
+                return await self.command(line)
+            await self.turn(line)
         except OperationCancelledError:
-            self.say("  cancelled: the log records the aborted turn; the session continues.")
+            self.say("  cancelled: the log records the aborted turn; the session continues.",
+                     style="yellow")
         except LiteAgentError as e:
-            self.say(f"  {type(e).__name__}: {e}")
+            self.say(f"  {failure(e).message}", style="red")
         return None
 
-    def loop(self) -> int:
+    async def loop(self) -> int:
         """Read and run lines until /exit, Ctrl-D, or Ctrl-C twice at the prompt."""
         self.say(f"lite-agent · {self.env.workdir} · session {self.agent.session_id}\n"
                  "Type a request, or /help. Ctrl-C cancels a turn; twice at the prompt quits.")
-        with counted_ctrl_c() as ctrl_c, prompt_history(self.env.project / "prompt_history"):
-            interrupted = False
+        interrupted = False
+        try:
             while True:
-                try:
-                    line = read_line("> ", ctrl_c).strip()
-                except EOFError:
-                    self.say("")
-                    return 0
-                except KeyboardInterrupt:
-                    if interrupted or ctrl_c.take() > 1:
+                presses = self.interrupts.take()
+                line: str | None = None
+                if not presses:
+                    try:
+                        line = await self.prompt.read("> ")
+                    except EOFError:
+                        self.say("")
+                        return 0
+                    if line is None:  # a press after it is the turn's (live cancels it)
+                        presses = 1 + self.interrupts.take()
+                if presses:
+                    if interrupted or presses > 1:
                         self.say("")
                         return 0
                     interrupted = True
-                    self.say("\n(Ctrl-C again to quit, or /exit)")
+                    self.say(("" if self.prompt.ends_line else "\n")
+                             + "(Ctrl-C again to quit, or /exit)")
                     continue
                 interrupted = False
-                if line and self.step(line) == _EXIT:
+                assert line is not None
+                line = line.strip()
+                if line and await self.step(line) == _EXIT:
                     return 0
+        finally:
+            close = getattr(self.prompt, "close", None)
+            if close is not None:
+                close()
 
 
 def cmd_interactive(env: CliEnv, args: argparse.Namespace) -> int:  # noqa: ARG001
     """The interactive mode (see the module docstring)."""
-    try:
-        agent = env.agent()
-    except ProviderAuthError:
-        print("lite-agent: no ANTHROPIC_API_KEY set; set it to talk to Claude, or try "
-              "`lite-agent demo` (offline, no key needed)", file=sys.stderr)
-        return 1
-    return Repl(env, agent).loop()
+    from ._cli_prompt import make_prompt  # noqa: PLC0415 -- prompt_toolkit only when asked
+
+    agent = env.agent()
+    console = make_console()
+
+    async def main(interrupts: Interrupts) -> int:
+        prompt = make_prompt(env.project / "prompt_history", interrupts, console)
+        return await Repl(env, agent, interrupts, prompt, console).loop()
+
+    return run_loop(main)

@@ -8,12 +8,14 @@ from typing import Any
 
 from liteagent.eventlog import (
     AssistantMessage,
+    BackgroundCompleted,
     Block,
     Compaction,
+    ContentArchived,
+    ContextStatus,
     FileSnapshot,
     Message,
     ModelRequestRecord,
-    OpaqueEvent,
     RestoreFinished,
     RestoreStarted,
     SessionStarted,
@@ -31,7 +33,8 @@ from liteagent.tools import default_tools
 
 from ._cli_commands import existing_session
 from ._cli_env import CliEnv
-from ._cli_output import emit_json, short, to_json, when
+from ._cli_errors import UsageError
+from ._cli_output import emit_json, make_console, short, to_json, when
 from ._prompt import DEFAULT_SYSTEM_PROMPT
 from ._replay import ViewConfig, request_at, verify_session
 
@@ -62,6 +65,13 @@ def describe_block(block: Block) -> str:
     return type(block).__name__
 
 
+def describe_status(status: ContextStatus) -> str:
+    """A context engine's decision: its level and numbers."""
+    after = "" if status.tokens_after is None else f" → ~{status.tokens_after}"
+    actions = f"; {', '.join(status.actions)}" if status.actions else ""
+    return f"level {status.level}: ~{status.tokens}{after} tokens of {status.budget}{actions}"
+
+
 def describe_event(event: StoredEvent) -> str:
     """One line for a stored event: what it says, briefly."""
     body = event.body
@@ -83,15 +93,22 @@ def describe_event(event: StoredEvent) -> str:
                 f"~{body.tokens_after} tokens, {len(body.replacement)} messages")
     if isinstance(body, ModelRequestRecord):
         return f"view {body.view_hash[:16]}…, ~{body.token_estimate} tokens"
+    if isinstance(body, ContextStatus):
+        return describe_status(body)
+    if isinstance(body, ContentArchived):
+        return (f"the result of {body.tool_use_id} moved to the blob store ({body.chars} "
+                f"characters, {body.size} bytes)")
+    if isinstance(body, BackgroundCompleted):
+        outcome = "finished" if body.ok else "failed"
+        return f"background task {body.task_id} {outcome}" + (
+            f": {short(body.summary)}" if body.summary else "")
     if isinstance(body, TurnAborted):
         return short(body.reason, 80)
     if isinstance(body, RestoreStarted):
         return f"to seq {body.to_seq}, {len(body.files)} files"
     if isinstance(body, RestoreFinished):
         return f"{body.outcome} (started at seq {body.started_seq})"
-    if isinstance(body, OpaqueEvent):
-        return f"unknown kind {body.kind!r}, {len(body.data)} bytes (kept as is)"
-    return ""
+    return f"unknown kind {body.kind}, {len(body.data)} bytes (kept as is)"
 
 
 def _message_lines(messages: tuple[Message, ...]) -> list[str]:
@@ -120,14 +137,16 @@ def _view(env: CliEnv, sid: str, at: int | None, as_json: bool) -> int:
     if as_json:
         emit_json(doc)
     else:
+        console = make_console()
         what = ("the request recorded at" if record else
                 "the request a model call would be sent after")
-        print(f"{what} seq {seq}: model {request.model}, {len(request.messages)} messages, "
-              f"tools: {', '.join(doc['tools'])}")
-        print("\n".join(_message_lines(request.messages)))
+        console.print(f"{what} seq {seq}: model {request.model}, {len(request.messages)} "
+                      f"messages, tools: {', '.join(doc['tools'])}", style="bold")
+        console.print("\n".join(_message_lines(request.messages)))
         if record is not None:
             verdict = "matches" if matches else "DOES NOT match"
-            print(f"recomputed view hash {verdict} the recorded one ({record.view_hash[:16]}…)")
+            console.print(f"recomputed view hash {verdict} the recorded one "
+                          f"({record.view_hash[:16]}…)", style="green" if matches else "red")
     return 0 if matches in (None, True) else 1
 
 
@@ -136,21 +155,31 @@ def _verify(env: CliEnv, sid: str, as_json: bool) -> int:
     bad = [c for c in checks if not c.ok]
     if as_json:
         emit_json({"session_id": sid, "ok": not bad, "requests": len(checks),
-                   "mismatches": [to_json(c) for c in bad]})
+                   "nothing_to_verify": not checks, "mismatches": [to_json(c) for c in bad]})
+    elif not checks:
+        make_console().print(f"nothing to verify: session {sid} has no recorded model requests "
+                             "(no turn of it has called the model)")
     else:
+        console = make_console()
         for c in checks:
             mark = "ok      " if c.ok else "MISMATCH"
             problem = f"  {c.problem}" if c.problem else ""
-            print(f"{c.seq:>6}  {mark}  {c.level}, {c.messages} messages in the log's "
-                  f"conversation{problem}")
-        print(f"{len(checks) - len(bad)} of {len(checks)} recorded requests recomputed from "
-              f"the log exactly" + ("" if not bad else f"; {len(bad)} differ"))
+            console.print(f"{c.seq:>6}  {mark}  {c.level}, {c.messages} messages in the log's "
+                          f"conversation{problem}", style=None if c.ok else "red")
+        console.print(f"{len(checks) - len(bad)} of {len(checks)} recorded requests recomputed "
+                      "from the log exactly" + ("" if not bad else f"; {len(bad)} differ"),
+                      style="green" if not bad else "red")
     return 0 if not bad else 1
 
 
 def cmd_replay(env: CliEnv, args: argparse.Namespace) -> int:
     """The replay command (see the module docstring)."""
     sid = existing_session(env, args.session_id)
+    if args.at is not None:
+        head = env.checkpointer.head(sid)
+        if not 1 <= args.at <= head:
+            raise UsageError(f"--at {args.at} is outside the log: session {sid} has seqs "
+                             f"1..{head}")
     if args.verify:
         return _verify(env, sid, args.json)
     if args.view:
@@ -160,6 +189,7 @@ def cmd_replay(env: CliEnv, args: argparse.Namespace) -> int:
         emit_json([{"seq": e.seq, "ts": e.ts, "kind": e.kind, "body": to_json(e.body)}
                    for e in events])
     else:
+        console = make_console()
         for e in events:
-            print(f"{e.seq:>6}  {when(e.ts)}  {e.kind:<20} {describe_event(e)}")
+            console.print(f"{e.seq:>6}  {when(e.ts)}  {e.kind:<20} {describe_event(e)}")
     return 0

@@ -1,92 +1,96 @@
-"""Ctrl-C and the prompt, for the CLI's main thread.
+"""Ctrl-C, and long operations shown live, on the CLI's asyncio event loop.
 
-Python turns SIGINT into a ``KeyboardInterrupt`` raised wherever the main thread happens to be:
-in the middle of printing the "Ctrl-C again to quit" hint (so a quick second Ctrl-C crashed the
-CLI with a traceback), or just before ``input()`` blocks (so the Ctrl-C waited for the next
-Enter). Here Ctrl-C is counted instead (:func:`counted_ctrl_c`), and the main thread looks at
-the count where it chooses: at the prompt (:func:`read_line`) or between the agent's live
-events (``run_live``).
+SIGINT reaches the CLI through the loop (``loop.add_signal_handler``): the signal's C-level
+handler writes to the loop's wake-up descriptor, so the loop wakes at once whichever thread the
+kernel interrupted, and the press is handled on the loop between two callbacks. It is never
+raised as ``KeyboardInterrupt`` wherever the main thread happens to be, which is what broke the
+earlier prompt: a quick second Ctrl-C crashed inside the printing of the "Ctrl-C again" hint,
+a Ctrl-C landing just before a blocking read waited for the next Enter, and a Ctrl-C while a
+turn was cancelling escaped the wait. No thread polls or signals the main thread.
 
-On a terminal the prompt is GNU readline's (line editing, and the history
-:func:`prompt_history` keeps per project). Readline waits in ``select`` without a timeout and
-only runs Python's signal handlers when that wait is interrupted, so a Ctrl-C that lands just
-before it would wait for the next key. While the prompt waits, a helper thread interrupts it
-every 0.1 s with a signal that does nothing else (SIGURG), which lets a pending Ctrl-C through.
+Where a press goes depends on what the CLI is doing (:meth:`Interrupts.routed`): a running
+turn, compaction or restore is cancelled (:func:`live`); a waiting prompt is interrupted (see
+:mod:`._cli_prompt`); in between, the press is kept and the next prompt or operation takes it.
+The threads the CLI starts (its workers, the agent's actors) start with SIGINT blocked
+(:func:`main_thread_signals`), so the kernel delivers Ctrl-C to the main thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
-import sys
 import threading
-from collections.abc import Iterator
-from pathlib import Path
-from types import FrameType
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any, TypeVar
 
-__all__ = ["CtrlC", "counted_ctrl_c", "main_thread_signals", "prompt_history", "read_line"]
+from liteagent.eventlog import CancelToken
 
-_POLL_S = 0.1
+from ._agent import LiteAgent
+from ._cli_output import LiveRenderer
+
+__all__ = ["Interrupts", "handling_ctrl_c", "live", "main_thread_signals", "run_live",
+           "run_loop"]
+
+T = TypeVar("T")
 
 
-class CtrlC:
-    """The Ctrl-C presses not yet taken."""
+class Interrupts:
+    """The Ctrl-C presses of one event loop: each goes to the current route, or is kept for
+    whoever takes it next."""
 
     def __init__(self) -> None:
-        self._count = 0
-        self._raise_once = False
+        self._route: Callable[[], None] | None = None
+        self._kept = 0
 
-    def press(self, _signum: int, _frame: FrameType | None) -> None:
-        """The SIGINT handler: count, and raise only when a blocking read asked for it."""
-        self._count += 1
-        if self._raise_once:
-            self._raise_once = False
-            raise KeyboardInterrupt
+    def press(self) -> None:
+        """A Ctrl-C (called on the loop)."""
+        if self._route is not None:
+            self._route()
+        else:
+            self.keep()
 
-    @property
-    def pending(self) -> bool:
-        """Whether a press is waiting to be taken."""
-        return self._count > 0
+    def keep(self) -> None:
+        """Keep a press for the next :meth:`take`."""
+        self._kept += 1
 
     def take(self) -> int:
-        """The presses since the last call."""
-        count, self._count = self._count, 0
+        """The presses kept since the last call."""
+        count, self._kept = self._kept, 0
         return count
 
     @contextlib.contextmanager
-    def raising(self) -> Iterator[None]:
-        """Let the next press raise ``KeyboardInterrupt`` out of a blocking call inside.
-
-        Only the first press raises (the handler disarms itself before raising), so a second
-        press lands as a count, never inside the caller's ``except`` block."""
-        self._raise_once = True
+    def routed(self, handler: Callable[[], None]) -> Iterator[None]:
+        """Send the presses to ``handler`` meanwhile."""
+        previous, self._route = self._route, handler
         try:
             yield
         finally:
-            self._raise_once = False
+            self._route = previous
 
 
 @contextlib.contextmanager
-def counted_ctrl_c() -> Iterator[CtrlC]:
-    """Count Ctrl-C meanwhile instead of raising ``KeyboardInterrupt`` (main thread only;
-    elsewhere nothing is installed and the count stays 0)."""
-    ctrl_c = CtrlC()
+def handling_ctrl_c(loop: asyncio.AbstractEventLoop) -> Iterator[Interrupts]:
+    """Handle SIGINT on ``loop`` meanwhile (see the module docstring); the previous handler
+    comes back afterwards. Off the main thread nothing is installed."""
+    interrupts = Interrupts()
     if threading.current_thread() is not threading.main_thread():
-        yield ctrl_c
+        yield interrupts
         return
-    old = signal.signal(signal.SIGINT, ctrl_c.press)
+    old = signal.getsignal(signal.SIGINT)
+    loop.add_signal_handler(signal.SIGINT, interrupts.press)
     try:
-        yield ctrl_c
+        yield interrupts
     finally:
-        signal.signal(signal.SIGINT, old)
+        loop.remove_signal_handler(signal.SIGINT)
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
 
 
 @contextlib.contextmanager
 def main_thread_signals() -> Iterator[None]:
     """Block SIGINT in this thread meanwhile, so the threads started meanwhile (and the threads
-    they start: actors, workers) inherit a mask that keeps Ctrl-C for the main thread. Without
-    it the kernel may deliver SIGINT to another thread, and the main thread would only notice
-    at its next poll."""
+    they start: actors, workers) inherit a mask that keeps Ctrl-C for the main thread."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -97,71 +101,93 @@ def main_thread_signals() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-@contextlib.contextmanager
-def _nudged() -> Iterator[None]:
-    """Interrupt the main thread's blocking wait every 0.1 s meanwhile (see the module
-    docstring); SIGURG is ignored by default, so a late nudge is harmless."""
-    main = threading.main_thread().ident
-    assert main is not None
-    stop = threading.Event()
+def _resolve(future: asyncio.Future[Any], value: Any = None,
+             error: BaseException | None = None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
 
-    def nudge() -> None:
-        while not stop.wait(_POLL_S):
-            signal.pthread_kill(main, signal.SIGURG)
 
-    old = signal.signal(signal.SIGURG, lambda _signum, _frame: None)
+def _post(loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args: Any) -> None:
+    """Run ``callback(*args)`` on ``loop`` (from another thread); nothing once it is closed."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback, *args)
+
+
+async def live(
+    agent: LiteAgent,
+    work: Callable[[CancelToken], T],
+    renderer: LiveRenderer,
+    interrupts: Interrupts,
+    *,
+    reason: str = "interrupted (Ctrl-C)",
+) -> T:
+    """Run ``work(cancel)`` in a worker thread while the loop shows the agent's live events;
+    Ctrl-C (also one pressed before this started) cancels the token, and the events are shown
+    until the work has stopped. Returns its result or raises its error."""
+    loop = asyncio.get_running_loop()
+    token = CancelToken()
+    result: asyncio.Future[T] = loop.create_future()
+    drained: asyncio.Future[None] = loop.create_future()
+    subscription = agent.subscribe(8192)
+
+    def run() -> None:
+        try:
+            value = work(token)
+        except BaseException as e:  # noqa: BLE001 -- handed to the loop
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):  # not a loop future's business
+                e = RuntimeError(f"the work stopped: {type(e).__name__}")
+            _post(loop, _resolve, result, None, e)
+        else:
+            _post(loop, _resolve, result, value)
+
+    def pump() -> None:
+        try:
+            for item in subscription:
+                _post(loop, renderer.feed, item)
+        finally:
+            _post(loop, _resolve, drained)
+
+    def cancel() -> None:
+        if not token.cancelled:
+            token.cancel(reason)
+            renderer.cancelling()
+
     with main_thread_signals():
-        thread = threading.Thread(target=nudge, name="lite-agent-prompt", daemon=True)
-        thread.start()
+        threading.Thread(target=pump, name="lite-agent-events", daemon=True).start()
     try:
-        yield
+        with interrupts.routed(cancel):
+            if interrupts.take():
+                cancel()
+            with main_thread_signals():
+                threading.Thread(target=run, name="lite-agent-work", daemon=True).start()
+            await asyncio.wait([result])
     finally:
-        stop.set()
-        thread.join()
-        signal.signal(signal.SIGURG, old)
+        subscription.close()
+        await drained
+        renderer.finish()
+    return result.result()
 
 
-def read_line(prompt: str, ctrl_c: CtrlC) -> str:
-    """One line from stdin after ``prompt``; ``KeyboardInterrupt`` when Ctrl-C is pressed
-    before it is complete (the count of presses stays in ``ctrl_c``), ``EOFError`` at the end.
+def run_loop(main: Callable[[Interrupts], Coroutine[Any, Any, T]]) -> T:
+    """Run ``main(interrupts)`` on a new event loop that handles Ctrl-C (see the module
+    docstring)."""
+    async def go() -> T:
+        with handling_ctrl_c(asyncio.get_running_loop()) as interrupts:
+            return await main(interrupts)
 
-    The first press raises out of the blocking read (:meth:`CtrlC.raising`); one pending from
-    before raises at once. On a terminal (main thread) ``input()`` edits the line with readline
-    and is nudged so a pending press is seen within 0.1 s; piped input blocks in
-    ``readline()`` of stdin."""
-    with ctrl_c.raising():
-        if ctrl_c.pending:
-            raise KeyboardInterrupt
-        if sys.stdin.isatty() and threading.current_thread() is threading.main_thread():
-            with _nudged():
-                return input(prompt)
-        sys.stdout.write(prompt)
-        sys.stdout.flush()
-        line = sys.stdin.readline()
-    if not line:
-        raise EOFError
-    return line.removesuffix("\n")
+    return asyncio.run(go())
 
 
-@contextlib.contextmanager
-def prompt_history(path: Path) -> Iterator[None]:
-    """Line editing with the history of ``path`` (the last 1,000 lines), saved back on the way
-    out; nothing when stdin is not a terminal or readline is missing."""
-    try:
-        import readline  # noqa: PLC0415 -- only the interactive prompt needs it
-    except ImportError:  # pragma: no cover -- CPython on Linux has it
-        yield
-        return
-    if not sys.stdin.isatty():
-        yield
-        return
-    readline.clear_history()
-    readline.set_history_length(1000)
-    with contextlib.suppress(OSError):
-        readline.read_history_file(path)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            readline.write_history_file(path)
+def run_live(
+    agent: LiteAgent,
+    work: Callable[[CancelToken], T],
+    renderer: LiveRenderer,
+    *,
+    reason: str = "interrupted (Ctrl-C)",
+) -> T:
+    """:func:`live` on an event loop of its own, for the one-shot commands."""
+    return run_loop(lambda interrupts: live(agent, work, renderer, interrupts, reason=reason))

@@ -10,11 +10,20 @@ process: its exit status, output and the files it writes are what the test check
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
+import re
+import select
+import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
+import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,10 +118,18 @@ class CliServer:
         self.tmp.cleanup()
 
 
+_NOT_PASSED = frozenset({
+    "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "LITE_AGENT_HOME", "LITE_AGENT_LOG_LEVEL",
+    # what changes how output looks: each test sets what it needs
+    "NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "LINES",
+    "PROMPT_TOOLKIT_NO_CPR",
+})
+
+
 def clean_env(**extra: str) -> dict[str, str]:
-    """The environment of a CLI process: no API key, no lite-agent home, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "LITE_AGENT_HOME")}
+    """The environment of a CLI process: no API key, no lite-agent home, none of the variables
+    that change how output looks, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in _NOT_PASSED}
     env.update(extra)
     return env
 
@@ -172,3 +189,171 @@ def two_prompts(cli: Cli, sid: str = "s1") -> None:
            provider=cli.script(write("a.txt", "one\n"), {"text": "Wrote one."}))
     cli.ok("run", "write two", "--session", sid,
            provider=cli.script(write("a.txt", "two\n"), {"text": "Wrote two."}))
+
+
+_ESCAPE = re.compile(r"\x1b(?:\[([0-?]*)[ -/]*([@-~])|\][^\x07\x1b]*(?:\x07|\x1b\\)"
+                     r"|[()][0-9A-Za-z]|[@-Z\\-_=>78])")
+_INCOMPLETE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*|\][^\x07\x1b]*|\x1b?|[()])?\Z")
+
+
+class Screen:
+    """What a terminal shows of a program's output, as text: every row written since the start
+    (nothing scrolls away). It follows what a line-editing prompt and a live progress bar use
+    (carriage return, backspace, cursor left/right/up/down and column, erase in line and below);
+    colours and other modes are dropped, so tests match the text a person sees."""
+
+    def __init__(self) -> None:
+        self.rows: list[str] = [""]
+        self.row = 0
+        self.col = 0
+        self._rest = ""
+
+    @property
+    def text(self) -> str:
+        """The rows joined by newlines (the cursor's row padded to the cursor)."""
+        rows = list(self.rows)
+        rows[self.row] = rows[self.row].ljust(self.col)
+        return "\n".join(rows)
+
+    def _put(self, char: str) -> None:
+        line = self.rows[self.row].ljust(self.col)
+        self.rows[self.row] = line[: self.col] + char + line[self.col + 1:]
+        self.col += 1
+
+    def _down(self, n: int) -> None:
+        self.row += n
+        while len(self.rows) <= self.row:
+            self.rows.append("")
+
+    def _csi(self, params: str, final: str) -> None:
+        numbers = [int(p) if p.isdigit() else 0 for p in params.split(";")] if params else [0]
+        n = max(1, numbers[0])
+        line = self.rows[self.row]
+        if final == "A":
+            self.row = max(0, self.row - n)
+        elif final == "B":
+            self._down(n)
+        elif final == "C":
+            self.col += n
+        elif final == "D":
+            self.col = max(0, self.col - n)
+        elif final == "G":
+            self.col = n - 1
+        elif final == "K":
+            mode = numbers[0]
+            self.rows[self.row] = (line[: self.col] if mode == 0 else
+                                   " " * self.col + line[self.col:] if mode == 1 else "")
+        elif final == "J" and numbers[0] == 0:
+            self.rows[self.row] = line[: self.col]
+            del self.rows[self.row + 1:]
+
+    def feed(self, data: str) -> None:
+        """Take more output."""
+        data, self._rest = self._rest + data, ""
+        i = 0
+        while i < len(data):
+            char = data[i]
+            if char == "\x1b":
+                match = _ESCAPE.match(data, i)
+                if match is None:
+                    if _INCOMPLETE.match(data, i):
+                        self._rest = data[i:]  # the rest of it comes with the next read
+                        return
+                    i += 1
+                    continue
+                if match.group(2):
+                    self._csi(match.group(1) or "", match.group(2))
+                i = match.end()
+                continue
+            if char == "\r":
+                self.col = 0
+            elif char == "\n":
+                self._down(1)
+            elif char == "\x08":
+                self.col = max(0, self.col - 1)
+            elif char >= " " or char == "\t":
+                self._put(char)
+            i += 1
+
+
+class Terminal:
+    """A process on a pseudo-terminal of 24 x 100: type into it, wait for what it shows.
+
+    It answers the prompt's cursor position requests as a terminal does. ``raw`` is every
+    byte the process wrote (escape codes included); :attr:`screen` what a person sees."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        with warnings.catch_warnings():
+            # Python 3.12+ warns about fork() in a process with threads; the child only execs.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: the pty is its controlling terminal
+            os.execve(argv[0], argv, env)  # noqa: S606 -- the installed script, no shell
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+        self.screen = Screen()
+        self.raw = ""
+        self.pos = 0
+
+    @property
+    def seen(self) -> str:
+        """What the terminal shows (see :class:`Screen`)."""
+        return self.screen.text
+
+    def type(self, text: str) -> None:
+        """Type ``text`` (``\\r`` is Enter, ``\\x03`` Ctrl-C, ``\\x04`` Ctrl-D)."""
+        os.write(self.fd, text.encode())
+
+    def _read(self, timeout: float) -> bool:
+        """Take what the process wrote within ``timeout``; False when it closed the
+        terminal."""
+        if not select.select([self.fd], [], [], timeout)[0]:
+            return True
+        try:
+            data = os.read(self.fd, 65536)
+        except OSError:  # the child closed the terminal
+            data = b""
+        if not data:
+            return False
+        text = data.decode(errors="replace")
+        if "\x1b[6n" in text:  # where is the cursor? (prompt_toolkit asks)
+            os.write(self.fd, f"\x1b[1;{self.screen.col + 1}R".encode())
+        self.raw += text
+        self.screen.feed(text)
+        return True
+
+    def expect(self, pattern: str, timeout: float = 30) -> re.Match[str]:
+        """Wait for ``pattern`` on the screen after the previous match; return the match."""
+        deadline = time.monotonic() + timeout
+        while True:
+            match = re.compile(pattern).search(self.seen, min(self.pos, len(self.seen)))
+            if match:
+                self.pos = match.end()
+                return match
+            left = deadline - time.monotonic()
+            assert left > 0, f"no {pattern!r} in:\n{self.seen[self.pos:]}"
+            assert self._read(left), f"the process ended before {pattern!r}:\n" + \
+                self.seen[self.pos:]
+
+    def wait(self, timeout: float = 30) -> int:
+        """Read to the end and return the exit code."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                while self._read(0.05) and select.select([self.fd], [], [], 0)[0]:
+                    pass
+                return os.waitstatus_to_exitcode(status)
+            self._read(0.1)
+        os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
+        raise AssertionError(f"the process did not exit:\n{self.seen[self.pos:]}")
+
+    def close(self) -> None:
+        """Kill the process if it still runs; close the terminal."""
+        try:
+            if not os.waitpid(self.pid, os.WNOHANG)[0]:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+        os.close(self.fd)

@@ -61,9 +61,9 @@ def test_sessions_and_checkpoints(cli: Cli) -> None:
     checkpoints = cli.ok("checkpoints", "older", "--json").json()
     assert ["write one", "write two"] == [c["prompt"] for c in checkpoints]
     assert ["a.txt"] == checkpoints[1]["files"]
-    human = cli.ok("checkpoints", "older").out
-    assert "write two" in human
-    assert "files: a.txt" in human
+    human = cli.ok("checkpoints", "older").out.splitlines()
+    assert ["seq", "time", "prompt", "files"] == human[0].split()
+    assert human[2].endswith("write two  a.txt")
 
 
 def test_restore_puts_the_files_and_the_conversation_back(cli: Cli) -> None:
@@ -71,7 +71,7 @@ def test_restore_puts_the_files_and_the_conversation_back(cli: Cli) -> None:
     two_prompts(cli)
     seq = cli.ok("checkpoints", "s1", "--json").json()[1]["seq"]
     result = cli.ok("restore", "s1", str(seq))
-    assert "restoring [####################] 1/1 files" in result.out
+    assert "  restoring 1/1 files 100%\n  restore done: 1 files put back 100%\n" in result.out
     assert "one\n" == (cli.work / "a.txt").read_text()
     assert seq - 1 == cli.events("s1")[-1].seq
     assert ["write one"] == [c["prompt"] for c in cli.ok("checkpoints", "s1", "--json").json()]
@@ -210,15 +210,20 @@ def test_import_reports_bad_lines_and_writes_nothing(cli: Cli) -> None:
     assert [] == cli.ok("sessions", "--json").json()
 
 
-def test_unknown_sessions_and_checkpoints_fail_with_one_line(cli: Cli) -> None:
-    """A missing session or a seq that is not a checkpoint: exit 1 and a one-line reason."""
+def test_unknown_sessions_and_checkpoints_are_usage_errors(cli: Cli) -> None:
+    """A missing session or a seq that is not a checkpoint: exit 2 and a one-line reason that
+    says where to look; nothing was changed."""
     missing = cli("checkpoints", "nope")
-    assert (1, 1) == (missing.code, len(missing.err.splitlines()))
-    assert "no session 'nope'" in missing.err
+    assert (2, 1) == (missing.code, len(missing.err.splitlines()))
+    assert missing.err.startswith("lite-agent: no session nope in ")
+    assert missing.err.endswith("(`lite-agent sessions` lists them)\n")
     two_prompts(cli)
+    head = cli.events("s1")[-1].seq
     wrong = cli("restore", "s1", "3")
-    assert 1 == wrong.code
-    assert "lite-agent: seq 3 is not a checkpoint of session 's1'\n" == wrong.err
+    assert 2 == wrong.code
+    assert ("lite-agent: seq 3 is not a checkpoint of session s1 (its checkpoints: 2, 11; "
+            "`lite-agent checkpoints s1` shows them)\n") == wrong.err
+    assert head == cli.events("s1")[-1].seq
 
 
 def test_a_provider_error_exits_1_and_the_log_records_the_abort(cli: Cli) -> None:

@@ -1,34 +1,33 @@
 """The installed ``lite-agent`` script: the offline demo from start to end, and the interactive
-mode driven in a pseudo-terminal (slash commands, Ctrl-C during a slow scripted turn, two
-Ctrl-C at the prompt to quit)."""
+mode driven by real key presses in a pseudo-terminal (line editing, history across runs,
+slash commands, Ctrl-C during a slow scripted turn and a compaction, two Ctrl-C at the prompt
+to quit, Ctrl-D), with colour only where it belongs and no escape codes on ``TERM=dumb``."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import pty
 import re
-import select
 import shlex
-import signal
 import subprocess
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _cli_runner import LITE_AGENT, clean_env, write, write_script
+from _cli_runner import LITE_AGENT, Terminal, clean_env, write, write_script
 
 from liteagent.eventlog import UserPrompt, file_checkpointer, project_dir
 
 pytestmark = pytest.mark.processes
 
+_COLOUR = re.compile(r"\x1b\[[0-9;]*(?:3[0-9]|9[0-7]|38;[0-9;]+)m")  # a foreground colour
+
 
 def test_the_demo_runs_offline_and_its_restore_changed_the_files_back(tmp_path: Path) -> None:
-    """The demo ends with exit 0; the files are as the restore and the later prompt left them,
-    and the replay command it prints works and verifies every request."""
+    """The demo ends with exit 0; the files are as the restore and the later prompt left them;
+    its compaction summarized with the instructions and its progress never went back; its
+    output (a pipe) holds no escape code; the replay command it prints verifies every
+    request."""
     demo = tmp_path / "demo"
     run = subprocess.run([str(LITE_AGENT), "demo", "--dir", str(demo)], capture_output=True,
                          text=True, env=clean_env(), timeout=120, check=False)
@@ -37,8 +36,13 @@ def test_the_demo_runs_offline_and_its_restore_changed_the_files_back(tmp_path: 
     for step in ("checkpoints (one per prompt)", "restore to seq", "compaction (the log keeps",
                  "the log"):
         assert step in out
+    assert "\x1b" not in out
     assert "calc.py has subtract(): False" in out
-    assert "compacting [" in out
+    assert "older turns summarized by the model, with the instructions" in out
+    percents = [int(p) for p in re.findall(r"  compact\w* \w+ (\d+)%", out)]
+    assert percents
+    assert sorted(percents) == percents
+    assert 100 == percents[-1]
     project = demo / "project"
     calc = (project / "calc.py").read_text()
     assert "def multiply" in calc
@@ -57,81 +61,21 @@ def test_the_demo_runs_offline_and_its_restore_changed_the_files_back(tmp_path: 
                      verify.stdout)
 
 
-class Terminal:
-    """A process on a pseudo-terminal: type into it, wait for its output."""
-
-    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
-        with warnings.catch_warnings():
-            # Python 3.12+ warns about fork() in a process with threads; the child only execs.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            self.pid, self.fd = pty.fork()
-        if self.pid == 0:  # the child: the pty is its controlling terminal
-            os.execve(argv[0], argv, env)  # noqa: S606 -- the installed script, no shell
-        self.seen = ""
-        self.pos = 0
-
-    def type(self, text: str) -> None:
-        """Type ``text`` (``\\r`` is Enter, ``\\x03`` Ctrl-C)."""
-        os.write(self.fd, text.encode())
-
-    def expect(self, pattern: str, timeout: float = 30) -> re.Match[str]:
-        """Wait for ``pattern`` in the output after the previous match; return the match."""
-        deadline = time.monotonic() + timeout
-        while True:
-            match = re.compile(pattern).search(self.seen, self.pos)
-            if match:
-                self.pos = match.end()
-                return match
-            left = deadline - time.monotonic()
-            assert left > 0, f"no {pattern!r} in:\n{self.seen[self.pos:]}"
-            ready, _, _ = select.select([self.fd], [], [], left)
-            if ready:
-                try:
-                    data = os.read(self.fd, 65536)
-                except OSError:  # the child closed the terminal
-                    data = b""
-                assert data, f"the process ended before {pattern!r}:\n{self.seen[self.pos:]}"
-                self.seen += data.decode(errors="replace").replace("\r\n", "\n")
-
-    def wait(self, timeout: float = 30) -> int:
-        """Read to the end and return the exit code."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                return os.waitstatus_to_exitcode(status)
-            if select.select([self.fd], [], [], 0.1)[0]:
-                with contextlib.suppress(OSError):  # the child closed the terminal
-                    self.seen += os.read(self.fd, 65536).decode(errors="replace")
-        os.kill(self.pid, signal.SIGKILL)
-        os.waitpid(self.pid, 0)
-        raise AssertionError(f"the process did not exit:\n{self.seen[self.pos:]}")
-
-    def close(self) -> None:
-        """Kill the process if it still runs; close the terminal."""
-        try:
-            if not os.waitpid(self.pid, os.WNOHANG)[0]:
-                os.kill(self.pid, signal.SIGKILL)
-                os.waitpid(self.pid, 0)
-        except ChildProcessError:
-            pass
-        os.close(self.fd)
-
-
-def start(tmp_path: Path, responses: list[dict[str, Any]]) -> tuple[Terminal, Path, Path]:
+def start(tmp_path: Path, responses: list[dict[str, Any]], **env: str,
+          ) -> tuple[Terminal, Path, Path]:
     """``lite-agent`` on an empty workspace with a scripted model, in a terminal."""
     work, home = tmp_path / "work", tmp_path / "home"
-    work.mkdir()
+    work.mkdir(parents=True, exist_ok=True)
     provider = write_script(tmp_path / "script.json", responses)
     term = Terminal([str(LITE_AGENT), "--workdir", str(work), "--home", str(home),
-                     "--provider", provider], clean_env())
+                     "--provider", provider], clean_env(**{"TERM": "xterm-256color", **env}))
     return term, work, home
 
 
 def test_turns_ctrl_c_and_restore_in_a_terminal(tmp_path: Path) -> None:
     """A streamed turn with a tool call; Ctrl-C cancels a slow turn (the log records it and the
-    session continues); a restore with its progress and a readable refusal; two Ctrl-C at the
-    prompt quit with exit code 0."""
+    session continues); a restore with its progress bar and a refusal in CLI words; two Ctrl-C
+    at the prompt quit with exit code 0."""
     term, work, home = start(tmp_path, [
         write("a.txt", "one\n", say="Writing."), {"text": "Wrote a.txt."},
         {"text": "too late", "delay": 60},
@@ -145,26 +89,30 @@ def test_turns_ctrl_c_and_restore_in_a_terminal(tmp_path: Path) -> None:
         term.expect("> ")
         term.type("take your time\r")
         time.sleep(0.5)
-        started = time.monotonic()
         term.type("\x03")
         term.expect("cancelled: the log records the aborted turn")
-        assert time.monotonic() - started < 10
+        term.expect("> ")
         term.type("after\r")
         term.expect(r"→ write_file b\.txt\nBack\.")
+        term.expect("> ")
         term.type("/checkpoints\r")
         seq = term.expect(r"\n\s*(\d+)\s+\S+ \S+\s+after").group(1)
+        term.expect("> ")
         term.type(f"/restore {seq}\r")
-        term.expect(r"restoring \[#+\] 1/1 files")
+        term.expect(r"restore done: 1 files put back ━+ 100%")
         term.expect(f"restored to before seq {seq}: b.txt put back")
+        term.expect("> ")
         term.type("/restore 999\r")
-        term.expect("InvalidCheckpointError: seq 999 is not a checkpoint")
+        term.expect("seq 999 is not a checkpoint of this session")
         term.expect("> ")
         term.type("\x03")
         term.expect("Ctrl-C again to quit")
+        term.expect("> ")
         term.type("\x03")
         assert 0 == term.wait()
     finally:
         term.close()
+    assert "Error" not in term.seen  # no exception class names
     assert (work / "a.txt").exists()
     assert not (work / "b.txt").exists()
     with file_checkpointer(workdir=work, home=home) as cp:
@@ -172,6 +120,39 @@ def test_turns_ctrl_c_and_restore_in_a_terminal(tmp_path: Path) -> None:
         prompts = [e.body.text for e in cp.read(sid) if isinstance(e.body, UserPrompt)]
     assert "turn_aborted" in kinds
     assert ["hello", "take your time"] == prompts
+
+
+def test_two_quick_ctrl_c_at_the_prompt_quit(tmp_path: Path) -> None:
+    """Two Ctrl-C typed at once (the second arrives while the first is being handled) quit
+    with exit code 0 and no traceback."""
+    term, _, _ = start(tmp_path, [])
+    try:
+        term.expect("> ")
+        term.type("\x03\x03")
+        assert 0 == term.wait()
+    finally:
+        term.close()
+    assert "Traceback" not in term.seen
+
+
+def test_ctrl_c_then_a_line_resets_the_count(tmp_path: Path) -> None:
+    """Ctrl-C at the prompt, then a line: the next single Ctrl-C only warns again."""
+    term, _, _ = start(tmp_path, [])
+    try:
+        term.expect("> ")
+        term.type("\x03")
+        term.expect("Ctrl-C again to quit")
+        term.expect("> ")
+        term.type("/help\r")
+        term.expect("compaction cancels it")
+        term.expect("> ")
+        term.type("\x03")
+        term.expect("Ctrl-C again to quit")
+        term.expect("> ")
+        term.type("\x04")
+        assert 0 == term.wait()
+    finally:
+        term.close()
 
 
 def test_slash_commands_in_a_terminal(tmp_path: Path) -> None:
@@ -184,8 +165,8 @@ def test_slash_commands_in_a_terminal(tmp_path: Path) -> None:
         for i in range(3):
             term.type(f"question {i}\r")
             term.expect(f"Answer {i}.")
-        term.type("/compact keep the answers\r")
-        term.expect(r"compaction start")
+        term.type("/compact\r")
+        term.expect(r"compaction done")
         term.expect(r"compacted: |nothing to reduce")
         term.type("/clear\r")
         other = term.expect(r"new session (\S+)").group(1)
@@ -219,8 +200,7 @@ def test_the_prompt_edits_lines_and_keeps_history_across_runs(tmp_path: Path) ->
         term.close()
     history = project_dir(work, home) / "prompt_history"
     assert ["/help", "/exit"] == history.read_text().splitlines()[-2:]
-    again = Terminal([str(LITE_AGENT), "--workdir", str(work), "--home", str(home),
-                      "--provider", write_script(tmp_path / "again.json", [])], clean_env())
+    again, _, _ = start(tmp_path, [])
     try:
         again.expect("> ")
         again.type("\x1b[A\x1b[A\r")  # up twice: "/help" from the first run
@@ -229,17 +209,16 @@ def test_the_prompt_edits_lines_and_keeps_history_across_runs(tmp_path: Path) ->
         assert 0 == again.wait()
     finally:
         again.close()
+    assert ["/help", "/exit", "/help"] == history.read_text().splitlines()
 
 
 def test_an_unusable_history_file_leaves_the_prompt_working(tmp_path: Path) -> None:
     """A folder where the history file goes can be neither read nor written: the prompt still
     works and the CLI exits with 0 (history is a convenience, never a reason to fail)."""
     work, home = tmp_path / "work", tmp_path / "home"
-    work.mkdir()
     history = project_dir(work, home) / "prompt_history"
     history.mkdir(parents=True)
-    term = Terminal([str(LITE_AGENT), "--workdir", str(work), "--home", str(home),
-                     "--provider", write_script(tmp_path / "script.json", [])], clean_env())
+    term, _, _ = start(tmp_path, [])
     try:
         term.expect("> ")
         term.type("/help\r")
@@ -250,6 +229,61 @@ def test_an_unusable_history_file_leaves_the_prompt_working(tmp_path: Path) -> N
         term.close()
     assert history.is_dir()
     assert "Traceback" not in term.seen
+
+
+def test_colour_on_a_terminal_and_none_with_no_color(tmp_path: Path) -> None:
+    """On a colour terminal a tool call's line is coloured; with NO_COLOR set the same session
+    writes no colour code at all."""
+    outputs = []
+    for name, env in (("colour", {}), ("plain", {"NO_COLOR": "1"})):
+        term, _, _ = start(tmp_path / name, [write("a.txt", "x"), {"text": "Done."}], **env)
+        try:
+            term.expect("> ")
+            term.type("go\r")
+            term.expect("Done.")
+            term.expect("> ")
+            term.type("/exit\r")
+            assert 0 == term.wait()
+        finally:
+            term.close()
+        outputs.append(term.raw)
+    coloured, plain = outputs
+    assert _COLOUR.search(coloured)
+    assert "→ write_file a.txt" in plain
+    assert not _COLOUR.search(plain)
+
+
+def test_a_dumb_terminal_gets_no_escape_codes(tmp_path: Path) -> None:
+    """With TERM=dumb: a turn with a tool call, a restore with its progress, Ctrl-C during a
+    turn and two Ctrl-C at the prompt all work, and not one escape code is written."""
+    term, work, _ = start(tmp_path, [
+        write("a.txt", "one\n"), {"text": "Wrote."}, {"text": "too late", "delay": 60},
+    ], TERM="dumb")
+    try:
+        term.expect("> ")
+        term.type("hello\r")
+        term.expect("Wrote.")
+        term.expect("> ")
+        term.type("/checkpoints\r")
+        seq = term.expect(r"\n\s*(\d+)\s+\S+ \S+\s+hello").group(1)
+        term.expect("> ")
+        term.type(f"/restore {seq}\r")
+        term.expect(r"restoring 1/1 files 100%")
+        term.expect("restored to before seq")
+        term.expect("> ")
+        term.type("slow\r")
+        time.sleep(0.5)
+        term.type("\x03")
+        term.expect("cancelled: ")
+        term.expect("> ")
+        term.type("\x03")
+        term.expect("Ctrl-C again to quit")
+        term.type("\x03")
+        assert 0 == term.wait()
+    finally:
+        term.close()
+    assert not (work / "a.txt").exists()
+    assert "\x1b" not in term.raw
 
 
 # The CLI with a compactor that takes two seconds (patched in before main runs).
@@ -264,7 +298,7 @@ class Slow(Compactor):
         return CompactResult(messages=tuple(messages[-1:]), changed=True, tokens_before=10,
                              tokens_after=1)
 
-env_module.default_compactor = lambda **kwargs: Slow()
+env_module.llm_compactor = lambda **kwargs: Slow()
 from liteagent.sdk._cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -276,11 +310,12 @@ def test_ctrl_c_cancels_a_manual_compaction(tmp_path: Path) -> None:
     work.mkdir()
     provider = write_script(tmp_path / "script.json", [{"text": "Hi."}])
     term = Terminal([sys.executable, "-c", _SLOW_COMPACTOR, "--workdir", str(work), "--home",
-                     str(home), "--provider", provider], clean_env())
+                     str(home), "--provider", provider], clean_env(TERM="xterm"))
     try:
         sid = term.expect(r"session (\S+)\n").group(1)
         term.type("hello\r")
         term.expect("Hi.")
+        term.expect("> ")
         term.type("/compact\r")
         term.expect("compaction start")
         term.type("\x03")

@@ -1,9 +1,10 @@
-"""Ctrl-C in the CLI's main thread is counted, not raised wherever it lands
-(``liteagent.sdk._cli_terminal``): real SIGINTs sent to this process and to ``lite-agent``
-reading its prompt from a pipe."""
+"""Ctrl-C reaches the CLI through its event loop (``liteagent.sdk._cli_terminal``): real SIGINTs
+sent to this process and to ``lite-agent`` reading its prompt from a pipe."""
 
 from __future__ import annotations
 
+import asyncio
+import io
 import os
 import signal
 import subprocess
@@ -14,50 +15,112 @@ from pathlib import Path
 import pytest
 from _cli_runner import LITE_AGENT, clean_env, write_script
 
-from liteagent.sdk._cli_terminal import counted_ctrl_c
+from liteagent.eventlog import AssistantMessage, CancelToken, OperationCancelledError, TextBlock
+from liteagent.providers import scripted
+from liteagent.sdk import create_lite_agent
+from liteagent.sdk._cli_output import LiveRenderer, make_console, quiet_console
+from liteagent.sdk._cli_terminal import Interrupts, handling_ctrl_c, live, run_loop
 
 
 def interrupt_self() -> None:
     """A real SIGINT to this process; its Python handler runs before this returns."""
     os.kill(os.getpid(), signal.SIGINT)
-    time.sleep(0.01)  # the handler runs at the next bytecode boundary at the latest
+    time.sleep(1)  # the handler runs at the next bytecode boundary at the latest
 
 
-def test_presses_are_counted_and_the_old_handler_comes_back() -> None:
-    """Inside ``counted_ctrl_c`` a SIGINT raises nothing; ``take`` returns the presses since
-    the last call; outside, Python's default handler raises KeyboardInterrupt again."""
-    before = signal.getsignal(signal.SIGINT)
-    assert before is signal.default_int_handler
-    with counted_ctrl_c() as ctrl_c:
-        assert not ctrl_c.pending
-        interrupt_self()
-        interrupt_self()
-        assert ctrl_c.pending
-        assert 2 == ctrl_c.take()
-        assert 0 == ctrl_c.take()
-    assert signal.getsignal(signal.SIGINT) is before
+def test_a_press_goes_to_the_route_or_is_kept_and_the_old_handler_comes_back() -> None:
+    """A real SIGINT while a route is set calls it; without one it is kept for ``take``; no
+    KeyboardInterrupt is raised meanwhile; afterwards Python's default handler is back."""
+    routed: list[str] = []
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        with handling_ctrl_c(loop) as interrupts:
+            pressed = asyncio.Event()
+            with interrupts.routed(lambda: (routed.append("press"), pressed.set())):
+                os.kill(os.getpid(), signal.SIGINT)
+                await asyncio.wait_for(pressed.wait(), 30)
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+            kept = 0
+            for _ in range(3000):  # the loop handles them on its next turns
+                kept += interrupts.take()
+                if kept >= 2:
+                    break
+                await asyncio.sleep(0.01)
+            return kept
+
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert 2 == asyncio.run(main())
+    assert ["press"] == routed
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with pytest.raises(KeyboardInterrupt):
         interrupt_self()
 
 
-def test_raising_raises_once_so_a_second_press_cannot_land_in_the_except_block() -> None:
-    """Armed by ``raising()``, the first press raises out of the blocking call; the handler
-    disarms itself before raising, so a press while the caller handles it is only counted."""
-    with counted_ctrl_c() as ctrl_c:
-        raised = False
-        with ctrl_c.raising():
-            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+def test_a_press_the_kernel_gives_another_thread_still_wakes_the_loop() -> None:
+    """With SIGINT blocked in the loop's thread, the kernel delivers it to another thread: the
+    loop still wakes and routes the press (no thread polls or signals the main thread)."""
+    done = threading.Event()
+    catcher_ready = threading.Event()
+
+    def catcher() -> None:  # the only thread with SIGINT unblocked
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        catcher_ready.set()
+        done.wait(30)
+
+    async def main() -> bool:
+        loop = asyncio.get_running_loop()
+        with handling_ctrl_c(loop) as interrupts:
+            pressed = asyncio.Event()
+            old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            thread = threading.Thread(target=catcher)
+            thread.start()
             try:
-                time.sleep(10)
-            except KeyboardInterrupt:
-                raised = True
-                interrupt_self()  # the second press, inside the except block
-        assert raised
-        assert 2 == ctrl_c.take()
-        with ctrl_c.raising():
-            pass
-        interrupt_self()  # disarmed after the block: counted
-        assert 1 == ctrl_c.take()
+                catcher_ready.wait(30)
+                with interrupts.routed(pressed.set):
+                    os.kill(os.getpid(), signal.SIGINT)
+                    await asyncio.wait_for(pressed.wait(), 30)
+                return pressed.is_set()
+            finally:
+                done.set()
+                thread.join()
+                signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+    assert asyncio.run(main()) is True
+
+
+def test_a_press_kept_before_a_turn_starts_cancels_it(tmp_path: Path) -> None:
+    """A Ctrl-C pressed after a line was entered but before its turn started is not lost: the
+    turn starts cancelled, and the log records the aborted turn."""
+    model = scripted([], name="never-called")
+    with create_lite_agent(model=model, model_name="m", workdir=tmp_path,
+                           sessions=False) as agent:
+        async def main(interrupts: Interrupts) -> str:
+            interrupts.keep()
+            try:
+                await live(agent, lambda token: agent.send("hi", cancel=token),
+                           LiveRenderer(quiet_console()), interrupts)
+            except OperationCancelledError as e:
+                return str(e)
+            return "not cancelled"
+
+        assert "interrupted (Ctrl-C)" == run_loop(main)
+
+
+def test_live_returns_the_result_after_showing_the_events(tmp_path: Path) -> None:
+    """``live`` returns the work's result once the agent's events of it were shown."""
+    model = scripted([AssistantMessage(content=(TextBlock("hello there"),))], stream_chunk=2)
+    out = io.StringIO()
+    with create_lite_agent(model=model, model_name="m", workdir=tmp_path,
+                           sessions=False) as agent:
+        def work(token: CancelToken) -> str:
+            return agent.send("hi", cancel=token).text
+
+        renderer = LiveRenderer(make_console(out))
+        text = run_loop(lambda interrupts: live(agent, work, renderer, interrupts))
+    assert "hello there" == text
+    assert "hello there\n" == out.getvalue()
 
 
 @pytest.mark.processes
@@ -85,6 +148,37 @@ def test_piped_prompt_two_sigints_quit_with_zero(tmp_path: Path) -> None:
         proc.kill()
         proc.communicate()
     assert 0 == proc.returncode, err
+    assert b"Traceback" not in err
+
+
+@pytest.mark.processes
+def test_piped_prompt_ctrl_c_cancels_a_turn_and_the_next_line_runs(tmp_path: Path) -> None:
+    """A SIGINT while a piped prompt's turn waits for a slow model cancels that turn; the next
+    line then runs, and the end of the input quits with exit code 0."""
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    provider = write_script(tmp_path / "script.json",
+                            [{"text": "too late", "delay": 60}, {"text": "Second answer."}])
+    proc = subprocess.Popen(
+        [str(LITE_AGENT), "--workdir", str(work), "--home", str(home), "--provider", provider],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env())
+    try:
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        proc.stdin.write(b"take your time\n")
+        proc.stdin.flush()
+        while b"Type a request" not in proc.stdout.readline():
+            pass
+        time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        while b"cancelled: the log records the aborted turn" not in proc.stdout.readline():
+            pass
+        out, err = proc.communicate(b"again\n", timeout=60)
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert 0 == proc.returncode, err
+    assert b"Second answer." in out
     assert b"Traceback" not in err
 
 

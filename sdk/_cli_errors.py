@@ -1,0 +1,144 @@
+"""How ``lite-agent`` reports a failure: a kind, a one-line reason in the CLI's words, the exit
+code, and what ``--json`` prints (``{"error": {"type": ..., "message": ...}}``).
+
+Exit codes: 2 for a usage error (the command line asks for something that cannot be: a bad
+option value, a session or checkpoint that is not there, ``--at`` outside the log), 1 for
+everything that was refused or failed, 0 only for success. The reason names what to do next in
+the CLI's terms (an environment variable, a command to run), never a Python class, a repr or a
+traceback; an error that is none of liteagent's own (a defect) is reported as an internal error
+whose traceback is logged at DEBUG.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from liteagent.actors import (
+    AgentBusyError,
+    HostSaturatedError,
+    InterruptedRestoreError,
+    InvalidCheckpointError,
+    RestoreRefusedError,
+)
+from liteagent.eventlog import (
+    BlobError,
+    CheckpointConflictError,
+    CodecError,
+    CorruptLogError,
+    InvalidArgumentError,
+    InvalidSessionIdError,
+    LiteAgentError,
+    NotADatabaseError,
+    OperationCancelledError,
+    SchemaVersionError,
+    SessionLeasedError,
+)
+from liteagent.providers import ProviderAuthError, ProviderError
+
+__all__ = ["NO_API_KEY", "Failure", "NoApiKeyError", "UsageError", "failure", "one_line"]
+
+_log = logging.getLogger("liteagent.cli")
+
+NO_API_KEY = ("no ANTHROPIC_API_KEY set: set it to talk to Claude, or try `lite-agent demo` "
+              "(offline, no key needed) or --provider scripted:FILE")
+
+
+class UsageError(InvalidArgumentError):
+    """Raised when the command line asks for something that cannot be (a bad option value, a
+    session or checkpoint that does not exist, a seq outside the log); exit code 2. ``usage``
+    is the command's usage line when the parser refused the arguments."""
+
+    def __init__(self, message: str, usage: str = "") -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+class NoApiKeyError(ProviderAuthError):
+    """Raised when the default provider (Claude) is asked for and ``ANTHROPIC_API_KEY`` is not
+    set."""
+
+    def __init__(self) -> None:
+        super().__init__(NO_API_KEY)
+
+
+@dataclass
+class Failure:
+    """A failure as the CLI reports it: ``type`` (a stable word for machines), ``message`` (one
+    line for people), the exit ``code`` and, for some failures, ``details`` (one line each)."""
+
+    type: str
+    message: str
+    code: int = 1
+    details: list[str] = field(default_factory=list)
+    usage: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document of this failure."""
+        error: dict[str, Any] = {"type": self.type, "message": self.message}
+        if self.details:
+            error["details"] = self.details
+        return {"error": error}
+
+
+def one_line(error: BaseException) -> str:
+    """``error``'s message on one line (its class name only when it has no message)."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _busy(error: AgentBusyError) -> str:
+    cause = error.__cause__
+    if isinstance(cause, SessionLeasedError):
+        holder = cause.holder
+        who = ("another process" if holder is None else
+               f"another process (pid {holder.pid} on {holder.host})")
+        return (f"session {cause.session_id} is running in {who}, which holds its lease; "
+                "nothing was changed: try again when it has finished")
+    return one_line(error)
+
+
+def failure(error: BaseException) -> Failure:
+    """How the CLI reports ``error`` (see the module docstring)."""
+    if isinstance(error, UsageError):
+        return Failure("usage", one_line(error), 2, usage=error.usage)
+    if isinstance(error, (InvalidSessionIdError, InvalidCheckpointError)):
+        return Failure("usage", one_line(error), 2)
+    if isinstance(error, AgentBusyError):
+        return Failure("busy", _busy(error))
+    if isinstance(error, HostSaturatedError):
+        return Failure("busy", one_line(error))
+    if isinstance(error, RestoreRefusedError):
+        refused = [f"{path or 'session'}: {reason}" for path, reason in error.problems]
+        return Failure("refused", "restore refused, nothing was changed: " + "; ".join(refused),
+                       details=refused)
+    if isinstance(error, InterruptedRestoreError):
+        return Failure("interrupted_restore", "the session has an interrupted restore: run "
+                       "`lite-agent doctor --repair` to roll it back (or add --finish-restores)")
+    if isinstance(error, OperationCancelledError):
+        return Failure("cancelled", f"cancelled ({one_line(error)})")
+    if isinstance(error, NoApiKeyError):
+        return Failure("no_api_key", NO_API_KEY)
+    if isinstance(error, ProviderAuthError):
+        return Failure("model", f"the model provider refused the credentials: {one_line(error)}")
+    if isinstance(error, ProviderError):
+        return Failure("model", one_line(error))
+    if isinstance(error, CheckpointConflictError):
+        return Failure("conflict", one_line(error) + " (another process wrote to the session; "
+                       "run the command again)")
+    if isinstance(error, (CorruptLogError, CodecError, NotADatabaseError, BlobError)):
+        return Failure("damaged", one_line(error) + " (`lite-agent doctor` checks the store)")
+    if isinstance(error, SchemaVersionError):
+        return Failure("damaged", one_line(error) + " (it was written by a newer lite-agent)")
+    listed: object = getattr(error, "problems", None)
+    details = [p for p in listed if isinstance(p, str)] if isinstance(listed, list) else []
+    if isinstance(error, InvalidArgumentError):
+        return Failure("invalid", one_line(error), details=details)
+    if isinstance(error, LiteAgentError):
+        return Failure("failed", one_line(error), details=details)
+    if isinstance(error, OSError):
+        what = error.strerror or one_line(error)
+        return Failure("io", f"{what}: {error.filename}" if error.filename else what)
+    _log.debug("internal error", exc_info=error)
+    return Failure("internal", f"internal error: {one_line(error)} (a bug in lite-agent; "
+                   "LITE_AGENT_LOG_LEVEL=DEBUG logs the traceback)")
