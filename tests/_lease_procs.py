@@ -224,7 +224,8 @@ def _agent(job: dict[str, Any], cp: Checkpointer) -> LiteAgent:
 
     return create_lite_agent(
         model=scripted([step(i, s) for i, s in enumerate(job["steps"])]), model_name="m",
-        workdir=job["work"], checkpointer=cp, tools=[mark, bash], context=False)
+        workdir=job["work"], checkpointer=cp, tools=[mark, bash],
+        context=bool(job.get("context", False)))
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:

@@ -296,14 +296,14 @@ def _shell(folder: Path) -> str:
 
 def _check_request(messages: list[list[Any]]) -> None:
     """A request the Messages API accepts: roles alternate from the user's, and every tool
-    call is answered by a result in the next message."""
+    call is answered in the next message, whose tool results come first."""
     roles = [m[0] for m in messages]
     assert ["user", "assistant"] * (len(roles) // 2) + ["user"] * (len(roles) % 2) == roles
     for i, (role, blocks) in enumerate(messages):
         if role == "assistant":
             calls = [b[1] for b in blocks if b[0] == "ToolUseBlock"]
-            answered = [b[1] for b in messages[i + 1][1] if b[0] == "ToolResultBlock"]
-            assert calls == answered[:len(calls)]
+            first = messages[i + 1][1][:len(calls)]
+            assert [["ToolResultBlock", c] for c in calls] == [b[:2] for b in first], messages
 
 
 @pytest.mark.processes
@@ -508,6 +508,37 @@ def test_a_background_result_is_recorded_after_another_process_releases_the_sess
     assert done[0].ok
     assert "bg-output" in done[0].summary
     assert (False, ()) == (fold(events).turn_open, fold(events).open_tool_calls)
+
+
+@pytest.mark.processes
+def test_a_background_result_after_a_turn_killed_elsewhere_keeps_the_conversation_valid(
+    procs: ForkServer, store: Store
+) -> None:
+    """A background task finishes after another process was killed in the middle of a tool
+    call on its session: the result is recorded, and the next request still answers that call
+    (interrupted) right after it, before any other text."""
+    folder = store.folder()
+    command = f"while [ ! -e {folder}/bg-go ]; do sleep 0.01; done; echo bg-output"
+    with store.open() as cp, agent_on(
+            cp, store.workdir, [call("bash", command=command, run_in_background=True),
+                                reply("started")], tools=[bash]) as agent:
+        agent.send("start it", session_id="s")
+        pid = procs.start(**store.job(folder, "B", "s", "from B", [{"tools": [
+            {"name": "mark", "input": {"label": "B", "enter": "at-kill", "block": "forever"}}]}]))
+        wait_file(folder, "at-kill")
+        assert -signal.SIGKILL == procs.kill(pid)
+        signal_file(folder, "bg-go")
+        wait_until(lambda: not agent.background_tasks(), "the background result recorded")
+        pid = procs.start(**store.job(folder, "C", "s", "continue",
+                                      [{"record": "request-C", "text": "C done"}]),
+                          context=True)
+        report = result(folder, "C")
+        assert 0 == procs.wait(pid)
+        events = list(cp.read("s"))
+    assert {"outcome": "ok", "text": "C done", "pid": pid} == report
+    assert 1 == sum(isinstance(e.body, BackgroundCompleted) for e in events)
+    assert (False, ()) == (fold(events).turn_open, fold(events).open_tool_calls)
+    _check_request(json.loads(wait_file(folder, "request-C")))
 
 
 # -- 5. the CLI, close(), failing turns -----------------------------------------------------------
