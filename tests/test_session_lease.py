@@ -8,6 +8,7 @@ overlap below is certain, never a matter of timing.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -49,7 +50,13 @@ from liteagent.eventlog import (
     memory_checkpointer,
 )
 from liteagent.providers import ModelRequest, ProviderRequestError, scripted
-from liteagent.sdk import AgentBusyError, LiteAgent, create_agent, create_lite_agent
+from liteagent.sdk import (
+    AgentBusyError,
+    LiteAgent,
+    create_agent,
+    create_async_lite_agent,
+    create_lite_agent,
+)
 from liteagent.tools import bash, write_file
 
 BACKENDS = ("file", "sqlite")
@@ -307,13 +314,15 @@ def _check_request(messages: list[list[Any]]) -> None:
 
 
 @pytest.mark.processes
+@pytest.mark.parametrize("engine", [False, True], ids=["raw view", "context engine"])
 @pytest.mark.parametrize("point", list(KILL_POINTS))
 def test_sigkill_of_the_holder_mid_turn_another_process_takes_over(
-    procs: ForkServer, store: Store, point: str
+    procs: ForkServer, store: Store, point: str, engine: bool
 ) -> None:
-    """The lease holder is killed with SIGKILL mid-turn; another process's send then takes the
-    lease at once, closes the killed turn's open tool calls as interrupted and continues; the
-    log folds and keeps every event the killed process had acknowledged."""
+    """The lease holder is killed with SIGKILL mid-turn; another process's send (its model
+    shown the raw conversation or the context engine's view) then takes the lease at once,
+    closes the killed turn's open tool calls as interrupted and continues; the log folds and
+    keeps every event the killed process had acknowledged."""
     steps, acked_file, trigger = KILL_POINTS[point]
     folder = store.folder()
     steps = json.loads(json.dumps(steps).replace("{shell}", _shell(folder)))
@@ -329,7 +338,8 @@ def test_sigkill_of_the_holder_mid_turn_another_process_takes_over(
             assert -signal.SIGKILL == procs.kill(holder_pid)
             assert cp.lease_holder("s") is None
             pid = procs.start(**store.job(folder, "C", "s", "continue",
-                                          [{"record": "request-C", "text": "C done"}]))
+                                          [{"record": "request-C", "text": "C done"}]),
+                              context=engine)
             report = result(folder, "C")
             assert 0 == procs.wait(pid), report
             assert {"outcome": "ok", "text": "C done", "pid": pid} == report
@@ -405,6 +415,35 @@ def test_a_send_on_a_session_another_agent_runs_is_busy_and_writes_nothing(
             worker.join(WAIT)
     assert [] == other.requests
     assert ["from a"] == prompts(list(cp_a.read("s")))
+
+
+def test_an_async_send_on_a_session_another_agent_runs_is_busy_and_writes_nothing(
+    two_stores: tuple[Checkpointer, Checkpointer], workdir: Path
+) -> None:
+    """The asyncio API refuses the same way: ``await send`` on a session another agent is
+    running raises AgentBusyError, nothing written, its model never called."""
+    cp_a, cp_b = two_stores
+    entered, release = threading.Event(), threading.Event()
+    other = scripted([reply("never")])
+
+    async def refused() -> None:
+        async with create_async_lite_agent(model=other, model_name="m", workdir=workdir,
+                                           checkpointer=cp_b, context=False) as b:
+            with pytest.raises(AgentBusyError):
+                await b.send("from b", session_id="s")
+
+    with agent_on(cp_a, workdir, [held_model(entered, release)]) as a:
+        worker = threading.Thread(target=a.send, args=("from a",), kwargs={"session_id": "s"})
+        worker.start()
+        try:
+            assert entered.wait(WAIT)
+            before = rows(cp_b, "s")
+            asyncio.run(refused())
+            assert before == rows(cp_b, "s")
+        finally:
+            release.set()
+            worker.join(WAIT)
+    assert [] == other.requests
 
 
 def _three_turns(cp: Checkpointer, workdir: Path) -> int:
@@ -557,7 +596,7 @@ def test_the_cli_on_a_session_running_in_another_process_exits_1_with_one_line(
     cli: Cli, command: str
 ) -> None:
     """``lite-agent run --session ID`` (and restore, compact) on a session another process is
-    running exits 1 with a one-line reason and changes nothing."""
+    running exits 1 with a one-line reason naming that process, and changes nothing."""
     two_prompts(cli)
     entered, release = threading.Event(), threading.Event()
     with file_checkpointer(workdir=cli.work, home=cli.home) as cp, agent_on(
@@ -577,7 +616,7 @@ def test_the_cli_on_a_session_running_in_another_process_exits_1_with_one_line(
     assert 1 == outcome.code, outcome
     assert 1 == len(outcome.err.splitlines()), outcome.err
     assert outcome.err.startswith("lite-agent: ")
-    assert "running elsewhere" in outcome.err
+    assert f"pid {os.getpid()}" in outcome.err  # names the process running the session
     assert before == after
 
 
