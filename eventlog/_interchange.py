@@ -13,8 +13,9 @@ JSON: the order of an object's keys is not kept): blocks liteagent models keep t
 documents, search results, server tool blocks, ...) are kept whole as a :class:`RawBlock`.
 What does not convert raises :class:`InvalidMessageError` naming the message, block and field:
 a shape the Messages API does not have (a missing or mistyped field of a modelled block, a role
-other than user/assistant), and a key of the message itself holding a value the log cannot
-store (below).
+other than user/assistant), a key of the message itself holding a value the log cannot store
+(below), and a string holding a surrogate pair as two code points (which no JSON text can
+write: JSON reads an escaped pair as one character).
 Conversely ``messages_from_dicts(messages_to_dicts(ms)) == ms`` for every list of messages the
 log can store that converts (one that would not come back equal is refused with
 :class:`InvalidMessageError`), where each message marked ``string_content`` holds one text block
@@ -35,6 +36,7 @@ exact values. So ``message_from_dict(message_to_dict(m))`` is the storable form 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -105,6 +107,22 @@ def _unstorable(value: Any) -> str | None:
             if why is not None:
                 return why
     return None
+
+
+_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+def _paired(value: Any) -> bool:
+    """Whether a string (or key) in the JSON ``value`` holds a surrogate pair as two code points
+    (JSON text has no way to write it: an escaped pair is read back as one character)."""
+    t = type(value)
+    if t is str:
+        return _PAIR.search(value) is not None
+    if t is dict:
+        return any(_paired(k) or _paired(v) for k, v in value.items())
+    if t is list:
+        return any(_paired(v) for v in value)
+    return False
 
 
 def _encodable(text: str) -> bool:
@@ -344,6 +362,10 @@ def _block_from_dict(d: Any, where: str) -> Block:
 def _lossless(d: Mapping[str, Any], kind: str, where: str) -> Block:
     """The storable form of block ``d``, which holds a value the log cannot store."""
     copied: dict[str, Any] = _copy(dict(d), where)
+    if _paired(copied):
+        raise InvalidMessageError(
+            f"{where}: a string holds a high surrogate followed by a low one as two code points, "
+            "which JSON cannot write (it reads the pair back as one character)")
     if kind == "tool_use" and isinstance(copied.get("input"), dict):
         rest = {k: v for k, v in copied.items() if k != "input"}
         if unstorable(rest) is None:

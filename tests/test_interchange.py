@@ -821,6 +821,16 @@ def test_an_unstorable_block_inside_a_tool_result_is_converted_alone() -> None:
     assert block == _round_trip(block)
 
 
+@pytest.mark.parametrize("block", [{"type": "text", "text": "a\ud800\udc00"},
+                                   {**_TOOL_USE, "input": {"\udbff\udfff": 1}}],
+                         ids=["text", "input-key"])
+def test_a_surrogate_pair_as_two_code_points_is_refused(block: dict[str, Any]) -> None:
+    """A string holding a high surrogate followed by a low one (which JSON text cannot write:
+    an escaped pair reads back as one character) is refused naming the block."""
+    _raises_naming(re.escape("message 0 content[0] (") + ".*a high surrogate followed by a low",
+                   [_user(block)])
+
+
 def test_an_unstorable_message_extra_is_refused() -> None:
     """A message-level extra key holding a value the log cannot store raises, naming it."""
     _raises_naming(re.escape("message 0: an extra key holds an integer beyond 64 bits"),
@@ -868,12 +878,21 @@ def test_a_lossless_form_that_would_not_convert_back_is_refused(block: Block) ->
         message_to_dict(Message("assistant", (block,)))
 
 
-_wild_text = st.text(alphabet=st.characters(categories=["Cs", "Ll"]), min_size=1, max_size=4)
+_SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+def _json_text(text: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    """Strings JSON can write: no surrogate pair as two code points (see the test above)."""
+    return text.filter(lambda t: _SURROGATE_PAIR.search(t) is None)
+
+
+_wild_text = _json_text(st.text(alphabet=st.characters(categories=["Cs", "Ll"]), min_size=1,
+                                max_size=4))
 _wild_scalar = st.integers(min_value=2**64) | st.integers(max_value=-(2**63) - 1) | _wild_text
 _wild_json: st.SearchStrategy[Any] = st.recursive(
     _wild_scalar | st.integers(-5, 5) | st.text(max_size=4),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-        st.text(alphabet=st.characters(categories=["Cs", "Ll"]), max_size=3), inner,
+        _json_text(st.text(alphabet=st.characters(categories=["Cs", "Ll"]), max_size=3)), inner,
         max_size=3),
     max_leaves=6,
 )
@@ -911,7 +930,7 @@ def test_any_json_message_is_stored_losslessly(ds: list[dict[str, Any]]) -> None
 # 64 bits anywhere in a block.
 
 _api_char = st.characters() | st.characters(categories=["Cs"])
-_api_text = st.text(_api_char, max_size=8)
+_api_text = _json_text(st.text(_api_char, max_size=8))
 _api_big = st.sampled_from([2**64, -(2**63) - 1, 10**40]) | st.integers(min_value=2**64)
 _api_scalar = (st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | _api_big
                | st.floats(allow_nan=False, allow_infinity=False) | _api_text)
