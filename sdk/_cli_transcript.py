@@ -1,20 +1,38 @@
 """``lite-agent export ID`` and ``lite-agent import FILE``: transcripts as JSON Lines, one
-message per line in the Anthropic Messages shape (``{"role": ..., "content": [...]}``).
+message per line in the Anthropic Messages shape (``{"role": ..., "content": ...}``; see
+:mod:`liteagent.eventlog._interchange`).
 
-Export writes the session's whole conversation (every event, compactions not applied). Import
-turns a transcript from elsewhere into a session: a ``session_started`` event, then one event
-per message — a user message without tool results is a user prompt (so it is a checkpoint), the
-tool results of a user message are tool-result events (text beside them is a non-checkpoint
-prompt), an assistant message is an assistant-message event — appended in one atomic write, so
-its log, checkpoints and views work like any other. Consecutive messages of one role are merged
-(as the API does). Every line is checked first; any bad line is reported with its number and
-nothing is written.
+**Export** writes the session's whole conversation from its log: every message event, with
+compactions not applied and archived tool results in full (the log keeps both). Each model
+response, each prompt and each background notice is a message of its own; the tool results of
+one step, with the text the log recorded beside them, are one user message; the notice that
+closes a stopped turn is an assistant message of its own. So two messages of one role can follow
+each other (a background notice, then the next prompt); the Messages API reads them as one turn.
+Lone surrogates are written as JSON escapes (UTF-8 cannot carry them).
+
+**Import** makes a session of a transcript: a ``session_started`` event, then per message an
+assistant-message event (assistant), a user prompt (a user message without tool results: it is
+a checkpoint), or a tool-result event per result and a non-checkpoint prompt per run of other
+blocks (a user message with tool results), all appended in one atomic write, so its log,
+checkpoints and views work like any other. Every line is checked first; each bad line is
+reported with its number and nothing is written.
+
+Import then export gives every message back, one line each, equal as JSON (every block and
+value exact, consecutive messages of one role kept apart), except for what a session's log
+cannot record, which import handles openly:
+
+- a string ``content`` is stored as the one text block it stands for, and exported as a list
+  holding that block (the same to the Messages API);
+- a message with keys besides ``role`` and ``content`` is refused, naming the line and keys;
+- a user message with tool results right after another user message is refused, naming both
+  lines: the log would join them into one message (join them in the file to import it).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,10 +45,11 @@ from liteagent.eventlog import (
     LiteAgentError,
     Message,
     SessionStarted,
+    SessionState,
+    StoredEvent,
     ToolResult,
     ToolResultBlock,
     UserPrompt,
-    conversation,
     fold,
     message_from_dict,
     message_to_dict,
@@ -42,47 +61,124 @@ from ._cli_env import CliEnv
 from ._cli_output import emit_json
 from ._core import new_session_id
 
-__all__ = ["cmd_export", "cmd_import", "message_events", "read_transcript"]
+__all__ = [
+    "TranscriptError",
+    "cmd_export",
+    "cmd_import",
+    "export_messages",
+    "json_line",
+    "message_events",
+    "read_transcript",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# export
 
 
 def cmd_export(env: CliEnv, args: argparse.Namespace) -> int:
     """Print the session's conversation as JSON Lines (or one JSON document with --json)."""
     sid = existing_session(env, args.session_id)
-    messages = conversation(fold(env.checkpointer.read(sid)))
-    dicts = [message_to_dict(m, where=f"message {i}") for i, m in enumerate(messages, 1)]
+    events = list(env.checkpointer.read(sid))
+    dicts = [message_to_dict(m, where=f"message {i}")
+             for i, m in enumerate(export_messages(events, fold(events)), 1)]
     if args.json:
-        emit_json({"session_id": sid, "messages": dicts})
+        sys.stdout.write(json_line({"session_id": sid, "messages": dicts}, indent=2) + "\n")
     else:
-        for d in dicts:
-            sys.stdout.write(json.dumps(d, ensure_ascii=False) + "\n")
+        sys.stdout.writelines(json_line(d) + "\n" for d in dicts)
     return 0
 
 
+def export_messages(events: list[StoredEvent], state: SessionState) -> list[Message]:
+    """The conversation of a session (``state`` folded from ``events``), grouped into messages
+    as the module docstring says."""
+    out: list[Message] = []
+    for entry in state.entries:
+        body = events[entry.seq - 1].body
+        m = entry.message
+        joins = type(body) is ToolResult or (
+            type(body) is UserPrompt and body.origin in ("reminder", "repair"))
+        if joins and out and out[-1].role == m.role:
+            out[-1] = Message(m.role, out[-1].content + m.content)
+        else:
+            out.append(m)
+    return out
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_line(value: Any, indent: int | None = None) -> str:
+    """``value`` as JSON text that UTF-8 can carry: non-ASCII characters as they are, except
+    lone surrogates, which are written as JSON escapes."""
+    text = json.dumps(value, ensure_ascii=False, indent=indent)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+# ---------------------------------------------------------------------------------------------
+# import
+
+
 class TranscriptError(InvalidArgumentError):
-    """Raised when lines of a transcript are not messages; ``problems`` lists each line."""
+    """Raised when lines of a transcript are not messages, or not messages a session can keep;
+    ``problems`` lists each line and what is wrong with it."""
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
-        super().__init__(f"{len(problems)} bad lines, nothing was written")
+        noun = "bad line" if len(problems) == 1 else "bad lines"
+        super().__init__(f"{len(problems)} {noun}, nothing was written")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
+def _parse(line: str) -> Any:
+    """One line as JSON, refusing what JSON is not (NaN, Infinity) and what would be lost (a
+    key given twice in one object)."""
+    return json.loads(line, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+
+
+def _lines(text: str) -> list[tuple[int, str]]:
+    """The numbered lines of a JSON Lines text: separated by ``\\n`` only (a JSON string may
+    hold U+2028 and other characters ``str.splitlines`` splits at), a ``\\r`` before it
+    dropped, blank lines skipped, a byte-order mark at the start ignored."""
+    lines = text.removeprefix("\ufeff").split("\n")
+    return [(n, line.removesuffix("\r")) for n, line in enumerate(lines, 1) if line.strip()]
 
 
 def read_transcript(text: str) -> list[Message]:
     """The messages of a JSON Lines transcript; raise :class:`TranscriptError` naming every
-    bad line (blank lines are skipped)."""
+    bad line (see the module docstring for what a session cannot keep)."""
     messages: list[Message] = []
     problems: list[str] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+    previous: tuple[int, Message] | None = None
+    for number, line in _lines(text):
+        try:
+            data = _parse(line)
+        except (ValueError, RecursionError) as e:  # json's errors are ValueErrors
+            why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+            problems.append(f"line {number}: not JSON ({why})")
+            previous = None
             continue
         try:
-            data: Any = json.loads(line)
-        except ValueError as e:
-            problems.append(f"line {number}: not JSON ({e})")
-            continue
-        try:
-            messages.append(message_from_dict(data, where=f"line {number}"))
+            message = message_from_dict(data, where=f"line {number}")
         except LiteAgentError as e:
             problems.append(str(e))
+            previous = None
+            continue
+        problems += _unkept(number, message, previous)
+        messages.append(message)
+        previous = (number, message)
     if problems:
         raise TranscriptError(problems)
     if not messages:
@@ -90,12 +186,31 @@ def read_transcript(text: str) -> list[Message]:
     return messages
 
 
+def _unkept(number: int, message: Message, previous: tuple[int, Message] | None) -> list[str]:
+    """What of ``message`` (on line ``number``, after ``previous``) a session cannot keep."""
+    problems = []
+    if message.extra:
+        keys = ", ".join(repr(k) for k in message.extra)
+        problems.append(f"line {number}: a session keeps only a message's role and content, "
+                        f"not {keys}; remove them to import the transcript")
+    if (previous is not None and previous[1].role == message.role == "user"
+            and _has_results(message)):
+        problems.append(
+            f"line {number}: a user message with tool results right after the user message of "
+            f"line {previous[0]}: a session would join them into one message; join the two "
+            "lines to import the transcript")
+    return problems
+
+
+def _has_results(message: Message) -> bool:
+    return any(type(b) is ToolResultBlock for b in message.content)
+
+
 def message_events(message: Message) -> list[Event]:
-    """The events that add ``message`` to a session's conversation."""
+    """The events that add ``message`` to a session's conversation (module docstring)."""
     if message.role == "assistant":
         return [AssistantMessage(content=message.content)]
-    has_results = any(type(b) is ToolResultBlock for b in message.content)
-    if not has_results:
+    if not _has_results(message):
         return [UserPrompt(content=message.content)]
     events: list[Event] = []
     run: list[Block] = []
