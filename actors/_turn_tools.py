@@ -60,7 +60,7 @@ def run_one(tool: Tool | None, call: ToolUseBlock, ctx: ToolContext, *,
             "the tool did not run: its input holds a value liteagent cannot pass to a tool "
             "(an integer beyond 64 bits or a string with a surrogate code point); the "
             f"input as JSON: {call.input_json[:2000]}", is_error=True), []
-    given = copy.deepcopy(call.input)  # a tool that changes its input changes no view
+    given = _own_copy(call.input)  # a tool that changes its input changes no view
     try:
         paths = [str(p) for p in tool.changed_paths(given, ctx)]
     except BaseException as e:  # noqa: BLE001 -- a bad input is the model's error to read
@@ -98,6 +98,17 @@ def run_one(tool: Tool | None, call: ToolUseBlock, ctx: ToolContext, *,
                 log.warning("tool.snapshot_not_recorded", path=repr(event.path))
     return output, snaps
 
+
+
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def _own_copy(value: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a tool's input that shares nothing mutable with it: a flat one is copied
+    shallowly (the common case; ``deepcopy`` costs ten times as much)."""
+    if type(value) is dict and all(type(v) in _ATOMS for v in value.values()):
+        return dict(value)
+    return copy.deepcopy(value)
 
 
 def describe_error(error: BaseException) -> str:

@@ -20,7 +20,7 @@ import concurrent.futures
 import contextlib
 from collections.abc import Iterator
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from liteagent.actors import (
     BackgroundTask,
@@ -50,6 +50,9 @@ from ._validate import (
     check_text,
 )
 
+if TYPE_CHECKING:
+    from liteagent.actors._reply import Reply
+
 __all__ = ["OFF_LOOP", "SETTLE_TIMEOUT", "CompactIterator", "LiteAgent", "LiteAgentResult",
            "send_args"]
 
@@ -66,17 +69,17 @@ executor, which DNS lookups and HTTP clients need)."""
 
 def send_args(
     core: AgentCore, input: object, session_id: object, cancel: object
-) -> tuple[str, CancelToken, str]:
-    """The checked prompt, the turn's cancel token and the session of a ``send``."""
+) -> tuple[str, CancelToken | None, str]:
+    """The checked prompt, the caller's cancel token (``None``: the turn makes its own when it
+    starts) and the session of a ``send``."""
     text = check_prompt(input)
-    token = check_cancel(cancel) or CancelToken()
-    return text, token, core.session_for(check_session_id(session_id))
+    return text, check_cancel(cancel), core.session_for(check_session_id(session_id))
 
 
-def _settle(future: concurrent.futures.Future[Any]) -> None:
+def _settle(reply: Reply) -> None:
     """Wait (bounded) for cancelled work to finish recording how it ended."""
     with contextlib.suppress(concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
-        future.exception(SETTLE_TIMEOUT)
+        reply.exception(SETTLE_TIMEOUT)
 
 
 class LiteAgent:
@@ -114,12 +117,12 @@ class LiteAgent:
         text, token, sid = send_args(self._core, input, session_id, cancel)
         self._core.turn_started(sid)
         try:
-            future = self._core.host.send(sid, text, token)
+            reply = self._core.host.send(sid, text, token)
             try:
-                result: LiteAgentResult = future.result()
+                result: LiteAgentResult = reply.result()
             except KeyboardInterrupt:
-                token.cancel("interrupted")
-                _settle(future)  # wait for the turn to record its abort
+                reply.interrupt("interrupted")  # out of the queue, or the turn cancelled
+                _settle(reply)  # wait for the turn to record its abort
                 raise
         finally:
             self._core.turn_finished(sid)

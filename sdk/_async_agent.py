@@ -26,6 +26,7 @@ from liteagent.actors import (
     RestoreResult,
     Subscription,
 )
+from liteagent.actors._reply import Reply
 from liteagent.eventlog import (
     CancelToken,
     LiteAgentError,
@@ -70,20 +71,17 @@ class AsyncLiteAgent:
             token.cancel("the awaiting task was cancelled")
 
     async def _await(self, future: concurrent.futures.Future[Any],
-                     token: CancelToken | None = None, *, own_future: bool = True) -> Any:
-        """Await ``future``; on cancellation cancel the work (see the class docstring).
-
-        One loop future and one thread-safe wake-up per call (``wrap_future`` plus ``shield``
-        cost several times that on the loop, which matters when thousands of sends start at
-        once); cancelling the wait does not cancel ``future`` by itself."""
+                     token: CancelToken | None = None) -> Any:
+        """Await ``future`` of liteagent's pool; on cancellation cancel the work (see the class
+        docstring): one loop future and one thread-safe wake-up per call (``wrap_future`` plus
+        ``shield`` cost several times that on the loop)."""
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[Any] = loop.create_future()
         future.add_done_callback(partial(_wake, loop, waiter))
         try:
             return await waiter
         except asyncio.CancelledError:
-            if own_future:
-                future.cancel()  # a job that has not started never starts
+            future.cancel()  # a job that has not started never starts
             inner = asyncio.wrap_future(future)
             if token is not None:
                 self._cancel(token)
@@ -106,8 +104,8 @@ class AsyncLiteAgent:
         text, token, sid = send_args(self._core, input, session_id, cancel)
         self._core.turn_started(sid)
         try:
-            future = self._core.host.send(sid, text, token)  # never blocks: the host posts it
-            result: LiteAgentResult = await self._await(future, token, own_future=False)
+            reply = self._core.host.send(sid, text, token)  # never blocks: the host posts it
+            result: LiteAgentResult = await _await_reply(reply)
         finally:
             self._core.turn_finished(sid)
         return result
@@ -255,14 +253,35 @@ class AsyncLiteAgent:
         await self.close()
 
 
+async def _await_reply(reply: Reply) -> Any:
+    """Await a send's reply; when the awaiting task is cancelled, interrupt the send (out of
+    the queue, or its turn cancelled) and wait, bounded, until it has settled. One loop future
+    and one thread-safe wake-up: the loop's share of a send stays small when thousands start
+    at once."""
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[Any] = loop.create_future()
+    reply.add_done_callback(partial(_wake, loop, waiter))
+    try:
+        return await waiter
+    except asyncio.CancelledError:
+        reply.interrupt("the awaiting task was cancelled")  # posted to the host's thread
+        if not reply.done():
+            settled: asyncio.Future[Any] = loop.create_future()
+            reply.add_done_callback(partial(_wake, loop, settled))
+            await asyncio.wait({settled}, timeout=SETTLE_TIMEOUT)
+            settled.add_done_callback(_retrieve)
+        raise
+
+
 def _wake(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any],
-          future: concurrent.futures.Future[Any]) -> None:
+          future: concurrent.futures.Future[Any] | Reply) -> None:
     """In the thread that completed ``future``: hand its outcome to ``waiter`` on the loop."""
     with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
         loop.call_soon_threadsafe(_settle, waiter, future)
 
 
-def _settle(waiter: asyncio.Future[Any], future: concurrent.futures.Future[Any]) -> None:
+def _settle(waiter: asyncio.Future[Any], future: concurrent.futures.Future[Any] | Reply
+            ) -> None:
     if waiter.done():  # the awaiting task was cancelled
         return
     if future.cancelled():

@@ -32,7 +32,8 @@ from liteagent.actors import (
 )
 from liteagent.actors._envelope import start_actor
 from liteagent.actors._gate import GATE, CpuGate
-from liteagent.actors._host import _Request
+from liteagent.actors._host_slots import Request
+from liteagent.actors._reply import Reply
 from liteagent.actors._turn import TurnResult
 from liteagent.eventlog import (
     AssistantMessage,
@@ -719,15 +720,16 @@ def test_the_cpu_gate_is_free_after_any_mix_of_holds_releases_and_errors(
 
 
 def _cyclic_garbage(run: Callable[[], None]) -> list[str]:
-    """The requests and turn results that only the cyclic collector would free, once ``run``
-    has returned (with the collector off meanwhile)."""
+    """The requests, replies, cancel tokens and turn results that only the cyclic collector
+    would free, once ``run`` has returned (with the collector off meanwhile)."""
     gc.collect()
     gc.disable()
     gc.set_debug(gc.DEBUG_SAVEALL)
     try:
         run()
         gc.collect()
-        return [type(o).__name__ for o in gc.garbage if isinstance(o, (_Request, TurnResult))]
+        return [type(o).__name__ for o in gc.garbage
+                if isinstance(o, (Request, Reply, CancelToken, TurnResult))]
     finally:
         gc.set_debug(0)
         gc.garbage.clear()
@@ -735,8 +737,9 @@ def _cyclic_garbage(run: Callable[[], None]) -> list[str]:
 
 
 def test_finished_async_sends_leave_no_cyclic_garbage(workdir: Path) -> None:
-    """A finished async send's request and result are freed by reference counting, not left
-    for the cyclic collector (whose full collections pause the event loop too)."""
+    """A finished async send's request, reply, token and result are freed by reference
+    counting, not left for the cyclic collector (whose full collections pause the event loop
+    too)."""
     model = ToolThenReply()
 
     async def main() -> None:
@@ -748,7 +751,8 @@ def test_finished_async_sends_leave_no_cyclic_garbage(workdir: Path) -> None:
 
 
 def test_finished_sends_leave_no_cyclic_garbage(workdir: Path) -> None:
-    """A finished blocking send's request and result are freed by reference counting."""
+    """A finished blocking send's request, reply, token and result are freed by reference
+    counting."""
     model = ToolThenReply()
 
     def main() -> None:
@@ -757,3 +761,39 @@ def test_finished_sends_leave_no_cyclic_garbage(workdir: Path) -> None:
                 agent.send(f"turn {i}", session_id=f"s{i}")
 
     assert [] == _cyclic_garbage(main)
+
+
+# -- the reply of a request -----------------------------------------------------------------------
+
+
+def test_a_reply_takes_one_outcome_and_runs_each_callback_once() -> None:
+    """A reply's first outcome stands: a later one is refused with InvalidStateError, a waiter
+    blocked on it wakes with it, and a callback added before or after runs exactly once."""
+    reply = Reply()
+    seen: list[Any] = []
+    reply.add_done_callback(lambda r: seen.append(r.result()))
+    waiter = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        waited = waiter.submit(reply.result, WAIT)
+        reply.set_result("first")
+        with pytest.raises(concurrent.futures.InvalidStateError):
+            reply.set_exception(ValueError("second"))
+        assert not reply.cancel()
+        reply.add_done_callback(lambda r: seen.append(r.result()))
+        assert ("first", ["first", "first"]) == (waited.result(WAIT), seen)
+    finally:
+        waiter.shutdown()
+
+
+def test_a_cancelled_or_unfinished_reply_raises_library_neutral_errors() -> None:
+    """result() of an unfinished reply times out with TimeoutError, of a cancelled one raises
+    CancelledError, and of a failed one raises its exception."""
+    pending, cancelled, failed = Reply(), Reply(), Reply()
+    with pytest.raises(concurrent.futures.TimeoutError):
+        pending.result(0.01)
+    assert cancelled.cancel()
+    with pytest.raises(concurrent.futures.CancelledError):
+        cancelled.result()
+    failed.set_exception(ValueError("boom"))
+    with pytest.raises(ValueError, match="boom"):
+        failed.result()
