@@ -15,7 +15,7 @@ from rich.console import Console
 from liteagent.actors import CompactStats
 from liteagent.eventlog import (
     Compaction,
-    InvalidArgumentError,
+    InvalidSessionIdError,
     TextBlock,
     validate_session_id,
 )
@@ -44,7 +44,7 @@ def existing_session(env: CliEnv, session_id: str) -> str:
     the store has no such session."""
     try:
         sid = validate_session_id(session_id)
-    except InvalidArgumentError as e:
+    except InvalidSessionIdError as e:
         raise UsageError(f"{session_id!s} is not a session id: use 1-128 letters, digits, "
                          "'.', '_' or '-', starting with a letter or digit") from e
     if env.checkpointer.head(sid) == 0:
@@ -72,7 +72,7 @@ def cmd_run(env: CliEnv, args: argparse.Namespace) -> int:
     if args.session:
         try:
             validate_session_id(args.session)
-        except InvalidArgumentError as e:
+        except InvalidSessionIdError as e:
             raise UsageError(f"--session {args.session}: not a session id") from e
     agent = env.agent()
     if args.session:

@@ -28,6 +28,7 @@ from liteagent.eventlog import (
     CancelToken,
     Checkpointer,
     InvalidArgumentError,
+    InvalidSessionIdError,
     ModelRequest,
     OperationCancelledError,
     StreamEvent,
@@ -179,7 +180,7 @@ class CliEnv:
         sid = spec.removeprefix("replay:")
         try:
             sid = validate_session_id(sid)
-        except InvalidArgumentError as e:
+        except InvalidSessionIdError as e:
             raise UsageError(f"--provider {spec}: {sid} is not a session id") from e
         events = list(self.checkpointer.read(sid))
         if not events:

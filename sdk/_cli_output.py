@@ -57,6 +57,16 @@ _PLAIN_WIDTH = 1000  # what rich lays tables out in when the output is not a ter
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
 
 
+class _Console(Console):
+    """A rich console that leaves a closed output to the entry point (rich's own handling
+    exits with 1)."""
+
+    def on_broken_pipe(self) -> None:
+        """Stop writing; raise ``BrokenPipeError`` for the entry point."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def make_console(stream: TextIO | None = None) -> Console:
     """A rich console on ``stream`` (default: stdout): colour and cursor movement only on an
     interactive terminal (rich reads ``NO_COLOR``, ``TERM``, ``FORCE_COLOR`` and
@@ -67,8 +77,8 @@ def make_console(stream: TextIO | None = None) -> Console:
         tty = file.isatty()
     except (AttributeError, ValueError):
         tty = False
-    return Console(file=file, markup=False, emoji=False, highlight=False, soft_wrap=True,
-                   width=None if tty else _PLAIN_WIDTH)
+    return _Console(file=file, markup=False, emoji=False, highlight=False, soft_wrap=True,
+                    width=None if tty else _PLAIN_WIDTH)
 
 
 def quiet_console() -> Console:

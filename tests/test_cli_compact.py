@@ -1,0 +1,216 @@
+"""``lite-agent compact`` and ``replay`` in real processes: a compaction with instructions
+summarizes with them when a model is available and says why not otherwise; its progress never
+goes back; replay shows every event kind (context_status with its level and numbers) and says
+when there is nothing to verify; no escape code reaches output that is not a terminal."""
+
+from __future__ import annotations
+
+import json
+import re
+import typing
+
+import msgspec
+import pytest
+from _cli_runner import Cli, clean_env, two_prompts, write
+
+from liteagent.eventlog import (
+    AssistantMessage,
+    BackgroundCompleted,
+    Compaction,
+    ContentArchived,
+    ContextStatus,
+    Event,
+    FileSnapshot,
+    ModelRequestRecord,
+    OpaqueEvent,
+    RestoreFile,
+    RestoreFinished,
+    RestoreStarted,
+    SessionStarted,
+    StoredEvent,
+    TextBlock,
+    ToolResult,
+    ToolResultBlock,
+    TurnAborted,
+    UserPrompt,
+)
+from liteagent.providers.testing import FakeMessagesServer, message, text
+from liteagent.sdk._cli_replay import describe_event
+
+pytestmark = pytest.mark.processes
+
+_INSTRUCTIONS = "keep the API decisions"
+
+
+def claude(fake: FakeMessagesServer) -> dict[str, str]:
+    """The environment of a CLI that talks to Claude through the fake server."""
+    return clean_env(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.base_url)
+
+
+def test_compact_with_instructions_summarizes_with_them(cli: Cli) -> None:
+    """With a model (Claude, over the real client): the summary request carries the
+    instructions, the recorded compaction holds the summary, the CLI says so, and every request
+    of the session still recomputes from the log."""
+    two_prompts(cli)
+    with FakeMessagesServer() as fake:
+        fake.add(message([text("SUMMARY: the API decisions so far")]))
+        result = cli("compact", "s1", _INSTRUCTIONS, "--json", env=claude(fake))
+        assert 0 == result.code, result
+        [request] = fake.requests
+    assert _INSTRUCTIONS in json.dumps(request.body)
+    outcome = result.json()
+    assert {"changed": True, "summarized": True, "instructions_used": True,
+            "note": None}.items() <= outcome.items()
+    [compaction] = [e.body for e in cli.events("s1") if isinstance(e.body, Compaction)]
+    assert _INSTRUCTIONS == compaction.instructions
+    texts = [b.text for m in compaction.replacement for b in m.content
+             if isinstance(b, TextBlock)]
+    assert any("SUMMARY: the API decisions so far" in t for t in texts)
+    assert cli.ok("replay", "s1", "--verify", "--json").json()["ok"] is True
+
+
+def test_compact_says_it_summarized(cli: Cli) -> None:
+    """The human form: the compaction line says the model wrote a summary; no note."""
+    two_prompts(cli)
+    out = cli.ok("compact", "s1", _INSTRUCTIONS,
+                 provider=cli.script({"text": "SUMMARY: kept"})).out
+    assert "compacted with a summary by the model: ~" in out
+    assert "note:" not in out
+
+
+def test_compact_without_a_model_says_the_instructions_were_not_used(cli: Cli) -> None:
+    """No API key and no --provider: the compaction is mechanical and the CLI says that the
+    instructions were not used and why (exit 0: the compaction itself worked)."""
+    two_prompts(cli)
+    result = cli.ok("compact", "s1", _INSTRUCTIONS)
+    assert ("note: the instructions were not used: no model to summarize with (set "
+            "ANTHROPIC_API_KEY, or pass --provider)") in result.out
+    outcome = cli.ok("compact", "s1", _INSTRUCTIONS, "--json").json()
+    assert outcome["summarized"] is False
+    assert outcome["instructions_used"] is False
+    assert outcome["note"].startswith("the instructions were not used: no model")
+
+
+def test_compact_with_nothing_to_summarize_says_so(cli: Cli) -> None:
+    """A model, but a conversation no longer than the turns a summary keeps: nothing is sent
+    to the model, and the CLI says that the instructions were not used and why."""
+    cli.ok("run", "hi", "--session", "s1", provider=cli.script({"text": "Hello."}))
+    outcome = cli.ok("compact", "s1", _INSTRUCTIONS, "--json", provider=cli.script(
+        {"text": "never asked"})).json()
+    assert outcome["instructions_used"] is False
+    assert outcome["note"].startswith(
+        "the instructions were not used: there is nothing old enough to summarize")
+
+
+def test_compact_after_a_failed_summary_says_why(cli: Cli) -> None:
+    """The model fails: the compaction goes on without a summary, and the CLI says that the
+    instructions were not used because the summary failed."""
+    two_prompts(cli)
+    outcome = cli.ok("compact", "s1", _INSTRUCTIONS, "--json", provider=cli.script(
+        {"error": "overloaded", "message": "busy now"})).json()
+    assert outcome["instructions_used"] is False
+    assert outcome["note"].startswith(
+        "the instructions were not used: the summary failed (busy now)")
+
+
+def test_compaction_progress_never_goes_back(cli: Cli) -> None:
+    """Off a terminal, each compaction step is a line with its percentage: the percentages
+    never go down, the last is 100 %, and the persisting stage is there."""
+    for i in range(4):
+        cli.ok("run", f"step {i}", "--session", "s1", provider=cli.script(
+            write(f"f{i}.txt", "x" * 200), {"text": f"Done {i}."}))
+    out = cli.ok("compact", "s1").out
+    steps = re.findall(r"^  compact(?:ing|ion done) (\w+) (\d+)%", out, flags=re.MULTILINE)
+    percents = [int(p) for _, p in steps]
+    assert percents, out
+    assert sorted(percents) == percents
+    assert 100 == percents[-1]
+    assert "persist" in [stage for stage, _ in steps]
+
+
+def test_replay_shows_context_status_level_and_numbers(cli: Cli) -> None:
+    """Each context_status row names its level, tokens before and after, and the budget."""
+    two_prompts(cli)
+    events = cli.ok("replay", "s1", "--json").json()
+    rows = cli.ok("replay", "s1").out.splitlines()
+    statuses = [(e, row) for e, row in zip(events, rows, strict=True)
+                if e["kind"] == "context_status"]
+    assert statuses
+    for event, row in statuses:
+        body = event["body"]
+        assert row.endswith(f"context_status       level {body['level']}: ~{body['tokens']} → "
+                            f"~{body['tokens_after']} tokens of {body['budget']}")
+
+
+def test_replay_verify_with_no_recorded_requests_says_so(cli: Cli) -> None:
+    """A session whose log holds no model request (an imported transcript): --verify says
+    there was nothing to verify, exit 0; --json says so too."""
+    transcript = "\n".join(json.dumps(m) for m in (
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}))
+    cli.ok("import", "-", "--session", "imp", stdin=transcript)
+    out = cli.ok("replay", "imp", "--verify").out
+    assert ("nothing to verify: session imp has no recorded model requests (no turn of it has "
+            "called the model)\n") == out
+    report = cli.ok("replay", "imp", "--verify", "--json").json()
+    assert {"ok": True, "requests": 0, "nothing_to_verify": True}.items() <= report.items()
+
+
+_SAMPLES: list[Event | OpaqueEvent] = [
+    SessionStarted(workdir="/w", model="m"),
+    UserPrompt(content=(TextBlock("hi"),)),
+    AssistantMessage(content=(TextBlock("hello"),), stop_reason="end_turn"),
+    ToolResult(block=ToolResultBlock("t1", "ok"), tool_name="bash"),
+    FileSnapshot(path="a.txt", tool_call_id="t1", pre_image=None, pre_hash=None,
+                 post_hash="0" * 64),
+    Compaction(first_seq=1, last_seq=4, tokens_before=100, tokens_after=10),
+    ContextStatus(level="select", tokens=500, budget=400, tokens_after=380,
+                  actions=("archive",)),
+    ModelRequestRecord(view_hash="ab" * 32, token_estimate=42),
+    BackgroundCompleted(task_id="bg1", ok=False, summary="exit 1"),
+    TurnAborted(reason="interrupted"),
+    RestoreStarted(to_seq=2, conversation=True, files=(
+        RestoreFile(path="a.txt", target=None, target_hash=None, backup=None,
+                    backup_hash=None),)),
+    RestoreFinished(started_seq=5, outcome="completed"),
+    ContentArchived(tool_use_id="t1", ref="blob:abc", chars=10, size=10),
+    OpaqueEvent(kind="from_the_future", data=b"\x01\x02"),
+]
+
+
+def test_replay_describes_every_event_kind() -> None:
+    """Every kind of event (and one of an unknown kind) gets a line of its own in replay: the
+    samples cover the whole event vocabulary, so a new kind without a description fails."""
+    assert set(typing.get_args(Event)) | {OpaqueEvent} == {type(e) for e in _SAMPLES}
+    lines = {type(e).__name__: describe_event(StoredEvent(1, 0.0, "k", e)) for e in _SAMPLES}
+    assert all(lines.values()), lines
+    assert "level select: ~500 → ~380 tokens of 400; archive" == lines["ContextStatus"]
+
+
+def test_nothing_off_a_terminal_holds_an_escape_code(cli: Cli) -> None:
+    """With stdout and stderr files (not terminals), even with TERM set to a colour terminal,
+    the commands write plain text: not one escape code."""
+    env = clean_env(TERM="xterm-256color")
+    two_prompts(cli)
+    results = [
+        cli("run", "more", "--session", "s1", env=env,
+            provider=cli.script({"text": "\x1b[31mred\x1b[0m from the model"})),
+        cli("checkpoints", "s1", env=env), cli("sessions", env=env),
+        cli("restore", "s1", "2", env=env), cli("compact", "s1", "x", env=env),
+        cli("replay", "s1", env=env), cli("replay", "s1", "--view", env=env),
+        cli("replay", "s1", "--verify", env=env), cli("doctor", env=env),
+        cli("restore", "s1", "999", env=env), cli(env=env),
+    ]
+    for result in results:
+        assert "\x1b" not in result.out + result.err, result
+    assert "^[[31mred^[[0m from the model" in results[0].out
+
+
+def test_json_run_prints_only_its_document(cli: Cli) -> None:
+    """run --json with text and a tool call: stdout is the one JSON document and nothing else
+    (the streamed text and the tool line are not printed)."""
+    result = cli.ok("run", "go", "--json", provider=cli.script(
+        {"tool": "write_file", "input": {"path": "a.txt", "content": "x"}, "text": "Writing."},
+        {"text": "Done."}))
+    document = msgspec.json.decode(result.out)
+    assert "Done." == document["text"]
+    assert "" == result.err
