@@ -16,7 +16,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
@@ -228,8 +230,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     finally:
         if env is not None:
-            with contextlib.suppress(Exception):
-                env.close()
+            _close(env)
+
+
+def _close(env: CliEnv) -> None:
+    """Close what the command opened; a Ctrl-C meanwhile is ignored (a close interrupted half
+    way would leave the agent's threads running)."""
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        with contextlib.suppress(Exception):
+            env.close()
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, old)
 
 
 def _finish(problem: Failure, as_json: bool) -> int:

@@ -3,8 +3,9 @@
 On a terminal (stdin and stdout both), :class:`TerminalPrompt` is a ``prompt_toolkit`` prompt
 awaited on the CLI's event loop: line editing, and the history of the project
 (:class:`ProjectHistory`; the up arrow recalls earlier prompts, also from earlier runs). In raw
-mode Ctrl-C and Ctrl-D are key presses: Ctrl-C interrupts the prompt and Ctrl-D at an empty
-line ends the input. A SIGINT from elsewhere (``kill -INT``) interrupts it too; one that lands
+mode Ctrl-C and Ctrl-D are key presses: Ctrl-C on a typed line drops that line (a new prompt
+follows), Ctrl-C at an empty prompt interrupts it, and Ctrl-D at an empty line ends the
+input. A SIGINT from elsewhere (``kill -INT``) interrupts it too; one that lands
 while no prompt waits is kept for the next prompt (see :mod:`._cli_terminal`). Keys typed while
 a turn runs are kept for the next prompt.
 
@@ -32,6 +33,7 @@ from typing import Protocol
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application.current import get_app_or_none
 from prompt_toolkit.history import History
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.utils import is_dumb_terminal
 from rich.console import Console
 
@@ -98,7 +100,17 @@ class TerminalPrompt:
 
     def __init__(self, history: Path, interrupts: Interrupts) -> None:
         self.interrupts = interrupts
-        self.session: PromptSession[str] = PromptSession(history=ProjectHistory(history))
+        keys = KeyBindings()
+
+        @keys.add("c-c")
+        def _ctrl_c(event: KeyPressEvent) -> None:
+            if event.current_buffer.text:
+                event.app.exit(result="", style="class:aborting")  # the line is dropped
+            else:
+                event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
+
+        self.session: PromptSession[str] = PromptSession(history=ProjectHistory(history),
+                                                         key_bindings=keys)
 
     def _interrupt(self) -> None:
         app = get_app_or_none()

@@ -155,6 +155,26 @@ def test_ctrl_c_then_a_line_resets_the_count(tmp_path: Path) -> None:
         term.close()
 
 
+def test_ctrl_c_on_a_typed_line_drops_it(tmp_path: Path) -> None:
+    """Ctrl-C with text typed drops the line without counting toward quitting: a new prompt,
+    no hint; then two Ctrl-C at the empty prompt quit."""
+    term, _, _ = start(tmp_path, [])
+    try:
+        term.expect("> ")
+        term.type("/help")
+        term.expect("/help")
+        term.type("\x03")
+        term.expect("\n> ")
+        term.type("\x03")
+        term.expect("Ctrl-C again to quit")
+        term.type("\x03")
+        assert 0 == term.wait()
+    finally:
+        term.close()
+    assert "compaction cancels it" not in term.seen  # the dropped /help never ran
+    assert 1 == term.seen.count("Ctrl-C again to quit")
+
+
 def test_slash_commands_in_a_terminal(tmp_path: Path) -> None:
     """/help, /compact with progress, /clear, /sessions, /resume, an unknown command, /exit."""
     term, _, _ = start(tmp_path, [{"text": f"Answer {i}."} for i in range(3)])

@@ -123,6 +123,32 @@ def test_live_returns_the_result_after_showing_the_events(tmp_path: Path) -> Non
     assert "hello there\n" == out.getvalue()
 
 
+def test_presses_while_the_work_is_cancelling_change_nothing(tmp_path: Path) -> None:
+    """Real SIGINTs while the work is still stopping after the first one: the token is
+    cancelled once, "cancelling" is said once, no KeyboardInterrupt escapes, and ``live``
+    returns what the work returned when it stopped."""
+    out = io.StringIO()
+
+    def work(token: CancelToken) -> str:
+        token.wait(60)
+        for _ in range(3):  # still stopping: more presses arrive meanwhile
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)
+        return f"stopped: {token.reason}"
+
+    def first_press() -> None:
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    with create_lite_agent(model=scripted([]), model_name="m", workdir=tmp_path,
+                           sessions=False) as agent:
+        threading.Thread(target=first_press, daemon=True).start()
+        result = run_loop(lambda interrupts: live(agent, work, LiveRenderer(make_console(out)),
+                                                  interrupts))
+    assert "stopped: interrupted (Ctrl-C)" == result
+    assert "  cancelling…\n" == out.getvalue()
+
+
 @pytest.mark.processes
 def test_piped_prompt_two_sigints_quit_with_zero(tmp_path: Path) -> None:
     """``lite-agent`` reading its prompt from a pipe: a SIGINT while it waits prints the hint
