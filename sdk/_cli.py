@@ -28,7 +28,7 @@ from ._cli_commands import cmd_checkpoints, cmd_compact, cmd_restore, cmd_run, c
 from ._cli_demo import cmd_demo
 from ._cli_doctor import cmd_doctor
 from ._cli_env import CliEnv
-from ._cli_errors import Failure, UsageError, failure
+from ._cli_errors import Failure, OutputClosedError, UsageError, failure
 from ._cli_output import emit_json, make_console
 from ._cli_repl import cmd_interactive
 from ._cli_replay import cmd_replay
@@ -220,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command: Command = args.command
         code = command(env, args)
         sys.stdout.flush()
-    except BrokenPipeError:
+    except (BrokenPipeError, OutputClosedError):
         return _stdout_gone()
     except KeyboardInterrupt:
         return _finish(Failure("cancelled", "interrupted (Ctrl-C)"), as_json)
@@ -250,7 +250,7 @@ def _finish(problem: Failure, as_json: bool) -> int:
     try:
         code = _report(problem, as_json)
         sys.stdout.flush()
-    except BrokenPipeError:
+    except (BrokenPipeError, OutputClosedError):
         _stdout_gone()
         return problem.code
     return code

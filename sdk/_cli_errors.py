@@ -37,7 +37,8 @@ from liteagent.eventlog import (
 )
 from liteagent.providers import ProviderAuthError, ProviderError
 
-__all__ = ["NO_API_KEY", "Failure", "NoApiKeyError", "UsageError", "failure", "one_line"]
+__all__ = ["NO_API_KEY", "EndOfInputError", "Failure", "NoApiKeyError", "OutputClosedError",
+           "UsageError", "failure", "one_line"]
 
 _log = logging.getLogger("liteagent.cli")
 
@@ -61,6 +62,16 @@ class NoApiKeyError(ProviderAuthError):
 
     def __init__(self) -> None:
         super().__init__(NO_API_KEY)
+
+
+class EndOfInputError(LiteAgentError):
+    """Raised when the interactive prompt's input ends (Ctrl-D at an empty line, the end of a
+    pipe); the session ends with exit code 0."""
+
+
+class OutputClosedError(LiteAgentError):
+    """Raised when the reader of the CLI's output went away (``| head -1``); the entry point
+    ends the command quietly."""
 
 
 @dataclass

@@ -35,7 +35,7 @@ from liteagent.actors import (
 from liteagent.eventlog import SessionInfo
 from liteagent.providers import TextDelta, ToolInputDelta, ToolUseStart
 
-from ._cli_errors import one_line
+from ._cli_errors import OutputClosedError, one_line
 
 __all__ = [
     "LiveRenderer",
@@ -62,9 +62,9 @@ class _Console(Console):
     exits with 1)."""
 
     def on_broken_pipe(self) -> None:
-        """Stop writing; raise ``BrokenPipeError`` for the entry point."""
+        """Stop writing; raise :class:`OutputClosedError` for the entry point."""
         self.quiet = True
-        raise BrokenPipeError
+        raise OutputClosedError("the reader of the output went away")
 
 
 def make_console(stream: TextIO | None = None) -> Console:

@@ -16,7 +16,7 @@ the terminal's own line editing applies, Ctrl-C is a SIGINT and Ctrl-D at an emp
 the input.
 
 Either prompt's :meth:`read` returns the line, ``None`` when Ctrl-C interrupted it, and raises
-``EOFError`` at the end of the input.
+:class:`EndOfInputError` at the end of the input.
 """
 
 from __future__ import annotations
@@ -37,11 +37,13 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.utils import is_dumb_terminal
 from rich.console import Console
 
+from ._cli_errors import EndOfInputError
 from ._cli_terminal import Interrupts
 
 __all__ = ["LinePrompt", "ProjectHistory", "Prompt", "TerminalPrompt", "make_prompt"]
 
 HISTORY_LINES = 1000
+
 _READLINE_HEADER = "_HiStOrY_V2_"  # the first line of a history file libedit wrote
 
 
@@ -89,7 +91,8 @@ class Prompt(Protocol):
     ends_line: bool
 
     async def read(self, prompt: str) -> str | None:
-        """The next line; ``None`` when Ctrl-C interrupted the wait; ``EOFError`` at the end."""
+        """The next line; ``None`` when Ctrl-C interrupted the wait;
+        :class:`EndOfInputError` at the end."""
         ...
 
 
@@ -126,6 +129,8 @@ class TerminalPrompt:
                 return await self.session.prompt_async(prompt, handle_sigint=False)
             except KeyboardInterrupt:
                 return None
+            except EOFError as e:
+                raise EndOfInputError("the end of the input") from e
 
 
 class LinePrompt:
@@ -193,7 +198,7 @@ class LinePrompt:
                     return None
         if not self._text and self._eof:
             self._unwatch()
-            raise EOFError
+            raise EndOfInputError("the end of the input")
         line, _, self._text = self._text.partition("\n")
         return line.removesuffix("\r")
 

@@ -23,7 +23,7 @@ from liteagent.eventlog import CancelToken, LiteAgentError, OperationCancelledEr
 from ._agent import LiteAgent
 from ._cli_commands import compaction_outcome, say_compacted
 from ._cli_env import CliEnv
-from ._cli_errors import failure
+from ._cli_errors import EndOfInputError, failure
 from ._cli_output import LiveRenderer, checkpoint_table, make_console, session_table, show
 from ._cli_terminal import Interrupts, live, run_loop
 
@@ -178,7 +178,7 @@ class Repl:
                 if not presses:
                     try:
                         line = await self.prompt.read("> ")
-                    except EOFError:
+                    except EndOfInputError:
                         self.say("")
                         return 0
                     if line is None:  # a press after it is the turn's (live cancels it)

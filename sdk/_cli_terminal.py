@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
-from liteagent.eventlog import CancelToken
+from liteagent.eventlog import CancelToken, OperationCancelledError
 
 from ._agent import LiteAgent
 from ._cli_output import LiveRenderer
@@ -139,7 +139,7 @@ async def live(
             value = work(token)
         except BaseException as e:  # noqa: BLE001 -- handed to the loop
             if isinstance(e, (KeyboardInterrupt, SystemExit)):  # not a loop future's business
-                e = RuntimeError(f"the work stopped: {type(e).__name__}")
+                e = OperationCancelledError(f"the work stopped ({type(e).__name__})")
             _post(loop, _resolve, result, None, e)
         else:
             _post(loop, _resolve, result, value)
