@@ -214,3 +214,23 @@ def test_json_run_prints_only_its_document(cli: Cli) -> None:
     document = msgspec.json.decode(result.out)
     assert "Done." == document["text"]
     assert "" == result.err
+
+
+def test_logs_off_a_terminal_are_json_lines_without_escape_codes(cli: Cli) -> None:
+    """With LITE_AGENT_LOG_LEVEL=DEBUG and stderr a file: every log line is a JSON object (no
+    colour codes), and stdout still holds only the command's output."""
+    result = cli("run", "hi", "--session", "s1", provider=cli.script({"text": "Hello."}),
+                 env=clean_env(LITE_AGENT_LOG_LEVEL="DEBUG", TERM="xterm-256color"))
+    assert 0 == result.code, result
+    lines = result.err.splitlines()
+    assert lines
+    assert all("level" in json.loads(line) for line in lines)
+    assert "\x1b" not in result.err
+    assert result.out.startswith("Hello.\n")
+
+
+def test_a_bad_log_level_is_a_usage_error(cli: Cli) -> None:
+    """LITE_AGENT_LOG_LEVEL=LOUD: exit 2 and one line naming the variable."""
+    result = cli("sessions", env=clean_env(LITE_AGENT_LOG_LEVEL="loud"))
+    assert 2 == result.code
+    assert "lite-agent: LITE_AGENT_LOG_LEVEL=LOUD: not a log level\n" == result.err
