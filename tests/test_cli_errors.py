@@ -216,7 +216,7 @@ _WORDS = st.sampled_from([
 ])
 
 
-@settings(max_examples=25, deadline=None, derandomize=True,
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(argv=st.lists(_WORDS, max_size=6))
 def test_any_command_line_under_json_is_one_document(session: Cli, argv: list[str]) -> None:
@@ -234,7 +234,7 @@ def test_any_command_line_under_json_is_one_document(session: Cli, argv: list[st
     assert "Traceback" not in result.err
 
 
-@settings(max_examples=25, deadline=None, derandomize=True,
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(argv=st.lists(_WORDS, max_size=6))
 def test_any_failing_command_line_says_why_in_cli_words(session: Cli, argv: list[str]) -> None:
