@@ -152,7 +152,7 @@ class _Append:
             if sid in rows:
                 row = rows[sid]
             else:
-                row = rows[sid] = fetch_session_row(conn, sid)
+                row = rows[sid] = fetch_session_row(tx.cur, sid)
             if row is None:
                 head = gen = 0
                 exists = False
@@ -182,7 +182,7 @@ class _Append:
                 for seq, (kind, body) in enumerate(batch, start=head + 1)
             ]
         else:
-            self._insert(conn, head, seeds)
+            self._insert(tx.cur, head, seeds)
         new_head = head + len(batch)
         if not exists:
             gen = next_generation(conn)
@@ -191,7 +191,7 @@ class _Append:
         tx.hooks.append(lambda: verified.replace(sid, gen, new_head, crc))
         return new_head
 
-    def _insert(self, conn: apsw.Connection, head: int, seeds: Seeds) -> None:
+    def _insert(self, conn: apsw.Cursor, head: int, seeds: Seeds) -> None:
         sid, batch, ts = self.batched_session, self.batch, self.ts
         try:
             if len(batch) == 1:

@@ -207,14 +207,17 @@ def fetch_page(conn: apsw.Connection, session_id: str, after: int, limit: int) -
         return [cast(Row, decode_raw(r)) for r in rows]
 
 
-def fetch_session_row(conn: apsw.Connection, session_id: str) -> tuple[Any, Any, Any] | None:
-    """The session's ``(head, generation, crc)`` as stored (see :func:`fetch_page`)."""
+def fetch_session_row(
+    conn: apsw.Connection | apsw.Cursor, session_id: str
+) -> tuple[Any, Any, Any] | None:
+    """The session's ``(head, generation, crc)`` as stored (see :func:`fetch_page`). Every
+    row is fetched, so the statement is finished: on a cursor that is used again, a statement
+    left open would keep a read snapshot that the next write transaction could not upgrade."""
     try:
-        row = conn.execute(_SESSION, (session_id,)).fetchone()
+        rows = conn.execute(_SESSION, (session_id,)).fetchall()
     except UnicodeDecodeError:
-        raw = conn.execute(_SESSION_RAW, (session_id,)).fetchone()
-        row = None if raw is None else decode_raw(raw)
-    return cast("tuple[Any, Any, Any] | None", row)
+        rows = [decode_raw(r) for r in conn.execute(_SESSION_RAW, (session_id,)).fetchall()]
+    return cast("tuple[Any, Any, Any]", rows[0]) if rows else None
 
 
 def check_rows(session_id: str, seeds: Seeds, rows: list[Row], first: int, head: int,

@@ -29,7 +29,7 @@ import json
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import apsw
 
@@ -81,9 +81,10 @@ class Batch:
     waiting threads once per append, and the commit would queue behind them every time.
     """
 
-    __slots__ = ("defer", "hooks", "inserts", "pending", "rows")
+    __slots__ = ("cur", "defer", "hooks", "inserts", "pending", "rows")
 
-    def __init__(self, *, defer: bool = False) -> None:
+    def __init__(self, cur: apsw.Cursor, *, defer: bool = False) -> None:
+        self.cur = cur  # one cursor for the batch's statements (a new one per call costs 1 us)
         self.defer = defer
         self.hooks: list[Callable[[], None]] = []
         self.rows: dict[str, tuple[Any, Any, Any] | None] = {}  # sessions rows read ahead
@@ -94,31 +95,32 @@ class Batch:
     def after_commit(self, hook: Callable[[], None]) -> None:
         self.hooks.append(hook)
 
-    def prefetch(self, conn: apsw.Connection, session_ids: list[str]) -> None:
+    def prefetch(self, session_ids: list[str]) -> None:
         """Read the sessions rows of ``session_ids`` (one statement, one row of JSON, per 500);
         rows it cannot carry (a damaged type) are left to each append to read."""
         for i in range(0, len(session_ids), 500):
             chunk = session_ids[i : i + 500]
             marks = ", ".join("?" * len(chunk))
             try:
-                row = conn.execute(
+                (row,) = self.cur.execute(
                     "SELECT json_group_array(json_array(id, head, generation, crc)) "  # noqa: S608
                     f"FROM sessions WHERE id IN ({marks})", chunk,
-                ).fetchone()
-                found = {r[0]: (r[1], r[2], r[3]) for r in json.loads(row[0] if row else "")}
+                ).fetchall()
+                found = {r[0]: (r[1], r[2], r[3]) for r in json.loads(cast(str, row[0]))}
             except (apsw.SQLError, UnicodeError, ValueError, TypeError, IndexError):
                 return  # a damaged row: each append reads its own
             for sid in chunk:
                 self.rows[sid] = found.get(sid)
 
-    def flush(self, conn: apsw.Connection) -> None:
+    def flush(self) -> None:
         """Write the deferred event rows and the pending sessions rows."""
         inserts = self.inserts
         if inserts:
             try:
                 for i in range(0, len(inserts), _CHUNK):
                     chunk = inserts[i : i + _CHUNK]
-                    conn.execute(_insert_events(len(chunk)), [v for row in chunk for v in row])
+                    self.cur.execute(_insert_events(len(chunk)),
+                                     [v for row in chunk for v in row])
             except apsw.ConstraintError as e:
                 raise BatchConflict from e
             inserts.clear()
@@ -128,9 +130,9 @@ class Batch:
         if len(pending) == 1:
             ((sid, (head, gen, mtime, crc, stored)),) = pending.items()
             if stored:
-                conn.execute(_UPDATE_SESSION, (head, gen, mtime, crc, sid))
+                self.cur.execute(_UPDATE_SESSION, (head, gen, mtime, crc, sid))
             else:
-                conn.execute(_insert_sessions(1), (sid, head, gen, mtime, crc))
+                self.cur.execute(_insert_sessions(1), (sid, head, gen, mtime, crc))
             self.rows.pop(sid, None)
             pending.clear()
             return
@@ -144,7 +146,7 @@ class Batch:
         for values, statement in ((updates, _update_sessions), (created, _insert_sessions)):
             for i in range(0, len(values), 5 * _CHUNK):
                 chunk = values[i : i + 5 * _CHUNK]
-                conn.execute(statement(len(chunk) // 5), chunk)
+                self.cur.execute(statement(len(chunk) // 5), chunk)
         for sid in pending:
             self.rows.pop(sid, None)
         pending.clear()
@@ -247,14 +249,14 @@ def commit_batch(conn: apsw.Connection, items: list[_Item]) -> None:
 def _attempt_one(conn: apsw.Connection, it: _Item) -> None:
     """The transaction of a lone write (what :func:`_attempt` does for one, without the
     bookkeeping of a batch)."""
-    batch = Batch()
+    batch = Batch(conn.cursor())
     it.error = it.result = None
     try:
-        conn.execute("BEGIN IMMEDIATE")
+        batch.cur.execute("BEGIN IMMEDIATE")
         try:
             it.result = it.op(conn, batch)
-            batch.flush(conn)
-            conn.execute("COMMIT")
+            batch.flush()
+            batch.cur.execute("COMMIT")
         except BaseException:
             it.result = None
             if conn.in_transaction:
@@ -281,11 +283,11 @@ def _begin(conn: apsw.Connection, items: list[_Item], batch: Batch) -> bool:
     for it in items:
         it.error = it.result = None
     try:
-        conn.execute("BEGIN IMMEDIATE")
+        batch.cur.execute("BEGIN IMMEDIATE")
         if len(items) > 1:
             keys = [k for k in (getattr(it.op, "batched_session", None) for it in items) if k]
             if len(keys) > 1:
-                batch.prefetch(conn, list(dict.fromkeys(keys)))
+                batch.prefetch(list(dict.fromkeys(keys)))
     except BaseException as e:  # noqa: BLE001 -- reported to every caller of the batch
         if conn.in_transaction:
             conn.execute("ROLLBACK")
@@ -302,7 +304,7 @@ def _attempt(conn: apsw.Connection, items: list[_Item]) -> list[_Item] | None:
     fails alone and the others go on. A write that fails after changing rows, or that met a
     damaged page, makes the transaction roll back: it fails, and the others run again in a new
     one (no savepoints: they would cost two statements per write)."""
-    batch = Batch(defer=True)
+    batch = Batch(conn.cursor(), defer=True)
     if not _begin(conn, items, batch):
         return None
     live: list[_Item] = []
@@ -311,7 +313,7 @@ def _attempt(conn: apsw.Connection, items: list[_Item]) -> list[_Item] | None:
         try:
             if not getattr(it.op, "batched_session", None):
                 try:
-                    batch.flush(conn)  # the write reads the tables with SQL
+                    batch.flush()  # the write reads the tables with SQL
                 except BatchConflict:
                     _one_by_one(conn, items)
                     return None
@@ -340,8 +342,8 @@ def _finish(conn: apsw.Connection, items: list[_Item], live: list[_Item],
     """Commit the writes that succeeded, or fail the batch with ``fatal``."""
     if fatal is None and live:
         try:
-            batch.flush(conn)
-            conn.execute("COMMIT")
+            batch.flush()
+            batch.cur.execute("COMMIT")
         except BatchConflict:
             _one_by_one(conn, items)
             return
@@ -373,7 +375,7 @@ def _outcome(item: _Item) -> Any:
 
 def _run_own(conn: apsw.Connection, item: _Item) -> None:
     """Run a write that manages its own transactions (on a connection outside any)."""
-    batch = Batch()
+    batch = Batch(conn.cursor())
     try:
         item.result = item.op(conn, batch)
     except BaseException as e:  # noqa: BLE001 -- reported to the write's caller
@@ -408,6 +410,7 @@ class Writer:
         self._queue: list[_Item] = []
         self._leading = False
         self._closing = False
+        self._cur: apsw.Cursor | None = None
         self._sync = ""
         self._busy_ms = -1
         self.verified = Verified()
@@ -444,18 +447,20 @@ class Writer:
               own_transaction: bool) -> Any:
         """Commit one write that found nobody committing: at once, on the shortest path."""
         conn = self._conn
-        if conn is None or own_transaction or sync != self._sync or busy_ms != self._busy_ms:
+        if (conn is None or self._cur is None or own_transaction or sync != self._sync
+                or busy_ms != self._busy_ms):
             item = _Item(op, session_id, sync, busy_ms, _waiter(), own=own_transaction)
             self._lead(item, [item])
             return _outcome(item)
-        tx = Batch()
+        tx = Batch(self._cur)
+        cur = tx.cur
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            cur.execute("BEGIN IMMEDIATE")
             try:
                 result = op(conn, tx)
                 if tx.pending:
-                    tx.flush(conn)
-                conn.execute("COMMIT")
+                    tx.flush()
+                cur.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -559,6 +564,7 @@ class Writer:
         conn = self._conn
         if conn is None:
             conn = self._conn = open_connection(self.file, busy, sync)
+            self._cur = conn.cursor()
             self._sync, self._busy_ms = sync, busy
         if sync != self._sync:
             conn.pragma("synchronous", sync)
@@ -577,6 +583,7 @@ class Writer:
 
     def _close_conn(self) -> None:
         conn, self._conn = self._conn, None
+        self._cur = None
         if conn is not None:
             with contextlib.suppress(apsw.Error):
                 conn.close()
