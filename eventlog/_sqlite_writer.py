@@ -49,6 +49,7 @@ __all__ = [
 ]
 
 _SYNC_LEVEL = {"NORMAL": 1, "FULL": 2}
+_ROUNDS = 4  # batches a leader commits in a row before it hands the lead on
 _enabled = os.environ.get("LITEAGENT_SQLITE_GROUP_COMMIT", "1") not in ("0", "false", "no", "off")
 
 
@@ -472,16 +473,21 @@ class Writer:
         finally:
             self.batches += 1
             self.writes += 1
-            self._hand_on([], None)
+            more = self._hand_on([], None, keep=True)
+            if more:
+                self._lead(None, more)
         return result
 
     def _take(self) -> list[_Item]:
         """The writes a new leader commits: every queued one (or the first, batching off)."""
         with self._lock:
-            if _enabled:
-                batch, self._queue = self._queue, []
-            else:
-                batch = [self._queue.pop(0)]
+            return self._take_locked()
+
+    def _take_locked(self) -> list[_Item]:
+        if _enabled:
+            batch, self._queue = self._queue, []
+        else:
+            batch = [self._queue.pop(0)]
         return batch
 
     def _abandon(self, item: _Item) -> None:
@@ -514,34 +520,48 @@ class Writer:
         with self._lock:
             return len(self._queue)
 
-    def _lead(self, own: _Item, batch: list[_Item]) -> None:
+    def _lead(self, own: _Item | None, batch: list[_Item]) -> None:
         """Commit ``batch`` (the leader's own write ``own`` among it), wake its callers, and
-        hand the lead to the first write queued meanwhile."""
-        try:
+        go on with the writes queued meanwhile for up to ``_ROUNDS`` batches (handing the lead
+        to a waiting thread would put a wake-up on the path of every batch) before handing
+        the lead to the first of them."""
+        rounds = 0
+        while batch:
             try:
-                conn = self._connection(batch)
-            except BaseException as e:  # noqa: BLE001 -- reported to every caller of the batch
-                for it in batch:
-                    it.error = e
-            else:
-                grouped = batch if not own.own and len(batch) == 1 else [
-                    it for it in batch if not it.own]
-                if grouped:
-                    self.batches += 1
-                    self.writes += len(grouped)
-                    commit_batch(conn, grouped)
-                for it in batch:
-                    if it.own:
-                        _run_own(conn, it)
-        finally:
-            self._hand_on(batch, own)
+                self._commit(batch)
+            finally:
+                rounds += 1
+                nxt = self._hand_on(batch, own, keep=rounds < _ROUNDS)
+            batch, own = nxt, None
 
-    def _hand_on(self, batch: list[_Item], own: _Item | None) -> None:
-        """After a commit: wake the callers of ``batch`` (all but the leader's ``own``) and
-        hand the lead to the first write queued meanwhile (or leave it free)."""
+    def _commit(self, batch: list[_Item]) -> None:
+        try:
+            conn = self._connection(batch)
+        except BaseException as e:  # noqa: BLE001 -- reported to every caller of the batch
+            for it in batch:
+                it.error = e
+            return
+        grouped = batch if len(batch) == 1 and not batch[0].own else [
+            it for it in batch if not it.own]
+        if grouped:
+            self.batches += 1
+            self.writes += len(grouped)
+            commit_batch(conn, grouped)
+        for it in batch:
+            if it.own:
+                _run_own(conn, it)
+
+    def _hand_on(self, batch: list[_Item], own: _Item | None, *, keep: bool) -> list[_Item]:
+        """After a commit: wake the callers of ``batch`` (all but the leader's ``own``); return
+        the writes queued meanwhile when the leader goes on with them (``keep``), else hand
+        the lead to the first of them (or leave it free) and return nothing."""
+        nxt: _Item | None = None
+        more: list[_Item] = []
         with self._lock:
-            nxt = self._queue[0] if self._queue else None
-            if nxt is not None:
+            if self._queue and keep and not self._closing:
+                more = self._take_locked()
+            elif self._queue:
+                nxt = self._queue[0]
                 nxt.lead = True
             else:
                 self._leading = False
@@ -552,6 +572,7 @@ class Writer:
                 it.done.release()
         if nxt is not None:
             nxt.done.release()
+        return more
 
     def _connection(self, batch: list[_Item]) -> apsw.Connection:
         """The write connection, opened on first use, set to the strictest ``synchronous``
