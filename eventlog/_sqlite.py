@@ -20,7 +20,6 @@ import contextlib
 import os
 import struct
 import threading
-import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,7 +30,7 @@ import apsw
 import msgspec
 import xxhash
 
-from ._blobs import BlobStore, blob_ref, parse_blob_ref, verify_blob
+from ._blobs import BlobStore
 from ._contract import (
     Checkpointer,
     EncodedEvent,
@@ -39,42 +38,38 @@ from ._contract import (
     Position,
     RepairReport,
     SessionInfo,
-    check_position,
 )
 from ._errors import (
-    BlobNotFoundError,
     CheckpointConflictError,
     CheckpointerClosedError,
     CodecError,
-    CorruptBlobError,
     CorruptLogError,
     InvalidArgumentError,
     LiteAgentError,
-    TruncateRangeError,
 )
 from ._eventcodec import DECODERS
 from ._events import OpaqueEvent, StoredEvent
 from ._ids import validate_session_id
 from ._lease import Lease, LeaseInfo
+from ._sqlite_batch import WriteOp
+from ._sqlite_blobs import SqliteBlobStore
+from ._sqlite_commit import run_alone
 from ._sqlite_db import SCHEMA_VERSION, integrity_problem, open_connection, translate
 from ._sqlite_lease import SqliteLeases
+from ._sqlite_ops import Append, NeedsScan, delete_op, session_position, truncate_op
 from ._sqlite_repair import check_store, rebuild_op, repair_op, unrepairable
 from ._sqlite_rows import (
     Seeds,
     Verified,
-    check_rows,
     corrupt,
     decode_raw,
     fetch_page,
     fetch_session_row,
-    next_generation,
-    pack_head_gen,
     raw_select,
     row_problem,
-    session_crc,
     session_row_problem,
 )
-from ._sqlite_writer import REGISTRY, Batch, WriteOp, Writer, run_alone
+from ._sqlite_writer import REGISTRY, Writer
 
 __all__ = ["SCHEMA_VERSION", "SqliteCheckpointer", "sqlite_checkpointer"]
 
@@ -89,161 +84,6 @@ _pack = struct.Struct("<qd").pack
 _decoder_for = DECODERS.get
 _INSERT = "INSERT INTO events(session_id, seq, ts, kind, body, crc) VALUES (?, ?, ?, ?, ?, ?)"
 _LAST_SEQ = "SELECT seq FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT 1"
-
-
-class _NeedsScan(Exception):  # noqa: N818 -- a signal between the writer and the caller
-    """Raised inside a write when too many rows since the last verified one would have to be
-    checked inside the transaction: the caller verifies them first, outside it, and retries."""
-
-
-def session_position(conn: apsw.Connection, session_id: str) -> tuple[int, int, bool]:
-    """``(head, generation, exists)`` from the sessions row, checked."""
-    row = fetch_session_row(conn, session_id)
-    if row is None:
-        return 0, 0, False
-    problem = session_row_problem(session_id, row)
-    if problem is not None:
-        raise corrupt(session_id, None, problem)
-    return int(row[0]), int(row[1]), True
-
-
-def verify_tail(
-    conn: apsw.Connection, session_id: str, verified: Verified, generation: int, head: int,
-    *, limit: int | None,
-) -> None:
-    """Check, inside a write, the rows this process has not verified yet: the session's rows
-    must be the valid events ``1..head`` and nothing after ``head``."""
-    known = verified.get(session_id)
-    if known == (generation, head):
-        return  # the common case: this process wrote or read up to the head
-    after = known[1] if known is not None and known[0] == generation and known[1] <= head else 0
-    if limit is not None and head - after > limit:
-        raise _NeedsScan
-    rows = fetch_page(conn, session_id, after, head - after + 1)
-    check_rows(session_id, Seeds(session_id), rows, after + 1, head, complete=True)
-
-
-class _Append:
-    """The write of one append (see :class:`Writer`): batch-aware, it reads and records its
-    session's position through the :class:`Batch` (one INSERT statement per append)."""
-
-    __slots__ = ("batch", "batched_session", "expected", "limit", "ts", "verified")
-
-
-    def __init__(self, session_id: str, batch: list[EncodedEvent], ts: float,
-                 expected: tuple[int | None, int | None], verified: Verified) -> None:
-        self.batched_session = session_id
-        self.batch = batch
-        self.ts = ts
-        self.expected = expected
-        self.verified = verified
-        self.limit: int | None = _INLINE_VERIFY
-
-    def __call__(self, conn: apsw.Connection, tx: Batch) -> int:
-        # The hot path of every append: written out flat (each call here costs).
-        sid = self.batched_session
-        verified = self.verified
-        pending = tx.pending.get(sid)
-        if pending is not None:  # an earlier append of this batch: checked, not yet stored
-            head, gen = pending[0], pending[1]
-            exists = checked = True
-        else:
-            rows = tx.rows
-            if sid in rows:
-                row = rows[sid]
-            else:
-                row = rows[sid] = fetch_session_row(tx.cur, sid)
-            if row is None:
-                head = gen = 0
-                exists = False
-            else:
-                if row != verified.rows.get(sid):  # not the row this process wrote last
-                    problem = session_row_problem(sid, row)
-                    if problem is not None:
-                        raise corrupt(sid, None, problem)
-                head, gen = row[0], row[1]
-                exists = True
-            checked = verified.heads.get(sid) == (gen, head)
-        expected_head, expected_generation = self.expected
-        if (expected_head is not None and expected_head != head) or (
-                expected_generation is not None and expected_generation != gen):
-            check_position(sid, head, gen, expected_head, expected_generation)
-        if not checked:
-            verify_tail(conn, sid, verified, gen, head, limit=self.limit)
-        batch = self.batch
-        if not batch:
-            return head
-        ts = self.ts
-        seeds = verified.seeds(sid)
-        if tx.defer:  # written by the batch's flush, with the other appends' rows
-            tx.inserts += [
-                (sid, seq, ts, kind, body,
-                 _xxh(body, _xxh(_pack(seq, ts), seeds[kind])) & _CRC_MASK)
-                for seq, (kind, body) in enumerate(batch, start=head + 1)
-            ]
-        else:
-            self._insert(tx.cur, head, seeds)
-        new_head = head + len(batch)
-        if not exists:
-            gen = next_generation(conn)
-        crc = _xxh(pack_head_gen(new_head, gen), seeds.session_seed) & _CRC_MASK
-        tx.pending[sid] = (new_head, gen, ts, crc, exists if pending is None else pending[4])
-        tx.hooks.append(lambda: verified.replace(sid, gen, new_head, crc))
-        return new_head
-
-    def _insert(self, conn: apsw.Cursor, head: int, seeds: Seeds) -> None:
-        sid, batch, ts = self.batched_session, self.batch, self.ts
-        try:
-            if len(batch) == 1:
-                kind, body = batch[0]
-                conn.execute(_INSERT, (sid, head + 1, ts, kind, body, _xxh(
-                    body, _xxh(_pack(head + 1, ts), seeds[kind])) & _CRC_MASK))
-            else:
-                conn.executemany(_INSERT, [
-                    (sid, seq, ts, kind, body,
-                     _xxh(body, _xxh(_pack(seq, ts), seeds[kind])) & _CRC_MASK)
-                    for seq, (kind, body) in enumerate(batch, start=head + 1)
-                ])
-        except apsw.ConstraintError as e:
-            raise corrupt(sid, head + 1, f"rows are stored after the session's recorded head "
-                          f"{head} ({e})") from e
-
-
-def _truncate_op(session_id: str, to_seq: int, expected: tuple[int | None, int | None],
-                 verified: Verified) -> WriteOp:
-    def op(conn: apsw.Connection, tx: Batch) -> int:
-        head, gen, exists = session_position(conn, session_id)
-        check_position(session_id, head, gen, *expected)
-        if not 0 <= to_seq <= head:
-            raise TruncateRangeError(session_id, to_seq, head)
-        if not exists:
-            return 0
-        # The rows kept must read back; the ones dropped may be damaged (truncating them
-        # away is a way out of damage).
-        known = verified.get(session_id)
-        after = known[1] if known is not None and known[0] == gen and known[1] <= head else 0
-        if after < to_seq:
-            rows = fetch_page(conn, session_id, after, to_seq - after)
-            check_rows(session_id, Seeds(session_id), rows, after + 1, to_seq, complete=False)
-        conn.execute("DELETE FROM events WHERE session_id = ? AND seq > ?", (session_id, to_seq))
-        new_gen = next_generation(conn)
-        conn.execute(
-            "UPDATE sessions SET head = ?, generation = ?, mtime = ?, crc = ? WHERE id = ?",
-            (to_seq, new_gen, time.time(), session_crc(session_id, to_seq, new_gen), session_id),
-        )
-        tx.after_commit(lambda: verified.replace(session_id, new_gen, to_seq))
-        return to_seq
-
-    return op
-
-
-def _delete_op(session_id: str, verified: Verified) -> WriteOp:
-    def op(conn: apsw.Connection, tx: Batch) -> None:
-        conn.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
-        conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-        tx.after_commit(lambda: verified.forget(session_id))
-
-    return op
 
 
 def _check_file(file: object) -> str:
@@ -396,11 +236,11 @@ class SqliteCheckpointer(Checkpointer):
         expected_head: int | None,
         expected_generation: int | None,
     ) -> int:
-        op = _Append(session_id, batch, ts, (expected_head, expected_generation), self._verified)
+        op = Append(session_id, batch, ts, (expected_head, expected_generation), self._verified)
         for attempt in range(4):
             try:
                 return cast(int, self._submit(op, session_id))
-            except _NeedsScan:
+            except NeedsScan:
                 # Verify the rows this process has not read yet outside the write transaction
                 # (a big session must not hold every writer up), then try again; the last
                 # attempt verifies whatever is left inside the transaction.
@@ -531,7 +371,7 @@ class SqliteCheckpointer(Checkpointer):
         return out
 
     def _delete(self, session_id: str) -> None:
-        self._submit(_delete_op(session_id, self._verified), session_id)
+        self._submit(delete_op(session_id, self._verified), session_id)
 
     def _truncate(
         self,
@@ -540,7 +380,7 @@ class SqliteCheckpointer(Checkpointer):
         expected_head: int | None,
         expected_generation: int | None,
     ) -> int:
-        op = _truncate_op(session_id, to_seq, (expected_head, expected_generation),
+        op = truncate_op(session_id, to_seq, (expected_head, expected_generation),
                           self._verified)
         return cast(int, self._submit(op, session_id))
 
@@ -611,47 +451,6 @@ def _valid_id(session_id: str) -> bool:
     except LiteAgentError:
         return False
     return True
-
-
-class SqliteBlobStore(BlobStore):
-    """Blobs inside the checkpointer's database (table ``blobs``), so they live with the log."""
-
-    def __init__(self, owner: SqliteCheckpointer) -> None:
-        self._owner = owner
-
-    def put(self, data: bytes) -> str:
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise InvalidArgumentError(f"blob data must be bytes, got {type(data).__name__}")
-        data = bytes(data)
-        ref = blob_ref(data)
-        self._owner._check_open()
-
-        def op(conn: apsw.Connection, _tx: Batch) -> None:
-            conn.execute("INSERT OR IGNORE INTO blobs(ref, data) VALUES (?, ?)", (ref, data))
-
-        self._owner._submit(op, None)
-        return ref
-
-    def _fetch(self, ref: str) -> tuple[Any, Any] | None:
-        parse_blob_ref(ref)
-        self._owner._check_open()
-        with self._owner._conn() as conn, translate():
-            row = conn.execute(
-                "SELECT CAST(data AS BLOB), typeof(data) FROM blobs WHERE ref = ?", (ref,)
-            ).fetchone()
-        return None if row is None else (row[0], row[1])
-
-    def get(self, ref: str) -> bytes:
-        row = self._fetch(ref)
-        if row is None:
-            raise BlobNotFoundError(f"no blob {ref}")
-        data, typ = row
-        if typ != "blob" or type(data) is not bytes:
-            raise CorruptBlobError(f"blob {ref} is damaged: it is stored as {typ}, not BLOB")
-        return verify_blob(ref, data)
-
-    def has(self, ref: str) -> bool:
-        return self._fetch(ref) is not None
 
 
 def sqlite_checkpointer(

@@ -25,8 +25,8 @@ import structlog
 
 from ._errors import LiteAgentError, SessionLeasedError
 from ._lease import Lease, LeaseInfo
+from ._sqlite_batch import Batch
 from ._sqlite_rows import decode_raw, raw_select
-from ._sqlite_writer import Batch
 
 if TYPE_CHECKING:
     from ._sqlite import SqliteCheckpointer

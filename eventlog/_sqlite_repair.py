@@ -23,6 +23,7 @@ from ._contract import IntegrityProblem, IntegrityReport, RepairReport, integrit
 from ._errors import CodecError, CorruptLogError, LiteAgentError
 from ._events import OpaqueEvent, StoredEvent
 from ._ids import validate_session_id
+from ._sqlite_batch import Batch, WriteOp
 from ._sqlite_db import integrity_problem
 from ._sqlite_rebuild import damaged_tables, rebuild_damaged
 from ._sqlite_rows import (
@@ -37,7 +38,6 @@ from ._sqlite_rows import (
     session_crc,
     session_row_problem,
 )
-from ._sqlite_writer import Batch, WriteOp
 
 __all__ = ["check_store", "rebuild_op", "repair_op", "unrepairable"]
 
