@@ -237,17 +237,15 @@ class SqliteCheckpointer(Checkpointer):
         expected_generation: int | None,
     ) -> int:
         op = Append(session_id, batch, ts, (expected_head, expected_generation), self._verified)
-        for attempt in range(4):
+        for _ in range(3):
             try:
                 return cast(int, self._submit(op, session_id))
             except NeedsScan:
                 # Verify the rows this process has not read yet outside the write transaction
-                # (a big session must not hold every writer up), then try again; the last
-                # attempt verifies whatever is left inside the transaction.
+                # (a big session must not hold every writer up), then try again.
                 self._scan(session_id)
-                if attempt == 2:
-                    op.limit = None
-        raise AssertionError("unreachable")  # pragma: no cover
+        op.limit = None  # still more (others keep appending): verify inside the transaction
+        return cast(int, self._submit(op, session_id))
 
     def _scan(self, session_id: str) -> None:
         """Read the session's rows without decoding them: records how far they verify."""

@@ -15,13 +15,15 @@ from typing import Any, cast
 
 import apsw
 
+from ._errors import CheckpointerError
+
 __all__ = ["Batch", "BatchConflict", "WriteOp"]
 
 
-class BatchConflict(Exception):  # noqa: N818 -- a signal inside the writer
-    """Raised by :meth:`Batch.flush` when a deferred row collides with a stored one (damage):
-    the batch is rolled back and its writes are run one by one, so that only the write that
-    meets the damage fails."""
+class BatchConflict(CheckpointerError):  # noqa: N818 -- a signal, not an error
+    """Raised by :meth:`Batch.flush` (and caught by the writer, never seen by callers) when a
+    deferred row collides with a stored one (damage): the batch is rolled back and its writes
+    are run one by one, so that only the write that meets the damage fails."""
 
 
 class Batch:

@@ -14,7 +14,7 @@ import apsw
 import xxhash
 
 from ._contract import EncodedEvent, check_position
-from ._errors import TruncateRangeError
+from ._errors import CheckpointerError, TruncateRangeError
 from ._sqlite_batch import Batch, WriteOp
 from ._sqlite_rows import (
     Seeds,
@@ -38,9 +38,10 @@ _pack = struct.Struct("<qd").pack
 _INSERT = "INSERT INTO events(session_id, seq, ts, kind, body, crc) VALUES (?, ?, ?, ?, ?, ?)"
 
 
-class NeedsScan(Exception):  # noqa: N818 -- a signal between the writer and the caller
-    """Raised inside a write when too many rows since the last verified one would have to be
-    checked inside the transaction: the caller verifies them first, outside it, and retries."""
+class NeedsScan(CheckpointerError):  # noqa: N818 -- a signal, not an error
+    """Raised inside a write (and caught by the checkpointer, never seen by callers) when
+    more rows than this process has verified would have to be checked inside the write
+    transaction: the checkpointer verifies them first, outside it, and tries again."""
 
 
 def session_position(conn: apsw.Connection, session_id: str) -> tuple[int, int, bool]:

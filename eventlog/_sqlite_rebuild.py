@@ -14,9 +14,11 @@ Everything runs inside the caller's transaction: nothing is changed unless it al
 from __future__ import annotations
 
 import contextlib
+import errno
 
 import apsw
 
+from ._errors import StorageIOError
 from ._sqlite_rows import decode_raw, raw_select, session_row_problem
 from ._sqlite_schema import COLUMNS, TABLES
 
@@ -138,7 +140,9 @@ def rebuild_damaged(conn: apsw.Connection) -> list[str]:
                 conn.execute("ROLLBACK")
             raise
         return done
-    raise apsw.BusyError("the store kept changing while its damaged tables were salvaged")
+    raise StorageIOError(
+        errno.EBUSY, "the store kept changing while its damaged tables were salvaged: try again"
+    )
 
 
 def _reindex(conn: apsw.Connection, damaged: list[str], version: int) -> list[str] | None:

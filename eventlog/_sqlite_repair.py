@@ -232,14 +232,16 @@ def _check_tables(conn: apsw.Connection, verified: Verified) -> None:
     """Make sure SQLite's own structures of the tables a session lives in are whole (an index
     that misses rows would make the repair miss them; a damaged page would refuse the next
     append). A damaged one raises
-    ``apsw.CorruptError``: the caller then salvages the tables and repairs again. Checked once
+    :class:`CorruptLogError` caused by ``apsw.CorruptError``: the caller then salvages the
+    tables and repairs again. Checked once
     until another process commits (``PRAGMA data_version``)."""
     version = conn.pragma("data_version")
     if verified.checked_version == version:
         return
     damaged = damaged_tables(conn, ("sessions", "meta", "events", "quarantine"), thorough=True)
     if damaged:
-        raise apsw.CorruptError(f"SQLite's integrity check finds damage in {damaged}")
+        found = f"SQLite's integrity check finds damage in {damaged}"
+        raise CorruptLogError(None, None, found) from apsw.CorruptError(found)
     verified.checked_version = version
 
 

@@ -71,9 +71,12 @@ class BadText:
         return f"<text that is not UTF-8: {self.raw[:32]!r}>"
 
 
+_NO_SEED = 0
+
+
 class Seeds(dict[object, int]):
     """One session's checksum seeds by kind: ``seeds[kind]`` hashes ``session_id \\0 kind``
-    once per kind. A kind that is not a str raises :class:`TypeError` (a damaged row)."""
+    once per kind. A kind that is not a str (a damaged row) gets a seed of its own."""
 
     __slots__ = ("_prefix", "session_seed")
 
@@ -85,7 +88,8 @@ class Seeds(dict[object, int]):
 
     def __missing__(self, kind: object) -> int:
         if type(kind) is not str:
-            raise TypeError(f"kind is {type(kind).__name__}")
+            # A damaged row: no checksum matches it (row_problem names the wrong type).
+            return _NO_SEED
         seed = self[kind] = _xxh(self._prefix + _utf8(kind))
         return seed
 
