@@ -35,6 +35,7 @@ import structlog
 
 from liteagent.eventlog import CancelToken, LiteAgentError, OperationCancelledError
 
+from ._pool import ThreadPool
 from ._reply import Reply
 
 __all__ = [
@@ -160,12 +161,14 @@ def ask_or_cancel(
 _starting = threading.local()
 
 
-def start_actor(cls: type[A], *args: Any, on_stopped: Callable[[], None]) -> pykka.ActorRef[A]:
+def start_actor(cls: type[A], *args: Any, on_stopped: Callable[[], None],
+                pool: ThreadPool | None = None) -> pykka.ActorRef[A]:
     """``cls.start(*args)``, calling ``on_stopped()`` in the actor's thread once it has stopped
-    (after failing what was left in its inbox). When its thread cannot start (``RuntimeError``:
-    too many threads) the half-started actor is unregistered before the error is raised, so
-    ``stop_all`` never waits on it."""
+    (after failing what was left in its inbox); its loop runs on a thread of ``pool`` when one
+    is given. When its thread cannot start (``RuntimeError``: too many threads) the half-started
+    actor is unregistered before the error is raised, so ``stop_all`` never waits on it."""
     _starting.on_stopped = on_stopped
+    _starting.pool = pool
     _starting.ref = None
     try:
         return cls.start(*args)
@@ -177,6 +180,7 @@ def start_actor(cls: type[A], *args: Any, on_stopped: Callable[[], None]) -> pyk
         raise
     finally:
         _starting.on_stopped = None
+        _starting.pool = None
         _starting.ref = None
 
 
@@ -200,9 +204,19 @@ class ActorBase(pykka.ThreadingActor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._on_stopped: Callable[[], None] | None = getattr(_starting, "on_stopped", None)
+        self._pool: ThreadPool | None = None
         if self._on_stopped is not None:  # started by start_actor
+            self._pool = _starting.pool
             _starting.on_stopped = None  # an actor started inside this constructor gets none
+            _starting.pool = None
             _starting.ref = self.actor_ref
+
+    def _start_actor_loop(self) -> None:
+        """Run the actor's loop on a thread of its pool (when it has one)."""
+        if self._pool is None:
+            super()._start_actor_loop()
+        else:
+            self._pool.run(self._actor_loop)
 
     def on_stop(self) -> None:
         self._wind_down()

@@ -28,6 +28,7 @@ from liteagent.eventlog import CancelToken, LiteAgentError, OperationCancelledEr
 
 from ._envelope import ActorStoppedError, Message, complete, fail, start_actor, tell
 from ._errors import AgentBusyError
+from ._pool import ThreadPool
 from ._reply import Reply
 from ._session import BackgroundTasks, SessionActor
 from ._turn import SessionConfig
@@ -83,6 +84,7 @@ class Slots:
         self.idle_timeout_s = idle_timeout_s
         self._lock_ref = lock_ref
         self._post = post
+        self._threads = ThreadPool("liteagent-session")  # reused: no thread start per actor
         self.live: dict[str, Live] = {}
         self._idle: collections.OrderedDict[str, Live] = collections.OrderedDict()  # LRU first
         self.stopping: set[Live] = set()
@@ -181,7 +183,8 @@ class Slots:
         box: list[Live] = []
         try:
             ref = start_actor(SessionActor, sid, self.config, tasks, self._lock_ref,
-                              on_stopped=partial(self._actor_stopped, stopped, box))
+                              on_stopped=partial(self._actor_stopped, stopped, box),
+                              pool=self._threads)
         except Exception as e:  # noqa: BLE001 -- no thread for it (RuntimeError): refuse
             fail(request.reply, HostSaturatedError(f"no actor for session {sid!r}: {e}"))
             return None
@@ -380,4 +383,5 @@ class Slots:
             if running is not None and running.cancel is not None:
                 running.cancel.cancel("the agent is closing")
             self._evict(live)
+        self._threads.close()  # their threads end as the actors stop
         return [live.stopped for live in self.stopping]

@@ -20,7 +20,6 @@ gets an error result.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -74,7 +73,7 @@ from liteagent.providers import (
 from liteagent.tools import BackgroundStarter, Tool, ToolContext
 
 from ._context import LogArchiveReader, SessionContext
-from ._gate import held, released
+from ._gate import held
 from ._hub import EventHub, LiveEvent
 from ._live import ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished
 from ._restore_plan import InterruptedRestoreError
@@ -200,48 +199,43 @@ class SessionCore(SessionLog):
             raise InvalidArgumentError("a prompt must be a str with non-whitespace text")
         if safe_text(text) != text:
             raise InvalidArgumentError("the prompt holds a surrogate code point (not text)")
-        with held():  # the CPU gate, given back around every wait (see _gate.py)
-            try:
-                first_entry = self._start(text, cancel)
-            except LiteAgentError:
+        try:
+            first_entry = self._start(text, cancel)
+        except LiteAgentError:
+            raise
+        except BaseException as e:  # the turn did not start: nothing of it was written
+            raise TurnFailedError(f"the turn could not start: {describe_error(e)}") from e
+        try:
+            return self._turn(first_entry, cancel, start_background)
+        except BaseException as e:
+            self._abort(e)
+            if isinstance(e, LiteAgentError):
                 raise
-            except BaseException as e:  # the turn did not start: nothing of it was written
-                raise TurnFailedError(f"the turn could not start: {describe_error(e)}") from e
-            try:
-                return self._turn(first_entry, cancel, start_background)
-            except BaseException as e:
-                self._abort(e)
-                if isinstance(e, LiteAgentError):
-                    raise
-                raise TurnFailedError(f"the turn failed: {describe_error(e)}") from e
-
-    def append(self, events: Sequence[Event]) -> None:
-        """:meth:`SessionLog.append` outside the CPU gate (the store's writer commits the
-        appends that arrive together)."""
-        with released():
-            super().append(events)
+            raise TurnFailedError(f"the turn failed: {describe_error(e)}") from e
 
     def _start(self, text: str, cancel: CancelToken) -> int:
         """Append the prompt (after what closes a turn a crash cut short); return the index of
         its conversation entry. When the append fails after writing after all, the turn it
         started is closed with an abort record before the error is raised."""
-        if not self.loaded:
-            self.load()
-        if self.state.pending_restore is not None:
-            raise InterruptedRestoreError(
-                f"session {self.session_id!r} has an interrupted restore (started at seq "
-                f"{self.state.pending_restore[0]}): call finish_restore() or rollback_restore()")
-        cancel.raise_if_cancelled()
-        prompt = UserPrompt(content=(TextBlock(text),))
-        if self.context is not None:
-            self.context.check_first_prompt(self.state, ConvMessage("user", prompt.content))
-        before: list[Event] = []
-        if self.state.head == 0:
-            before.append(SessionStarted(workdir=str(self.config.workdir),
-                                         model=self.config.model_name,
-                                         system_prompt=self.config.system_prompt))
-        if self.state.open_tool_calls:  # a turn cut short (crash, kill): close its calls
-            before.extend(self.closing("the previous turn was interrupted", notice=False))
+        with held():  # the CPU gate (see _gate.py): the fold and the checks
+            if not self.loaded:
+                self.load()
+            if self.state.pending_restore is not None:
+                raise InterruptedRestoreError(
+                    f"session {self.session_id!r} has an interrupted restore (started at seq "
+                    f"{self.state.pending_restore[0]}): call finish_restore() or "
+                    "rollback_restore()")
+            cancel.raise_if_cancelled()
+            prompt = UserPrompt(content=(TextBlock(text),))
+            if self.context is not None:
+                self.context.check_first_prompt(self.state, ConvMessage("user", prompt.content))
+            before: list[Event] = []
+            if self.state.head == 0:
+                before.append(SessionStarted(workdir=str(self.config.workdir),
+                                             model=self.config.model_name,
+                                             system_prompt=self.config.system_prompt))
+            if self.state.open_tool_calls:  # a turn cut short (crash, kill): close its calls
+                before.extend(self.closing("the previous turn was interrupted", notice=False))
         try:
             self.append([*before, prompt])
         except BaseException as e:
@@ -282,12 +276,13 @@ class SessionCore(SessionLog):
         or the raw folded conversation when context management is off."""
         view: ContextView | None = None
         edits: tuple[ContextEdit, ...] = ()
-        if self.context is not None:
-            view = self.context.project(self.state, budget)
-            messages = view.messages
-            edits = self.context.edits(view)
-        else:
-            messages = self.view.sync(self.state)
+        with held():
+            if self.context is not None:
+                view = self.context.project(self.state, budget)
+                messages = view.messages
+                edits = self.context.edits(view)
+            else:
+                messages = self.view.sync(self.state)
         request = ModelRequest(
             model=self.config.model_name,
             messages=messages,
@@ -299,13 +294,14 @@ class SessionCore(SessionLog):
         return request, view
 
     def _model_turn(self, cancel: CancelToken) -> AssistantMessage:
-        """One model call; returns the assistant message as it was recorded."""
+        """One model call; returns the assistant message as it was recorded. The projections
+        and what is recorded are built holding the CPU gate; the planner, the model call and
+        the appends run outside it."""
         request, view = self._request()
         level: str | None = None
         notes: list[str] = []
         if view is not None and self.context is not None:
-            with released() if view.level == "select" else nullcontext():  # may summarize
-                compaction, note = self.context.plan(view, self.state, cancel)
+            compaction, note = self.context.plan(view, self.state, cancel)
             notes += [note] if note else []
             if compaction is not None:
                 try:
@@ -341,6 +337,23 @@ class SessionCore(SessionLog):
                 notes: Sequence[str], response: ModelResponse) -> AssistantMessage:
         """Append what the model was shown (and why) with its answer, in one append; return the
         answer as recorded (its storable form when it held values the log cannot store)."""
+        with held():
+            events = self._request_record(final, view, level, notes, response)
+        message = response.message
+        try:
+            self.append([*events, message])
+        except CodecError:
+            stored = storable_reply(message)  # the same answer, in the form the log can hold
+            if stored == message:
+                raise
+            self.log.warning("turn.reply_stored_losslessly")
+            self.append([*events, stored])
+            message = stored
+        return message
+
+    def _request_record(self, final: ModelRequest, view: ContextView | None, level: str | None,
+                        notes: Sequence[str], response: ModelResponse) -> list[Event]:
+        """What the model was shown (and why): the context status and the request record."""
         events: list[Event] = []
         if view is not None and self.context is not None:
             events.append(self.context.status(view, level, [safe_text(n) for n in notes]))
@@ -363,26 +376,14 @@ class SessionCore(SessionLog):
         events.append(ModelRequestRecord(
             view_hash=combine_view_hash(head, digest), token_estimate=estimate,
             model=final.model, request_digest=head, native_edits=edits))
-        message = response.message
-        try:
-            self.append([*events, message])
-        except CodecError:
-            stored = storable_reply(message)  # the same answer, in the form the log can hold
-            if stored == message:
-                raise
-            self.log.warning("turn.reply_stored_losslessly")
-            self.append([*events, stored])
-            message = stored
-        return message
+        return events
 
     def _call(self, request: ModelRequest, sent: list[ModelRequest],
               cancel: CancelToken) -> ModelResponse:
         """Run the middleware and the model call for ``request``."""
-        if self._before:
-            with released():  # the middleware's own code
-                for hook, with_cancel in self._before:
-                    request = (hook(request, self.state, cancel=cancel) if with_cancel
-                               else hook(request, self.state))
+        for hook, with_cancel in self._before:
+            request = (hook(request, self.state, cancel=cancel) if with_cancel
+                       else hook(request, self.state))
 
         def call(req: ModelRequest) -> ModelResponse:
             sent.append(req)
@@ -399,8 +400,7 @@ class SessionCore(SessionLog):
         chain: Callable[[ModelRequest], ModelResponse] = call
         for wrap in reversed(self._wraps):
             chain = _bind(wrap, chain)
-        with released():  # the model call, and the middleware's own code
-            return chain(request)
+        return chain(request)
 
     def _run_tools(
         self,
@@ -421,10 +421,9 @@ class SessionCore(SessionLog):
                               start_background, archive=reader)
             self.config.hub.publish(LiveEvent(self.session_id, ToolCallStarted(call.id,
                                                                                 call.name)))
-            with released():  # the tool, and the file-snapshot actor's work
-                output, snaps = run_one(by_name.get(call.name), call, ctx, log=self.log,
-                                        snapshot_ref=self.config.snapshot_ref,
-                                        workdir=self.config.workdir)
+            output, snaps = run_one(by_name.get(call.name), call, ctx, log=self.log,
+                                    snapshot_ref=self.config.snapshot_ref,
+                                    workdir=self.config.workdir)
             events.extend(snaps)
             results.append(ToolResult(
                 block=ToolResultBlock(call.id, output.content, is_error=output.is_error),
@@ -434,9 +433,8 @@ class SessionCore(SessionLog):
                 self.session_id, ToolCallFinished(call.id, call.name, output.is_error)))
         archived: list[Event] = []
         if self.context is not None:
-            with released():  # stores large results in the blob store, durably
-                archived.extend(self.context.archive(
-                    [r for r in results if isinstance(r, ToolResult)], blobs))
+            archived.extend(self.context.archive(
+                [r for r in results if isinstance(r, ToolResult)], blobs))
         self.append([*events, *results, *archived])
         cancel.raise_if_cancelled()
 

@@ -204,6 +204,7 @@ async def run(backend: str, sessions: int, turns: int, root: str, cap: int) -> d
         "steady_max": max(steady), "gc_pauses": probe.gc_pauses,
         "gc_collected": probe.gc_collected, "peak": probe.peak,
         "cpu_user": cpu1.ru_utime - cpu0.ru_utime, "cpu_sys": cpu1.ru_stime - cpu0.ru_stime,
+        "switches": (cpu1.ru_nvcsw - cpu0.ru_nvcsw) + (cpu1.ru_nivcsw - cpu0.ru_nivcsw),
         "gate_permits": GATE.permits,
         "threads_before": threads_before, "threads_after": threading.active_count(),
         "rss_before": rss_before, "rss_peak": proc_status("VmHWM"), "max_live_sessions": cap,
@@ -269,7 +270,8 @@ def report(name: str, r: dict[str, Any]) -> str:
         + f"; {r['gc_collected']:,} cyclic garbage objects (the GIL is held meanwhile)")
     cpu = r["cpu_user"] + r["cpu_sys"]
     print(f"   CPU               {cpu:.1f} s ({r['cpu_user']:.1f} user, {r['cpu_sys']:.1f} sys; "
-          f"{cpu / r['wall']:.2f} cores), {1000 * cpu / max(r['done'], 1):.2f} ms per turn")
+          f"{cpu / r['wall']:.2f} cores), {1000 * cpu / max(r['done'], 1):.2f} ms per turn; "
+          f"{r['switches'] / max(r['done'], 1):.0f} context switches per turn")
     gate = ("off" if r["gate_permits"] >= 1_000_000 else f"{r['gate_permits']} permits")
     print(f"   CPU gate          {gate}; peak threads waiting at it {peak['gate_waiting']}")
     print(f"   threads           peak {peak['threads']} (before the agent "

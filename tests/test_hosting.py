@@ -33,6 +33,7 @@ from liteagent.actors import (
 from liteagent.actors._envelope import start_actor
 from liteagent.actors._gate import GATE, CpuGate
 from liteagent.actors._host_slots import Request
+from liteagent.actors._pool import ThreadPool
 from liteagent.actors._reply import Reply
 from liteagent.actors._turn import TurnResult
 from liteagent.eventlog import (
@@ -797,3 +798,47 @@ def test_a_cancelled_or_unfinished_reply_raises_library_neutral_errors() -> None
     failed.set_exception(ValueError("boom"))
     with pytest.raises(ValueError, match="boom"):
         failed.result()
+
+
+# -- the session threads --------------------------------------------------------------------------
+
+
+def test_a_pool_thread_runs_the_next_job_and_idles_out() -> None:
+    """A job started while a thread of the pool is free runs on that thread; a thread left
+    without work ends after ``idle_s``, and close() ends the idle ones at once."""
+    pool = ThreadPool("test-pool", idle_s=0.05)
+    names: list[str] = []
+    done = threading.Event()
+    pool.run(lambda: (names.append(threading.current_thread().name), done.set()))
+    assert done.wait(WAIT)
+    assert _until(lambda: 1 == pool.idle())
+    done.clear()
+    pool.run(lambda: (names.append(threading.current_thread().name), done.set()))
+    assert done.wait(WAIT)
+    assert 1 == len(set(names))
+    assert _until(lambda: 0 == pool.idle())
+    kept = ThreadPool("test-kept", idle_s=WAIT)
+    kept.run(lambda: None)
+    assert _until(lambda: 1 == kept.idle())
+    kept.close()
+    assert 0 == kept.idle()
+    assert _until(lambda: not any(t.name.startswith("test-") for t in threading.enumerate()))
+
+
+def test_passivated_sessions_leave_their_threads_to_the_next_ones(workdir: Path) -> None:
+    """With more sessions than slots, a session started after another was passivated runs on
+    that session's thread: the threads the agent started stay within max_live_sessions."""
+    model = ToolThenReply()
+    started: set[str] = set()
+
+    def record(request: ModelRequest) -> AssistantMessage:
+        started.add(threading.current_thread().name)
+        return model(request)
+
+    agent = create_lite_agent(model=scripted([record] * 40), model_name="m", workdir=workdir,
+                              tools=[write_file], checkpointer=memory_checkpointer(),
+                              max_live_sessions=2)
+    with agent:
+        for i in range(10):
+            assert "ok" == agent.send(f"turn {i}", session_id=f"s{i}").text
+    assert 1 <= len(started) <= 2
