@@ -27,6 +27,7 @@ from liteagent.eventlog import (
     Checkpointer,
     Compaction,
     InvalidArgumentError,
+    Lease,
     Message,
     OperationCancelledError,
     PassRecord,
@@ -117,9 +118,9 @@ class ManualCompaction:
         """Compact the session's view now (see the module docstring)."""
         token = cancel or CancelToken()
         with (held(self.lock_ref, session_id, "compaction", self.is_busy),
-              session_lease(self.checkpointer, session_id, "a compaction")):
+              session_lease(self.checkpointer, session_id, "a compaction") as lease):
             try:
-                return self._compact(session_id, instructions, token)
+                return self._compact(session_id, instructions, token, lease)
             except OperationCancelledError:
                 self._publish(session_id, "cancelled", detail="nothing was changed")
                 raise
@@ -128,7 +129,7 @@ class ManualCompaction:
                 raise
 
     def _compact(self, session_id: str, instructions: str | None,
-                 cancel: CancelToken) -> CompactStats:
+                 cancel: CancelToken, lease: Lease) -> CompactStats:
         self._publish(session_id, "start", stage="measure")
         state = self.state(session_id)
         view = ConversationView()
@@ -158,7 +159,8 @@ class ManualCompaction:
             replacement=tuple(result.messages),
             spilled=result.spilled_refs(messages),
         )
-        ask(self.session_ref(session_id), RecordCompaction(record, state.head), timeout=60)
+        ask(self.session_ref(session_id), RecordCompaction(record, state.head), timeout=60,
+            lease=lease)
         self._publish(session_id, "done", stage="persist", completed=1, total=1)
         return CompactStats(before=result.tokens_before, after=result.tokens_after)
 

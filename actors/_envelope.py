@@ -33,7 +33,7 @@ import msgspec
 import pykka
 import structlog
 
-from liteagent.eventlog import CancelToken, LiteAgentError, OperationCancelledError
+from liteagent.eventlog import CancelToken, Lease, LiteAgentError, OperationCancelledError
 
 from ._pool import ThreadPool
 from ._reply import Reply
@@ -79,15 +79,17 @@ class Envelope:
     payload: bytes
     reply: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
     cancel: CancelToken | None = None
+    lease: Lease | None = None  # the session lease the sender holds for the work it asks
 
 
-def _envelope(message: Message, cancel: CancelToken | None) -> Envelope:
-    return Envelope(_ENCODER.encode(message), cancel=cancel)
+def _envelope(message: Message, cancel: CancelToken | None, lease: Lease | None) -> Envelope:
+    return Envelope(_ENCODER.encode(message), cancel=cancel, lease=lease)
 
 
-def tell(ref: pykka.ActorRef[Any], message: Message, cancel: CancelToken | None = None) -> Envelope:
+def tell(ref: pykka.ActorRef[Any], message: Message, cancel: CancelToken | None = None,
+         lease: Lease | None = None) -> Envelope:
     """Send ``message``; return its envelope (whose ``reply`` the caller may wait on)."""
-    env = _envelope(message, cancel)
+    env = _envelope(message, cancel, lease)
     try:
         ref.tell(env)
     except pykka.ActorDeadError as e:
@@ -116,12 +118,13 @@ def ask(
     *,
     timeout: float | None,
     cancel: CancelToken | None = None,
+    lease: Lease | None = None,
 ) -> Any:
     """Send ``message`` and wait up to ``timeout`` seconds for the reply (``None``: no limit,
     only for calls whose own work is bounded, e.g. a turn with its cancel token). The cancel
-    token travels with the message; the wait lasts until the actor answers (it may have to
-    undo what it did)."""
-    env = tell(ref, message, cancel)
+    token (and the sender's session lease) travel with the message; the wait lasts until the
+    actor answers (it may have to undo what it did)."""
+    env = tell(ref, message, cancel, lease)
     try:
         return env.reply.result(timeout)
     except concurrent.futures.TimeoutError as e:

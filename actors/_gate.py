@@ -23,6 +23,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from ._errors import AgentBusyError
+
 __all__ = ["GATE", "PERMITS", "CpuGate", "held", "released"]
 
 PERMITS = 2
@@ -67,7 +69,7 @@ class CpuGate:
         settings in one process)."""
         with self._lock:
             if self._waiters or self._free != self.permits:
-                raise RuntimeError("the gate is in use")
+                raise AgentBusyError("the CPU gate is in use: its permits cannot change now")
             self._free = self.permits = permits
 
     def holding(self) -> bool:

@@ -36,6 +36,7 @@ from liteagent.eventlog import CancelToken
 from ._envelope import ActorStoppedError, ActorTimeoutError, Dispatcher
 from ._errors import AgentBusyError
 from ._host_slots import HostSaturatedError, Request, Slots
+from ._lease import session_lease
 from ._reply import Reply
 from ._session import BackgroundTask, GetState, Send
 from ._turn import SessionConfig
@@ -194,6 +195,13 @@ class SessionHost:
         _, late = concurrent.futures.wait(stopped, timeout=_STOP_TIMEOUT)
         if late:
             _log.warning("session.stop_timeout", session_id=session_id)
+
+    def delete(self, session_id: str) -> None:
+        """Delete the session: under its lease (:class:`AgentBusyError` while this or another
+        process runs it), its actors stopped first, then its log."""
+        with session_lease(self.config.checkpointer, session_id, "deleting it"):
+            self.forget(session_id)
+            self.config.checkpointer.delete(session_id)
 
     def close(self) -> None:
         """Refuse new requests and fail the waiting ones, cancel running turns and background

@@ -33,6 +33,7 @@ from liteagent.eventlog import (
     CancelToken,
     CheckpointConflictError,
     Checkpointer,
+    Lease,
     OperationCancelledError,
     RestoreFinished,
     RestoreStarted,
@@ -106,11 +107,11 @@ class Restorer:
             phase=phase, completed=completed, total=total, detail=detail)))
 
     @contextmanager
-    def _hold(self, session_id: str) -> Iterator[None]:
+    def _hold(self, session_id: str) -> Iterator[Lease]:
         with (held(self.lock_ref, session_id, "restore", self.is_busy),
-              session_lease(self.checkpointer, session_id, "a restore")):
+              session_lease(self.checkpointer, session_id, "a restore") as lease):
             self.forget(session_id)  # its actor refolds the log when it is used again
-            yield
+            yield lease
 
     def restore(
         self,
@@ -122,9 +123,9 @@ class Restorer:
         cancel: CancelToken | None = None,
     ) -> RestoreResult:
         """Restore ``session_id`` to the checkpoint at ``seq`` (see the module docstring)."""
-        with self._hold(session_id):
+        with self._hold(session_id) as lease:
             try:
-                return self._restore(session_id, seq, files, conversation, cancel)
+                return self._restore(session_id, seq, files, conversation, cancel, lease=lease)
             except Exception as e:
                 self._publish(session_id, "error", detail=f"{type(e).__name__}: {e}")
                 raise
@@ -136,6 +137,8 @@ class Restorer:
         files: bool,
         conversation: bool,
         cancel: CancelToken | None,
+        *,
+        lease: Lease,
     ) -> RestoreResult:
         cp = self.checkpointer
         state, generation = self._fold(session_id)
@@ -156,44 +159,46 @@ class Restorer:
         if not plans:
             if conversation:
                 cp.truncate(session_id, seq - 1, expected_head=state.head,
-                            expected_generation=generation)
+                            expected_generation=generation, lease=lease)
             self._publish(session_id, "done", 0, 0)
             return RestoreResult(restored_files=(), conversation_restored=conversation)
         records = backup_files(self.workdir, [(p.path, p.target, p.target_hash) for p in plans],
                                cp.blobs)
         intent = cp.append(session_id, [RestoreStarted(to_seq=seq, conversation=conversation,
                                                        files=tuple(records))],
-                           expected_head=state.head, expected_generation=generation)
+                           expected_head=state.head, expected_generation=generation, lease=lease)
         try:
             restored = ask(self.snapshot_ref, ApplyRestore(session_id, tuple(records), True),
                            timeout=_ASK_TIMEOUT, cancel=cancel)
         except Exception as e:  # files were put back (or never changed): record the outcome
             cp.append(session_id, [RestoreFinished(started_seq=intent, outcome="rolled_back",
-                                                   reason=f"{type(e).__name__}: {e}")])
+                                                   reason=f"{type(e).__name__}: {e}")],
+                      lease=lease)
             if cancel is not None and cancel.cancelled:
                 raise OperationCancelledError(cancel.reason or "cancelled") from e
             raise
         if conversation:
             try:
                 cp.truncate(session_id, seq - 1, expected_head=intent,
-                            expected_generation=generation)
+                            expected_generation=generation, lease=lease)
             except CheckpointConflictError:
                 ask(self.snapshot_ref, ApplyRestore(session_id, tuple(records), False),
                     timeout=_ASK_TIMEOUT)
                 cp.append(session_id, [RestoreFinished(
                     started_seq=intent, outcome="rolled_back",
-                    reason="another writer appended to the session during the restore")])
+                    reason="another writer appended to the session during the restore")],
+                    lease=lease)
                 raise
         else:
             cp.append(session_id, [RestoreFinished(started_seq=intent, outcome="completed")],
-                      expected_head=intent, expected_generation=generation)
+                      expected_head=intent, expected_generation=generation, lease=lease)
         self._publish(session_id, "done", len(restored), len(restored))
         return RestoreResult(restored_files=tuple(restored), conversation_restored=conversation)
 
     def finish(self, session_id: str) -> RestoreResult:
         """Finish an interrupted restore: put every file to its target again, then truncate (or
         record completion). Raises CheckpointConflictError when the log moved on since."""
-        with self._hold(session_id):
+        with self._hold(session_id) as lease:
             state, generation = self._fold(session_id)
             if state.pending_restore is None:
                 raise InvalidCheckpointError(f"session {session_id!r} has no interrupted restore")
@@ -202,17 +207,17 @@ class Restorer:
                            timeout=_ASK_TIMEOUT)
             if started.conversation:
                 self.checkpointer.truncate(session_id, started.to_seq - 1, expected_head=intent,
-                                           expected_generation=generation)
+                                           expected_generation=generation, lease=lease)
             else:
                 self.checkpointer.append(
                     session_id, [RestoreFinished(started_seq=intent, outcome="completed")],
-                    expected_head=state.head, expected_generation=generation)
+                    expected_head=state.head, expected_generation=generation, lease=lease)
             return RestoreResult(restored_files=tuple(restored),
                                  conversation_restored=started.conversation)
 
     def rollback(self, session_id: str) -> list[str]:
         """Roll an interrupted restore back: every file returns to its backup."""
-        with self._hold(session_id):
+        with self._hold(session_id) as lease:
             state, generation = self._fold(session_id)
             if state.pending_restore is None:
                 raise InvalidCheckpointError(f"session {session_id!r} has no interrupted restore")
@@ -224,5 +229,5 @@ class Restorer:
                 session_id,
                 [RestoreFinished(started_seq=intent, outcome="rolled_back",
                                  reason="rolled back after an interruption")],
-                expected_head=state.head, expected_generation=generation)
+                expected_head=state.head, expected_generation=generation, lease=lease)
             return paths

@@ -172,7 +172,11 @@ class SessionActor(ActorBase):
                 raise CheckpointConflictError(self.session_id, message.expected_head,
                                               self.core.state.head,
                                               "the session moved on during the compaction")
-            self.core.append([message.record])
+            self.core.lease = envelope.lease  # the compaction's: the record is fenced by it
+            try:
+                self.core.append([message.record])
+            finally:
+                self.core.lease = None
             return None
         assert isinstance(message, BackgroundDone)
         self._finish_background(message)
@@ -213,6 +217,7 @@ class SessionActor(ActorBase):
         )
         try:
             self.core.append([
+                *self.core.interrupted_turn(),  # a turn another process was killed in
                 BackgroundCompleted(task_id=done.task_id, ok=not done.is_error, summary=summary),
                 UserPrompt(content=(TextBlock(notice),), origin="background"),
             ])

@@ -234,8 +234,7 @@ class SessionCore(SessionLog):
                 before.append(SessionStarted(workdir=str(self.config.workdir),
                                              model=self.config.model_name,
                                              system_prompt=self.config.system_prompt))
-            if self.state.open_tool_calls:  # a turn cut short (crash, kill): close its calls
-                before.extend(self.closing("the previous turn was interrupted", notice=False))
+            before.extend(self.interrupted_turn())  # a turn cut short (crash, kill)
         try:
             self.append([*before, prompt])
         except BaseException as e:

@@ -75,12 +75,9 @@ class SessionLog:
 
         After a failure other than :class:`CodecError` (which writes nothing) the session folds
         its log again before its next turn: a store that failed may still have written. A lease
-        the backend found taken over refuses the append (:class:`SessionLeasedError`)."""
+        the session's lease no longer held (released, or taken over after it expired) refuses
+        the append (:class:`LeaseLostError`: the backend checks it with the write)."""
         cp = self.checkpointer
-        lease = self.lease
-        if lease is not None and lease.lost:
-            self.loaded = False
-            raise SessionLeasedError(self.session_id, None)
         expected_generation = self.generation if self.state.head else None
         ts = time.time()
         try:
@@ -90,10 +87,11 @@ class SessionLog:
                 expected_head=self.state.head,
                 expected_generation=expected_generation,
                 ts=ts,
+                lease=self.lease,
             )
         except CodecError:
             raise
-        except CheckpointConflictError:
+        except (CheckpointConflictError, SessionLeasedError):
             self.loaded = False  # another writer advanced the log: fold it before the next turn
             raise
         except BaseException:
@@ -123,12 +121,23 @@ class SessionLog:
             text = f"[liteagent: this turn stopped before the model finished: {reason}]"
         return [*interrupted_results(calls, reason), TurnAborted(reason=reason, notice=text)]
 
+    def interrupted_turn(self) -> list[Event]:
+        """What closes a turn that another process (or a crash) cut short, found open in the
+        log: synthetic results for its open tool calls and a turn-aborted record, to be written
+        before anything else enters the conversation; nothing when no call is open."""
+        if not self.state.open_tool_calls:
+            return []
+        return self.closing("the previous turn was interrupted", notice=False)
+
     def record_abort(self, error: BaseException, reason: str, *, started: bool = True) -> None:
         """Record the aborted turn (``reason`` says why). After an append that failed, the log
         is looked at first (see :meth:`_settle_failed_append`); after a conflict (another
         writer) nothing is tried. A turn that had not ``started`` (its prompt append failed) is
         recorded only when that prompt was written after all. When nothing can be recorded,
         the next ``send`` folds the log again and repairs what it finds."""
+        if isinstance(error, SessionLeasedError):  # another holder has the session now
+            self.log.warning("turn.abort_not_recorded", error="the session's lease was lost")
+            return
         settled = ("conflict" if isinstance(error, CheckpointConflictError)
                    else self._settle_failed_append())
         if settled == "conflict":

@@ -26,6 +26,7 @@ from ._errors import (
     CorruptLogError,
     InvalidArgumentError,
     InvalidEventError,
+    LeaseLostError,
 )
 from ._eventcodec import DECODERS, encode_body
 from ._events import Event, OpaqueEvent, StoredEvent
@@ -237,17 +238,24 @@ class Checkpointer(abc.ABC):
         *,
         expected_generation: int | None = None,
         ts: float | None = None,
+        lease: Lease | None = None,
     ) -> int:
         """Append ``events`` atomically and return the new head.
 
         Every event of the batch is stamped with ``ts`` (Unix seconds; default: now), so a
         caller that applies its own events to a live state can use the same time. An empty
         batch writes nothing and returns the head (after checking expectations).
+
+        With ``lease`` (a lease of this session taken from this checkpointer), the append is
+        written only while that lease is still held, checked atomically with the write: a lease
+        released, or expired and taken by another holder meanwhile, raises
+        :class:`LeaseLostError` and nothing is written (fencing).
         """
         self._check_open()
         sid = validate_session_id(session_id)
         _check_optional_int("expected_head", expected_head)
         _check_optional_int("expected_generation", expected_generation)
+        self._check_lease_arg(sid, lease)
         given: object = events
         if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
             raise InvalidEventError(f"events must be an iterable of events, got {given!r}")
@@ -258,6 +266,9 @@ class Checkpointer(abc.ABC):
             raise InvalidArgumentError(f"ts must be a finite float (Unix seconds), got {ts!r}")
         self._refuse_damaged(sid)
         try:
+            if lease is not None:
+                return self._append_leased(sid, batch, ts, expected_head, expected_generation,
+                                           lease=lease)
             return self._append(sid, batch, ts, expected_head, expected_generation)
         except CorruptLogError as e:
             self._mark_damaged(sid, e)
@@ -344,6 +355,17 @@ class Checkpointer(abc.ABC):
         self._check_open()
         return self._lease_holder(validate_session_id(session_id))
 
+    def _check_lease_arg(self, session_id: str, lease: object) -> None:
+        """Refuse a ``lease=`` that is not a lease of ``session_id`` from this checkpointer."""
+        if lease is None:
+            return
+        if not isinstance(lease, Lease) or lease.checkpointer is not self:
+            raise InvalidArgumentError(
+                f"lease must be None or a Lease taken from this checkpointer, got {lease!r}")
+        if lease.session_id != session_id:
+            raise InvalidArgumentError(
+                f"the lease is on session {lease.session_id!r}, not {session_id!r}")
+
     def _forget_lease(self, lease: Lease) -> None:
         """Release ``lease`` in the backend (called once, by :meth:`Lease.release`)."""
         with self._leases_lock:
@@ -390,11 +412,13 @@ class Checkpointer(abc.ABC):
         expected_head: int | None = None,
         *,
         expected_generation: int | None = None,
+        lease: Lease | None = None,
     ) -> int:
         """Drop every event with ``seq > to_seq`` atomically and return the new head (``to_seq``).
 
         Every truncate of an existing session gives it a new generation. ``to_seq`` must be in
-        ``0..head`` (else :class:`TruncateRangeError`, after the conflict checks).
+        ``0..head`` (else :class:`TruncateRangeError`, after the conflict checks). ``lease``
+        fences the truncate as it fences :meth:`append`.
         """
         self._check_open()
         sid = validate_session_id(session_id)
@@ -402,8 +426,12 @@ class Checkpointer(abc.ABC):
             raise InvalidArgumentError(f"to_seq must be an int, got {to_seq!r}")
         _check_optional_int("expected_head", expected_head)
         _check_optional_int("expected_generation", expected_generation)
+        self._check_lease_arg(sid, lease)
         self._refuse_damaged(sid)
         try:
+            if lease is not None:
+                return self._truncate_leased(sid, to_seq, expected_head, expected_generation,
+                                             lease=lease)
             return self._truncate(sid, to_seq, expected_head, expected_generation)
         except CorruptLogError as e:
             self._mark_damaged(sid, e)
@@ -498,6 +526,42 @@ class Checkpointer(abc.ABC):
     def _acquire_lease(self, session_id: str, owner: str, ttl: float) -> Lease:  # noqa: ARG002
         """Take the lease or raise :class:`SessionLeasedError`; backends override."""
         raise CheckpointerError(f"{type(self).__name__} has no session leases")
+
+    def _check_held(self, lease: Lease) -> None:
+        """Raise :class:`LeaseLostError` unless ``lease`` is still held (as far as this object
+        knows: enough for leases that cannot be taken over while their holder lives)."""
+        if lease.released:
+            raise LeaseLostError(lease.session_id, None, "was released")
+        if lease.lost:
+            raise LeaseLostError(lease.session_id, None, "was taken by another holder")
+
+    def _append_leased(
+        self,
+        session_id: str,
+        batch: builtins.list[EncodedEvent],
+        ts: float,
+        expected_head: int | None,
+        expected_generation: int | None,
+        *,
+        lease: Lease,
+    ) -> int:
+        """An append fenced by ``lease``; backends whose leases expire override this to check
+        the lease inside the write (the default checks it just before)."""
+        self._check_held(lease)
+        return self._append(session_id, batch, ts, expected_head, expected_generation)
+
+    def _truncate_leased(
+        self,
+        session_id: str,
+        to_seq: int,
+        expected_head: int | None,
+        expected_generation: int | None,
+        *,
+        lease: Lease,
+    ) -> int:
+        """A truncate fenced by ``lease`` (as :meth:`_append_leased`)."""
+        self._check_held(lease)
+        return self._truncate(session_id, to_seq, expected_head, expected_generation)
 
     def _release_lease(self, lease: Lease) -> None:  # noqa: B027 -- a hook; nothing by default
         """Give ``lease`` up (called once per lease, also after close); backends override."""

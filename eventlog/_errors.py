@@ -18,6 +18,7 @@ Every error liteagent raises derives from :class:`LiteAgentError`; the storage l
     │   ├── CorruptLogError
     │   ├── NotADatabaseError
     │   ├── SessionLeasedError
+    │   │   └── LeaseLostError
     │   └── StorageIOError           (also OSError)
     └── BlobError
         ├── InvalidBlobRefError      (also ValueError)
@@ -30,7 +31,7 @@ boundary per backend, with ``raise ... from e``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._lease import LeaseInfo
@@ -50,6 +51,7 @@ __all__ = [
     "InvalidEventError",
     "InvalidMessageError",
     "InvalidSessionIdError",
+    "LeaseLostError",
     "LiteAgentError",
     "NotADatabaseError",
     "OperationCancelledError",
@@ -202,8 +204,21 @@ class SessionLeasedError(CheckpointerError):
             who = f"{holder.owner} (pid {holder.pid} on {holder.host}, token {holder.token})"
         super().__init__(f"session {session_id!r} is leased by {who}")
 
-    def __reduce__(self) -> tuple[type[SessionLeasedError], tuple[str, LeaseInfo | None]]:
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.session_id, self.holder))
+
+
+class LeaseLostError(SessionLeasedError):
+    """Raised when a write made under a lease (``append(..., lease=...)``) finds that lease no
+    longer held: released, or expired and taken by another holder; nothing was written."""
+
+    def __init__(self, session_id: str, holder: LeaseInfo | None, why: str) -> None:
+        super().__init__(session_id, holder)
+        self.why = why
+        self.args = (f"session {session_id!r}: the lease this write was made under {why}",)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.session_id, self.holder, self.why))
 
 
 class StorageIOError(CheckpointerError, OSError):

@@ -17,6 +17,7 @@ import fcntl
 import json
 import os
 import socket
+import time
 from typing import TYPE_CHECKING, Any
 
 from ._errors import SessionLeasedError
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["FileLease", "acquire_file_lease", "file_lease_holder", "lease_path"]
 
 _RECORD_MAX = 4096
+_NAMING_WAIT = 0.5  # seconds a refused acquire waits for the winner to write its record
 
 
 def lease_path(root: str, session_id: str) -> str:
@@ -109,6 +111,25 @@ def _holder(record: dict[str, Any]) -> LeaseInfo | None:
     return info
 
 
+def _lock_or_refuse(fd: int, session_id: str) -> None:
+    """Take the flock on ``fd`` or raise :class:`SessionLeasedError` naming the holder.
+
+    The winner of a race writes its record just after it takes the lock, so a loser that finds
+    the record not (yet) naming a live holder reads it again for a moment (or takes the lock,
+    should the holder release it meanwhile) instead of refusing without a name."""
+    deadline = time.monotonic() + _NAMING_WAIT
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(_read_record(fd))
+            if holder is not None or time.monotonic() >= deadline:
+                raise SessionLeasedError(session_id, holder) from None
+            time.sleep(0.002)
+        else:
+            return
+
+
 def acquire_file_lease(
     checkpointer: Checkpointer, root: str, session_id: str, owner: str
 ) -> FileLease:
@@ -116,10 +137,7 @@ def acquire_file_lease(
     through for the caller to translate)."""
     fd = os.open(lease_path(root, session_id), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise SessionLeasedError(session_id, _holder(_read_record(fd))) from None
+        _lock_or_refuse(fd, session_id)
         token = _read_record(fd).get("token")
         pid = os.getpid()
         info = LeaseInfo(

@@ -84,6 +84,11 @@ class Lease:
         self._lost = False
 
     @property
+    def checkpointer(self) -> Checkpointer:
+        """The checkpointer this lease was taken from."""
+        return self._checkpointer
+
+    @property
     def session_id(self) -> str:
         """The leased session."""
         return self._session_id

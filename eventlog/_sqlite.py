@@ -237,6 +237,9 @@ class SqliteCheckpointer(Checkpointer):
         expected_generation: int | None,
     ) -> int:
         op = Append(session_id, batch, ts, (expected_head, expected_generation), self._verified)
+        return self._submit_append(op, session_id)
+
+    def _submit_append(self, op: Append, session_id: str) -> int:
         for _ in range(3):
             try:
                 return cast(int, self._submit(op, session_id))
@@ -246,6 +249,21 @@ class SqliteCheckpointer(Checkpointer):
                 self._scan(session_id)
         op.limit = None  # still more (others keep appending): verify inside the transaction
         return cast(int, self._submit(op, session_id))
+
+    def _append_leased(
+        self,
+        session_id: str,
+        batch: list[EncodedEvent],
+        ts: float,
+        expected_head: int | None,
+        expected_generation: int | None,
+        *,
+        lease: Lease,
+    ) -> int:
+        self._check_held(lease)
+        op = Append(session_id, batch, ts, (expected_head, expected_generation), self._verified,
+                    fence=self._lease_table.fence(lease))
+        return self._submit_append(op, session_id)
 
     def _scan(self, session_id: str) -> None:
         """Read the session's rows without decoding them: records how far they verify."""
@@ -380,6 +398,20 @@ class SqliteCheckpointer(Checkpointer):
     ) -> int:
         op = truncate_op(session_id, to_seq, (expected_head, expected_generation),
                           self._verified)
+        return cast(int, self._submit(op, session_id))
+
+    def _truncate_leased(
+        self,
+        session_id: str,
+        to_seq: int,
+        expected_head: int | None,
+        expected_generation: int | None,
+        *,
+        lease: Lease,
+    ) -> int:
+        self._check_held(lease)
+        op = truncate_op(session_id, to_seq, (expected_head, expected_generation),
+                          self._verified, fence=self._lease_table.fence(lease))
         return cast(int, self._submit(op, session_id))
 
     def _check_integrity(self) -> IntegrityReport:

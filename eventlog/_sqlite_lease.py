@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 import apsw
 import structlog
 
-from ._errors import LiteAgentError, SessionLeasedError
+from ._errors import LeaseLostError, LiteAgentError, SessionLeasedError
 from ._lease import Lease, LeaseInfo
 from ._sqlite_batch import Batch
+from ._sqlite_ops import Fence
 from ._sqlite_rows import decode_raw, raw_select
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ _TAKE = (
     "token = excluded.token, expires_at = excluded.expires_at"
 )
 _MINE = "session_id = ? AND owner = ? AND token = ? AND pid = ?"
+_IS_MINE = f"SELECT 1 FROM leases WHERE {_MINE}"  # noqa: S608
 
 
 # -- who is alive ---------------------------------------------------------------------------------
@@ -125,7 +127,7 @@ def _info(row: tuple[Any, ...]) -> LeaseInfo | None:
     return LeaseInfo(owner, pid, host, token, expires_at)
 
 
-def _row(conn: apsw.Connection, session_id: str) -> tuple[Any, ...] | None:
+def _row(conn: apsw.Connection | apsw.Cursor, session_id: str) -> tuple[Any, ...] | None:
     raw = conn.execute(_ROW, (session_id,)).fetchone()
     return None if raw is None else decode_raw(raw)
 
@@ -184,6 +186,23 @@ class SqliteLeases:
             self._cp._submit(free, lease.session_id)
         except LiteAgentError as e:
             _log.warning("lease_release_failed", session_id=lease.session_id, error=str(e))
+
+    def fence(self, lease: Lease) -> Fence:
+        """The check a write under ``lease`` runs first in its transaction: the leases row
+        must still be this lease's (nobody took it since), else :class:`LeaseLostError`."""
+        info = lease.info
+        mine = (lease.session_id, info.owner, info.token, info.pid)
+
+        def check(cur: apsw.Cursor) -> None:
+            if lease.released:
+                raise LeaseLostError(lease.session_id, None, "was released")
+            if cur.execute(_IS_MINE, mine).fetchone() is None:
+                lease._mark_lost()  # the hook Lease offers backends
+                row = _row(cur, lease.session_id)
+                holder = None if row is None else _info(row)
+                raise LeaseLostError(lease.session_id, holder, "was taken by another holder")
+
+        return check
 
     def holder(self, session_id: str) -> LeaseInfo | None:
         """The live holder of ``session_id``'s lease, or None."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Callable
 
 import apsw
 import xxhash
@@ -29,13 +30,19 @@ from ._sqlite_rows import (
     session_row_problem,
 )
 
-__all__ = ["Append", "NeedsScan", "delete_op", "session_position", "truncate_op", "verify_tail"]
+__all__ = ["Append", "Fence", "NeedsScan", "delete_op", "session_position", "truncate_op",
+           "verify_tail"]
 
 _INLINE_VERIFY = 2000  # rows an append verifies inside its transaction; more: before it
 _CRC_MASK = (1 << 63) - 1
 _xxh = xxhash.xxh3_64_intdigest
 _pack = struct.Struct("<qd").pack
 _INSERT = "INSERT INTO events(session_id, seq, ts, kind, body, crc) VALUES (?, ?, ?, ?, ?, ?)"
+
+
+Fence = Callable[[apsw.Cursor], None]
+"""A check run first inside a write: raises (nothing written) when the write's lease is no
+longer held (see ``_sqlite_lease``)."""
 
 
 class NeedsScan(CheckpointerError):  # noqa: N818 -- a signal, not an error
@@ -75,21 +82,24 @@ class Append:
     """The write of one append (see :class:`Writer`): batch-aware, it reads and records its
     session's position through the :class:`Batch` (one INSERT statement per append)."""
 
-    __slots__ = ("batch", "batched_session", "expected", "limit", "ts", "verified")
-
+    __slots__ = ("batch", "batched_session", "expected", "fence", "limit", "ts", "verified")
 
     def __init__(self, session_id: str, batch: list[EncodedEvent], ts: float,
-                 expected: tuple[int | None, int | None], verified: Verified) -> None:
+                 expected: tuple[int | None, int | None], verified: Verified, *,
+                 fence: Fence | None = None) -> None:
         self.batched_session = session_id
         self.batch = batch
         self.ts = ts
         self.expected = expected
         self.verified = verified
+        self.fence = fence
         self.limit: int | None = _INLINE_VERIFY
 
     def __call__(self, conn: apsw.Connection, tx: Batch) -> int:
         # The hot path of every append: written out flat (each call here costs).
         sid = self.batched_session
+        if self.fence is not None:
+            self.fence(tx.cur)
         verified = self.verified
         pending = tx.pending.get(sid)
         if pending is not None:  # an earlier append of this batch: checked, not yet stored
@@ -158,8 +168,10 @@ class Append:
 
 
 def truncate_op(session_id: str, to_seq: int, expected: tuple[int | None, int | None],
-                 verified: Verified) -> WriteOp:
+                 verified: Verified, *, fence: Fence | None = None) -> WriteOp:
     def op(conn: apsw.Connection, tx: Batch) -> int:
+        if fence is not None:
+            fence(tx.cur)
         head, gen, exists = session_position(conn, session_id)
         check_position(session_id, head, gen, *expected)
         if not 0 <= to_seq <= head:

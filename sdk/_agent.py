@@ -148,8 +148,7 @@ class LiteAgent:
         """Delete a stored session (refused while it runs or has background tasks)."""
         self._core.require_sessions("delete_session")
         sid = self._core.session_for(validate_session_id(session_id))
-        self._core.host.forget(sid)
-        self._core.checkpointer.delete(sid)
+        self._core.host.delete(sid)
         if sid == self._core.session_id:
             self._core.session_id = new_session_id()
 

@@ -24,6 +24,7 @@ EVENTLOG = {
     "CorruptBlobError", "CorruptLogError", "EVENT_KINDS", "Event", "FileSnapshot",
     "IntegrityProblem", "IntegrityReport", "InvalidArgumentError", "InvalidBlobRefError",
     "InvalidEventError", "InvalidMessageError", "InvalidSessionIdError", "Lease", "LeaseInfo",
+    "LeaseLostError",
     "LiteAgentError", "Message", "ModelRequest", "ModelRequestRecord", "ModelResponse",
     "NotADatabaseError",
     "OpaqueEvent", "OperationCancelledError", "Origin", "PVec", "PassRecord", "Position",

@@ -16,7 +16,14 @@ from typing import Any
 import apsw
 import pytest
 
-from liteagent.eventlog import Checkpointer, SessionLeasedError, sqlite_checkpointer
+from liteagent.eventlog import (
+    Checkpointer,
+    LeaseLostError,
+    SessionLeasedError,
+    TextBlock,
+    UserPrompt,
+    sqlite_checkpointer,
+)
 from liteagent.eventlog._sqlite_lease import _started_self
 from liteagent.eventlog.conformance._processes import mp_context
 
@@ -117,6 +124,60 @@ def test_lease_taken_over_is_marked_lost(db: Path) -> None:
         holder = cp.lease_holder("s")
         assert holder is not None
         assert "them" == holder.owner
+
+
+def _prompt(text: str) -> UserPrompt:
+    return UserPrompt(content=(TextBlock(text),))
+
+
+def test_writes_under_a_lease_taken_over_are_refused_before_the_renewer_notices(
+    db: Path,
+) -> None:
+    """A lease whose row another holder took (after it expired) fences every write at once,
+    inside the write's transaction, even before a renewal marked it lost: append and truncate
+    raise LeaseLostError naming the new holder, nothing is written, the lease is then lost."""
+    with sqlite_checkpointer(db) as cp:
+        lease = cp.acquire_lease("s", ttl=3600)  # no renewal during the test
+        cp.append("s", [_prompt("a"), _prompt("b")], lease=lease)
+        put_row(db, token=lease.token + 1)  # taken by "them" once it had expired
+        assert False is lease.lost
+        with pytest.raises(LeaseLostError, match="another holder") as info:
+            cp.append("s", [_prompt("late")], lease=lease)
+        assert info.value.holder is not None
+        assert "them" == info.value.holder.owner
+        with pytest.raises(LeaseLostError):
+            cp.truncate("s", 0, lease=lease)
+        assert (2, True) == (cp.head("s"), lease.lost)
+
+
+def test_a_fenced_append_fails_alone_in_a_group_commit(db: Path) -> None:
+    """Appends committed together with one whose lease was taken over succeed; only the
+    fenced one fails."""
+    with sqlite_checkpointer(db) as cp:
+        lease = cp.acquire_lease("s", ttl=3600)
+        put_row(db, token=lease.token + 1)
+        errors: list[BaseException] = []
+        start = threading.Barrier(9)
+
+        def fenced() -> None:
+            start.wait()
+            try:
+                cp.append("s", [_prompt("late")], lease=lease)
+            except LeaseLostError as e:
+                errors.append(e)
+
+        def other(i: int) -> None:
+            start.wait()
+            cp.append(f"o{i}", [_prompt(str(i))])
+
+        threads = [threading.Thread(target=fenced)] + [
+            threading.Thread(target=other, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert (1, 0) == (len(errors), cp.head("s"))
+        assert [1] * 8 == [cp.head(f"o{i}") for i in range(8)]
 
 
 def test_one_renewer_thread_per_checkpointer_and_only_while_held(db: Path) -> None:

@@ -17,11 +17,12 @@ from .._errors import (
     CheckpointerClosedError,
     InvalidArgumentError,
     InvalidSessionIdError,
+    LeaseLostError,
     SessionLeasedError,
 )
 from .._lease import Lease, LeaseInfo
 from ._lease_processes import run_holder_killed, run_second_process
-from ._util import Factory, prompts
+from ._util import Factory, prompts, texts
 
 __all__ = ["DurableLeaseTests", "LeaseTests"]
 
@@ -113,6 +114,61 @@ class LeaseTests:
         assert lease.info == cp.lease_holder("s")
         with pytest.raises(SessionLeasedError):
             cp.acquire_lease("s")
+
+    def test_writes_under_a_held_lease_are_written(self, cp: Checkpointer) -> None:
+        """append and truncate with ``lease=`` (held) behave as without it."""
+        with cp.acquire_lease("s") as lease:
+            assert 2 == cp.append("s", prompts("a", "b"), lease=lease)
+            assert 1 == cp.truncate("s", 1, lease=lease)
+        assert ["a"] == texts(cp.read("s"))
+
+    def test_writes_under_a_released_lease_are_refused(self, cp: Checkpointer) -> None:
+        """append and truncate under a lease released meanwhile raise LeaseLostError (a
+        SessionLeasedError) and write nothing."""
+        lease = cp.acquire_lease("s")
+        cp.append("s", prompts("a", "b"), lease=lease)
+        lease.release()
+        before = list(cp.read("s"))
+        with pytest.raises(LeaseLostError, match="released"):
+            cp.append("s", prompts("c"), lease=lease)
+        with pytest.raises(SessionLeasedError):
+            cp.truncate("s", 0, lease=lease)
+        assert before == list(cp.read("s"))
+
+    def test_writes_under_a_lease_now_held_by_another_are_refused(self, cp: Checkpointer) -> None:
+        """A released lease stays refused after another acquire took the session."""
+        old = cp.acquire_lease("s")
+        old.release()
+        with cp.acquire_lease("s"):
+            with pytest.raises(LeaseLostError):
+                cp.append("s", prompts("late"), lease=old)
+            assert 0 == cp.head("s")
+
+    def test_a_lease_of_another_session_is_refused(self, cp: Checkpointer) -> None:
+        """``lease=`` must be a lease of the session written: InvalidArgumentError otherwise,
+        nothing written."""
+        with cp.acquire_lease("a") as lease:
+            with pytest.raises(InvalidArgumentError, match="'a'"):
+                cp.append("b", prompts("x"), lease=lease)
+            with pytest.raises(InvalidArgumentError):
+                cp.truncate("b", 0, lease=lease)
+        assert 0 == cp.head("b")
+
+    @pytest.mark.parametrize("lease", ["lease", 5, object()], ids=repr)
+    def test_a_lease_argument_that_is_no_lease_is_refused(self, cp: Checkpointer,
+                                                          lease: Any) -> None:
+        """``lease=`` that is not a Lease is InvalidArgumentError before anything is written."""
+        with pytest.raises(InvalidArgumentError):
+            cp.append("s", prompts("x"), lease=lease)
+        assert 0 == cp.head("s")
+
+    def test_a_lease_of_another_checkpointer_is_refused(self, factory: Factory) -> None:
+        """A lease taken from another checkpointer object is InvalidArgumentError."""
+        with factory() as a, factory() as b:
+            if a is b:
+                pytest.skip("this backend's factory returns one shared checkpointer")
+            with a.acquire_lease("s") as lease, pytest.raises(InvalidArgumentError):
+                b.append("s", prompts("x"), lease=lease)
 
     @pytest.mark.parametrize("owner", BAD_OWNERS, ids=repr)
     def test_bad_owner_is_refused(self, cp: Checkpointer, owner: Any) -> None:
