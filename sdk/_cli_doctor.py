@@ -34,7 +34,9 @@ import msgspec
 from liteagent.eventlog import (
     Checkpointer,
     IntegrityProblem,
+    Lease,
     LiteAgentError,
+    SessionLeasedError,
     SessionState,
     fold,
 )
@@ -118,9 +120,9 @@ def _session_findings(cp: Checkpointer, damaged: set[str]) -> tuple[list[Finding
     return findings, len(set(sessions) | damaged)
 
 
-def _rewrite(cp: Checkpointer, sid: str, kind: str) -> str:
+def _rewrite(cp: Checkpointer, sid: str, kind: str, lease: Lease) -> str:
     head, generation = cp.position(sid)
-    cp.truncate(sid, head, expected_head=head, expected_generation=generation)
+    cp.truncate(sid, head, expected_head=head, expected_generation=generation, lease=lease)
     what = ("the unfinished write is gone" if kind == "torn_tail"
             else "the temp file of the interrupted truncate is gone")
     return f"rewrote the log at its head, seq {head}: {what}"
@@ -158,19 +160,33 @@ def _settle(env: CliEnv, sid: str, finish: bool) -> str:
     return f"rolled the restore back: {', '.join(paths) or 'no files'} as before it"
 
 
+def _leased(cp: Checkpointer, sid: str) -> Lease:
+    """The session's lease for a repair: a session another process is running is not touched
+    (its writer would find the log changed under it)."""
+    try:
+        return cp.acquire_lease(sid)
+    except SessionLeasedError as e:
+        holder = e.holder
+        who = "another process" if holder is None else f"pid {holder.pid} on {holder.host}"
+        raise LiteAgentError(f"the session is running in {who}; repair it once that stops") from e
+
+
 def _repair(env: CliEnv, finding: Finding, finish: bool) -> None:
     sid = finding.session_id
     if sid is None or finding.kind not in _REPAIRABLE:
         finding.action = ("kept as is (written by a newer liteagent)"
                           if finding.kind == "unknown_kind" else "")
         return
+    cp = env.checkpointer
     try:
-        if finding.kind in _SALVAGED:
-            finding.action = _salvage(env.checkpointer, finding)
-        elif finding.kind == "interrupted_restore":
+        if finding.kind == "interrupted_restore":  # the agent takes the session's lease
             finding.action = _settle(env, sid, finish)
-        elif env.checkpointer.head(sid) or finding.kind == "torn_tail":
-            finding.action = _rewrite(env.checkpointer, sid, finding.kind)
+        else:
+            with _leased(cp, sid) as lease:
+                if finding.kind in _SALVAGED:
+                    finding.action = _salvage(cp, finding)
+                elif cp.head(sid) or finding.kind == "torn_tail":
+                    finding.action = _rewrite(cp, sid, finding.kind, lease)
         finding.repaired = bool(finding.action)
     except Exception as e:  # noqa: BLE001 -- doctor reports whatever a damaged store raises
         finding.action = f"not repaired: {_failure(e)}"

@@ -160,6 +160,27 @@ def test_repair_salvages_a_damaged_session(cli: Cli) -> None:
     cli.ok("run", "go on", "--session", "s1", provider=cli.script({"text": "ok"}))
 
 
+def test_repair_leaves_a_session_another_process_runs_alone(cli: Cli) -> None:
+    """--repair does not touch a damaged session whose lease another process holds: it says
+    the session is running there, exits 1 and changes no byte; once the lease is free, the
+    same command salvages it."""
+    two_prompts(cli)
+    log = _sessions(cli) / "s1.log"
+    with log.open("ab") as f:
+        f.write(b"garbage that is not a frame" * 3)
+    before = log.read_bytes()
+    with file_checkpointer(project_dir(cli.work, cli.home) / "sessions") as cp, \
+            cp.acquire_lease("s1"):
+        refused = cli("doctor", "--repair", "--json")
+        assert before == log.read_bytes()
+    assert 1 == refused.code
+    [finding] = refused.json()["findings"]
+    assert (False, "corrupt") == (finding["repaired"], finding["kind"])
+    assert finding["action"].startswith("not repaired: the session is running in pid ")
+    assert [] == list(log.parent.glob("s1.log.quarantine-*"))
+    assert 0 == cli("doctor", "--repair").code
+
+
 def test_repair_prints_what_was_kept_lost_and_where(cli: Cli) -> None:
     """The text report of --repair says what was kept, what was lost and where the damaged
     bytes went."""
