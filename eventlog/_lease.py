@@ -135,7 +135,8 @@ class Lease:
         self._checkpointer._forget_lease(self)
 
     def _mark_lost(self) -> None:
-        """Called by a backend that found the lease taken over."""
+        """Called by a backend that found the lease taken over (through
+        :func:`liteagent.eventlog.backend.mark_lease_lost`)."""
         self._lost = True
 
     def __enter__(self) -> Lease:

@@ -142,9 +142,28 @@ def test_backend_guide_documents_every_hook() -> None:
     assert [] == [n for n in helpers if n not in guide]
 
 
+def _readme_section() -> str:
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("## Writing a backend")
+    return readme[start : readme.index("\n## ", start + 1)]
+
+
 def test_readme_points_at_the_example() -> None:
     """The README's section on writing a backend names the module and the example file."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Writing a backend"):]
+    section = _readme_section()
     assert "liteagent.eventlog.backend" in section
     assert "examples/session_files_backend.py" in section
+
+
+def test_readme_conformance_snippet_runs(tmp_path: Path) -> None:
+    """The README's test class runs as written: its factory opens a working checkpointer."""
+    section = _readme_section()
+    start = section.index("```python\n") + len("```python\n")
+    namespace: dict[str, object] = {}
+    exec(section[start : section.index("```", start)], namespace)  # noqa: S102 -- our README
+    test_class = namespace["TestSessionFilesCheckpointer"]
+    assert isinstance(test_class, type)
+    assert issubclass(test_class, CheckpointerConformance)
+    with test_class().checkpointer_factory(tmp_path)() as cp:
+        assert 2 == cp.append("s", prompts("a", "b"))
+        assert ["a", "b"] == texts(cp.read("s"))
