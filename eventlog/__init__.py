@@ -2,7 +2,8 @@
 backends, the blob store and the fold.
 
 This package imports nothing else of liteagent. The conformance suite for backends lives in
-:mod:`liteagent.eventlog.conformance` (it needs the ``test`` extra: pytest and hypothesis).
+:mod:`liteagent.eventlog.conformance` (it needs the ``test`` extra: pytest and hypothesis), and
+what a backend of your own needs beyond this package in :mod:`liteagent.eventlog.backend`.
 """
 
 from ._blobs import BLOB_REF_PATTERN, BlobStore, blob_ref

@@ -32,7 +32,9 @@ __all__ = [
     "FileBlobStore",
     "MemoryBlobStore",
     "blob_ref",
+    "check_blob_data",
     "parse_blob_ref",
+    "verify_blob",
 ]
 
 BLOB_REF_PATTERN = r"sha256:[0-9a-f]{64}"
@@ -51,7 +53,9 @@ def parse_blob_ref(ref: object) -> str:
     return ref[7:]
 
 
-def _check_data(data: object) -> bytes:
+def check_blob_data(data: object) -> bytes:
+    """Return ``data`` as ``bytes``; raise :class:`InvalidArgumentError` unless it is bytes-like
+    (what every ``BlobStore.put`` accepts)."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise InvalidArgumentError(f"blob data must be bytes, got {type(data).__name__}")
     return bytes(data)
@@ -94,7 +98,7 @@ class MemoryBlobStore(BlobStore):
         self._lock = threading.Lock()
 
     def put(self, data: bytes) -> str:
-        data = _check_data(data)
+        data = check_blob_data(data)
         ref = blob_ref(data)
         with self._lock:
             self._data.setdefault(ref, data)
@@ -149,7 +153,7 @@ class FileBlobStore(BlobStore):
         return self._root / hexdigest[:2] / hexdigest[2:]
 
     def put(self, data: bytes) -> str:
-        data = _check_data(data)
+        data = check_blob_data(data)
         ref = blob_ref(data)
         path = self._path(ref[7:])
         try:

@@ -26,12 +26,11 @@ from ._errors import (
     CorruptLogError,
     InvalidArgumentError,
     InvalidEventError,
-    LeaseLostError,
 )
 from ._eventcodec import DECODERS, encode_body
 from ._events import Event, OpaqueEvent, StoredEvent
 from ._ids import validate_session_id
-from ._lease import Lease, LeaseInfo, check_lease_args
+from ._lease import Lease, LeaseInfo, check_lease_args, check_lease_held
 
 if TYPE_CHECKING:
     from ._blobs import BlobStore
@@ -219,6 +218,12 @@ class Checkpointer(abc.ABC):
       process sharing the store; acquiring never blocks, is not reentrant, and a holder that
       dies (SIGKILL included) frees it. ``close()`` releases every lease it holds. Deleting a
       session leaves its lease as it is.
+
+    A backend subclasses this class and implements the ``_``-prefixed hooks below (``_append``,
+    ``_read``, ``_position``, ...): the public methods validate every argument, encode the events
+    and keep the damage and lease bookkeeping, then call one hook. The hooks, what each may
+    assume and what it must raise are documented in :mod:`liteagent.eventlog.backend`, with the
+    helpers they use; ``examples/session_files_backend.py`` is a complete backend built on them.
     """
 
     def __init__(self) -> None:
@@ -493,19 +498,26 @@ class Checkpointer(abc.ABC):
         ts: float,
         expected_head: int | None,
         expected_generation: int | None,
-    ) -> int: ...
+    ) -> int:
+        """Check the position (:func:`check_position`) and store ``batch`` at ``head+1..``
+        atomically with ``ts``; return the new head. An empty batch stores nothing."""
 
     @abc.abstractmethod
-    def _read(self, session_id: str, since_seq: int) -> Iterator[StoredEvent]: ...
+    def _read(self, session_id: str, since_seq: int) -> Iterator[StoredEvent]:
+        """Yield the events after ``since_seq`` in seq order (:func:`decode_stored`), holding
+        no lock while the caller iterates; conflict if the history is replaced meanwhile."""
 
     @abc.abstractmethod
-    def _position(self, session_id: str) -> Position: ...
+    def _position(self, session_id: str) -> Position:
+        """The session's ``(head, generation)``; ``Position(0, 0)`` when it is unknown."""
 
     @abc.abstractmethod
-    def _list(self) -> builtins.list[SessionInfo]: ...
+    def _list(self) -> builtins.list[SessionInfo]:
+        """Every stored session, in any order (the caller sorts)."""
 
     @abc.abstractmethod
-    def _delete(self, session_id: str) -> None: ...
+    def _delete(self, session_id: str) -> None:
+        """Remove the session's events and record (its lease stays); unknown: do nothing."""
 
     @abc.abstractmethod
     def _truncate(
@@ -514,10 +526,13 @@ class Checkpointer(abc.ABC):
         to_seq: int,
         expected_head: int | None,
         expected_generation: int | None,
-    ) -> int: ...
+    ) -> int:
+        """Check the position, then the range (:class:`TruncateRangeError`); drop the seqs
+        after ``to_seq`` atomically and give an existing session a new generation."""
 
     @abc.abstractmethod
-    def _check_integrity(self) -> IntegrityReport: ...
+    def _check_integrity(self) -> IntegrityReport:
+        """Check every stored session; build the report with :func:`integrity_report`."""
 
     def _repair(self, session_id: str) -> RepairReport:  # noqa: ARG002 -- a hook
         """Salvage ``session_id`` (see :meth:`repair`); backends that can be damaged override."""
@@ -529,11 +544,9 @@ class Checkpointer(abc.ABC):
 
     def _check_held(self, lease: Lease) -> None:
         """Raise :class:`LeaseLostError` unless ``lease`` is still held (as far as this object
-        knows: enough for leases that cannot be taken over while their holder lives)."""
-        if lease.released:
-            raise LeaseLostError(lease.session_id, None, "was released")
-        if lease.lost:
-            raise LeaseLostError(lease.session_id, None, "was taken by another holder")
+        knows: enough for leases that cannot be taken over while their holder lives); see
+        :func:`liteagent.eventlog.backend.check_lease_held`."""
+        check_lease_held(lease)
 
     def _append_leased(
         self,
@@ -571,7 +584,9 @@ class Checkpointer(abc.ABC):
         raise CheckpointerError(f"{type(self).__name__} has no session leases")
 
     @abc.abstractmethod
-    def _blobs(self) -> BlobStore: ...
+    def _blobs(self) -> BlobStore:
+        """The blob store beside the logs (the same object on every call)."""
 
     @abc.abstractmethod
-    def _close(self) -> None: ...
+    def _close(self) -> None:
+        """Release the backend's resources; called once, after every lease was released."""

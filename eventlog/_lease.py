@@ -17,12 +17,20 @@ import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, NamedTuple
 
-from ._errors import InvalidArgumentError
+from ._errors import InvalidArgumentError, LeaseLostError
 
 if TYPE_CHECKING:
     from ._contract import Checkpointer
 
-__all__ = ["MAX_TTL", "Lease", "LeaseInfo", "check_lease_args", "default_owner"]
+__all__ = [
+    "MAX_TTL",
+    "Lease",
+    "LeaseInfo",
+    "check_lease_args",
+    "check_lease_held",
+    "default_owner",
+    "mark_lease_lost",
+]
 
 MAX_TTL = 86_400.0
 """The longest lease time-to-live accepted (seconds)."""
@@ -127,7 +135,8 @@ class Lease:
         self._checkpointer._forget_lease(self)
 
     def _mark_lost(self) -> None:
-        """Called by a backend that found the lease taken over."""
+        """Called by a backend that found the lease taken over (through
+        :func:`liteagent.eventlog.backend.mark_lease_lost`)."""
         self._lost = True
 
     def __enter__(self) -> Lease:
@@ -144,3 +153,20 @@ class Lease:
     def __repr__(self) -> str:
         state = "released" if self._released else "lost" if self._lost else "held"
         return f"<Lease {self._session_id!r} token={self._info.token} {state}>"
+
+
+def check_lease_held(lease: Lease) -> None:
+    """Raise :class:`LeaseLostError` unless ``lease`` is still held as far as this process
+    knows: not released, and not marked lost by its backend (:func:`mark_lease_lost`). That
+    is the whole check for leases that cannot be taken over while their holder lives; a
+    backend whose leases expire checks its store too, inside the write."""
+    if lease.released:
+        raise LeaseLostError(lease.session_id, None, "was released")
+    if lease.lost:
+        raise LeaseLostError(lease.session_id, None, "was taken by another holder")
+
+
+def mark_lease_lost(lease: Lease) -> None:
+    """Record that the backend found ``lease`` taken over by another holder (it expired before
+    it was renewed): ``lease.lost`` becomes true and every later write under it is refused."""
+    lease._mark_lost()  # the hook Lease keeps for backends

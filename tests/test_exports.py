@@ -9,6 +9,7 @@ import pytest
 import liteagent.actors
 import liteagent.context
 import liteagent.eventlog
+import liteagent.eventlog.backend
 import liteagent.eventlog.conformance
 import liteagent.providers
 import liteagent.sdk
@@ -45,6 +46,11 @@ CONFORMANCE = {
     "BAD_SESSION_IDS", "TAIL_LOSS", "CheckpointerConformance", "CorruptionConformance",
     "CorruptionTrialError", "CrashConformance", "DurableConformance", "Factory",
     "damage_file_log", "damage_sqlite", "prompt", "prompts", "texts",
+}
+BACKEND = {
+    "DAMAGE_PROBLEMS", "INFORMATIONAL_PROBLEMS", "MAX_SEQ", "EncodedEvent", "FileBlobStore",
+    "MemoryBlobStore", "check_blob_data", "check_lease_held", "check_position", "decode_stored",
+    "integrity_report", "mark_lease_lost", "parse_blob_ref", "verify_blob",
 }
 
 
@@ -149,8 +155,16 @@ def test_conformance_exports() -> None:
     assert CONFORMANCE == set(liteagent.eventlog.conformance.__all__)
 
 
+def test_backend_exports() -> None:
+    """liteagent.eventlog.backend exports what a backend needs beyond liteagent.eventlog, and
+    none of liteagent.eventlog's own names (each name has one home)."""
+    assert BACKEND == set(liteagent.eventlog.backend.__all__)
+    assert set() == BACKEND & EVENTLOG
+
+
 @pytest.mark.parametrize(
-    "module", ["liteagent.eventlog", "liteagent.eventlog.conformance", "liteagent.providers",
+    "module", ["liteagent.eventlog", "liteagent.eventlog.backend",
+               "liteagent.eventlog.conformance", "liteagent.providers",
                "liteagent.providers.testing", "liteagent.context", "liteagent.tools",
                "liteagent.actors", "liteagent.sdk"]
 )

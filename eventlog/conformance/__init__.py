@@ -25,7 +25,9 @@ tests)::
   backends' stores.
 
 Needs the ``test`` extra (pytest, hypothesis). The factory must be picklable for the process
-tests (a ``functools.partial`` of a backend constructor is).
+tests (a ``functools.partial`` of a backend constructor is), and its module importable by name
+in their child processes: installed, or on ``sys.path`` before the first of them starts (the
+children come from a forkserver started then). Writing a backend: :mod:`liteagent.eventlog.backend`.
 """
 
 from __future__ import annotations
@@ -72,7 +74,8 @@ def _open_fresh(factory_for: object, path: Path) -> Checkpointer:
 
 
 class CheckpointerConformance(ContractTests, LeaseTests):
-    """The contract of DESIGN §4 for one process. Implement :meth:`checkpointer_factory`."""
+    """The Checkpointer contract for one process (docs/architecture.md §4). Implement
+    :meth:`checkpointer_factory`."""
 
     def test_state_machine_against_model(self) -> None:
         """Random sequences of appends, truncates, deletes and reads match a plain model."""

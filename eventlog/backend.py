@@ -1,0 +1,162 @@
+"""liteagent.eventlog.backend — what a third-party :class:`~liteagent.eventlog.Checkpointer` needs.
+
+A backend is a subclass of ``liteagent.eventlog.Checkpointer`` that implements the ``_``-prefixed
+hooks below. The hooks are the documented, stable extension points (underscored so that they
+stay out of the user's API: a user calls ``append``, the base class calls ``_append``); this
+module adds the helpers a hook uses. The types the hooks take and return and
+the errors they raise are the user-facing ones, imported from ``liteagent.eventlog``
+(``Checkpointer``, ``Position``, ``SessionInfo``, ``StoredEvent``, ``IntegrityProblem``,
+``IntegrityReport``, ``RepairReport``, ``Lease``, ``LeaseInfo``, ``BlobStore``, ``blob_ref`` and
+the errors). ``examples/session_files_backend.py`` is a complete backend that imports nothing
+else; ``tests/test_backend_example.py`` runs the conformance suite against it.
+
+What the base class does before a hook runs
+-------------------------------------------
+Every public method first raises :class:`CheckpointerClosedError` on a closed checkpointer and
+validates its arguments, before any hook and so before any I/O: session ids (``str``, matching
+``SESSION_ID_PATTERN``), ``since_seq`` and ``expected_head``/``expected_generation`` (``None`` or
+an ``int`` in ``0..MAX_SEQ``), ``to_seq`` (an ``int``; its range against the head is the
+hook's to check), ``ts`` (a finite float), lease owners and ttls, ``lease=`` arguments (a
+:class:`Lease` of that session taken from this checkpointer). ``append`` encodes the events
+into a ``list`` of :class:`EncodedEvent` (``kind``, msgpack ``body`` checked to decode back),
+so a hook never sees an invalid event. The base class also remembers damage: a
+:class:`CorruptLogError` raised by ``_append``, ``_truncate``, ``_position`` or ``_read`` (and a
+``corrupt``/``gap`` problem reported by ``_check_integrity``) makes this object refuse writes to
+that session until ``repair()`` or ``delete()``; a hook never checks for that itself. ``list()``
+sorts what ``_list`` returns.
+
+The hooks
+---------
+Required (abstract):
+
+``_append(session_id, batch, ts, expected_head, expected_generation) -> int``
+    Atomically: read the session's position, call :func:`check_position` (it raises
+    :class:`CheckpointConflictError`), then store the batch at seqs ``head+1..head+n``, each
+    event stamped ``ts``, set the session's mtime to ``ts`` and return the new head. Nothing of
+    a failed append may be visible, and two appends never interleave, across every thread and
+    process sharing the store. An empty batch stores nothing, creates no session and returns
+    the head (after the check). The first event of a session gives it a generation never used
+    before in the store, also not by a deleted session of the same id.
+``_read(session_id, since_seq) -> Iterator[StoredEvent]``
+    A generator (it runs only when iterated) yielding the events with ``seq > since_seq`` in
+    seq order, each built with :func:`decode_stored`. Hold no lock or transaction while the
+    caller iterates (read in pages). If the session is truncated or deleted meanwhile (its
+    generation changes), raise :class:`CheckpointConflictError` at the latest before the
+    iterator would finish: never yield events of two histories. An unknown session yields
+    nothing. Raise :class:`CheckpointerClosedError` once ``self.closed`` is true.
+``_position(session_id) -> Position``
+    ``Position(head, generation)``; ``Position(0, 0)`` for an unknown session. A session
+    truncated to 0 still exists: head 0 and its (non-zero) generation.
+``_list() -> list[SessionInfo]``
+    Every existing session (created by a non-empty append, until it is deleted; truncated to 0
+    included) with the time of its last write, in any order.
+``_delete(session_id) -> None``
+    Remove the session's events and record; an unknown session is a no-op. The session's lease
+    is left as it is; a session created again under the id starts at seq 1 with a new
+    generation.
+``_truncate(session_id, to_seq, expected_head, expected_generation) -> int``
+    Atomically: :func:`check_position` first, then the range (``0 <= to_seq <= head``, else
+    :class:`TruncateRangeError`), then drop every seq above ``to_seq`` and give the session a
+    new, never used generation (on every truncate of an existing session, even one that drops
+    nothing), set its mtime to now and return ``to_seq``. ``truncate(unknown, 0)`` returns 0
+    and creates nothing.
+``_check_integrity() -> IntegrityReport``
+    Check every stored session; collect :class:`IntegrityProblem` findings (their ``kind`` is
+    documented there) and return :func:`integrity_report` of them. Repair nothing.
+``_blobs() -> BlobStore``
+    The content-addressed blob store beside the logs, the same object on every call:
+    :class:`FileBlobStore` or :class:`MemoryBlobStore`, or a ``BlobStore`` subclass of your own
+    built with ``blob_ref``, :func:`parse_blob_ref`, :func:`check_blob_data` and
+    :func:`verify_blob`.
+``_close() -> None``
+    Release the backend's resources. Called once, after the base class released every lease.
+
+Optional (the default in brackets):
+
+``_repair(session_id) -> RepairReport``  [raise :class:`CheckpointerError`: no repair]
+    Keep the readable prefix, move the damaged remainder aside (never delete it), give the
+    session a new generation and report the lost seqs; a healthy session is left as it is
+    (``repaired`` false).
+``_acquire_lease(session_id, owner, ttl) -> Lease``  [raise CheckpointerError: no leases]
+    Take the session's lease without blocking and return
+    ``Lease(self, session_id, LeaseInfo(owner, pid, host, token, expires_at))``, or raise
+    :class:`SessionLeasedError` naming the holder when anyone holds it, this process and this
+    object included (leases are not reentrant). At most one live holder across every process
+    sharing the store; a holder that dies (SIGKILL included) must free it, by the kernel
+    (``flock``) or by expiry after ``ttl`` seconds (then ``expires_at`` is set and the backend
+    renews its held leases itself). ``token`` increases on every acquisition of the session's
+    lease, across processes and releases. The base class registers the lease, so ``close()``
+    releases it.
+``_release_lease(lease) -> None``  [do nothing]
+    Give the lease up; called exactly once per lease, by ``lease.release()`` or ``close()``,
+    possibly after ``_close()`` when a close raced an acquire.
+``_lease_holder(session_id) -> LeaseInfo | None``  [raise CheckpointerError: no leases]
+    The live holder, ``None`` when nobody holds the lease (a dead holder holds nothing).
+``_append_leased(..., *, lease)`` / ``_truncate_leased(..., *, lease)``  [``check_lease_held``
+then ``_append`` / ``_truncate``]
+    A write fenced by ``lease`` (``append(..., lease=)``): refuse it with
+    :class:`LeaseLostError` when the lease is no longer held. The default checks
+    :func:`check_lease_held` just before the write, which is exact for leases that cannot be
+    taken over while their holder lives (an ``flock``). A backend whose leases expire overrides
+    both to check the holder inside the write's own transaction, calls
+    :func:`mark_lease_lost` when another holder took the lease, and raises
+    :class:`LeaseLostError`.
+
+Errors: translate the storage's own exceptions at one boundary, with ``raise ... from e``:
+damaged stored data is :class:`CorruptLogError` (never silently skipped), an operating-system
+failure :class:`StorageIOError`; everything a backend raises derives from ``LiteAgentError``.
+
+Running the conformance suite
+-----------------------------
+``liteagent.eventlog.conformance`` (the ``test`` extra: pytest, hypothesis) holds the tests as
+base classes; a test file subclasses them and implements ``checkpointer_factory(path)``,
+returning a picklable zero-argument callable that opens the store kept under the empty folder
+``path`` (the same store on every call)::
+
+    import functools
+    from liteagent.eventlog.conformance import (
+        CheckpointerConformance, CrashConformance, DurableConformance)
+    from my_backend import my_checkpointer
+
+    class TestMyCheckpointer(CheckpointerConformance, DurableConformance, CrashConformance):
+        def checkpointer_factory(self, path):
+            return functools.partial(my_checkpointer, path)
+
+``CheckpointerConformance`` is the contract in one process (leases included) and a hypothesis
+state machine against a model; ``DurableConformance`` (a store that outlives the object: other
+instances and real processes, racing writers, a SIGKILLed lease holder) and
+``CrashConformance`` (writers SIGKILLed mid-write) apply to stores shared across processes;
+``CorruptionConformance`` damages a closed store through a ``damage(path, session_id, rng)``
+hook you write for your format. The process tests unpickle the factory in child processes, so
+its module must be importable by name when the first of them starts (installed, or on
+``sys.path`` from the start of the test run).
+"""
+
+from ._blobs import FileBlobStore, MemoryBlobStore, check_blob_data, parse_blob_ref, verify_blob
+from ._contract import (
+    DAMAGE_PROBLEMS,
+    INFORMATIONAL_PROBLEMS,
+    MAX_SEQ,
+    EncodedEvent,
+    check_position,
+    decode_stored,
+    integrity_report,
+)
+from ._lease import check_lease_held, mark_lease_lost
+
+__all__ = [
+    "DAMAGE_PROBLEMS",
+    "INFORMATIONAL_PROBLEMS",
+    "MAX_SEQ",
+    "EncodedEvent",
+    "FileBlobStore",
+    "MemoryBlobStore",
+    "check_blob_data",
+    "check_lease_held",
+    "check_position",
+    "decode_stored",
+    "integrity_report",
+    "mark_lease_lost",
+    "parse_blob_ref",
+    "verify_blob",
+]
