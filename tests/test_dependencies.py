@@ -50,3 +50,20 @@ def test_every_imported_distribution_is_declared() -> None:
                 if not owners & declared:
                     undeclared.append(f"{relative}: {module} ({', '.join(sorted(owners))})")
     assert [] == undeclared
+
+
+def test_constraints_pin_every_declared_distribution() -> None:
+    """constraints.txt (CI's exact versions) pins every dependency and every extra's tool."""
+    lines = [
+        line.strip()
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert [] == [line for line in lines if not re.fullmatch(r"[A-Za-z0-9._-]+==\S+", line)]
+    pinned = {_name(line) for line in lines}
+    declared = {
+        _name(r)
+        for r in [*PYPROJECT["dependencies"], *PYPROJECT["optional-dependencies"]["test"],
+                  *PYPROJECT["optional-dependencies"]["docs"]]
+    }
+    assert [] == sorted(declared - pinned)
