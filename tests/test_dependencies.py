@@ -63,7 +63,10 @@ def test_constraints_pin_every_declared_distribution() -> None:
     pinned = {_name(line) for line in lines}
     declared = {
         _name(r)
-        for r in [*PYPROJECT["dependencies"], *PYPROJECT["optional-dependencies"]["test"],
-                  *PYPROJECT["optional-dependencies"]["docs"]]
+        for r in [
+            *PYPROJECT["dependencies"],
+            *PYPROJECT["optional-dependencies"]["test"],
+            *PYPROJECT["optional-dependencies"]["docs"],
+        ]
     }
     assert [] == sorted(declared - pinned)

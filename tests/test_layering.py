@@ -32,9 +32,7 @@ def test_lint_imports_passes() -> None:
 def test_the_contracts_cover_every_package() -> None:
     """Every package folder is a root package of the contracts and a layer of the layers one."""
     contracts = {contract["id"]: contract for contract in LINTER["contracts"]}
-    layered = {
-        name.strip() for line in contracts["layers"]["layers"] for name in line.split("|")
-    }
+    layered = {name.strip() for line in contracts["layers"]["layers"] for name in line.split("|")}
     assert sorted(PACKAGE_DIRS) == sorted(LINTER["root_packages"])
     assert sorted(PACKAGE_DIRS) == sorted(layered)
     assert sorted(PACKAGE_DIRS) == sorted(contracts["acyclic"]["ancestors"])
