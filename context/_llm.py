@@ -175,6 +175,11 @@ class _LLMCompactor(Compactor):
                 f"input next to max_summary_tokens={max_summary_tokens} and the system prompt")
 
     @property
+    def spills(self) -> bool:
+        """Whether the base compactor may spill (the summary itself names no tool)."""
+        return self._base is not None and self._base.spills
+
+    @property
     def consecutive_failures(self) -> int:
         """How many summarizations failed in a row (``max_failures`` or more: circuit open)."""
         with self._lock:

@@ -57,6 +57,12 @@ class CompactionMiddleware:
     def __init__(self, compactor: Compactor) -> None:
         self.compactor = compactor
 
+    @property
+    def spills(self) -> bool:
+        """Whether the compactor may leave spill markers (:attr:`Compactor.spills`): an agent
+        given this middleware then offers the ``context`` tool that reads them."""
+        return self.compactor.spills
+
     def before_model(self, request: ModelRequest, state: Any, *,
                      cancel: CancelToken | None = None) -> ModelRequest:
         """Run the compactor over ``request.messages`` (with the turn's ``cancel`` token);
@@ -90,6 +96,8 @@ def compaction(compactor: Compactor) -> CompactionMiddleware:
 
 class ReactiveCompaction:
     """See :func:`reactive_compaction`."""
+
+    spills = False  # its notes name no tool (see CompactionMiddleware.spills)
 
     def __init__(self, *, floor_tokens: int) -> None:
         self.floor_tokens = floor_tokens

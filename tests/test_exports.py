@@ -111,6 +111,7 @@ CONTEXT = {
     "request_digest", "verify_replay", "view_hash", "combine_view_hash", "message_digest",
     "messages_digest", "NativeCompactionError", "provider_compaction_planner",
     "fit_after_overflow", "request_overhead_tokens",
+    "spilled_text",
 }
 
 
