@@ -67,6 +67,7 @@ from ._tokens import request_overhead_tokens as _request_overhead_tokens
 from ._turns import is_prompt as _is_prompt
 from ._turns import split_turns as _split_turns
 from ._turns import turn_starts as _turn_starts
+from ._view import ConversationView
 from ._viewhash import combine_view_hash as _combine_view_hash
 from ._viewhash import message_digest as _message_digest
 from ._viewhash import messages_digest as _messages_digest
@@ -125,6 +126,7 @@ __all__ = [
     "ContextEngine",
     "ContextOptions",
     "ContextView",
+    "ConversationView",
     "NativeCompactionError",
     "Pass",
     "PassReport",

@@ -69,6 +69,7 @@ from liteagent.eventlog import (
     OperationCancelledError,
     TextBlock,
     Usage,
+    merge_adjacent,
     message_text,
 )
 
@@ -147,13 +148,8 @@ def _split(messages: Sequence[Message], keep: int) -> tuple[Message | None, list
 
 def _assemble(head: Message | None, summary: str, tail: Sequence[Message]) -> list[Message]:
     block = TextBlock(f"{SUMMARY_HEADER}\n{summary}")
-    out = [Message("user", (*head.content, block) if head is not None else (block,))]
-    for m in tail:
-        if out[-1].role == m.role:
-            out[-1] = Message(m.role, out[-1].content + m.content)
-        else:
-            out.append(m)
-    return out
+    first = Message("user", (*head.content, block) if head is not None else (block,))
+    return merge_adjacent(tail, into=[first])
 
 
 class _LLMCompactor(Compactor):

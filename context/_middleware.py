@@ -28,6 +28,7 @@ from liteagent.eventlog import (
     TextBlock,
     ToolResultBlock,
     Usage,
+    merge_adjacent,
 )
 
 from ._contract import Compactor
@@ -198,11 +199,7 @@ def trim_messages(messages: Sequence[Message], target: int) -> tuple[tuple[Messa
         marker = f"[liteagent: {dropped_messages} earlier message(s) dropped to fit the context "
         marker += "window]"
         out.append(Message("user", (*head.content, TextBlock(marker))) if dropped else head)
-    for m in [m for u in units[dropped:] for m in u] + turns[-1]:
-        if out and out[-1].role == m.role:
-            out[-1] = Message(m.role, out[-1].content + m.content)
-        else:
-            out.append(m)
+    merge_adjacent([*(m for u in units[dropped:] for m in u), *turns[-1]], into=out)
     parts = [f"emptied {shrunk} tool result(s)"] if shrunk else []
     parts += [f"dropped {dropped_messages} message(s)"] if dropped else []
     return tuple(out), "; ".join(parts)

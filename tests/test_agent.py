@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from liteagent.actors import view_hash
+from liteagent.context import view_hash
 from liteagent.eventlog import (
     AssistantMessage,
     BackgroundCompleted,
