@@ -23,7 +23,6 @@ archive record for a result already seen) rebuilds the base from the raw view.
 from __future__ import annotations
 
 import bisect
-import copy
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +39,7 @@ from ._archive import ARCHIVE_PREFIX, archive_marker, archive_ref
 from ._bodies import body_bytes, cleared_marker
 from ._tokens import estimate_block_tokens, estimate_tokens
 from ._turns import is_prompt, opens_turn
-from ._view import ConversationView
+from ._view import ConversationView, deepcopy_with_chains
 from ._viewhash import message_digest
 
 __all__ = ["Base"]
@@ -130,12 +129,8 @@ class Base:
         return chain.digest()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Base:
-        """A deep copy (the digest chain copied with ``hashlib``'s own ``copy``)."""
-        clone = Base.__new__(Base)
-        memo[id(self)] = clone
-        for name, value in vars(self).items():
-            setattr(clone, name, value.copy() if name == "_chain" else copy.deepcopy(value, memo))
-        return clone
+        """A deep copy (see :func:`~._view.deepcopy_with_chains`)."""
+        return deepcopy_with_chains(self, memo)
 
     @property
     def last_seqs(self) -> list[int]:

@@ -24,14 +24,30 @@ from __future__ import annotations
 import copy
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from liteagent.eventlog import ConversationEntry, Message, SessionState, merge_adjacent
 
 from ._tokens import estimate_tokens
 from ._viewhash import message_digest
 
-__all__ = ["ConversationView"]
+__all__ = ["ConversationView", "deepcopy_with_chains"]
+
+_HASH = type(hashlib.sha256())
+
+
+T = TypeVar("T")
+
+
+def deepcopy_with_chains(obj: T, memo: dict[int, Any]) -> T:
+    """A deep copy of ``obj`` whose ``hashlib`` digest chains (which ``copy.deepcopy`` cannot
+    copy) are copied with their own ``copy()``; for the ``__deepcopy__`` of the views."""
+    clone = object.__new__(type(obj))
+    memo[id(obj)] = clone
+    for name, value in vars(obj).items():
+        setattr(clone, name, value.copy() if isinstance(value, _HASH) else
+                copy.deepcopy(value, memo))
+    return clone
 
 
 def _first_after(entries: Sequence[ConversationEntry], seq: int) -> int:
@@ -122,12 +138,8 @@ class ConversationView:
         self.total_tokens += self.tokens[-1]
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ConversationView:
-        """A deep copy (the digest chain copied with ``hashlib``'s own ``copy``)."""
-        clone = ConversationView.__new__(ConversationView)
-        memo[id(self)] = clone
-        for name, value in vars(self).items():
-            setattr(clone, name, value.copy() if name == "_stable" else copy.deepcopy(value, memo))
-        return clone
+        """A deep copy (see :func:`deepcopy_with_chains`)."""
+        return deepcopy_with_chains(self, memo)
 
     def messages_digest(self) -> bytes:
         """The messages' digest (:func:`~._viewhash.messages_digest` of :attr:`digests`), in

@@ -177,7 +177,8 @@ def test_raw_requests_recorded_from_the_view_verify(events: list[Event], cuts: s
 
 
 def test_a_deep_copy_goes_on_by_itself() -> None:
-    """copy.deepcopy of a view (as the benchmarks take one) continues independently."""
+    """copy.deepcopy of a view or an engine (as the benchmarks take one) continues
+    independently."""
     import copy
 
     first = _stored([UserPrompt(content=(TextBlock("a"),))])
@@ -190,3 +191,10 @@ def test_a_deep_copy_goes_on_by_itself() -> None:
     assert (1, 2) == (len(view.sync(fold(first))), len(clone.messages))
     assert messages_digest(clone.digests) == clone.messages_digest()
     assert messages_digest(view.digests) == view.messages_digest()
+    engine = ContextEngine(_OPTIONS.settings(max_tokens=1))
+    engine.project(fold(first))
+    twin = copy.deepcopy(engine)
+    assert project_context(fold(more), _OPTIONS.settings(max_tokens=1)) == twin.project(
+        fold(more))
+    assert project_context(fold(first), _OPTIONS.settings(max_tokens=1)) == engine.project(
+        fold(first))
