@@ -43,8 +43,8 @@ from liteagent.providers import ContextOverflowError, ModelRequest, scripted
 from liteagent.sdk import LiteAgent, create_agent, create_lite_agent
 from liteagent.tools import default_tools, tool
 
-#: Over default_compactor()'s 200,000-byte budget, yet one slice of the context tool (<100,000
-#: characters): 2,500 lines of 26 CJK characters.
+#: Over default_compactor()'s 200,000-byte budget (202,500 bytes), yet one slice of the context
+#: tool (77,500 characters, under its 100,000): 2,500 lines of mostly CJK characters.
 BIG = "".join(f"{i:04d}" + "東京の天気は晴れです。大阪は雨が降っていま" + "す。京都!\n"
               for i in range(2500))
 _REFERENCE = re.compile(r"sha256:[0-9a-f]{64}")
@@ -144,7 +144,7 @@ class ReadingModel:
             return _use("dump")
         if self.overflow:
             self.overflow = False
-            raise ContextOverflowError("prompt is too long", tokens=300_000, maximum=200_000)
+            raise ContextOverflowError("prompt is too long")
         for marker in markers(request):
             if (marker.tool and marker.ref and marker.ref not in self.read
                     and marker.ref not in self.asked.values()):
