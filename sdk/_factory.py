@@ -133,16 +133,9 @@ def _core(
         )
     try:
         given = default_tools(env=tool_env) if checked_tools is None else checked_tools
-        reader = (options is not None or any(t.name == context_tool.name for t in given)
-                  or any(getattr(mw, "spills", False) is True for mw in checked_use)
-                  or (compactor.spills if compactor is not None else spill_by_default))
+        reader = _offers_reader(given, checked_use, compactor, options, spill_by_default)
         if compactor is None:
-            compactor = (default_compactor(max_tokens=None,
-                                           store=blob_spill_store(checkpointer.blobs))
-                         if reader else
-                         default_compactor([tool_result_budget_pass(200_000, None),
-                                            snip_pass(max_tokens=None),
-                                            micro_pass(max_tokens=None)]))
+            compactor = _default_compactor(checkpointer, spills=reader)
         return AgentCore(
             provider=model,
             model_name=model_name,
@@ -150,8 +143,8 @@ def _core(
             checkpointer=checkpointer,
             owns_checkpointer=owns,
             sessions=sessions,
-            tools=[*given, context_tool] if reader and context_tool.name not in {
-                t.name for t in given} else list(given),
+            tools=[*given, context_tool] if reader and all(
+                t.name != context_tool.name for t in given) else list(given),
             system_prompt=system_prompt,
             middleware=checked_use,
             compactor=compactor,
@@ -166,6 +159,28 @@ def _core(
         if owns:
             checkpointer.close()
         raise
+
+
+def _offers_reader(tools: Sequence[Tool], middleware: Sequence[Any],
+                   compactor: Compactor | None, options: ContextOptions | None,
+                   spill_by_default: bool) -> bool:
+    """Whether the agent has the ``context`` tool: it was given one, or something it runs can
+    show the model a marker naming it — the engine (archive markers), a middleware with a true
+    ``spills`` attribute, or a compactor that spills (``Compactor.spills``; without a
+    ``compactor``, whether the default one should: ``spill_by_default``)."""
+    return (options is not None or any(t.name == context_tool.name for t in tools)
+            or any(getattr(mw, "spills", False) is True for mw in middleware)
+            or (compactor.spills if compactor is not None else spill_by_default))
+
+
+def _default_compactor(checkpointer: Checkpointer, *, spills: bool) -> Compactor:
+    """What ``compact()`` runs by default: ``default_compactor(max_tokens=None)``, spilling into
+    the checkpointer's blob store when the agent has the ``context`` tool to read it back, else
+    dropping the large results it moves out (so no marker names a tool that is not there)."""
+    if spills:
+        return default_compactor(max_tokens=None, store=blob_spill_store(checkpointer.blobs))
+    return default_compactor([tool_result_budget_pass(200_000, None), snip_pass(max_tokens=None),
+                              micro_pass(max_tokens=None)])
 
 
 ContextArg = ContextOptions | Mapping[str, Any] | bool | None
