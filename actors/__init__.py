@@ -42,7 +42,6 @@ from ._restore_plan import (
 from ._session import BackgroundTask, SessionActor
 from ._snapshots import FileSnapshotActor
 from ._turn import Middleware, SessionConfig, SessionCore, TurnFailedError, TurnResult
-from ._view import ConversationView, view_hash
 
 __all__ = [
     "Acquire",
@@ -57,7 +56,6 @@ __all__ = [
     "CompactStats",
     "CompactionProgress",
     "CompactorActor",
-    "ConversationView",
     "Envelope",
     "EventHub",
     "FileSnapshotActor",
@@ -91,5 +89,4 @@ __all__ = [
     "TurnResult",
     "ask",
     "tell",
-    "view_hash",
 ]

@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 import pykka
 
-from liteagent.context import Compactor
+from liteagent.context import Compactor, ConversationView
 from liteagent.eventlog import (
     CancelToken,
     Checkpointer,
@@ -42,7 +42,6 @@ from ._lease import session_lease
 from ._live import CompactionProgress
 from ._maintenance import held
 from ._session import RecordCompaction
-from ._view import ConversationView
 
 __all__ = ["CompactStats", "CompactorActor", "ManualCompaction", "RunCompaction"]
 

@@ -11,7 +11,8 @@
   prompt that could never be sent within the budget;
 - :class:`LogArchiveReader` is what the ``context`` tool reads through: only references this
   session recorded in structured fields of its own events (``ContentArchived.ref``,
-  ``Compaction.spilled``); no text of a message is ever parsed for references.
+  ``Compaction.spilled``) or computed from the tool-result bodies of its own log; no text of
+  a message is ever parsed for references.
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ from liteagent.context import (
     left_out_note,
     provider_compaction_planner,
     request_overhead_tokens,
+    spilled_text,
 )
 from liteagent.eventlog import (
+    BlobNotFoundError,
     BlobStore,
     CancelToken,
     ClearThinking,
@@ -229,28 +232,46 @@ def _is_note(block: object) -> bool:
 
 
 class LogArchiveReader:
-    """Reads archived content for the ``context`` tool: only references this session recorded
-    in a structured field of an event it wrote — the ``ref`` of a :class:`ContentArchived`
-    record, or one of a :class:`Compaction`'s ``spilled`` references (each computed from the
-    body it moved). Text in the conversation (a tool's output, the model's words, a marker
-    inside a compaction's replacement) is never parsed for references, so a reference copied
-    from elsewhere (another session's, a made-up one) is refused whatever it looks like."""
+    """Reads archived and spilled content for the ``context`` tool, by reference, from what
+    this session wrote itself:
+
+    - a reference recorded in a structured field of one of its events — the ``ref`` of a
+      :class:`ContentArchived` record, or one of a :class:`Compaction`'s ``spilled`` references
+      (each computed from the body it moved) — is read from the blob store; when the blob store
+      does not have it (a compactor that spilled into a memory store), from the body below;
+    - any other reference must be that of a tool-result body of the session's own log
+      (:func:`~liteagent.context.spilled_text`: computed from each body, the key a spill store
+      gives it), and reads as that body. This is how the spills of model-call middleware
+      (``compaction(...)``), which write nothing to the log, read back.
+
+    Text in the conversation (a tool's output, the model's words, a marker inside a
+    compaction's replacement) is never parsed for references, so a reference copied from
+    elsewhere (another session's, a made-up one) is refused whatever it looks like."""
 
     def __init__(self, state: Callable[[], SessionState], blobs: BlobStore) -> None:
         self._state = state
         self._blobs = blobs
 
-    def _recorded(self, ref: str) -> bool:
-        state = self._state()
-        return (any(e.ref == ref for _, e in state.archived)
-                or any(ref in record.spilled for _, record in state.compactions))
-
     def read_archived(self, ref: str) -> str:
         """The full text of ``ref`` (see :class:`liteagent.tools.ArchiveReader`)."""
-        if not isinstance(ref, str) or not self._recorded(ref):
-            raise UnknownReferenceError(ref if isinstance(ref, str) else repr(ref))
-        # The store checks the content against its hash (CorruptBlobError otherwise).
-        data = self._blobs.get(ref)
+        if not isinstance(ref, str):
+            raise UnknownReferenceError(repr(ref))
+        state = self._state()
+        recorded = (any(e.ref == ref for _, e in state.archived)
+                    or any(ref in record.spilled for _, record in state.compactions))
+        if not recorded:
+            text = spilled_text((entry.message for entry in state.entries), ref)
+            if text is None:
+                raise UnknownReferenceError(ref)
+            return text
+        try:
+            # The store checks the content against its hash (CorruptBlobError otherwise).
+            data = self._blobs.get(ref)
+        except BlobNotFoundError:
+            text = spilled_text((entry.message for entry in state.entries), ref)
+            if text is None:
+                raise
+            return text
         try:
             return data.decode("utf-8", "surrogatepass")
         except UnicodeDecodeError as e:

@@ -32,6 +32,7 @@ from liteagent.context import (
     ContextBudgetError,
     ContextOptions,
     ContextView,
+    ConversationView,
     combine_view_hash,
     estimate_tokens,
     message_digest,
@@ -59,6 +60,7 @@ from liteagent.eventlog import (
     TurnAborted,
     Usage,
     UserPrompt,
+    merge_adjacent,
     message_text,
 )
 from liteagent.eventlog import Message as ConvMessage
@@ -86,7 +88,6 @@ from ._turn_tools import (
     storable_reply,
     takes_cancel,
 )
-from ._view import ConversationView
 
 __all__ = ["Middleware", "SessionConfig", "SessionCore", "TurnFailedError", "TurnResult"]
 
@@ -457,12 +458,5 @@ def _bind(
 def conversation_since(state: SessionState, first_entry: int) -> list[ConvMessage]:
     """The messages the entries from ``first_entry`` on contribute (not merged across the
     boundary)."""
-    out: list[ConvMessage] = []
-    for entry in state.entries[first_entry:]:
-        m = entry.message
-        if out and out[-1].role == m.role:
-            out[-1] = ConvMessage(m.role, out[-1].content + m.content)
-        else:
-            out.append(m)
-    return out
+    return merge_adjacent(entry.message for entry in state.entries[first_entry:])
 

@@ -16,6 +16,7 @@ from ._archive import archive_ref as _archive_ref
 from ._archive import refs_in as _refs_in
 from ._archive import render_slice as _render_slice
 from ._archive import slice_text as _slice_text
+from ._bodies import spilled_text as _spilled_text
 from ._boundary import public
 from ._compactors import default_compactor as _default_compactor
 from ._compactors import token_budget_compactor as _token_budget_compactor
@@ -66,6 +67,7 @@ from ._tokens import request_overhead_tokens as _request_overhead_tokens
 from ._turns import is_prompt as _is_prompt
 from ._turns import split_turns as _split_turns
 from ._turns import turn_starts as _turn_starts
+from ._view import ConversationView
 from ._viewhash import combine_view_hash as _combine_view_hash
 from ._viewhash import message_digest as _message_digest
 from ._viewhash import messages_digest as _messages_digest
@@ -100,6 +102,7 @@ run_pipeline = public(_run_pipeline)
 slice_text = public(_slice_text)
 snip_pass = public(_snip_pass)
 spill_marker = public(_spill_marker)
+spilled_text = public(_spilled_text)
 split_turns = public(_split_turns)
 token_budget_compactor = public(_token_budget_compactor)
 tool_result_budget_pass = public(_tool_result_budget_pass)
@@ -123,6 +126,7 @@ __all__ = [
     "ContextEngine",
     "ContextOptions",
     "ContextView",
+    "ConversationView",
     "NativeCompactionError",
     "Pass",
     "PassReport",
@@ -160,6 +164,7 @@ __all__ = [
     "slice_text",
     "snip_pass",
     "spill_marker",
+    "spilled_text",
     "split_turns",
     "token_budget_compactor",
     "tool_result_budget_pass",

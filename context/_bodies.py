@@ -13,13 +13,14 @@ second time.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import msgspec
 from msgspec import UNSET
 
 from liteagent.eventlog import Block, InvalidArgumentError, Message, TextBlock, ToolResultBlock
 
+from ._archive import archive_ref
 from ._spill import SPILL_PREFIX
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "cleared_marker",
     "is_compacted",
     "replace_bodies",
+    "spilled_text",
     "tool_results",
 ]
 
@@ -60,6 +62,20 @@ def body_text(content: str | tuple[Block, ...] | msgspec.UnsetType) -> str | Non
     if content is UNSET or any(type(b) is not TextBlock for b in content):
         return None
     return "\n".join(b.text for b in content if type(b) is TextBlock)
+
+
+def spilled_text(messages: Iterable[Message], ref: str) -> str | None:
+    """The text form (:func:`body_text`) of the first tool-result body of ``messages`` whose
+    reference is ``ref`` (:func:`~._archive.archive_ref` of that text: the key a
+    content-addressed spill store gives it), or ``None``. The reference is computed from each
+    body, never read from a marker's text, so only the bodies of ``messages`` can be found."""
+    for message in messages:
+        for block in message.content:
+            if type(block) is ToolResultBlock:
+                text = body_text(block.content)
+                if text is not None and archive_ref(text) == ref:
+                    return text
+    return None
 
 
 def is_compacted(content: str | tuple[Block, ...] | msgspec.UnsetType) -> bool:

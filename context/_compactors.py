@@ -33,6 +33,11 @@ class _PipelineCompactor(Compactor):
     def __repr__(self) -> str:
         return f"default_compactor(passes={list(self.passes)!r})"
 
+    @property
+    def spills(self) -> bool:
+        """Whether one of the passes may spill (a pass without a ``spills`` attribute may)."""
+        return any(getattr(p, "spills", True) is not False for p in self.passes)
+
     def maybe_compact(
         self,
         messages: Sequence[Message],
@@ -81,6 +86,7 @@ class _TokenBudgetPass:
 
     __slots__ = ("max_tokens", "name")
     name: str
+    spills = False
 
     def __init__(self, max_tokens: int) -> None:
         self.name = "token_budget"

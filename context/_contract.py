@@ -82,7 +82,10 @@ class CompactResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Pass(Protocol):
-    """A pure transformation of a conversation; ``name`` identifies it in reports."""
+    """A pure transformation of a conversation; ``name`` identifies it in reports.
+
+    A pass may also have a ``spills`` attribute: ``False`` when it never leaves a spill marker
+    (see :attr:`Compactor.spills`); a pass without one is taken to spill."""
 
     name: str
 
@@ -93,6 +96,14 @@ class Pass(Protocol):
 
 class Compactor(abc.ABC):
     """Decides whether a conversation needs compacting and does it."""
+
+    @property
+    def spills(self) -> bool:
+        """Whether this compactor may leave spill markers (:data:`~._spill.SPILL_PREFIX`), which
+        tell the model to read the content with the ``context`` tool: an agent that runs it
+        offers that tool. ``True`` unless the compactor knows better (the built-in ones do: a
+        pipeline spills when one of its passes does, see :class:`Pass`)."""
+        return True
 
     @abc.abstractmethod
     def maybe_compact(

@@ -98,7 +98,7 @@ class ContextEngine:
             actions.append(f"externalize: {archived} archived tool result(s) shown by reference")
         if total <= limit:
             level = "externalize" if archived else "none"
-            return self._view(base.ext, base.ext_digests, level, before=raw, after=total,
+            return self._view(base.ext, base.ext_digest(), level, before=raw, after=total,
                               limit=limit, actions=actions)
         base.advance_old()
         normalized = total - base.saving_before(len(base.ext))
@@ -106,25 +106,25 @@ class ContextEngine:
         if "clear_tool_uses" in native and normalized <= limit:
             actions.append(f"normalize: the provider clears old tool uses past {limit} tokens "
                            f"(keeps {s.keep_recent_results})")
-            return self._view(base.ext, base.ext_digests, "normalize", before=raw,
+            return self._view(base.ext, base.ext_digest(), "normalize", before=raw,
                               after=normalized, limit=limit, actions=actions, native=native)
         cleared, superseded = base.cleared_counts()
         actions.append(f"normalize: {cleared} old tool result(s) cleared, {superseded} "
                        "superseded read(s) left out")
         if normalized <= limit:
-            return self._view(base.norm, base.norm_digests, "normalize", before=raw,
-                              after=normalized, limit=limit, actions=actions,
+            return self._view(base.norm, messages_digest(base.norm_digests), "normalize",
+                              before=raw, after=normalized, limit=limit, actions=actions,
                               native=tuple(e for e in native if e != "clear_tool_uses"))
         return self._select(raw, total, limit, actions)
 
-    def _view(self, messages: Sequence[Message], digests: Sequence[bytes], level: str, *,
+    def _view(self, messages: Sequence[Message], digest: bytes, level: str, *,
               before: int, after: int, limit: int, actions: list[str],
               left_out: tuple[int, int] = (0, 0), last_seq: int = 0, lead: int = 0,
               native: tuple[str, ...] = ()) -> ContextView:
         return ContextView(messages=tuple(messages), level=level, tokens_before=before,
                            tokens_after=after, budget=limit, actions=tuple(actions),
-                           digest=messages_digest(digests), left_out=left_out,
-                           left_out_last_seq=last_seq, lead=lead, native_edits=native)
+                           digest=digest, left_out=left_out, left_out_last_seq=last_seq,
+                           lead=lead, native_edits=native)
 
     def _select(self, raw: int, total: int, limit: int, actions: list[str]) -> ContextView:
         base = self._base
@@ -194,9 +194,9 @@ class ContextEngine:
                        f"{n - t} message(s)")
         last_seq = base.last_seqs[t - 1] if t > 0 else 0
         native = tuple(e for e in self.settings.native_edits if e != "clear_tool_uses")
-        return self._view(messages, digests, "select", before=raw, after=after, limit=limit,
-                          actions=actions, left_out=(first + 1, t), last_seq=last_seq,
-                          lead=len(lead), native=native)
+        return self._view(messages, messages_digest(digests), "select", before=raw, after=after,
+                          limit=limit, actions=actions, left_out=(first + 1, t),
+                          last_seq=last_seq, lead=len(lead), native=native)
 
     def first_prompt_tokens(self, state: SessionState, message: Message) -> int | None:
         """When ``state`` has no user prompt yet, the estimated tokens of the smallest view

@@ -1,9 +1,10 @@
 """The ContextEngine's incremental base: the session's conversation as the model may see it,
 kept up to date from the folded state in O(new entries) per request.
 
-The base is the latest compaction's replacement messages followed by the conversation entries
-after it (or all entries), consecutive entries of one role merged into one message, exactly as
-:func:`liteagent.eventlog.conversation` merges them. For every base message it keeps:
+The base is built on the raw view (:class:`~._view.ConversationView`: the latest compaction's
+replacement messages followed by the conversation entries after it, consecutive entries of one
+role merged into one message), which it follows message by message. For every base message it
+keeps:
 
 - the *externalized* message: every tool result whose body was archived
   (:class:`~liteagent.eventlog.ContentArchived`) shows :func:`~._archive.archive_marker` instead;
@@ -15,14 +16,16 @@ A tool result becomes *old* once ``keep_recent`` newer results exist and it is n
 recent turn; a ``read_file`` result is *superseded* once a later call reads the same path whole
 or writes, edits or deletes it. Both only ever grow as the conversation grows, so each message's
 normalized form is recomputed only when one of its results changes status. Anything that
-rewrites history (a compaction record, a truncation by restore, a late archive record for a
-result already seen) rebuilds the base from the state.
+rewrites history (a compaction record, a truncation by restore: the raw view starts over; a late
+archive record for a result already seen) rebuilds the base from the raw view.
 """
 
 from __future__ import annotations
 
 import bisect
+import hashlib
 from dataclasses import dataclass, field
+from typing import Any
 
 from liteagent.eventlog import (
     ContentArchived,
@@ -36,6 +39,7 @@ from ._archive import ARCHIVE_PREFIX, archive_marker, archive_ref
 from ._bodies import body_bytes, cleared_marker
 from ._tokens import estimate_block_tokens, estimate_tokens
 from ._turns import is_prompt, opens_turn
+from ._view import ConversationView, deepcopy_with_chains
 from ._viewhash import message_digest
 
 __all__ = ["Base"]
@@ -75,13 +79,12 @@ class Base:
 
     keep_recent: int
     preview_chars: int
-    externalize: bool = True  # False: the raw folded conversation (an engine-off session)
+    raw: ConversationView = field(default_factory=ConversationView)
     ext: list[Message] = field(default_factory=list)
     ext_digests: list[bytes] = field(default_factory=list)
     prefix: list[int] = field(default_factory=lambda: [0])
     norm: list[Message] = field(default_factory=list)
     norm_digests: list[bytes] = field(default_factory=list)
-    last_seqs: list[int] = field(default_factory=list)
     results: list[_Result] = field(default_factory=list)
     result_messages: list[int] = field(default_factory=list)
     turn_starts: list[int] = field(default_factory=list)
@@ -92,8 +95,7 @@ class Base:
         self._reset_tracking()
 
     def _reset_tracking(self) -> None:
-        self._seen = 0
-        self._compactions = 0
+        self._epoch = -1  # the raw view's epoch the base follows (-1: rebuild at the next sync)
         self._archived_seen = 0
         self._archived: dict[str, ContentArchived] = {}
         self._calls: dict[str, _Call] = {}
@@ -104,53 +106,61 @@ class Base:
         self._dirty = 0  # savings prefix entries from this result index on are stale
         self._norm: list[int] = []  # see norm_prefix()
         self._norm_from = 0  # its entries from this message index on are stale
-        self._raw_last: Message | None = None
         self._archived_total = 0
         self._cleared = 0
-        self.raw_total = 0
-        self._raw_est: list[int] = []
+        # The digest chain of ext_digests[:_chained] (every message but the last, which a merge
+        # may still replace), so ext_digest() is O(1).
+        self._chain = hashlib.sha256()
+        self._chained = 0
 
     def reset(self) -> None:
-        """Forget everything (the next :meth:`sync` rebuilds from the state)."""
-        for name in ("ext", "ext_digests", "norm", "norm_digests", "last_seqs", "results",
+        """Forget everything (the next :meth:`sync` rebuilds from the raw view)."""
+        for name in ("ext", "ext_digests", "norm", "norm_digests", "results",
                      "result_messages", "turn_starts", "prompts", "archived_counts"):
             getattr(self, name).clear()
         self.prefix[:] = [0]
         self._reset_tracking()
 
+    def ext_digest(self) -> bytes:
+        """``messages_digest(self.ext_digests)`` in O(1)."""
+        chain = self._chain.copy()
+        if self.ext_digests:
+            chain.update(self.ext_digests[-1])
+        return chain.digest()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Base:
+        """A deep copy (see :func:`~._view.deepcopy_with_chains`)."""
+        return deepcopy_with_chains(self, memo)
+
+    @property
+    def last_seqs(self) -> list[int]:
+        """The seq of the last entry in each base message (the raw view's)."""
+        return self.raw.seqs
+
+    @property
+    def raw_total(self) -> int:
+        """The estimated tokens of the raw messages (before externalizing)."""
+        return self.raw.total_tokens
+
     # -- syncing ------------------------------------------------------------------------------
 
     def sync(self, state: SessionState) -> None:
-        """Take in what ``state`` added since the last call."""
-        entries = state.entries
-        if (len(entries) < self._seen or len(state.compactions) != self._compactions
-                or len(state.archived) < self._archived_seen or self._take_archived(state)):
-            self._rebuild(state)
-            return
-        for entry in entries[self._seen:]:
-            self._add(entry.message, entry.seq)
-        self._seen = len(entries)
-
-    def _rebuild(self, state: SessionState) -> None:
-        self.reset()
-        self._take_archived(state)
-        self._compactions = len(state.compactions)
-        start = 0
-        if state.compactions:
-            _, record = state.compactions[-1]
-            for m in record.replacement:
-                self._add(m, record.last_seq)
-            lo, hi = 0, len(state.entries)
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if state.entries[mid].seq <= record.last_seq:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            start = lo
-        for entry in state.entries[start:]:
-            self._add(entry.message, entry.seq)
-        self._seen = len(state.entries)
+        """Take in what ``state`` added since the last call: the raw view's new or changed
+        messages (a merge changes the last one)."""
+        raw = self.raw
+        raw.update(state)
+        if (raw.epoch != self._epoch or len(state.archived) < self._archived_seen
+                or self._take_archived(state)):
+            self.reset()
+            self._epoch = raw.epoch
+            self._take_archived(state)
+            start = 0
+        else:
+            start = raw.changed_from
+            while len(self.ext) > start:
+                self._pop()
+        for k in range(start, len(raw.messages)):
+            self._push(k)
 
     def _take_archived(self, state: SessionState) -> bool:
         """Record new archive events; True when one is for a result already in the base."""
@@ -169,12 +179,6 @@ class Base:
 
     # -- one message --------------------------------------------------------------------------
 
-    def _add(self, message: Message, seq: int) -> None:
-        if self._raw_last is not None and self.ext and self.ext[-1].role == message.role:
-            message = Message(message.role, self._raw_last.content + message.content)
-            self._pop()
-        self._push(message, seq)
-
     def _pop(self) -> None:
         i = len(self.ext) - 1
         while self.results and self.results[-1].message == i:
@@ -189,15 +193,15 @@ class Base:
         if self.prompts and self.prompts[-1] == i:
             self.prompts.pop()
         self._archived_total -= self.archived_counts.pop()
-        self.raw_total -= self._raw_est.pop()
-        for lst in (self.ext, self.ext_digests, self.prefix, self.norm, self.norm_digests,
-                    self.last_seqs):
+        for lst in (self.ext, self.ext_digests, self.prefix, self.norm, self.norm_digests):
             lst.pop()
+        if self._chained > len(self.ext_digests):  # never after one pop; start the chain over
+            self._chain, self._chained = hashlib.sha256(), 0
 
-    def _push(self, raw: Message, seq: int) -> None:
-        i = len(self.ext)
+    def _push(self, i: int) -> None:
+        """Take in raw message ``i`` (the next one: ``i == len(self.ext)``)."""
+        raw = self.raw.messages[i]
         previous = self.ext[-1] if self.ext else None
-        self._raw_last = raw
         blocks = list(raw.content)
         archived = 0
         for j, b in enumerate(blocks):
@@ -212,23 +216,25 @@ class Base:
         if is_prompt(ext):
             self.prompts.append(i)
         self.ext.append(ext)
-        digest = message_digest(ext)
+        if archived:
+            digest, tokens = message_digest(ext), estimate_tokens((ext,))
+        else:  # the raw message itself: the raw view measured it
+            digest, tokens = self.raw.digests[i], self.raw.tokens[i]
         self.ext_digests.append(digest)
-        self.prefix.append(self.prefix[-1] + estimate_tokens((ext,)))
+        while self._chained < i:
+            self._chain.update(self.ext_digests[self._chained])
+            self._chained += 1
+        self.prefix.append(self.prefix[-1] + tokens)
         self.norm.append(ext)
         self.norm_digests.append(digest)
-        self.last_seqs.append(seq)
         self.archived_counts.append(archived)
-        raw_est = estimate_tokens((raw,)) if archived else self.prefix[-1] - self.prefix[-2]
-        self._raw_est.append(raw_est)
-        self.raw_total += raw_est
         self._archived_total += archived
         for j, b in enumerate(ext.content):
             if type(b) is ToolResultBlock:
                 self._take_result(i, j, b)
 
     def _externalized(self, block: ToolResultBlock) -> ToolResultBlock:
-        event = self._archived.get(block.tool_use_id) if self.externalize else None
+        event = self._archived.get(block.tool_use_id)
         if event is None or not isinstance(block.content, str):
             return block
         if archive_ref(block.content) != event.ref:

@@ -69,6 +69,7 @@ from liteagent.eventlog import (
     OperationCancelledError,
     TextBlock,
     Usage,
+    merge_adjacent,
     message_text,
 )
 
@@ -147,13 +148,8 @@ def _split(messages: Sequence[Message], keep: int) -> tuple[Message | None, list
 
 def _assemble(head: Message | None, summary: str, tail: Sequence[Message]) -> list[Message]:
     block = TextBlock(f"{SUMMARY_HEADER}\n{summary}")
-    out = [Message("user", (*head.content, block) if head is not None else (block,))]
-    for m in tail:
-        if out[-1].role == m.role:
-            out[-1] = Message(m.role, out[-1].content + m.content)
-        else:
-            out.append(m)
-    return out
+    first = Message("user", (*head.content, block) if head is not None else (block,))
+    return merge_adjacent(tail, into=[first])
 
 
 class _LLMCompactor(Compactor):
@@ -173,6 +169,11 @@ class _LLMCompactor(Compactor):
             raise InvalidArgumentError(
                 f"summarizer_window_tokens={window} leaves too little room for the summarizer "
                 f"input next to max_summary_tokens={max_summary_tokens} and the system prompt")
+
+    @property
+    def spills(self) -> bool:
+        """Whether the base compactor may spill (the summary itself names no tool)."""
+        return self._base is not None and self._base.spills
 
     @property
     def consecutive_failures(self) -> int:

@@ -28,6 +28,7 @@ from liteagent.eventlog import (
     TextBlock,
     ToolResultBlock,
     Usage,
+    merge_adjacent,
 )
 
 from ._contract import Compactor
@@ -56,6 +57,12 @@ class CompactionMiddleware:
 
     def __init__(self, compactor: Compactor) -> None:
         self.compactor = compactor
+
+    @property
+    def spills(self) -> bool:
+        """Whether the compactor may leave spill markers (:attr:`Compactor.spills`): an agent
+        given this middleware then offers the ``context`` tool that reads them."""
+        return self.compactor.spills
 
     def before_model(self, request: ModelRequest, state: Any, *,
                      cancel: CancelToken | None = None) -> ModelRequest:
@@ -90,6 +97,8 @@ def compaction(compactor: Compactor) -> CompactionMiddleware:
 
 class ReactiveCompaction:
     """See :func:`reactive_compaction`."""
+
+    spills = False  # its notes name no tool (see CompactionMiddleware.spills)
 
     def __init__(self, *, floor_tokens: int) -> None:
         self.floor_tokens = floor_tokens
@@ -190,11 +199,7 @@ def trim_messages(messages: Sequence[Message], target: int) -> tuple[tuple[Messa
         marker = f"[liteagent: {dropped_messages} earlier message(s) dropped to fit the context "
         marker += "window]"
         out.append(Message("user", (*head.content, TextBlock(marker))) if dropped else head)
-    for m in [m for u in units[dropped:] for m in u] + turns[-1]:
-        if out and out[-1].role == m.role:
-            out[-1] = Message(m.role, out[-1].content + m.content)
-        else:
-            out.append(m)
+    merge_adjacent([*(m for u in units[dropped:] for m in u), *turns[-1]], into=out)
     parts = [f"emptied {shrunk} tool result(s)"] if shrunk else []
     parts += [f"dropped {dropped_messages} message(s)"] if dropped else []
     return tuple(out), "; ".join(parts)

@@ -57,7 +57,7 @@ class _ToolResultBudgetPass:
     __slots__ = ("budget_bytes", "name", "store")
     name: str
 
-    def __init__(self, budget_bytes: int, store: SpillStore) -> None:
+    def __init__(self, budget_bytes: int, store: SpillStore | None) -> None:
         if budget_bytes < 0:
             raise InvalidArgumentError(f"budget_bytes must be >= 0, got {budget_bytes}")
         self.name = "tool_result_budget"
@@ -65,7 +65,18 @@ class _ToolResultBudgetPass:
         self.store = store
 
     def __repr__(self) -> str:
-        return f"tool_result_budget_pass(budget_bytes={self.budget_bytes})"
+        store = "" if self.store is not None else ", store=None"
+        return f"tool_result_budget_pass(budget_bytes={self.budget_bytes}{store})"
+
+    @property
+    def spills(self) -> bool:
+        """Whether it leaves spill markers (it has a store; see ``Compactor.spills``)."""
+        return self.store is not None
+
+    def _marker(self, block: ToolResultBlock, text: str, size: int) -> str:
+        if self.store is None:
+            return cleared_marker(block.tool_use_id, size)
+        return spill_marker(self.store.put(text), text)
 
     def __call__(self, messages: Sequence[Message]) -> tuple[list[Message], str]:
         scope = Scope(messages)
@@ -77,7 +88,9 @@ class _ToolResultBudgetPass:
             if scope.frozen(i) or is_compacted(block.content):
                 continue
             text = body_text(block.content)
-            if text is not None and size > len(spill_marker("", text)):
+            smallest = (len(spill_marker("", text)) if self.store is not None and text is not None
+                        else len(cleared_marker(block.tool_use_id, size)))
+            if text is not None and size > smallest:
                 movable.append((-size, i, j, block, text))
         if total <= self.budget_bytes:
             return list(messages), ""
@@ -87,7 +100,7 @@ class _ToolResultBudgetPass:
         for neg_size, i, j, block, text in movable:
             if total <= self.budget_bytes:
                 break
-            marker = spill_marker(self.store.put(text), text)
+            marker = self._marker(block, text, -neg_size)
             if not _shorter(block, marker):
                 continue
             bodies[i, j] = marker
@@ -95,12 +108,14 @@ class _ToolResultBudgetPass:
             total -= -neg_size - body_bytes(marker)
         if not bodies:
             return list(messages), ""
-        detail = (f"spilled {_plural(len(bodies), 'tool result')} ({moved} bytes) to the store; "
+        where = "spilled" if self.store is not None else "cleared"
+        detail = (f"{where} {_plural(len(bodies), 'tool result')} ({moved} bytes)"
+                  f"{' to the store' if self.store is not None else ''}; "
                   f"tool results now {total} bytes (budget {self.budget_bytes})")
         return replace_bodies(messages, bodies), detail
 
 
-def tool_result_budget_pass(budget_bytes: int, store: SpillStore) -> Pass:
+def tool_result_budget_pass(budget_bytes: int, store: SpillStore | None) -> Pass:
     """A pass that keeps the tool-result bodies of a conversation within ``budget_bytes``.
 
     When the bodies together (UTF-8 bytes, every tool result counted) exceed the budget, the
@@ -110,6 +125,10 @@ def tool_result_budget_pass(budget_bytes: int, store: SpillStore) -> Pass:
     the most recent turn, bodies already compacted, bodies with a non-text block (an image), and
     bodies not longer than their marker. So the total can stay above budget when what is left is
     unmovable. The detail names how many bodies and bytes moved.
+
+    ``store=None`` is for an agent without the ``context`` tool: the bodies are dropped, not
+    stored, and leave the cleared placeholder (``[liteagent:cleared <tool_use_id>: <N> bytes of
+    tool output removed to save context]``, as :func:`micro_pass` writes), which names no tool.
     """
     return _ToolResultBudgetPass(budget_bytes, store)
 
@@ -119,6 +138,7 @@ class _SnipPass:
 
     __slots__ = ("keep_head_turns", "keep_tail_turns", "max_tokens", "name")
     name: str
+    spills = False  # see Compactor.spills
 
     def __init__(self, keep_head_turns: int, keep_tail_turns: int, max_tokens: int | None) -> None:
         if keep_head_turns < 1:
@@ -182,6 +202,7 @@ class _MicroPass:
 
     __slots__ = ("keep_recent", "max_tokens", "name")
     name: str
+    spills = False  # see Compactor.spills
 
     def __init__(self, keep_recent: int, max_tokens: int | None) -> None:
         if keep_recent < 0:

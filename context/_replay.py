@@ -6,7 +6,8 @@ its non-message part, and, when the ContextEngine projected it, a
 :class:`~liteagent.eventlog.ContextStatus` (just before it, in the same append) with the
 settings and the budget it projected with. :func:`verify_replay` folds the log once and, at
 each record, projects the view again from the state before it — with an engine for those
-settings, or as the raw folded conversation when there is no status — and recomputes the hash.
+settings, or as the raw folded conversation (:class:`~._view.ConversationView`, what the
+session sent) when there is no status — and recomputes the hash.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from liteagent.eventlog import (
 )
 
 from ._engine import ContextEngine
-from ._engine_base import Base
 from ._engine_options import ContextBudgetError
-from ._viewhash import combine_view_hash, messages_digest
+from ._view import ConversationView
+from ._viewhash import combine_view_hash
 
 __all__ = ["ReplayCheck", "ReplayReport", "verify_replay"]
 
@@ -72,7 +73,7 @@ def verify_replay(events: Iterable[StoredEvent]) -> ReplayReport:
     docstring. O(events + views)."""
     state = SessionState()
     engines: dict[ContextSettings, ContextEngine] = {}
-    raw = Base(keep_recent=0, preview_chars=0, externalize=False)
+    raw = ConversationView()
     status: ContextStatus | None = None
     checks: list[ReplayCheck] = []
     batch: list[StoredEvent] = []
@@ -93,14 +94,14 @@ def verify_replay(events: Iterable[StoredEvent]) -> ReplayReport:
 
 def _check(seq: int, record: ModelRequestRecord, status: ContextStatus | None, *,
            state: SessionState, engines: dict[ContextSettings, ContextEngine],
-           raw: Base) -> ReplayCheck:
+           raw: ConversationView) -> ReplayCheck:
     if record.request_digest is None:
         return ReplayCheck(seq=seq, recorded=record.view_hash, computed=None,
                            problem="the record has no request digest (written by an older "
                                    "liteagent)")
     if status is None or status.settings is None:
-        raw.sync(state)
-        digest = messages_digest(raw.ext_digests)
+        raw.update(state)
+        digest = raw.messages_digest()
         return ReplayCheck(seq=seq, recorded=record.view_hash,
                            computed=combine_view_hash(record.request_digest, digest))
     engine = engines.get(status.settings)

@@ -96,6 +96,7 @@ from ._messages import (
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    merge_adjacent,
     message_text,
 )
 from ._model import (
@@ -213,6 +214,7 @@ __all__ = [
     "kind_of",
     "lite_agent_home",
     "memory_checkpointer",
+    "merge_adjacent",
     "message_from_dict",
     "message_text",
     "message_to_dict",

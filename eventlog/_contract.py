@@ -53,7 +53,6 @@ __all__ = [
     "integrity_report",
 ]
 
-
 _decoder_for = DECODERS.get
 
 MAX_SEQ = (1 << 63) - 1
@@ -173,7 +172,9 @@ def check_position(
 def decode_stored(
     session_id: str, seq: int, ts: float, kind: str, body: bytes | memoryview | msgspec.Raw
 ) -> StoredEvent:
-    """Decode one stored event; bytes that are not a valid ``kind`` event give CodecError."""
+    """Decode one stored event (every backend's reads come through here): an unknown ``kind``
+    gives an :class:`OpaqueEvent` holding the bytes; bytes that are not a valid ``kind`` event
+    give :class:`CodecError` naming the session and seq."""
     decoder = _decoder_for(kind)
     if decoder is None:
         return StoredEvent(seq, ts, kind, OpaqueEvent(kind, bytes(body)))

@@ -1,4 +1,5 @@
-"""Encoding of event bodies: one reused encoder, one reused decoder per kind (two-phase decode)."""
+"""Encoding of event bodies: one reused encoder, one reused decoder per kind (two-phase decode;
+the decoding of a stored event is :func:`~._contract.decode_stored`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import msgspec
 from ._errors import CodecError, InvalidEventError
 from ._events import Event, OpaqueEvent
 
-__all__ = ["DECODERS", "EVENT_KINDS", "decode_body", "encode_body", "kind_of"]
+__all__ = ["DECODERS", "EVENT_KINDS", "encode_body", "kind_of"]
 
 _EVENT_TYPES: tuple[type[Any], ...] = get_args(Event)
 _KIND_BY_TYPE: dict[type[Any], str] = {
@@ -77,16 +78,3 @@ def _encode_opaque(event: OpaqueEvent) -> tuple[str, bytes]:
         what = f"a valid {kind} event" if kind in _DECODERS else "one msgpack value"
         raise InvalidEventError(f"OpaqueEvent({kind!r}) bytes are not {what}: {e}") from e
     return kind, data
-
-
-def decode_body(kind: str, data: bytes | memoryview) -> Event | OpaqueEvent:
-    """Decode one stored body; an unknown ``kind`` gives an :class:`OpaqueEvent`.
-
-    Raises ``msgspec.DecodeError`` (or ``RecursionError``) for bytes that are not a valid event of
-    ``kind``; callers translate that into :class:`CodecError` naming the session and seq.
-    """
-    decoder = _DECODERS.get(kind)
-    if decoder is None:
-        return OpaqueEvent(kind, bytes(data))
-    result: Event = decoder.decode(data)
-    return result

@@ -31,7 +31,14 @@ from ._events import (
     Usage,
     UserPrompt,
 )
-from ._messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, message_text
+from ._messages import (
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    merge_adjacent,
+    message_text,
+)
 from ._pvec import PVec
 
 __all__ = [
@@ -239,12 +246,4 @@ def conversation(state: SessionState) -> list[Message]:
 
     Within a merged user message the blocks keep log order (tool results then, e.g., a reminder).
     """
-    out: list[Message] = []
-    for entry in state.entries:
-        m = entry.message
-        if out and out[-1].role == m.role:
-            last = out[-1]
-            out[-1] = Message(m.role, last.content + m.content)
-        else:
-            out.append(m)
-    return out
+    return merge_adjacent(entry.message for entry in state.entries)

@@ -17,6 +17,7 @@ API shape and back (:func:`liteagent.eventlog.message_from_dict`) gives the same
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal, TypeAlias
 
 import msgspec
@@ -33,6 +34,7 @@ __all__ = [
     "ThinkingBlock",
     "ToolResultBlock",
     "ToolUseBlock",
+    "merge_adjacent",
     "message_text",
 ]
 
@@ -146,3 +148,24 @@ class Message(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
 def message_text(content: tuple[Block, ...]) -> str:
     """Return the text blocks of ``content`` joined by newlines (other blocks are ignored)."""
     return "\n".join(b.text for b in content if type(b) is TextBlock)
+
+
+def merge_adjacent(
+    messages: Iterable[Message], into: list[Message] | None = None
+) -> list[Message]:
+    """``messages`` with every run of consecutive messages of one role joined into one message:
+    their blocks in order, and no ``extra`` (a message left alone is the same object). This is
+    how the conversation of a log is grouped (:func:`~liteagent.eventlog.conversation`): each
+    tool result is an entry of its own, and the results of one step form one user message.
+
+    With ``into`` (messages already grouped), ``messages`` are added to it in place — the first
+    one joins its last message when the roles match — and ``into`` is returned: an incremental
+    view appends one message at a time and sees whether it joined by the length of ``into``.
+    """
+    out = [] if into is None else into
+    for m in messages:
+        if out and out[-1].role == m.role:
+            out[-1] = Message(m.role, out[-1].content + m.content)
+        else:
+            out.append(m)
+    return out

@@ -38,6 +38,7 @@ from ._contract import (
     Position,
     RepairReport,
     SessionInfo,
+    decode_stored,
 )
 from ._errors import (
     CheckpointConflictError,
@@ -47,8 +48,7 @@ from ._errors import (
     InvalidArgumentError,
     LiteAgentError,
 )
-from ._eventcodec import DECODERS
-from ._events import OpaqueEvent, StoredEvent
+from ._events import StoredEvent
 from ._ids import validate_session_id
 from ._lease import Lease, LeaseInfo
 from ._sqlite_batch import WriteOp
@@ -81,7 +81,6 @@ _CRC_MASK = (1 << 63) - 1
 
 _xxh = xxhash.xxh3_64_intdigest
 _pack = struct.Struct("<qd").pack
-_decoder_for = DECODERS.get
 _INSERT = "INSERT INTO events(session_id, seq, ts, kind, body, crc) VALUES (?, ?, ?, ?, ?, ?)"
 _LAST_SEQ = "SELECT seq FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT 1"
 
@@ -308,17 +307,10 @@ class SqliteCheckpointer(Checkpointer):
                 last = seq
                 if not decode:
                     continue
-                decoder = _decoder_for(kind)
-                if decoder is None:
-                    append(StoredEvent(seq, ts, kind, OpaqueEvent(kind, body)))
-                    continue
                 try:
-                    append(StoredEvent(seq, ts, kind, decoder.decode(body)))
-                except (msgspec.DecodeError, RecursionError) as e:
-                    error = CodecError(
-                        f"cannot decode {kind} event: {e}", session_id=session_id, seq=seq
-                    )
-                    error.__cause__ = e
+                    append(decode_stored(session_id, seq, ts, kind, body))
+                except CodecError as e:
+                    error = e
                     break
             yield from page
             if error is not None:

@@ -6,7 +6,15 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from liteagent.context import Compactor, ContextOptions, blob_spill_store, default_compactor
+from liteagent.context import (
+    Compactor,
+    ContextOptions,
+    blob_spill_store,
+    default_compactor,
+    micro_pass,
+    snip_pass,
+    tool_result_budget_pass,
+)
 from liteagent.eventlog import (
     Checkpointer,
     InvalidArgumentError,
@@ -77,6 +85,7 @@ def _core(
     middleware: Sequence[Any],
     compactor: Compactor | None = None,
     memory_default: bool = False,
+    spill_by_default: bool = True,
     context: ContextArg = False,
     max_queued_sends: int = DEFAULT_MAX_QUEUED_SENDS,
     idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
@@ -123,6 +132,10 @@ def _core(
             else memory_checkpointer()
         )
     try:
+        given = default_tools(env=tool_env) if checked_tools is None else checked_tools
+        reader = _offers_reader(given, checked_use, compactor, options, spill_by_default)
+        if compactor is None:
+            compactor = _default_compactor(checkpointer, spills=reader)
         return AgentCore(
             provider=model,
             model_name=model_name,
@@ -130,13 +143,11 @@ def _core(
             checkpointer=checkpointer,
             owns_checkpointer=owns,
             sessions=sessions,
-            tools=_with_context_tool(
-                default_tools(env=tool_env) if checked_tools is None else checked_tools, options),
+            tools=[*given, context_tool] if reader and all(
+                t.name != context_tool.name for t in given) else list(given),
             system_prompt=system_prompt,
             middleware=checked_use,
-            compactor=(default_compactor(max_tokens=None,
-                                         store=blob_spill_store(checkpointer.blobs))
-                       if compactor is None else compactor),
+            compactor=compactor,
             context=options,
             max_turns=max_turns,
             max_tokens=max_tokens,
@@ -148,6 +159,28 @@ def _core(
         if owns:
             checkpointer.close()
         raise
+
+
+def _offers_reader(tools: Sequence[Tool], middleware: Sequence[Any],
+                   compactor: Compactor | None, options: ContextOptions | None,
+                   spill_by_default: bool) -> bool:
+    """Whether the agent has the ``context`` tool: it was given one, or something it runs can
+    show the model a marker naming it — the engine (archive markers), a middleware with a true
+    ``spills`` attribute, or a compactor that spills (``Compactor.spills``; without a
+    ``compactor``, whether the default one should: ``spill_by_default``)."""
+    return (options is not None or any(t.name == context_tool.name for t in tools)
+            or any(getattr(mw, "spills", False) is True for mw in middleware)
+            or (compactor.spills if compactor is not None else spill_by_default))
+
+
+def _default_compactor(checkpointer: Checkpointer, *, spills: bool) -> Compactor:
+    """What ``compact()`` runs by default: ``default_compactor(max_tokens=None)``, spilling into
+    the checkpointer's blob store when the agent has the ``context`` tool to read it back, else
+    dropping the large results it moves out (so no marker names a tool that is not there)."""
+    if spills:
+        return default_compactor(max_tokens=None, store=blob_spill_store(checkpointer.blobs))
+    return default_compactor([tool_result_budget_pass(200_000, None), snip_pass(max_tokens=None),
+                              micro_pass(max_tokens=None)])
 
 
 ContextArg = ContextOptions | Mapping[str, Any] | bool | None
@@ -167,15 +200,6 @@ def context_options(context: ContextArg) -> ContextOptions | None:
         if isinstance(e, LiteAgentError):
             raise
         raise InvalidArgumentError(f"context: {e}") from e
-
-
-def _with_context_tool(tools: Sequence[Tool], options: ContextOptions | None) -> list[Tool]:
-    """``tools`` plus the ``context`` tool when the engine is on (archived results are read
-    through it) and no tool of that name is there."""
-    out = list(tools)
-    if options is not None and all(t.name != context_tool.name for t in out):
-        out.append(context_tool)
-    return out
 
 
 def _lite_core(
@@ -226,8 +250,10 @@ def create_lite_agent(
     credential-like variable (with ``tools=``, build the shell with ``bash_tool(env)``).
     ``context`` configures the ContextEngine (on by default; see :class:`ContextOptions`):
     ``ContextOptions(...)`` or a dict of its fields; ``False`` sends the raw folded
-    conversation. With the engine on, the ``context`` tool (reading archived results) is added
-    to the tools unless one of that name is there.
+    conversation. The ``context`` tool (reading archived and spilled results) is added to the
+    tools unless one of that name is there, whenever a marker naming it can be shown: with
+    the engine on, or a ``compactor`` that spills (the default one does; see
+    :attr:`~liteagent.context.Compactor.spills`).
     """
     return LiteAgent(_lite_core(
         model=model, model_name=model_name, workdir=workdir, checkpointer=checkpointer,
@@ -283,11 +309,20 @@ def create_agent(
     """The lower-level kernel: exactly the given ``tools`` and model-call middleware ``use``
     (objects with ``before_model(request, state)`` and/or ``wrap_model_call(request, call)``),
     no default system prompt, and an in-memory log unless a ``checkpointer`` is given. The
-    ContextEngine is off unless ``context`` asks for it (see :func:`create_lite_agent`)."""
+    ContextEngine is off unless ``context`` asks for it (see :func:`create_lite_agent`).
+
+    The one tool added is the ``context`` tool, and only when something given can show the
+    model a marker naming it: the engine, a middleware with a true ``spills`` attribute
+    (:func:`~liteagent.context.compaction` of a compactor that spills), or a ``compactor``
+    that spills (:attr:`~liteagent.context.Compactor.spills`). Without any of those,
+    :meth:`LiteAgent.compact`'s default compactor does not spill either: the large tool
+    results it moves out are dropped (``tool_result_budget_pass(200_000, None)``), then it
+    drops the middle turns and clears old tool results, as ``default_compactor(max_tokens=None)``
+    does."""
     return LiteAgent(_core(
         model=model, model_name=model_name, workdir=workdir,
         checkpointer=checkpointer, sessions=True, tools=tools,
         system_prompt=system_prompt, home=None, max_turns=max_turns, max_tokens=8192,
         max_live_sessions=256, middleware=use, compactor=compactor, memory_default=True,
-        context=context,
+        spill_by_default=False, context=context,
     ))

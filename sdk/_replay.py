@@ -1,9 +1,9 @@
 """Recomputing what the model saw from a session's log, and checking it against the record.
 
 Every model call appends a :class:`~liteagent.eventlog.ModelRequestRecord` holding
-:func:`~liteagent.actors.view_hash` of the request it sent. The request is a pure function of
+:func:`~liteagent.context.view_hash` of the request it sent. The request is a pure function of
 the log before that record (the folded conversation, with the latest compaction applied, as
-:class:`~liteagent.actors.ConversationView` projects it) and of the agent's configuration (the
+:class:`~liteagent.context.ConversationView` projects it) and of the agent's configuration (the
 model, the system prompt the session started with, the tool schemas and ``max_tokens``), so
 it can be rebuilt offline and hashed again. :func:`verify_requests` does that for every record.
 
@@ -22,13 +22,19 @@ with the engine when the record was engine-projected.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 
 import msgspec
 
-from liteagent.actors import ConversationView, view_hash
-from liteagent.context import ContextEngine, request_overhead_tokens, verify_replay
+from liteagent.context import (
+    ContextEngine,
+    ConversationView,
+    combine_view_hash,
+    request_digest,
+    request_overhead_tokens,
+    verify_replay,
+    view_hash,
+)
 from liteagent.eventlog import (
     ContextStatus,
     ModelRequestRecord,
@@ -41,8 +47,6 @@ from liteagent.tools import Tool
 
 __all__ = ["RequestCheck", "ViewConfig", "iter_requests", "request_at", "verify_requests",
            "verify_session"]
-
-_ENC = msgspec.msgpack.Encoder()
 
 
 class ViewConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -94,11 +98,6 @@ def _request(state: SessionState, view: ConversationView, config: ViewConfig,
                         tools=config.tools, max_tokens=config.max_tokens)
 
 
-def _request_digest(request: ModelRequest) -> str:
-    """The hash of ``request`` without its messages (the first part of its view hash)."""
-    return hashlib.sha256(_ENC.encode(msgspec.structs.replace(request, messages=()))).hexdigest()
-
-
 def iter_requests(
     events: Iterable[StoredEvent], config: ViewConfig
 ) -> Iterator[tuple[StoredEvent, ModelRequest, RequestCheck]]:
@@ -112,9 +111,9 @@ def iter_requests(
             request = _request(state, view, config, body.model)
             digest = view.messages_digest()
             recorded_head = getattr(body, "request_digest", None)
-            head = _request_digest(request)
+            head = request_digest(request)
             if recorded_head:
-                computed = hashlib.sha256(bytes.fromhex(recorded_head) + digest).hexdigest()
+                computed = combine_view_hash(recorded_head, digest)
             else:
                 computed = view_hash(request, digest)
             yield event, request, RequestCheck(

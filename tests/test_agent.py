@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from liteagent.actors import view_hash
+from liteagent.context import view_hash
 from liteagent.eventlog import (
     AssistantMessage,
     BackgroundCompleted,
@@ -380,15 +380,23 @@ def test_create_agent_runs_middleware(workdir: Path) -> None:
 
 def test_default_tools_are_offered(workdir: Path) -> None:
     """create_lite_agent offers the default tools to the model, and the context tool that
-    reads archived results (the ContextEngine is on); without the engine, only the defaults."""
-    provider = scripted([reply("x"), reply("y")])
+    reads archived and spilled results (the ContextEngine is on, or without it the default
+    compactor spills); without the engine and with a compactor that never spills, only the
+    defaults."""
+    from liteagent.context import token_budget_compactor
+
+    provider = scripted([reply("x"), reply("y"), reply("z")])
     with _agent(workdir, provider) as agent:
         agent.send("hi")
     with _agent(workdir, provider, context=False) as agent:
         agent.send("hi")
+    with _agent(workdir, provider, context=False,
+                compactor=token_budget_compactor(1000)) as agent:
+        agent.send("hi")
     names = {t.name for t in default_tools()}
     assert names | {"context"} == {t.name for t in provider.requests[0].tools}
-    assert names == {t.name for t in provider.requests[1].tools}
+    assert names | {"context"} == {t.name for t in provider.requests[1].tools}
+    assert names == {t.name for t in provider.requests[2].tools}
     assert write_file.name in {t.name for t in provider.requests[0].tools}
 
 

@@ -48,11 +48,17 @@ from liteagent.eventlog import (
     memory_checkpointer,
     sqlite_checkpointer,
 )
-from liteagent.eventlog._eventcodec import decode_body, encode_body, kind_of
+from liteagent.eventlog._contract import decode_stored
+from liteagent.eventlog._eventcodec import encode_body, kind_of
 
 SID = "s1"
 
 # One event per kind, with every optional field set to a non-default value.
+
+def decode_body(kind: str, data: bytes | memoryview) -> Event | OpaqueEvent:
+    """The body ``decode_stored`` (every backend's decoder) reads from ``data`` of ``kind``."""
+    return decode_stored("s", 1, 0.0, kind, data).body
+
 SAMPLES: dict[str, Event] = {
     "session_started": SessionStarted(workdir="/w", model="m", system_prompt="be brief"),
     "user_prompt": UserPrompt(

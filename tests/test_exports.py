@@ -41,6 +41,7 @@ EVENTLOG = {
     "message_from_dict", "message_text", "message_to_dict", "messages_from_dicts",
     "messages_to_dicts", "project_dir", "project_hash", "sqlite_checkpointer",
     "validate_session_id", "zlib_codec",
+    "merge_adjacent",
 }
 CONFORMANCE = {
     "BAD_SESSION_IDS", "TAIL_LOSS", "CheckpointerConformance", "CorruptionConformance",
@@ -78,13 +79,13 @@ TOOLS = {
 ACTORS = {
     "Acquire", "ActorBase", "ActorStoppedError", "ActorTimeoutError", "AgentBusyError",
     "BackgroundTask", "BackgroundTaskFinished", "Checkpoint", "CheckpointRestore", "CompactStats",
-    "CompactionProgress", "CompactorActor", "ConversationView", "Envelope", "EventHub",
+    "CompactionProgress", "CompactorActor", "Envelope", "EventHub",
     "FileSnapshotActor", "HostSaturatedError", "HostStats", "InterruptedRestoreError",
     "InvalidCheckpointError", "IsHeld", "LiveEvent", "MaintenanceLockActor", "ManualCompaction",
     "Message", "Middleware", "Missed", "Release", "RestoreFailedError", "RestoreRefusedError",
     "RestoreResult", "Restorer", "RunCompaction", "SessionActor", "SessionConfig", "SessionCore",
     "SessionHost", "Subscription", "ToolCallFinished", "ToolCallStarted", "TurnFailed",
-    "TurnFailedError", "TurnFinished", "TurnResult", "ask", "tell", "view_hash",
+    "TurnFailedError", "TurnFinished", "TurnResult", "ask", "tell",
 }
 
 
@@ -117,6 +118,7 @@ CONTEXT = {
     "request_digest", "verify_replay", "view_hash", "combine_view_hash", "message_digest",
     "messages_digest", "NativeCompactionError", "provider_compaction_planner",
     "fit_after_overflow", "request_overhead_tokens",
+    "spilled_text", "ConversationView",
 }
 
 

@@ -7,7 +7,8 @@ header labelling the text as stored data, the fenced slice, and the ``next_offse
 from (a character cursor; ``none (end)`` at the end).
 
 The tool reads through ``ctx.archive`` (an :class:`~liteagent.tools.ArchiveReader`), which knows
-only the references recorded in the current session's log. Every refusal is an ``is_error``
+only the references of the current session's own log (recorded in its events, or computed from
+its tool-result bodies: what a spill moved). Every refusal is an ``is_error``
 output, checked in this order: a ``ref`` that is not ``sha256:<64 hex digits>`` (a path, a made
 up name), no archive in this session, a reference not recorded in this session (nothing else is
 revealed), stored content that is missing, damaged or undecodable, an ``offset`` at or past the
