@@ -76,6 +76,11 @@ class AsyncLiteAgent:
         docstring)."""
         return await await_job(self._core, future, token)
 
+    def _session(self, session_id: str | None, method: str) -> str:
+        """The session a call names, or the current one at the time of the call."""
+        self._core.check_open()
+        return self._core.session_for(check_session_id(session_id), method)
+
     async def _run(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)`` on the agent's pool, awaited (a cancellation skips a job that
         has not started)."""
@@ -156,10 +161,9 @@ class AsyncLiteAgent:
 
     async def list_checkpoints(self, session_id: str | None = None) -> list[Checkpoint]:
         """Like :meth:`LiteAgent.list_checkpoints` (off the event loop)."""
-        self._core.check_open()
-        check_session_id(session_id)
+        sid = self._session(session_id, "list_checkpoints")  # the current one now, not later
         result: list[Checkpoint] = await self._await(
-            self._core.submit(self._sync.list_checkpoints, session_id))
+            self._core.submit(self._sync.list_checkpoints, sid))
         return result
 
     async def restore(
@@ -186,28 +190,25 @@ class AsyncLiteAgent:
 
     async def pending_restore(self, session_id: str | None = None) -> RestoreStarted | None:
         """Like :meth:`LiteAgent.pending_restore` (off the event loop)."""
-        self._core.check_open()
-        check_session_id(session_id)
+        sid = self._session(session_id, "pending_restore")  # the current one now, not later
         result: RestoreStarted | None = await self._await(
-            self._core.submit(self._sync.pending_restore, session_id))
+            self._core.submit(self._sync.pending_restore, sid))
         return result
 
     async def finish_restore(self, session_id: str | None = None) -> RestoreResult:
         """Like :meth:`LiteAgent.finish_restore` (off the event loop; once started it is not
         stopped by a cancellation, see the class docstring)."""
-        self._core.check_open()
-        check_session_id(session_id)
+        sid = self._session(session_id, "finish_restore")  # the current one now, not later
         result: RestoreResult = await self._await(
-            self._core.submit(self._sync.finish_restore, session_id))
+            self._core.submit(self._sync.finish_restore, sid))
         return result
 
     async def rollback_restore(self, session_id: str | None = None) -> list[str]:
         """Like :meth:`LiteAgent.rollback_restore` (off the event loop; once started it is not
         stopped by a cancellation, see the class docstring)."""
-        self._core.check_open()
-        check_session_id(session_id)
+        sid = self._session(session_id, "rollback_restore")  # the current one now, not later
         result: list[str] = await self._await(
-            self._core.submit(self._sync.rollback_restore, session_id))
+            self._core.submit(self._sync.rollback_restore, sid))
         return result
 
     def subscribe(
