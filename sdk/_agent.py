@@ -187,8 +187,8 @@ class LiteAgent:
         check_bool(files, "files")
         check_bool(conversation, "conversation")
         token = check_cancel(cancel)
-        return self._core.restorer.restore(sid, seq, files=files, conversation=conversation,
-                                           cancel=token)
+        return self._core.restore(sid, seq, files=files, conversation=conversation,
+                                  cancel=token)
 
     def pending_restore(self, session_id: str | None = None) -> RestoreStarted | None:
         """The interrupted restore (its intent record) of the current session (or
@@ -229,7 +229,7 @@ class LiteAgent:
         it was. Subscribers see ``compaction`` live events (:class:`CompactionProgress`).
         """
         text, sid, token = compact_args(self._core, instructions, session_id, cancel)
-        return self._core.compaction.compact(sid, text, token)
+        return self._core.compact(sid, text, token)
 
     def iter_compact(
         self,

@@ -142,7 +142,7 @@ class AsyncLiteAgent:
         text, sid, given = compact_args(self._core, instructions, session_id, cancel)
         token = given or CancelToken()
         result: CompactStats = await self._await(
-            self._core.submit(self._core.compaction.compact, sid, text, token), token)
+            self._core.submit(self._core.compact, sid, text, token), token)
         return result
 
     def iter_compact(

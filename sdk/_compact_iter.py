@@ -38,7 +38,7 @@ class CompactIterator:
         self._token = cancel or CancelToken()
         self._sub = core.hub.subscribe(COMPACT_BUFFER, session_id=session_id)
         try:
-            self._future = core.submit(core.compaction.compact, session_id, instructions,
+            self._future = core.submit(core.compact, session_id, instructions,
                                        self._token)
         except BaseException:
             self._sub.close()
@@ -104,7 +104,7 @@ class AsyncCompactIterator:
         self._token = cancel or CancelToken()
         self._sub = core.hub.subscribe_async(COMPACT_BUFFER, session_id=session_id)
         try:
-            self._future = core.submit(core.compaction.compact, session_id, instructions,
+            self._future = core.submit(core.compact, session_id, instructions,
                                        self._token)
         except BaseException:
             self._sub.close()

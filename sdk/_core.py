@@ -5,11 +5,13 @@ with asyncio)."""
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import itertools
 import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,16 +20,18 @@ import structlog
 
 from liteagent.actors import (
     CompactorActor,
+    CompactStats,
     EventHub,
     FileSnapshotActor,
     MaintenanceLockActor,
     ManualCompaction,
     Restorer,
+    RestoreResult,
     SessionConfig,
     SessionHost,
 )
 from liteagent.context import ContextOptions
-from liteagent.eventlog import Checkpointer, validate_session_id
+from liteagent.eventlog import CancelToken, Checkpointer, validate_session_id
 from liteagent.providers import ModelProvider
 from liteagent.tools import Tool
 
@@ -87,6 +91,7 @@ class AgentCore:
             max_workers=POOL_WORKERS, thread_name_prefix=f"{self.name}-pool")
         self._lock = threading.Lock()
         self._closed = False
+        self._closing = CancelToken()  # fired by close(): cancels the compactions and restores
         self._refs: list[pykka.ActorRef[Any]] = []
         self._host: SessionHost | None = None  # for _held, which may run before it exists
         try:
@@ -134,7 +139,7 @@ class AgentCore:
             )
             delay = context.idle_compact_after if context is not None else None
             self.idle = None if delay is None else IdleCompaction(
-                delay, compact=lambda sid: self.compaction.compact(sid, None, None),
+                delay, compact=lambda sid: self.compact(sid, None, None),
                 is_busy=self.host.is_busy, state=self.host.state)
         except BaseException:
             if self._host is not None:
@@ -162,6 +167,30 @@ class AgentCore:
             return self.pool.submit(fn, *args, **kwargs)
         except RuntimeError as e:  # shut down by a close() in another thread meanwhile
             raise AgentClosedError("the agent is closed") from e
+
+    @contextlib.contextmanager
+    def _until_closed(self, cancel: CancelToken | None) -> Iterator[CancelToken]:
+        """``cancel`` (or a new token), which close() fires while the work runs, so that the
+        pool's threads are free to be joined soon after."""
+        token = cancel or CancelToken()
+        unregister = self._closing.on_cancel(partial(token.cancel, "the agent was closed"))
+        try:
+            yield token
+        finally:
+            unregister()
+
+    def compact(self, session_id: str, instructions: str | None,
+                cancel: CancelToken | None) -> CompactStats:
+        """Run a compaction of ``session_id`` (cancelled by close())."""
+        with self._until_closed(cancel) as token:
+            return self.compaction.compact(session_id, instructions, token)
+
+    def restore(self, session_id: str, seq: int, *, files: bool, conversation: bool,
+                cancel: CancelToken | None) -> RestoreResult:
+        """Run a restore of ``session_id`` (cancelled by close(): it puts back what it changed)."""
+        with self._until_closed(cancel) as token:
+            return self.restorer.restore(session_id, seq, files=files,
+                                         conversation=conversation, cancel=token)
 
     def _held(self, session_id: str, held: bool) -> None:
         """The maintenance lock of ``session_id`` changed hands (told by its actor)."""
@@ -211,14 +240,16 @@ class AgentCore:
         return self._closed
 
     def close(self) -> None:
-        """Stop every actor (cancelling background tasks), then the pool's threads (a job of
-        the pool that was waiting on an actor has failed by then), and close an owned
-        checkpointer. Not from a thread of the pool (it could not join itself)."""
+        """Cancel the compactions and restores in progress, stop every actor (cancelling turns
+        and background tasks), then the pool's threads (its jobs have stopped or failed by
+        then), and close an owned checkpointer. Not from a thread of the pool (it could not
+        join itself)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
         self.pool.shutdown(wait=False)  # no new jobs; those queued run and find the agent closed
+        self._closing.cancel("the agent was closed")
         try:
             if self.idle is not None:
                 self.idle.close()

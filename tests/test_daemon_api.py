@@ -23,6 +23,7 @@ from liteagent.eventlog import (
     Checkpointer,
     Compaction,
     Message,
+    OperationCancelledError,
     RestoreStarted,
     TextBlock,
     ToolUseBlock,
@@ -550,6 +551,26 @@ def test_cancelling_an_async_compact_of_another_session(store: Path, workdir: Pa
         assert 0 == _compactions(cp, "s1")
         assert current == a.agent.session_id
     assert token.cancelled
+
+
+def test_close_cancels_a_compaction_in_progress(store: Path, workdir: Path) -> None:
+    """close() while a compaction runs on the pool cancels it (nothing recorded) instead of
+    waiting for its compactor, then joins the pool's threads."""
+    compactor = KeepLast(threading.Event())
+
+    async def main(agent: AsyncLiteAgent) -> BaseException | None:
+        task = asyncio.ensure_future(agent.compact(session_id="s1"))
+        await asyncio.wait_for(asyncio.to_thread(compactor.entered.wait, GUARD), GUARD)
+        await asyncio.wait_for(agent.close(), GUARD)
+        done, _ = await asyncio.wait({task}, timeout=GUARD)
+        return task.exception() if done else None
+
+    with sqlite_checkpointer(store) as cp, shell("async", cp, workdir, compactor=compactor) as a:
+        assert a.loop is not None
+        error = a.loop.run_until_complete(main(a.agent))  # type: ignore[arg-type]
+        assert [] == _threads(f"{a.agent._core.name}-pool")
+        assert 0 == _compactions(cp, "s1")
+    assert isinstance(error, OperationCancelledError)
 
 
 # -- each agent owns its pool ---------------------------------------------------------------------
