@@ -6,8 +6,7 @@ future woken by the thread that completes it for asyncio, so an event loop is ne
 no executor thread is parked per call. Starting actors, passivating them and queueing sends
 happen on the session host's dispatcher thread; other blocking work of the asyncio shell
 (storage reads, restores, compactions) and the compaction behind ``iter_compact`` run on the
-agent's own small pool (:data:`~liteagent.sdk._core.POOL_WORKERS` threads), which ``close()``
-stops.
+agent's own small pool (4 threads, named after the agent), which ``close()`` stops.
 
 Every method that takes a session (``session_id=``, or the id a restore names) works on it
 without a prior ``resume()`` and leaves the current session as it is, so a daemon serves any
@@ -241,8 +240,9 @@ class LiteAgent:
         """Start :meth:`compact` on the agent's pool and return an iterator over its
         :class:`CompactionProgress` events as they happen (it waits for each, never polls);
         it ends when the compaction does, raising what :meth:`compact` would, and the stats
-        are then on its ``stats``. Breaking out early (or ``close()``) cancels the compaction
-        and waits, bounded, until it has stopped."""
+        are then on its ``stats``. Closing it before the end (``close()``, leaving its
+        ``with`` block, or dropping it) cancels the compaction and waits, bounded, until it has
+        stopped."""
         text, sid, token = compact_args(self._core, instructions, session_id, cancel)
         return CompactIterator(self._core, sid, text, token)
 

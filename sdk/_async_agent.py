@@ -154,8 +154,9 @@ class AsyncLiteAgent:
     ) -> AsyncCompactIterator:
         """Like :meth:`LiteAgent.iter_compact`, as an async iterator (``async for progress in
         agent.iter_compact(...)``) that waits for each event without blocking the loop;
-        cancelling the iterating task, breaking out or ``aclose()`` cancels the compaction and
-        waits, bounded, until it has stopped. A plain method: the compaction starts at once."""
+        cancelling the iterating task, ``aclose()`` or leaving its ``async with`` block before
+        the end cancels the compaction and waits, bounded, until it has stopped. A plain
+        method: the compaction starts at once."""
         text, sid, token = compact_args(self._core, instructions, session_id, cancel)
         return AsyncCompactIterator(self._core, sid, text, token)
 
