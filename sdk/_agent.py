@@ -240,8 +240,8 @@ class LiteAgent:
         """Start :meth:`compact` on the agent's pool and return an iterator over its
         :class:`CompactionProgress` events as they happen (it waits for each, never polls);
         it ends when the compaction does, raising what :meth:`compact` would, and the stats
-        are then on its ``stats``. Closing it before the end (``close()``, leaving its
-        ``with`` block, or dropping it) cancels the compaction and waits, bounded, until it has
+        are then on its ``stats``. Closing it before the end (``close()``, or leaving its
+        ``with`` block) cancels the compaction and waits, bounded, until it has
         stopped."""
         text, sid, token = compact_args(self._core, instructions, session_id, cancel)
         return CompactIterator(self._core, sid, text, token)
