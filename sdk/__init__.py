@@ -33,6 +33,7 @@ from liteagent.actors import (
     TurnFailedError,
     TurnFinished,
 )
+from liteagent.actors._hub import AsyncSubscription
 
 from ._agent import LiteAgent, LiteAgentResult
 from ._async_agent import AsyncLiteAgent
@@ -46,6 +47,7 @@ __all__ = [
     "AgentBusyError",
     "AgentClosedError",
     "AsyncLiteAgent",
+    "AsyncSubscription",
     "BackgroundTask",
     "BackgroundTaskFinished",
     "Checkpoint",

@@ -1,11 +1,17 @@
 """LiteAgent (blocking) and AsyncLiteAgent (asyncio): the same agent, two shells.
 
 Both only wait: a turn runs on its session's actor thread, and its result arrives through a
-``concurrent.futures.Future`` — ``future.result()`` for the blocking API, ``await
-asyncio.wrap_future(future)`` for asyncio, so an event loop is never blocked and no executor
-thread is parked per call. Starting actors, passivating them and queueing sends happen on the
-session host's dispatcher thread; other blocking work (storage reads, restores, compactions)
-runs on a small pool of liteagent's own.
+``concurrent.futures.Future`` — ``future.result()`` for the blocking API, ``await`` on a loop
+future woken by the thread that completes it for asyncio, so an event loop is never blocked and
+no executor thread is parked per call. Starting actors, passivating them and queueing sends
+happen on the session host's dispatcher thread; other blocking work of the asyncio shell
+(storage reads, restores, compactions) and the compaction behind ``iter_compact`` run on the
+agent's own small pool (4 threads, named after the agent), which ``close()`` stops.
+
+Every method that takes a session (``session_id=``, or the id a restore names) works on it
+without a prior ``resume()`` and leaves the current session as it is, so a daemon serves any
+number of sessions from one agent; only ``resume``, ``clear`` and deleting the current session
+change it.
 
 Every argument is checked before anything is written (:class:`InvalidArgumentError`).
 Cancelling the task awaiting an async method cancels its work: a job that has not started never
@@ -16,19 +22,13 @@ arrives.
 
 from __future__ import annotations
 
-import concurrent.futures
-import contextlib
-from collections.abc import Iterator
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from liteagent.actors import (
     BackgroundTask,
     Checkpoint,
-    CompactionProgress,
     CompactStats,
     HostStats,
-    LiveEvent,
     RestoreResult,
     Subscription,
     TurnResult,
@@ -40,7 +40,9 @@ from liteagent.eventlog import (
     validate_session_id,
 )
 
+from ._compact_iter import CompactIterator
 from ._core import AgentCore, new_session_id
+from ._futures import settle
 from ._validate import (
     check_bool,
     check_cancel,
@@ -50,21 +52,11 @@ from ._validate import (
     check_text,
 )
 
-if TYPE_CHECKING:
-    from liteagent.actors._reply import Reply
-
-__all__ = ["OFF_LOOP", "SETTLE_TIMEOUT", "CompactIterator", "LiteAgent", "LiteAgentResult",
-           "send_args"]
+__all__ = ["LiteAgent", "LiteAgentResult", "compact_args", "send_args"]
 
 LiteAgentResult = TurnResult
 """What ``send`` returns: ``text`` (the model's last text), the new ``messages``, ``usage``,
 ``stop_reason`` and the ``session_id``."""
-
-
-SETTLE_TIMEOUT = 60.0  # how long a cancelled call waits for its work to stop
-OFF_LOOP = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="liteagent")
-"""liteagent's own small pool for blocking work of the asyncio shell (not the loop's default
-executor, which DNS lookups and HTTP clients need)."""
 
 
 def send_args(
@@ -76,10 +68,13 @@ def send_args(
     return text, check_cancel(cancel), core.session_for(check_session_id(session_id))
 
 
-def _settle(reply: Reply) -> None:
-    """Wait (bounded) for cancelled work to finish recording how it ended."""
-    with contextlib.suppress(concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
-        reply.exception(SETTLE_TIMEOUT)
+def compact_args(core: AgentCore, instructions: object, session_id: object, cancel: object
+                 ) -> tuple[str | None, str, CancelToken | None]:
+    """The checked instructions, session and cancel token of a ``compact``."""
+    core.check_open()
+    text = check_text(instructions, "instructions", optional=True)
+    sid = core.session_for(check_session_id(session_id), "compact")
+    return text, sid, check_cancel(cancel)
 
 
 class LiteAgent:
@@ -122,7 +117,7 @@ class LiteAgent:
                 result: LiteAgentResult = reply.result()
             except KeyboardInterrupt:
                 reply.interrupt("interrupted")  # out of the queue, or the turn cancelled
-                _settle(reply)  # wait for the turn to record its abort
+                settle(reply)  # wait for the turn to record its abort
                 raise
         finally:
             self._core.turn_finished(sid)
@@ -145,7 +140,9 @@ class LiteAgent:
         return self._core.checkpointer.list()
 
     def delete_session(self, session_id: str) -> None:
-        """Delete a stored session (refused while it runs or has background tasks)."""
+        """Delete a stored session (refused while it runs or has background tasks). Deleting
+        the current session makes a new, empty one current (as :meth:`clear`); deleting another
+        leaves the current one as it is."""
         self._core.require_sessions("delete_session")
         sid = self._core.session_for(validate_session_id(session_id))
         self._core.host.delete(sid)
@@ -161,10 +158,10 @@ class LiteAgent:
     # -- time travel ------------------------------------------------------------------------------
 
     def list_checkpoints(self, session_id: str | None = None) -> list[Checkpoint]:
-        """The session's checkpoints (one per user prompt), oldest first, with the files a
-        restore to each would put back and those it cannot."""
+        """The checkpoints of the current session (or ``session_id``), one per user prompt,
+        oldest first, with the files a restore to each would put back and those it cannot."""
         self._core.check_open()
-        sid = self._core.session_for(check_session_id(session_id))
+        sid = self._core.session_for(check_session_id(session_id), "list_checkpoints")
         return self._core.restorer.list_checkpoints(sid)
 
     def restore(
@@ -180,73 +177,87 @@ class LiteAgent:
         that prompt (the log is truncated to ``seq - 1``) and every file the agent's file tools
         changed since. It refuses, changing nothing, when that is unsafe
         (:class:`RestoreRefusedError` names each file and why), and puts files back as they
-        were if anything fails. Afterwards the current session is ``session_id``. Shell
-        commands, custom tools and external services are not undone."""
+        were if anything fails. The current session stays as it is (``resume(session_id)`` to
+        continue the restored one without naming it). Shell commands, custom tools and
+        external services are not undone."""
         self._core.check_open()
-        sid = self._core.session_for(validate_session_id(session_id))
+        sid = self._core.session_for(validate_session_id(session_id), "restore")
         check_seq(seq)
         check_bool(files, "files")
         check_bool(conversation, "conversation")
         token = check_cancel(cancel)
-        result = self._core.restorer.restore(sid, seq, files=files, conversation=conversation,
-                                             cancel=token)
-        self._core.session_id = sid
-        return result
+        return self._core.restore(sid, seq, files=files, conversation=conversation,
+                                  cancel=token)
 
     def pending_restore(self, session_id: str | None = None) -> RestoreStarted | None:
-        """The session's interrupted restore (its intent record), or None."""
+        """The interrupted restore (its intent record) of the current session (or
+        ``session_id``), or None."""
         self._core.check_open()
-        return self._core.restorer.pending(self._core.session_for(check_session_id(session_id)))
+        return self._core.restorer.pending(
+            self._core.session_for(check_session_id(session_id), "pending_restore"))
 
     def finish_restore(self, session_id: str | None = None) -> RestoreResult:
-        """Complete an interrupted restore (files to their targets, then the log)."""
+        """Complete the interrupted restore of the current session (or ``session_id``): files
+        to their targets, then the log."""
         self._core.check_open()
-        return self._core.restorer.finish(self._core.session_for(check_session_id(session_id)))
+        return self._core.restorer.finish(
+            self._core.session_for(check_session_id(session_id), "finish_restore"))
 
     def rollback_restore(self, session_id: str | None = None) -> list[str]:
-        """Undo an interrupted restore: every file goes back to how it was before it."""
+        """Undo the interrupted restore of the current session (or ``session_id``): every file
+        goes back to how it was before it."""
         self._core.check_open()
         return self._core.restorer.rollback(
-            self._core.session_for(check_session_id(session_id)))
+            self._core.session_for(check_session_id(session_id), "rollback_restore"))
 
     # -- compaction -------------------------------------------------------------------------------
 
     def compact(
-        self, instructions: str | None = None, *, cancel: CancelToken | None = None
+        self,
+        instructions: str | None = None,
+        *,
+        session_id: str | None = None,
+        cancel: CancelToken | None = None,
     ) -> CompactStats:
-        """Compact the current session's context now with the agent's compactor.
+        """Compact the context of the current session (or ``session_id``, which does not become
+        the current one) now, with the agent's compactor.
 
         The session must be idle (it is held for maintenance meanwhile). The result is recorded
         as a compaction event that later requests use; the original events stay in the log.
         ``instructions`` steer a summarizing compactor. Cancelling leaves the session exactly as
         it was. Subscribers see ``compaction`` live events (:class:`CompactionProgress`).
         """
-        self._core.check_open()
-        check_text(instructions, "instructions", optional=True)
-        token = check_cancel(cancel)
-        return self._core.compaction.compact(self._core.session_id, instructions, token)
+        text, sid, token = compact_args(self._core, instructions, session_id, cancel)
+        return self._core.compact(sid, text, token)
 
     def iter_compact(
-        self, instructions: str | None = None, *, cancel: CancelToken | None = None
+        self,
+        instructions: str | None = None,
+        *,
+        session_id: str | None = None,
+        cancel: CancelToken | None = None,
     ) -> CompactIterator:
-        """Like :meth:`compact`, yielding its :class:`CompactionProgress` events as they happen;
-        the stats are on the iterator's ``stats`` once it is exhausted."""
-        self._core.check_open()
-        check_text(instructions, "instructions", optional=True)
-        token = check_cancel(cancel)
-        return CompactIterator(self._core, instructions, token)
+        """Start :meth:`compact` on the agent's pool and return an iterator over its
+        :class:`CompactionProgress` events as they happen (it waits for each, never polls);
+        it ends when the compaction does, raising what :meth:`compact` would, and the stats
+        are then on its ``stats``. Closing it before the end (``close()``, or leaving its
+        ``with`` block) cancels the compaction and waits, bounded, until it has
+        stopped."""
+        text, sid, token = compact_args(self._core, instructions, session_id, cancel)
+        return CompactIterator(self._core, sid, text, token)
 
     # -- events -----------------------------------------------------------------------------------
 
-    def subscribe(self, maxsize: int = 1024) -> Subscription:
-        """Live events of every session of this agent: an iterator (and context manager) with a
-        buffer of ``maxsize`` (an int >= 1); a slow subscriber misses events and is told how
-        many."""
+    def subscribe(self, maxsize: int = 1024, *, session_id: str | None = None) -> Subscription:
+        """Live events of every session of this agent, or of ``session_id`` only: an iterator
+        (and context manager) with a buffer of ``maxsize`` (an int >= 1); a slow subscriber
+        misses events and is told how many (:class:`Missed`). It ends when closed, or when the
+        agent closes."""
         self._core.check_open()
-        return self._core.hub.subscribe(maxsize)
+        return self._core.hub.subscribe(maxsize, session_id=session_id)
 
     def background_tasks(self) -> list[BackgroundTask]:
-        """The background tasks still running."""
+        """The background tasks still running, of every session (each names its own)."""
         self._core.check_open()
         return self._core.host.background_tasks()
 
@@ -264,31 +275,3 @@ class LiteAgent:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-class CompactIterator:
-    """Runs a compaction in a thread and yields its progress events (see ``iter_compact``)."""
-
-    def __init__(self, core: AgentCore, instructions: str | None,
-                 cancel: CancelToken | None) -> None:
-        self.stats: CompactStats | None = None
-        self._core = core
-        self._sid = core.session_id
-        self._sub = core.hub.subscribe(4096)
-        self._future = OFF_LOOP.submit(core.compaction.compact, self._sid, instructions, cancel)
-
-    def __iter__(self) -> Iterator[CompactionProgress]:
-        try:
-            while True:
-                item = self._sub.get(0.05)
-                if isinstance(item, LiveEvent) and item.session_id == self._sid and isinstance(
-                    item.event, CompactionProgress
-                ):
-                    yield item.event
-                    if item.event.phase in ("done", "error", "cancelled"):
-                        break
-                elif item is None and self._future.done():
-                    break
-            self.stats = self._future.result()
-        finally:
-            self._sub.close()

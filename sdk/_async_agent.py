@@ -2,16 +2,18 @@
 
 Nothing it does on the event loop waits on a lock held across slow work, starts a thread, syncs
 a file or folds a log: a send is posted to the session host's dispatcher and its future awaited;
-storage reads, restores and compactions run on liteagent's own small pool. Cancelling the task
-awaiting a method cancels its work (see :class:`AsyncLiteAgent`).
+storage reads, restores and compactions run on the agent's own pool, whose threads all start
+with the agent (so a submit from the loop never starts one), and ``close()`` runs on a thread
+the dispatcher starts. Live events reach the loop through :class:`AsyncSubscription` (one
+thread-safe wake-up per batch, no thread per subscriber). Cancelling the task awaiting a method
+cancels its work (see :class:`AsyncLiteAgent`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
-from collections.abc import AsyncIterator
+import threading
 from functools import partial
 from types import TracebackType
 from typing import Any
@@ -19,14 +21,11 @@ from typing import Any
 from liteagent.actors import (
     BackgroundTask,
     Checkpoint,
-    CompactionProgress,
     CompactStats,
     HostStats,
-    LiveEvent,
     RestoreResult,
-    Subscription,
 )
-from liteagent.actors._reply import Reply
+from liteagent.actors._hub import AsyncSubscription
 from liteagent.eventlog import (
     CancelToken,
     LiteAgentError,
@@ -35,16 +34,19 @@ from liteagent.eventlog import (
     validate_session_id,
 )
 
-from ._agent import OFF_LOOP, SETTLE_TIMEOUT, LiteAgent, LiteAgentResult, send_args
+from ._agent import LiteAgent, LiteAgentResult, compact_args, send_args
+from ._compact_iter import AsyncCompactIterator
 from ._core import AgentCore
-from ._validate import check_bool, check_cancel, check_seq, check_session_id, check_text
+from ._futures import await_job, await_reply, post, resolve
+from ._validate import check_bool, check_cancel, check_seq, check_session_id
 
 __all__ = ["AsyncLiteAgent"]
 
 
 class AsyncLiteAgent:
     """The asyncio form of :class:`LiteAgent`: the same methods, as coroutines (``subscribe``,
-    ``host_stats`` and ``session_id`` excepted: they never block).
+    ``iter_compact``, ``host_stats`` and ``session_id`` excepted: they never block, and the
+    first two return async iterators).
 
     Cancelling the awaiting task cancels the work: ``send``, ``compact`` and ``restore`` cancel
     their token and wait until the work has stopped; the other methods are skipped if they have
@@ -57,38 +59,32 @@ class AsyncLiteAgent:
     def __init__(self, core: AgentCore) -> None:
         self._core = core
         self._sync = LiteAgent(core)
+        try:
+            core.prestart_pool()  # here, not on the loop at the first submit
+        except BaseException:
+            core.close()
+            raise
 
     @property
     def session_id(self) -> str:
         """The current session's id."""
         return self._core.session_id
 
-    def _cancel(self, token: CancelToken) -> None:
-        """Fire ``token`` off the loop (its callbacks may close sockets)."""
-        try:
-            self._core.host.call_soon(partial(token.cancel, "the awaiting task was cancelled"))
-        except LiteAgentError:  # the agent is closed: nothing runs any more
-            token.cancel("the awaiting task was cancelled")
-
     async def _await(self, future: concurrent.futures.Future[Any],
                      token: CancelToken | None = None) -> Any:
-        """Await ``future`` of liteagent's pool; on cancellation cancel the work (see the class
-        docstring): one loop future and one thread-safe wake-up per call (``wrap_future`` plus
-        ``shield`` cost several times that on the loop)."""
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[Any] = loop.create_future()
-        future.add_done_callback(partial(_wake, loop, waiter))
-        try:
-            return await waiter
-        except asyncio.CancelledError:
-            future.cancel()  # a job that has not started never starts
-            inner = asyncio.wrap_future(future)
-            if token is not None:
-                self._cancel(token)
-                if not future.done():
-                    await asyncio.wait({inner}, timeout=SETTLE_TIMEOUT)
-            inner.add_done_callback(_retrieve)
-            raise
+        """Await ``future`` of the agent's pool; on cancellation cancel the work (see the class
+        docstring)."""
+        return await await_job(self._core, future, token)
+
+    def _session(self, session_id: str | None, method: str) -> str:
+        """The session a call names, or the current one at the time of the call."""
+        self._core.check_open()
+        return self._core.session_for(check_session_id(session_id), method)
+
+    async def _run(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` on the agent's pool, awaited (a cancellation skips a job that
+        has not started)."""
+        return await self._await(self._core.submit(fn, *args, **kwargs))
 
     async def send(
         self,
@@ -105,7 +101,7 @@ class AsyncLiteAgent:
         self._core.turn_started(sid)
         try:
             reply = self._core.host.send(sid, text, token)  # never blocks: the host posts it
-            result: LiteAgentResult = await _await_reply(reply)
+            result: LiteAgentResult = await await_reply(reply)
         finally:
             self._core.turn_finished(sid)
         return result
@@ -121,64 +117,54 @@ class AsyncLiteAgent:
     async def list_sessions(self) -> list[SessionInfo]:
         """Like :meth:`LiteAgent.list_sessions` (the storage read runs off the event loop)."""
         self._core.require_sessions("list_sessions")
-        sessions: list[SessionInfo] = await self._await(OFF_LOOP.submit(self._sync.list_sessions))
+        sessions: list[SessionInfo] = await self._run(self._sync.list_sessions)
         return sessions
 
     async def delete_session(self, session_id: str) -> None:
         """Like :meth:`LiteAgent.delete_session` (off the event loop)."""
         self._core.require_sessions("delete_session")
         validate_session_id(session_id)
-        await self._await(OFF_LOOP.submit(self._sync.delete_session, session_id))
+        await self._run(self._sync.delete_session, session_id)
 
     def host_stats(self) -> HostStats:
         """Like :meth:`LiteAgent.host_stats` (a plain method: it never blocks)."""
         return self._sync.host_stats()
 
     async def compact(
-        self, instructions: str | None = None, *, cancel: CancelToken | None = None
+        self,
+        instructions: str | None = None,
+        *,
+        session_id: str | None = None,
+        cancel: CancelToken | None = None,
     ) -> CompactStats:
-        """Like :meth:`LiteAgent.compact` (the work runs off the event loop)."""
-        self._core.check_open()
-        check_text(instructions, "instructions", optional=True)
-        token = check_cancel(cancel) or CancelToken()
+        """Like :meth:`LiteAgent.compact` (the work runs off the event loop); cancelling the
+        awaiting task cancels the compaction, which then changes nothing."""
+        text, sid, given = compact_args(self._core, instructions, session_id, cancel)
+        token = given or CancelToken()
         result: CompactStats = await self._await(
-            OFF_LOOP.submit(self._sync.compact, instructions, cancel=token), token)
+            self._core.submit(self._core.compact, sid, text, token), token)
         return result
 
-    async def iter_compact(
-        self, instructions: str | None = None, *, cancel: CancelToken | None = None
-    ) -> AsyncIterator[CompactionProgress]:
-        """Like :meth:`LiteAgent.iter_compact`, as an async iterator."""
-        self._core.check_open()
-        check_text(instructions, "instructions", optional=True)
-        check_cancel(cancel)
-        sid = self._core.session_id
-        with self._core.hub.subscribe(4096) as sub:
-            task = asyncio.ensure_future(self.compact(instructions, cancel=cancel))
-            try:
-                while True:
-                    item = sub.get(0)
-                    if item is None:
-                        if task.done():
-                            break
-                        await asyncio.sleep(0.01)
-                        continue
-                    if isinstance(item, LiveEvent) and item.session_id == sid and isinstance(
-                        item.event, CompactionProgress
-                    ):
-                        yield item.event
-            finally:
-                if not task.done():
-                    task.cancel()
-                    await asyncio.wait({task}, timeout=SETTLE_TIMEOUT)
-            await task
+    def iter_compact(
+        self,
+        instructions: str | None = None,
+        *,
+        session_id: str | None = None,
+        cancel: CancelToken | None = None,
+    ) -> AsyncCompactIterator:
+        """Like :meth:`LiteAgent.iter_compact`, as an async iterator (``async for progress in
+        agent.iter_compact(...)``) that waits for each event without blocking the loop;
+        cancelling the iterating task, ``aclose()`` or leaving its ``async with`` block before
+        the end cancels the compaction and waits, bounded, until it has stopped. A plain
+        method: the compaction starts at once."""
+        text, sid, token = compact_args(self._core, instructions, session_id, cancel)
+        return AsyncCompactIterator(self._core, sid, text, token)
 
     async def list_checkpoints(self, session_id: str | None = None) -> list[Checkpoint]:
         """Like :meth:`LiteAgent.list_checkpoints` (off the event loop)."""
-        self._core.check_open()
-        check_session_id(session_id)
+        sid = self._session(session_id, "list_checkpoints")  # the current one now, not later
         result: list[Checkpoint] = await self._await(
-            OFF_LOOP.submit(self._sync.list_checkpoints, session_id))
+            self._core.submit(self._sync.list_checkpoints, sid))
         return result
 
     async def restore(
@@ -198,48 +184,76 @@ class AsyncLiteAgent:
         check_bool(files, "files")
         check_bool(conversation, "conversation")
         token = check_cancel(cancel) or CancelToken()
-        result: RestoreResult = await self._await(OFF_LOOP.submit(
+        result: RestoreResult = await self._await(self._core.submit(
             partial(self._sync.restore, session_id, seq, files=files, conversation=conversation,
                     cancel=token)), token)
         return result
 
     async def pending_restore(self, session_id: str | None = None) -> RestoreStarted | None:
         """Like :meth:`LiteAgent.pending_restore` (off the event loop)."""
-        self._core.check_open()
-        check_session_id(session_id)
+        sid = self._session(session_id, "pending_restore")  # the current one now, not later
         result: RestoreStarted | None = await self._await(
-            OFF_LOOP.submit(self._sync.pending_restore, session_id))
+            self._core.submit(self._sync.pending_restore, sid))
         return result
 
     async def finish_restore(self, session_id: str | None = None) -> RestoreResult:
         """Like :meth:`LiteAgent.finish_restore` (off the event loop; once started it is not
         stopped by a cancellation, see the class docstring)."""
-        self._core.check_open()
-        check_session_id(session_id)
+        sid = self._session(session_id, "finish_restore")  # the current one now, not later
         result: RestoreResult = await self._await(
-            OFF_LOOP.submit(self._sync.finish_restore, session_id))
+            self._core.submit(self._sync.finish_restore, sid))
         return result
 
     async def rollback_restore(self, session_id: str | None = None) -> list[str]:
         """Like :meth:`LiteAgent.rollback_restore` (off the event loop; once started it is not
         stopped by a cancellation, see the class docstring)."""
-        self._core.check_open()
-        check_session_id(session_id)
+        sid = self._session(session_id, "rollback_restore")  # the current one now, not later
         result: list[str] = await self._await(
-            OFF_LOOP.submit(self._sync.rollback_restore, session_id))
+            self._core.submit(self._sync.rollback_restore, sid))
         return result
 
-    def subscribe(self, maxsize: int = 1024) -> Subscription:
-        """Like :meth:`LiteAgent.subscribe` (iterate it in a thread, or poll ``get(0)``)."""
-        return self._sync.subscribe(maxsize)
+    def subscribe(
+        self, maxsize: int = 1024, *, session_id: str | None = None
+    ) -> AsyncSubscription:
+        """Like :meth:`LiteAgent.subscribe`, as an :class:`AsyncSubscription`: ``async for
+        event in sub`` (or ``async with agent.subscribe() as sub``, which closes it) waits for
+        each event without blocking the loop, in the order they were published, and ends once
+        it is closed, or the agent is, after the events already buffered. The buffer and its
+        overflow rule are those of the blocking one."""
+        self._core.check_open()
+        return self._core.hub.subscribe_async(maxsize, session_id=session_id)
 
     async def background_tasks(self) -> list[BackgroundTask]:
-        """Like :meth:`LiteAgent.background_tasks`."""
+        """Like :meth:`LiteAgent.background_tasks` (it reads what the host keeps: it never
+        blocks)."""
         return self._sync.background_tasks()
 
     async def close(self) -> None:
-        """Like :meth:`LiteAgent.close` (stopping actors runs off the event loop)."""
-        await asyncio.wrap_future(OFF_LOOP.submit(self._core.close))
+        """Like :meth:`LiteAgent.close`: the actors and the pool are stopped, and their threads
+        joined, by a thread the host's dispatcher starts (the loop starts none, and a thread of
+        the pool could not join itself); returns once they are gone."""
+        core = self._core
+        if core.closed:
+            return
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def close() -> None:
+            try:
+                core.close()
+            except BaseException as e:  # noqa: BLE001 -- handed to the awaiting task
+                post(loop, resolve, done, e)
+            else:
+                post(loop, resolve, done)
+
+        def start() -> None:
+            threading.Thread(target=close, name=f"{core.name}-close", daemon=True).start()
+
+        try:
+            core.host.call_soon(start)
+        except LiteAgentError:  # the host has stopped: a close() elsewhere is ending it
+            close()
+        await asyncio.shield(done)
 
     async def __aenter__(self) -> AsyncLiteAgent:
         return self
@@ -251,48 +265,3 @@ class AsyncLiteAgent:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
-
-
-async def _await_reply(reply: Reply) -> Any:
-    """Await a send's reply; when the awaiting task is cancelled, interrupt the send (out of
-    the queue, or its turn cancelled) and wait, bounded, until it has settled. One loop future
-    and one thread-safe wake-up: the loop's share of a send stays small when thousands start
-    at once."""
-    loop = asyncio.get_running_loop()
-    waiter: asyncio.Future[Any] = loop.create_future()
-    reply.add_done_callback(partial(_wake, loop, waiter))
-    try:
-        return await waiter
-    except asyncio.CancelledError:
-        reply.interrupt("the awaiting task was cancelled")  # posted to the host's thread
-        if not reply.done():
-            settled: asyncio.Future[Any] = loop.create_future()
-            reply.add_done_callback(partial(_wake, loop, settled))
-            await asyncio.wait({settled}, timeout=SETTLE_TIMEOUT)
-            settled.add_done_callback(_retrieve)
-        raise
-
-
-def _wake(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any],
-          future: concurrent.futures.Future[Any] | Reply) -> None:
-    """In the thread that completed ``future``: hand its outcome to ``waiter`` on the loop."""
-    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-        loop.call_soon_threadsafe(_settle, waiter, future)
-
-
-def _settle(waiter: asyncio.Future[Any], future: concurrent.futures.Future[Any] | Reply
-            ) -> None:
-    if waiter.done():  # the awaiting task was cancelled
-        return
-    if future.cancelled():
-        waiter.cancel()
-    elif (error := future.exception()) is not None:
-        waiter.set_exception(error)
-    else:
-        waiter.set_result(future.result())
-
-
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    """Mark a late outcome as seen (nobody awaits it any more)."""
-    if not future.cancelled():
-        future.exception()

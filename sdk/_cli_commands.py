@@ -202,11 +202,11 @@ def cmd_compact(env: CliEnv, args: argparse.Namespace) -> int:
         agent = env.agent()
     except NoApiKeyError:
         agent, no_model = env.agent(model=False), _NO_MODEL
-    agent.resume(sid)
     summary = env.summary_model if no_model is None else None
     renderer = _renderer(args)
-    stats = run_live(agent, lambda token: agent.compact(args.instructions, cancel=token),
-                     renderer)
+    stats = run_live(
+        agent, lambda token: agent.compact(args.instructions, session_id=sid, cancel=token),
+        renderer)
     outcome = compaction_outcome(env, sid, args.instructions, stats, summary,
                                  no_model=no_model)
     if args.json:

@@ -1,39 +1,55 @@
 """AgentCore: what the sync and async facades share — the checkpointer, the actors, the
-current session id. The facades only wait on futures (blocking or with asyncio)."""
+agent's own worker pool, the current session id. The facades only wait on futures (blocking or
+with asyncio)."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
+import itertools
 import secrets
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pykka
 import structlog
 
 from liteagent.actors import (
     CompactorActor,
+    CompactStats,
     EventHub,
     FileSnapshotActor,
     MaintenanceLockActor,
     ManualCompaction,
     Restorer,
+    RestoreResult,
     SessionConfig,
     SessionHost,
 )
 from liteagent.context import ContextOptions
-from liteagent.eventlog import Checkpointer, validate_session_id
+from liteagent.eventlog import CancelToken, Checkpointer, validate_session_id
 from liteagent.providers import ModelProvider
 from liteagent.tools import Tool
 
 from ._errors import AgentClosedError, SessionsDisabledError
 from ._idle import IdleCompaction
 
-__all__ = ["AgentCore", "new_session_id"]
+__all__ = ["POOL_WORKERS", "AgentCore", "new_session_id"]
 
 _log = structlog.get_logger("liteagent.sdk")
+_AGENT_IDS = itertools.count(1)
+T = TypeVar("T")
+
+POOL_WORKERS = 4
+"""The threads of each agent's own pool, which runs the blocking work the facades do not do on
+the caller's thread: every storage call, restore and compaction of the asyncio shell, and the
+compaction behind ``iter_compact``. Four let reads go on while a few restores or compactions
+run; more would only park threads, since one agent's compactions run one at a time on its
+compactor actor. Work beyond four waits in order."""
 
 
 def new_session_id() -> str:
@@ -69,8 +85,13 @@ class AgentCore:
         self._owns_checkpointer = owns_checkpointer
         self.provider = provider
         self.hub = EventHub()
+        self.name = f"liteagent-agent{next(_AGENT_IDS)}"
+        """The prefix of this agent's own threads (its pool's are ``<name>-pool_<n>``)."""
+        self.pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=POOL_WORKERS, thread_name_prefix=f"{self.name}-pool")
         self._lock = threading.Lock()
         self._closed = False
+        self._closing = CancelToken()  # fired by close(): cancels the compactions and restores
         self._refs: list[pykka.ActorRef[Any]] = []
         self._host: SessionHost | None = None  # for _held, which may run before it exists
         try:
@@ -118,14 +139,58 @@ class AgentCore:
             )
             delay = context.idle_compact_after if context is not None else None
             self.idle = None if delay is None else IdleCompaction(
-                delay, compact=lambda sid: self.compaction.compact(sid, None, None),
+                delay, compact=lambda sid: self.compact(sid, None, None),
                 is_busy=self.host.is_busy, state=self.host.state)
         except BaseException:
             if self._host is not None:
                 self._host.close()
             self._stop_refs()
+            self.pool.shutdown()
             raise
         self.session_id = new_session_id()
+
+    def prestart_pool(self) -> None:
+        """Start every thread of the pool now, so that a submit from an event loop never starts
+        one (a pool starts a thread only when none is idle: each of these jobs keeps its thread
+        busy until all have started)."""
+        barrier = threading.Barrier(POOL_WORKERS + 1)
+        for _ in range(POOL_WORKERS):
+            self.pool.submit(barrier.wait, 10)
+        barrier.wait(10)
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any
+               ) -> concurrent.futures.Future[T]:
+        """Run ``fn(*args, **kwargs)`` on the agent's pool (never blocks, once prestarted);
+        :class:`AgentClosedError` after close()."""
+        self.check_open()
+        try:
+            return self.pool.submit(fn, *args, **kwargs)
+        except RuntimeError as e:  # shut down by a close() in another thread meanwhile
+            raise AgentClosedError("the agent is closed") from e
+
+    @contextlib.contextmanager
+    def _until_closed(self, cancel: CancelToken | None) -> Iterator[CancelToken]:
+        """``cancel`` (or a new token), which close() fires while the work runs, so that the
+        pool's threads are free to be joined soon after."""
+        token = cancel or CancelToken()
+        unregister = self._closing.on_cancel(partial(token.cancel, "the agent was closed"))
+        try:
+            yield token
+        finally:
+            unregister()
+
+    def compact(self, session_id: str, instructions: str | None,
+                cancel: CancelToken | None) -> CompactStats:
+        """Run a compaction of ``session_id`` (cancelled by close())."""
+        with self._until_closed(cancel) as token:
+            return self.compaction.compact(session_id, instructions, token)
+
+    def restore(self, session_id: str, seq: int, *, files: bool, conversation: bool,
+                cancel: CancelToken | None) -> RestoreResult:
+        """Run a restore of ``session_id`` (cancelled by close(): it puts back what it changed)."""
+        with self._until_closed(cancel) as token:
+            return self.restorer.restore(session_id, seq, files=files,
+                                         conversation=conversation, cancel=token)
 
     def _held(self, session_id: str, held: bool) -> None:
         """The maintenance lock of ``session_id`` changed hands (told by its actor)."""
@@ -153,12 +218,13 @@ class AgentCore:
         if not self.sessions:
             raise SessionsDisabledError(f"{method}() needs sessions=True")
 
-    def session_for(self, session_id: str | None) -> str:
-        """The id to use: ``session_id`` (validated) or the current one."""
+    def session_for(self, session_id: str | None, method: str = "send") -> str:
+        """The id to use: ``session_id`` (validated) or the current one; never changes the
+        current one."""
         if session_id is None:
             return self.session_id
         if not self.sessions and session_id != self.session_id:
-            raise SessionsDisabledError("send(session_id=...) needs sessions=True")
+            raise SessionsDisabledError(f"{method}(session_id=...) needs sessions=True")
         return validate_session_id(session_id)
 
     def _stop_refs(self) -> None:
@@ -168,12 +234,22 @@ class AgentCore:
             except pykka.Timeout:
                 _log.warning("agent.actor_stop_timeout", actor=ref.actor_class.__name__)
 
+    @property
+    def closed(self) -> bool:
+        """Whether close() was called."""
+        return self._closed
+
     def close(self) -> None:
-        """Stop every actor (cancelling background tasks) and close an owned checkpointer."""
+        """Cancel the compactions and restores in progress, stop every actor (cancelling turns
+        and background tasks), then the pool's threads (its jobs have stopped or failed by
+        then), and close an owned checkpointer. Not from a thread of the pool (it could not
+        join itself)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+        self.pool.shutdown(wait=False)  # no new jobs; those queued run and find the agent closed
+        self._closing.cancel("the agent was closed")
         try:
             if self.idle is not None:
                 self.idle.close()
@@ -181,5 +257,6 @@ class AgentCore:
         finally:
             self._stop_refs()
             self.hub.close()
+            self.pool.shutdown(wait=True)
             if self._owns_checkpointer:
                 self.checkpointer.close()

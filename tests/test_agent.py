@@ -441,13 +441,13 @@ def test_close_cancels_a_running_turn(workdir: Path) -> None:
 # -- async cancellation ---------------------------------------------------------------------------
 
 
-def _block_the_pool() -> tuple[threading.Event, list[Any]]:
-    """Occupy both workers of the asyncio shell's pool until the returned event is set."""
-    from liteagent.sdk._agent import OFF_LOOP  # the shell's own pool
+def _block_the_pool(agent: Any) -> tuple[threading.Event, list[Any]]:
+    """Occupy every worker of the agent's own pool until the returned event is set."""
+    from liteagent.sdk._core import POOL_WORKERS
 
     release = threading.Event()
-    started = [threading.Event(), threading.Event()]
-    jobs = [OFF_LOOP.submit(lambda s=s: (s.set(), release.wait(30))) for s in started]
+    started = [threading.Event() for _ in range(POOL_WORKERS)]
+    jobs = [agent._core.pool.submit(lambda s=s: (s.set(), release.wait(30))) for s in started]
     for s in started:
         assert s.wait(10)
     return release, jobs
@@ -468,7 +468,7 @@ def test_cancelling_an_async_restore_cancels_its_token(workdir: Path) -> None:
             sid = agent.session_id
             seq = (await agent.list_checkpoints())[-1].seq
             head = cp.head(sid)
-            release, jobs = _block_the_pool()
+            release, jobs = _block_the_pool(agent)
             task = asyncio.ensure_future(agent.restore(sid, seq, cancel=token))
             await asyncio.sleep(0.05)
             task.cancel()

@@ -23,6 +23,8 @@ ALLOWED_RAISES = {
     ("liteagent.eventlog._pvec", "IndexError"),
     ("liteagent.providers", "AttributeError"),
     ("liteagent.providers.testing", "AttributeError"),
+    # An async iterator ends by raising StopAsyncIteration (the async subscription's __anext__).
+    ("liteagent.actors._hub", "StopAsyncIteration"),
     # The CLI's terminal loop turns signals and end of input into the exceptions Python's
     # input() raises, caught a few lines up in the same module.
     ("liteagent.sdk._cli_terminal", "KeyboardInterrupt"),

@@ -91,7 +91,7 @@ ACTORS = {
 
 SDK = {
     "ActorStoppedError", "ActorTimeoutError", "HostSaturatedError", "HostStats",
-    "AgentBusyError", "AgentClosedError", "AsyncLiteAgent", "BackgroundTask",
+    "AgentBusyError", "AgentClosedError", "AsyncLiteAgent", "AsyncSubscription", "BackgroundTask",
     "BackgroundTaskFinished", "Checkpoint", "CheckpointRestore", "CompactStats",
     "CompactionProgress", "InterruptedRestoreError",
     "InvalidCheckpointError", "LiteAgent", "LiteAgentResult", "LiveEvent", "Missed",

@@ -27,6 +27,7 @@ from liteagent.eventlog import (
 from liteagent.providers import scripted
 from liteagent.sdk import (
     AsyncLiteAgent,
+    AsyncSubscription,
     LiteAgent,
     configure_logging,
     create_agent,
@@ -175,15 +176,17 @@ METHODS: dict[str, dict[str, tuple[Any, st.SearchStrategy[Any]]]] = {
     "pending_restore": {"session_id": (None, SESSION)},
     "finish_restore": {"session_id": (None, SESSION)},
     "rollback_restore": {"session_id": (None, SESSION)},
-    "compact": {"instructions": (None, WRONG), "cancel": (None, WRONG)},
-    "iter_compact": {"instructions": (None, WRONG), "cancel": (None, WRONG)},
-    "subscribe": {"maxsize": (16, WRONG)},
+    "compact": {"instructions": (None, WRONG), "session_id": (None, SESSION),
+                "cancel": (None, WRONG)},
+    "iter_compact": {"instructions": (None, WRONG), "session_id": (None, SESSION),
+                     "cancel": (None, WRONG)},
+    "subscribe": {"maxsize": (16, WRONG), "session_id": (None, SESSION)},
 }
 
 
 def _finish(result: Any) -> Any:
     """Consume what a method returned that holds resources (an iterator, a subscription)."""
-    if isinstance(result, Subscription):
+    if isinstance(result, (Subscription, AsyncSubscription)):
         result.close()
     elif hasattr(result, "__iter__") and hasattr(result, "stats"):
         return _outcome(lambda: list(result))
@@ -224,7 +227,9 @@ def async_agent(tmp_path: Path) -> Iterator[AsyncLiteAgent]:
 
 async def _async_call(agent: AsyncLiteAgent, method: str, kwargs: dict[str, Any]) -> Any:
     result = getattr(agent, method)(**kwargs)
-    if inspect.isasyncgen(result):
+    if isinstance(result, AsyncSubscription):
+        return result
+    if hasattr(result, "__aiter__"):
         return [event async for event in result]
     if inspect.isawaitable(result):
         return await result
