@@ -1,4 +1,4 @@
-"""Packaging guards: the namespace layout of DESIGN §1 and what the wheel contains."""
+"""Packaging guards: the namespace layout (docs/architecture.md §1) and what the wheel contains."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Contract tests every checkpointer must pass (DESIGN §4), one behaviour per test."""
+"""Contract tests every checkpointer must pass (docs/architecture.md §4), one behaviour each."""
 
 from __future__ import annotations
 
