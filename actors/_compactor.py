@@ -21,7 +21,8 @@ from typing import Any
 import msgspec
 import pykka
 
-from liteagent.context import Compactor, ConversationView
+from liteagent.context import Compactor
+from liteagent.context._view import ConversationView
 from liteagent.eventlog import (
     CancelToken,
     Checkpointer,
@@ -35,8 +36,7 @@ from liteagent.eventlog import (
     Usage,
 )
 
-from ._envelope import ActorBase, Envelope, ask, ask_or_cancel
-from ._envelope import Message as ActorMessage
+from ._envelope import ActorBase, ActorMessage, Envelope, ask, ask_or_cancel
 from ._hub import EventHub, LiveEvent
 from ._lease import session_lease
 from ._live import CompactionProgress

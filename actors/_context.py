@@ -24,18 +24,17 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from liteagent.context import (
-    SUMMARY_HEADER,
     ContextBudgetError,
     ContextEngine,
     ContextOptions,
     ContextView,
     estimate_tokens,
-    fit_after_overflow,
-    left_out_note,
     provider_compaction_planner,
-    request_overhead_tokens,
-    spilled_text,
 )
+from liteagent.context._bodies import spilled_text
+from liteagent.context._engine import left_out_note
+from liteagent.context._llm import SUMMARY_HEADER
+from liteagent.context._tokens import fit_after_overflow, request_overhead_tokens
 from liteagent.eventlog import (
     BlobNotFoundError,
     BlobStore,
@@ -55,7 +54,8 @@ from liteagent.eventlog import (
     TextBlock,
     ToolResult,
 )
-from liteagent.providers import COMPACT, ContextOverflowError, ModelProvider, ToolSchema
+from liteagent.providers import COMPACT, ContextOverflowError, ModelProvider
+from liteagent.providers._contract import ToolSchema
 from liteagent.tools import UnknownReferenceError
 
 __all__ = ["LogArchiveReader", "SessionContext"]

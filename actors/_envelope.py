@@ -40,11 +40,11 @@ from ._reply import Reply
 
 __all__ = [
     "ActorBase",
+    "ActorMessage",
     "ActorStoppedError",
     "ActorTimeoutError",
     "Dispatcher",
     "Envelope",
-    "Message",
     "ask",
     "ask_or_cancel",
     "complete",
@@ -59,7 +59,7 @@ T = TypeVar("T")
 A = TypeVar("A", bound="ActorBase")
 
 
-class Message(msgspec.Struct, frozen=True, tag_field="t"):
+class ActorMessage(msgspec.Struct, frozen=True, tag_field="t"):
     """Base of every actor message."""
 
 
@@ -82,11 +82,11 @@ class Envelope:
     lease: Lease | None = None  # the session lease the sender holds for the work it asks
 
 
-def _envelope(message: Message, cancel: CancelToken | None, lease: Lease | None) -> Envelope:
+def _envelope(message: ActorMessage, cancel: CancelToken | None, lease: Lease | None) -> Envelope:
     return Envelope(_ENCODER.encode(message), cancel=cancel, lease=lease)
 
 
-def tell(ref: pykka.ActorRef[Any], message: Message, cancel: CancelToken | None = None,
+def tell(ref: pykka.ActorRef[Any], message: ActorMessage, cancel: CancelToken | None = None,
          lease: Lease | None = None) -> Envelope:
     """Send ``message``; return its envelope (whose ``reply`` the caller may wait on)."""
     env = _envelope(message, cancel, lease)
@@ -114,7 +114,7 @@ _CANCEL_POLL = 0.05  # seconds between checks of a cancel token while waiting
 
 def ask(
     ref: pykka.ActorRef[Any],
-    message: Message,
+    message: ActorMessage,
     *,
     timeout: float | None,
     cancel: CancelToken | None = None,
@@ -134,7 +134,7 @@ def ask(
 
 def ask_or_cancel(
     ref: pykka.ActorRef[Any],
-    message: Message,
+    message: ActorMessage,
     *,
     timeout: float,
     cancel: CancelToken,

@@ -26,7 +26,7 @@ import structlog
 
 from liteagent.eventlog import CancelToken, LiteAgentError, OperationCancelledError
 
-from ._envelope import ActorStoppedError, Message, complete, fail, start_actor, tell
+from ._envelope import ActorMessage, ActorStoppedError, complete, fail, start_actor, tell
 from ._errors import AgentBusyError
 from ._pool import ThreadPool
 from ._reply import Reply
@@ -50,7 +50,7 @@ class Request:
 
     session_id: str
     kind: Literal["send", "ask", "ref"]
-    message: Message | None
+    message: ActorMessage | None
     cancel: CancelToken | None
     reply: Reply = field(default_factory=Reply)
     queued: bool = False

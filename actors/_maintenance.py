@@ -10,13 +10,13 @@ from typing import Any
 import msgspec
 import pykka
 
-from ._envelope import ActorBase, Envelope, Message, ask
+from ._envelope import ActorBase, ActorMessage, Envelope, ask
 from ._errors import AgentBusyError
 
 __all__ = ["Acquire", "IsHeld", "MaintenanceLockActor", "Release", "held"]
 
 
-class Acquire(Message, tag="acquire", frozen=True):
+class Acquire(ActorMessage, tag="acquire", frozen=True):
     """Take ``session_id``'s lock for ``holder`` (a purpose such as "restore"); replies
     whether it was granted (False: someone else holds it)."""
 
@@ -24,14 +24,14 @@ class Acquire(Message, tag="acquire", frozen=True):
     holder: str
 
 
-class Release(Message, tag="release", frozen=True):
+class Release(ActorMessage, tag="release", frozen=True):
     """Give the lock back (a no-op when ``holder`` does not hold it)."""
 
     session_id: str
     holder: str
 
 
-class IsHeld(Message, tag="is_held", frozen=True):
+class IsHeld(ActorMessage, tag="is_held", frozen=True):
     """Reply with the holder of ``session_id``'s lock, or None."""
 
     session_id: str

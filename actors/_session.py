@@ -30,7 +30,7 @@ from liteagent.eventlog import (
 )
 from liteagent.tools import ToolOutput
 
-from ._envelope import ActorBase, Envelope, Message, ask, tell
+from ._envelope import ActorBase, ActorMessage, Envelope, ask, tell
 from ._errors import AgentBusyError
 from ._hub import LiveEvent
 from ._lease import session_lease
@@ -53,17 +53,17 @@ __all__ = [
 _log = structlog.get_logger("liteagent.session")
 
 
-class Send(Message, tag="send", frozen=True):
+class Send(ActorMessage, tag="send", frozen=True):
     """Run a user prompt to the end of the model's turn (the cancel token travels beside)."""
 
     text: str
 
 
-class GetState(Message, tag="get_state", frozen=True):
+class GetState(ActorMessage, tag="get_state", frozen=True):
     """Reply with the session's folded state (folding the log first if needed)."""
 
 
-class RecordCompaction(Message, tag="record_compaction", frozen=True):
+class RecordCompaction(ActorMessage, tag="record_compaction", frozen=True):
     """Append a compaction record made from the state at ``expected_head`` (the session is held
     for maintenance meanwhile); the view uses it from the next turn on."""
 
@@ -71,7 +71,7 @@ class RecordCompaction(Message, tag="record_compaction", frozen=True):
     expected_head: int
 
 
-class BackgroundDone(Message, tag="background_done", frozen=True):
+class BackgroundDone(ActorMessage, tag="background_done", frozen=True):
     """A background task of this session finished with ``content``."""
 
     task_id: str

@@ -17,7 +17,7 @@ import msgspec
 
 from liteagent.eventlog import BlobStore, FileSnapshot, RestoreFile
 
-from ._envelope import ActorBase, Envelope, Message
+from ._envelope import ActorBase, ActorMessage, Envelope
 from ._hub import EventHub, LiveEvent
 from ._live import CheckpointRestore
 from ._restore_files import apply_files
@@ -37,19 +37,19 @@ MAX_SNAPSHOT_BYTES = 8 * 1024 * 1024
 restorable (it shows in a checkpoint's ``unavailable_files`` and blocks a file restore)."""
 
 
-class PreImages(Message, tag="pre_images", frozen=True):
+class PreImages(ActorMessage, tag="pre_images", frozen=True):
     """Store the current content of ``paths`` (absolute, inside the workspace)."""
 
     paths: tuple[str, ...]
 
 
-class PostHashes(Message, tag="post_hashes", frozen=True):
+class PostHashes(ActorMessage, tag="post_hashes", frozen=True):
     """Hash the current content of ``paths``."""
 
     paths: tuple[str, ...]
 
 
-class ApplyRestore(Message, tag="apply_restore", frozen=True):
+class ApplyRestore(ActorMessage, tag="apply_restore", frozen=True):
     """Put ``files`` to their targets (``to_target``) or back to their backups; reply with the
     paths. A failed write while going to the targets rolls back and raises RestoreFailedError.
     The restore's cancel token travels beside the message."""

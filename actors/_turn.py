@@ -32,14 +32,12 @@ from liteagent.context import (
     ContextBudgetError,
     ContextOptions,
     ContextView,
-    ConversationView,
-    combine_view_hash,
     estimate_tokens,
-    message_digest,
-    messages_digest,
     request_digest,
-    request_overhead_tokens,
 )
+from liteagent.context._tokens import request_overhead_tokens
+from liteagent.context._view import ConversationView
+from liteagent.context._viewhash import combine_view_hash, message_digest, messages_digest
 from liteagent.eventlog import (
     AssistantMessage,
     CancelToken,
@@ -60,19 +58,13 @@ from liteagent.eventlog import (
     TurnAborted,
     Usage,
     UserPrompt,
-    merge_adjacent,
-    message_text,
 )
 from liteagent.eventlog import Message as ConvMessage
-from liteagent.providers import (
-    ContextOverflowError,
-    ModelProvider,
-    ModelRequest,
-    ModelResponse,
-    ResponseComplete,
-    ToolSchema,
-)
-from liteagent.tools import BackgroundStarter, Tool, ToolContext
+from liteagent.eventlog._messages import merge_adjacent, message_text
+from liteagent.providers import ContextOverflowError, ModelProvider
+from liteagent.providers._contract import ModelRequest, ModelResponse, ResponseComplete, ToolSchema
+from liteagent.tools import Tool, ToolContext
+from liteagent.tools._contract import BackgroundStarter
 
 from ._context import LogArchiveReader, SessionContext
 from ._gate import held

@@ -26,10 +26,10 @@ from liteagent.eventlog import (
     StoredEvent,
     ToolUseBlock,
     TurnAborted,
-    apply_all,
     fold,
-    kind_of,
 )
+from liteagent.eventlog._eventcodec import kind_of
+from liteagent.eventlog._fold import apply_all
 
 from ._turn_tools import interrupted_results, safe_text
 

@@ -25,10 +25,9 @@ from liteagent.eventlog import (
     ToolResultBlock,
     ToolUseBlock,
     Usage,
-    message_from_dict,
-    message_to_dict,
 )
 from liteagent.eventlog import Message as ConvMessage
+from liteagent.eventlog._interchange import message_from_dict, message_to_dict
 from liteagent.tools import Tool, ToolContext, ToolOutput
 
 from ._envelope import ask

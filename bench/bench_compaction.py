@@ -101,9 +101,9 @@ from liteagent.eventlog import (
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
-    message_text,
     messages_from_dicts,
 )
+from liteagent.eventlog._messages import message_text
 
 TARGET = 2.3  # t(x2) <= 2.3 x t(x1)
 REPO = Path(__file__).resolve().parent.parent

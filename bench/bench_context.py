@@ -90,13 +90,8 @@ from _common import (
 )
 from msgspec import UNSET
 
-from liteagent.context import (
-    ContextEngine,
-    ContextOptions,
-    ContextView,
-    archive_ref,
-    project_context,
-)
+from liteagent.context import ContextEngine, ContextOptions, ContextView, project_context
+from liteagent.context._archive import archive_ref
 from liteagent.eventlog import (
     AssistantMessage,
     ContentArchived,
@@ -114,10 +109,10 @@ from liteagent.eventlog import (
     ToolUseBlock,
     Usage,
     UserPrompt,
-    apply_all,
     fold,
-    kind_of,
 )
+from liteagent.eventlog._eventcodec import kind_of
+from liteagent.eventlog._fold import apply_all
 from liteagent.eventlog._pvec import PVec
 
 TARGET = 1.3  # per-request projection at 10,000 events <= 1.3 x at 100 events

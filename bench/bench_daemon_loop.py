@@ -39,7 +39,8 @@ from _common import environment, library_fingerprint
 
 from liteagent.actors._hub import AsyncSubscription
 from liteagent.eventlog import AssistantMessage, TextBlock, Usage, sqlite_checkpointer
-from liteagent.providers import ModelRequest, scripted
+from liteagent.providers import scripted
+from liteagent.providers._contract import ModelRequest
 from liteagent.sdk import (
     CompactionProgress,
     LiveEvent,

@@ -60,7 +60,8 @@ from liteagent.eventlog import (
     Usage,
     sqlite_checkpointer,
 )
-from liteagent.providers import ModelRequest, scripted
+from liteagent.providers import scripted
+from liteagent.providers._contract import ModelRequest
 from liteagent.sdk import create_async_lite_agent
 
 SEED = 20240611

@@ -56,7 +56,7 @@ from _common import (
     library_fingerprint,
 )
 
-from liteagent.actors import SessionCore
+from liteagent.actors._turn import SessionCore
 from liteagent.eventlog import (
     AssistantMessage,
     CancelToken,
@@ -74,7 +74,8 @@ from liteagent.eventlog import (
     memory_checkpointer,
 )
 from liteagent.eventlog import conversation as conversation_of
-from liteagent.providers import ModelRequest, ScriptItem, scripted
+from liteagent.providers import ScriptItem, scripted
+from liteagent.providers._contract import ModelRequest
 from liteagent.sdk import LiteAgent, create_lite_agent
 
 TARGET = 1.3  # t(10,000) <= 1.3 x t(100)

@@ -51,7 +51,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from liteagent.eventlog import BLOB_REF_PATTERN, InvalidArgumentError, blob_ref
+from liteagent.eventlog import InvalidArgumentError
+from liteagent.eventlog._blobs import BLOB_REF_PATTERN, blob_ref
 
 from ._spill import SPILL_PREFIX
 

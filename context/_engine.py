@@ -38,7 +38,7 @@ from liteagent.eventlog import (
     TextBlock,
 )
 
-from ._engine_base import Base
+from ._engine_base import EngineBase
 from ._engine_options import ContextBudgetError, ContextOptions, ContextView
 from ._tokens import _MESSAGE_OVERHEAD as _MESSAGE_TOKENS
 from ._tokens import estimate_block_tokens, estimate_tokens
@@ -80,7 +80,7 @@ class ContextEngine:
             raise InvalidArgumentError(
                 f"ContextEngine needs ContextSettings, got {type(settings).__name__}")
         self.settings = settings
-        self._base = Base(keep_recent=settings.keep_recent_results,
+        self._base = EngineBase(keep_recent=settings.keep_recent_results,
                           preview_chars=settings.preview_chars)
 
     def project(self, state: SessionState, *, budget: int | None = None) -> ContextView:

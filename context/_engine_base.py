@@ -42,7 +42,7 @@ from ._turns import is_prompt, opens_turn
 from ._view import ConversationView, deepcopy_with_chains
 from ._viewhash import message_digest
 
-__all__ = ["Base"]
+__all__ = ["EngineBase"]
 
 _PATH_TOOLS = frozenset({"read_file", "write_file", "edit_file", "delete_file"})
 
@@ -74,7 +74,7 @@ class _Call:
 
 
 @dataclass
-class Base:
+class EngineBase:
     """See the module docstring. Use :meth:`sync` before reading the lists."""
 
     keep_recent: int
@@ -128,7 +128,7 @@ class Base:
             chain.update(self.ext_digests[-1])
         return chain.digest()
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> Base:
+    def __deepcopy__(self, memo: dict[int, Any]) -> EngineBase:
         """A deep copy (see :func:`~._view.deepcopy_with_chains`)."""
         return deepcopy_with_chains(self, memo)
 

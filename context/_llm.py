@@ -69,9 +69,8 @@ from liteagent.eventlog import (
     OperationCancelledError,
     TextBlock,
     Usage,
-    merge_adjacent,
-    message_text,
 )
+from liteagent.eventlog._messages import merge_adjacent, message_text
 
 from ._contract import Compactor, CompactResult, PassReport, accepts_cancel
 from ._render import cut_text, render_turn, text_tokens

@@ -28,8 +28,8 @@ from liteagent.eventlog import (
     TextBlock,
     ToolResultBlock,
     Usage,
-    merge_adjacent,
 )
+from liteagent.eventlog._messages import merge_adjacent
 
 from ._contract import Compactor
 from ._tokens import (

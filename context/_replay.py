@@ -22,8 +22,8 @@ from liteagent.eventlog import (
     ModelRequestRecord,
     SessionState,
     StoredEvent,
-    apply_all,
 )
+from liteagent.eventlog._fold import apply_all
 
 from ._engine import ContextEngine
 from ._engine_options import ContextBudgetError

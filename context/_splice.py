@@ -38,7 +38,8 @@ from typing import NamedTuple
 
 import msgspec
 
-from liteagent.eventlog import Message, Role, TextBlock, ToolResultBlock
+from liteagent.eventlog import Message, TextBlock, ToolResultBlock
+from liteagent.eventlog._messages import Role
 
 from ._scope import Scope
 from ._tokens import estimate_tokens

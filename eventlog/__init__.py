@@ -6,7 +6,7 @@ This package imports nothing else of liteagent. The conformance suite for backen
 what a backend of your own needs beyond this package in :mod:`liteagent.eventlog.backend`.
 """
 
-from ._blobs import BLOB_REF_PATTERN, BlobStore, blob_ref
+from ._blobs import BlobStore
 from ._cancel import CancelToken
 from ._codec import Codec, zlib_codec
 from ._contract import (
@@ -43,7 +43,6 @@ from ._errors import (
     StorageIOError,
     TruncateRangeError,
 )
-from ._eventcodec import EVENT_KINDS, kind_of
 from ._events import (
     AssistantMessage,
     BackgroundCompleted,
@@ -55,7 +54,6 @@ from ._events import (
     FileSnapshot,
     ModelRequestRecord,
     OpaqueEvent,
-    Origin,
     PassRecord,
     RestoreFile,
     RestoreFinished,
@@ -68,22 +66,9 @@ from ._events import (
     UserPrompt,
 )
 from ._file import file_checkpointer
-from ._fold import (
-    CheckpointMark,
-    ConversationEntry,
-    SessionState,
-    apply,
-    apply_all,
-    conversation,
-    fold,
-)
-from ._ids import SESSION_ID_PATTERN, validate_session_id
-from ._interchange import (
-    message_from_dict,
-    message_to_dict,
-    messages_from_dicts,
-    messages_to_dicts,
-)
+from ._fold import ConversationEntry, SessionState, apply, conversation, fold
+from ._ids import validate_session_id
+from ._interchange import messages_from_dicts, messages_to_dicts
 from ._memory import memory_checkpointer
 from ._messages import (
     Block,
@@ -91,13 +76,10 @@ from ._messages import (
     Message,
     RawBlock,
     RedactedThinkingBlock,
-    Role,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
-    merge_adjacent,
-    message_text,
 )
 from ._model import (
     AppliedEdit,
@@ -115,14 +97,10 @@ from ._model import (
     ToolSchema,
     ToolUseStart,
 )
-from ._paths import lite_agent_home, project_dir, project_hash
-from ._pvec import PVec
+from ._paths import project_dir
 from ._sqlite import sqlite_checkpointer
 
 __all__ = [
-    "BLOB_REF_PATTERN",
-    "EVENT_KINDS",
-    "SESSION_ID_PATTERN",
     "AppliedEdit",
     "AssistantMessage",
     "BackgroundCompleted",
@@ -132,7 +110,6 @@ __all__ = [
     "Block",
     "CancelToken",
     "CheckpointConflictError",
-    "CheckpointMark",
     "Checkpointer",
     "CheckpointerClosedError",
     "CheckpointerError",
@@ -171,8 +148,6 @@ __all__ = [
     "NotADatabaseError",
     "OpaqueEvent",
     "OperationCancelledError",
-    "Origin",
-    "PVec",
     "PassRecord",
     "Position",
     "RawBlock",
@@ -182,7 +157,6 @@ __all__ = [
     "RestoreFile",
     "RestoreFinished",
     "RestoreStarted",
-    "Role",
     "SchemaVersionError",
     "SessionInfo",
     "SessionLeasedError",
@@ -206,22 +180,13 @@ __all__ = [
     "Usage",
     "UserPrompt",
     "apply",
-    "apply_all",
-    "blob_ref",
     "conversation",
     "file_checkpointer",
     "fold",
-    "kind_of",
-    "lite_agent_home",
     "memory_checkpointer",
-    "merge_adjacent",
-    "message_from_dict",
-    "message_text",
-    "message_to_dict",
     "messages_from_dicts",
     "messages_to_dicts",
     "project_dir",
-    "project_hash",
     "sqlite_checkpointer",
     "validate_session_id",
     "zlib_codec",

@@ -132,6 +132,8 @@ its module must be importable by name when the first of them starts (installed, 
 ``sys.path`` from the start of the test run).
 """
 
+from liteagent.eventlog._blobs import BLOB_REF_PATTERN, blob_ref
+
 from ._blobs import FileBlobStore, MemoryBlobStore, check_blob_data, parse_blob_ref, verify_blob
 from ._contract import (
     DAMAGE_PROBLEMS,
@@ -145,12 +147,14 @@ from ._contract import (
 from ._lease import check_lease_held, mark_lease_lost
 
 __all__ = [
+    "BLOB_REF_PATTERN",
     "DAMAGE_PROBLEMS",
     "INFORMATIONAL_PROBLEMS",
     "MAX_SEQ",
     "EncodedEvent",
     "FileBlobStore",
     "MemoryBlobStore",
+    "blob_ref",
     "check_blob_data",
     "check_lease_held",
     "check_position",

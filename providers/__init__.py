@@ -11,27 +11,7 @@ The fake Messages API server for tests is in :mod:`liteagent.providers.testing`.
 
 from typing import TYPE_CHECKING, Any
 
-from ._contract import (
-    CLEAR_THINKING,
-    CLEAR_TOOL_USES,
-    COMPACT,
-    TOKEN_COUNTING,
-    AppliedEdit,
-    ClearThinking,
-    ClearToolUses,
-    Compact,
-    ContextEdit,
-    ModelProvider,
-    ModelRequest,
-    ModelResponse,
-    ResponseComplete,
-    StreamEvent,
-    TextDelta,
-    ThinkingDelta,
-    ToolInputDelta,
-    ToolSchema,
-    ToolUseStart,
-)
+from ._contract import CLEAR_THINKING, CLEAR_TOOL_USES, COMPACT, TOKEN_COUNTING, ModelProvider
 from ._errors import (
     CapabilityNotSupportedError,
     ContextOverflowError,
@@ -47,8 +27,8 @@ from ._errors import (
     UnexpectedRequestError,
     UnusedResponsesError,
 )
-from ._replay import ReplayProvider, replay, replay_messages
-from ._scripted import ScriptedProvider, ScriptItem, response_events, scripted
+from ._replay import ReplayProvider, replay
+from ._scripted import ScriptedProvider, ScriptItem, scripted
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicProvider, anthropic_provider
@@ -80,16 +60,9 @@ __all__ = [
     "COMPACT",
     "TOKEN_COUNTING",
     "AnthropicProvider",
-    "AppliedEdit",
     "CapabilityNotSupportedError",
-    "ClearThinking",
-    "ClearToolUses",
-    "Compact",
-    "ContextEdit",
     "ContextOverflowError",
     "ModelProvider",
-    "ModelRequest",
-    "ModelResponse",
     "OverloadedError",
     "ProviderAuthError",
     "ProviderError",
@@ -99,22 +72,12 @@ __all__ = [
     "RateLimitError",
     "ReplayMismatchError",
     "ReplayProvider",
-    "ResponseComplete",
     "ScriptError",
     "ScriptItem",
     "ScriptedProvider",
-    "StreamEvent",
-    "TextDelta",
-    "ThinkingDelta",
-    "ToolInputDelta",
-    "ToolSchema",
-    "ToolUseStart",
     "UnexpectedRequestError",
     "UnusedResponsesError",
     "anthropic",
-    "anthropic_provider",
     "replay",
-    "replay_messages",
-    "response_events",
     "scripted",
 ]

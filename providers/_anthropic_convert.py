@@ -37,9 +37,9 @@ from liteagent.eventlog import (
     ToolResultBlock,
     ToolUseBlock,
     Usage,
-    message_from_dict,
     messages_to_dicts,
 )
+from liteagent.eventlog._interchange import message_from_dict
 
 from ._contract import (
     AppliedEdit,

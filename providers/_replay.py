@@ -51,8 +51,8 @@ from liteagent.eventlog import (
     ToolResultBlock,
     TurnAborted,
     UserPrompt,
-    message_from_dict,
 )
+from liteagent.eventlog._interchange import message_from_dict
 
 from ._contract import ModelRequest, ModelResponse
 from ._errors import ReplayMismatchError

@@ -50,9 +50,8 @@ from liteagent.eventlog import (
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
-    message_from_dict,
-    message_to_dict,
 )
+from liteagent.eventlog._interchange import message_from_dict, message_to_dict
 
 from ._contract import (
     CLEAR_THINKING,

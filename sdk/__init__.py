@@ -7,33 +7,38 @@
 - :func:`configure_logging`: an opt-in logging setup (the library itself never configures).
 """
 
-from liteagent.actors import (
-    ActorStoppedError,
-    ActorTimeoutError,
-    AgentBusyError,
-    BackgroundTask,
+from liteagent.actors._compactor import CompactStats
+from liteagent.actors._envelope import ActorStoppedError, ActorTimeoutError
+from liteagent.actors._host import AgentBusyError, HostSaturatedError, HostStats
+from liteagent.actors._hub import AsyncSubscription, LiveEvent, Missed, Subscription
+from liteagent.actors._live import (
     BackgroundTaskFinished,
-    Checkpoint,
     CheckpointRestore,
     CompactionProgress,
-    CompactStats,
-    HostSaturatedError,
-    HostStats,
-    InterruptedRestoreError,
-    InvalidCheckpointError,
-    LiveEvent,
-    Missed,
-    RestoreFailedError,
-    RestoreRefusedError,
-    RestoreResult,
-    Subscription,
     ToolCallFinished,
     ToolCallStarted,
     TurnFailed,
-    TurnFailedError,
     TurnFinished,
 )
-from liteagent.actors._hub import AsyncSubscription
+from liteagent.actors._restore import RestoreResult
+from liteagent.actors._restore_files import RestoreFailedError
+from liteagent.actors._restore_plan import (
+    Checkpoint,
+    InterruptedRestoreError,
+    InvalidCheckpointError,
+    RestoreRefusedError,
+)
+from liteagent.actors._session import BackgroundTask
+from liteagent.actors._turn import Middleware, TurnFailedError
+from liteagent.context._engine_options import ContextBudgetError
+from liteagent.eventlog._cancel import CancelToken
+from liteagent.eventlog._errors import (
+    CheckpointConflictError,
+    InvalidArgumentError,
+    LiteAgentError,
+    OperationCancelledError,
+)
+from liteagent.providers._errors import ProviderError
 
 from ._agent import LiteAgent, LiteAgentResult
 from ._async_agent import AsyncLiteAgent
@@ -50,18 +55,26 @@ __all__ = [
     "AsyncSubscription",
     "BackgroundTask",
     "BackgroundTaskFinished",
+    "CancelToken",
     "Checkpoint",
+    "CheckpointConflictError",
     "CheckpointRestore",
     "CompactStats",
     "CompactionProgress",
+    "ContextBudgetError",
     "HostSaturatedError",
     "HostStats",
     "InterruptedRestoreError",
+    "InvalidArgumentError",
     "InvalidCheckpointError",
     "LiteAgent",
+    "LiteAgentError",
     "LiteAgentResult",
     "LiveEvent",
+    "Middleware",
     "Missed",
+    "OperationCancelledError",
+    "ProviderError",
     "RestoreFailedError",
     "RestoreRefusedError",
     "RestoreResult",

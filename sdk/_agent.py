@@ -24,15 +24,13 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from liteagent.actors import (
-    BackgroundTask,
-    Checkpoint,
-    CompactStats,
-    HostStats,
-    RestoreResult,
-    Subscription,
-    TurnResult,
-)
+from liteagent.actors._compactor import CompactStats
+from liteagent.actors._host import HostStats
+from liteagent.actors._hub import Subscription
+from liteagent.actors._restore import RestoreResult
+from liteagent.actors._restore_plan import Checkpoint
+from liteagent.actors._session import BackgroundTask
+from liteagent.actors._turn import TurnResult
 from liteagent.eventlog import (
     CancelToken,
     RestoreStarted,

@@ -18,14 +18,12 @@ from functools import partial
 from types import TracebackType
 from typing import Any
 
-from liteagent.actors import (
-    BackgroundTask,
-    Checkpoint,
-    CompactStats,
-    HostStats,
-    RestoreResult,
-)
+from liteagent.actors._compactor import CompactStats
+from liteagent.actors._host import HostStats
 from liteagent.actors._hub import AsyncSubscription
+from liteagent.actors._restore import RestoreResult
+from liteagent.actors._restore_plan import Checkpoint
+from liteagent.actors._session import BackgroundTask
 from liteagent.eventlog import (
     CancelToken,
     LiteAgentError,

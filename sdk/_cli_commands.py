@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from rich.console import Console
 
-from liteagent.actors import CompactStats
+from liteagent.actors._compactor import CompactStats
 from liteagent.eventlog import (
     Compaction,
     InvalidSessionIdError,

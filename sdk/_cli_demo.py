@@ -33,8 +33,8 @@ from liteagent.eventlog import (
     ToolUseBlock,
     conversation,
     fold,
-    message_text,
 )
+from liteagent.eventlog._messages import message_text
 from liteagent.providers import scripted
 
 from ._agent import LiteAgent

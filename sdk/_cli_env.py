@@ -33,18 +33,13 @@ from liteagent.eventlog import (
     OperationCancelledError,
     StreamEvent,
     file_checkpointer,
-    message_text,
     project_dir,
     sqlite_checkpointer,
     validate_session_id,
 )
-from liteagent.providers import (
-    ModelProvider,
-    ModelResponse,
-    ProviderAuthError,
-    ProviderRequestError,
-    replay,
-)
+from liteagent.eventlog._messages import message_text
+from liteagent.providers import ModelProvider, ProviderAuthError, ProviderRequestError, replay
+from liteagent.providers._contract import ModelResponse
 
 from ._agent import LiteAgent
 from ._cli_errors import NoApiKeyError, UsageError, one_line

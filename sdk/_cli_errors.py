@@ -15,9 +15,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from liteagent.actors import (
-    AgentBusyError,
-    HostSaturatedError,
+from liteagent.actors._host import AgentBusyError, HostSaturatedError
+from liteagent.actors._restore_plan import (
     InterruptedRestoreError,
     InvalidCheckpointError,
     RestoreRefusedError,

@@ -23,17 +23,16 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn
 from rich.table import Table
 
-from liteagent.actors import (
-    Checkpoint,
+from liteagent.actors._hub import LiveEvent, Missed
+from liteagent.actors._live import (
     CheckpointRestore,
     CompactionProgress,
-    LiveEvent,
-    Missed,
     ToolCallFinished,
     ToolCallStarted,
 )
+from liteagent.actors._restore_plan import Checkpoint
 from liteagent.eventlog import SessionInfo
-from liteagent.providers import TextDelta, ToolInputDelta, ToolUseStart
+from liteagent.providers._contract import TextDelta, ToolInputDelta, ToolUseStart
 
 from ._cli_errors import OutputClosedError, one_line
 

@@ -32,22 +32,20 @@ from liteagent.eventlog import (
     OperationCancelledError,
     TextBlock,
     ToolUseBlock,
-    message_from_dict,
 )
+from liteagent.eventlog._interchange import message_from_dict
 from liteagent.providers import (
     ContextOverflowError,
     ModelProvider,
-    ModelRequest,
-    ModelResponse,
     OverloadedError,
     ProviderAuthError,
     ProviderUnavailableError,
     RateLimitError,
     ScriptItem,
-    StreamEvent,
     UnexpectedRequestError,
-    response_events,
 )
+from liteagent.providers._contract import ModelRequest, ModelResponse, StreamEvent
+from liteagent.providers._scripted import response_events
 
 __all__ = ["SCRIPT_FORMAT", "ScriptFileProvider", "load_script", "script_provider"]
 

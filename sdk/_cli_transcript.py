@@ -51,10 +51,9 @@ from liteagent.eventlog import (
     ToolResultBlock,
     UserPrompt,
     fold,
-    message_from_dict,
-    message_to_dict,
     validate_session_id,
 )
+from liteagent.eventlog._interchange import message_from_dict, message_to_dict
 
 from ._cli_commands import existing_session
 from ._cli_env import CliEnv

@@ -13,7 +13,9 @@ import asyncio
 from collections.abc import AsyncGenerator, Generator
 from types import TracebackType
 
-from liteagent.actors import CompactionProgress, CompactStats, LiveEvent
+from liteagent.actors._compactor import CompactStats
+from liteagent.actors._hub import LiveEvent
+from liteagent.actors._live import CompactionProgress
 from liteagent.eventlog import CancelToken
 
 from ._core import AgentCore

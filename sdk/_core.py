@@ -20,16 +20,16 @@ import structlog
 
 from liteagent.actors import (
     CompactorActor,
-    CompactStats,
     EventHub,
     FileSnapshotActor,
     MaintenanceLockActor,
     ManualCompaction,
     Restorer,
-    RestoreResult,
     SessionConfig,
     SessionHost,
 )
+from liteagent.actors._compactor import CompactStats
+from liteagent.actors._restore import RestoreResult
 from liteagent.context import ContextOptions
 from liteagent.eventlog import CancelToken, Checkpointer, validate_session_id
 from liteagent.providers import ModelProvider

@@ -26,15 +26,10 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import msgspec
 
-from liteagent.context import (
-    ContextEngine,
-    ConversationView,
-    combine_view_hash,
-    request_digest,
-    request_overhead_tokens,
-    verify_replay,
-    view_hash,
-)
+from liteagent.context import ContextEngine, request_digest, verify_replay, view_hash
+from liteagent.context._tokens import request_overhead_tokens
+from liteagent.context._view import ConversationView
+from liteagent.context._viewhash import combine_view_hash
 from liteagent.eventlog import (
     ContextStatus,
     ModelRequestRecord,
@@ -42,7 +37,7 @@ from liteagent.eventlog import (
     StoredEvent,
     apply,
 )
-from liteagent.providers import ModelRequest, ToolSchema
+from liteagent.providers._contract import ModelRequest, ToolSchema
 from liteagent.tools import Tool
 
 __all__ = ["RequestCheck", "ViewConfig", "iter_requests", "request_at", "verify_requests",

@@ -22,7 +22,6 @@ from liteagent.context import (
     CompactResult,
     default_compactor,
     estimate_tokens,
-    is_prompt,
     memory_spill_store,
     micro_pass,
     snip_pass,
@@ -30,6 +29,7 @@ from liteagent.context import (
     token_budget_compactor,
     tool_result_budget_pass,
 )
+from liteagent.context._turns import is_prompt
 from liteagent.eventlog import (
     Block,
     Message,

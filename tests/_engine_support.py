@@ -8,8 +8,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from liteagent.context import ContextView, estimate_tokens, is_prompt, split_turns
+from liteagent.context import ContextView, estimate_tokens, split_turns
 from liteagent.context._archive import archive_marker, archive_ref
+from liteagent.context._turns import is_prompt
 from liteagent.eventlog import (
     AssistantMessage,
     ContentArchived,
@@ -20,9 +21,9 @@ from liteagent.eventlog import (
     ToolResultBlock,
     ToolUseBlock,
     UserPrompt,
-    kind_of,
     messages_from_dicts,
 )
+from liteagent.eventlog._eventcodec import kind_of
 
 THRESHOLD = 16384
 

@@ -45,7 +45,8 @@ from liteagent.eventlog import (
     file_checkpointer,
     sqlite_checkpointer,
 )
-from liteagent.providers import ModelRequest, scripted
+from liteagent.providers import scripted
+from liteagent.providers._contract import ModelRequest
 from liteagent.sdk import LiteAgent, create_lite_agent
 from liteagent.tools import ToolContext, bash, tool
 

@@ -18,8 +18,9 @@ from liteagent.eventlog import (
     ToolUseBlock,
     memory_checkpointer,
 )
-from liteagent.providers import ModelRequest, scripted
+from liteagent.providers import scripted
 from liteagent.providers._anthropic_convert import request_params
+from liteagent.providers._contract import ModelRequest
 from liteagent.tools import Tool, ToolContext, ToolOutput, tool
 
 Action = AssistantMessage | BaseException | Callable[[ModelRequest], AssistantMessage]

@@ -29,7 +29,8 @@ from liteagent.eventlog import (
     memory_checkpointer,
     sqlite_checkpointer,
 )
-from liteagent.providers import ContextOverflowError, ModelRequest, scripted
+from liteagent.providers import ContextOverflowError, scripted
+from liteagent.providers._contract import ModelRequest
 from liteagent.sdk import (
     AgentBusyError,
     LiteAgent,

@@ -26,7 +26,8 @@ from liteagent.eventlog import (
     memory_checkpointer,
     sqlite_checkpointer,
 )
-from liteagent.providers import AnthropicProvider, ModelRequest, TextDelta, scripted
+from liteagent.providers import AnthropicProvider, scripted
+from liteagent.providers._contract import ModelRequest, TextDelta
 from liteagent.providers.testing import (
     FakeMessagesServer,
     message,

@@ -26,34 +26,36 @@ from liteagent.eventlog import (
     ToolResultBlock,
     ToolUseBlock,
     Usage,
-    message_from_dict,
     messages_from_dicts,
     messages_to_dicts,
 )
+from liteagent.eventlog._interchange import message_from_dict
 from liteagent.providers import (
     AnthropicProvider,
-    AppliedEdit,
-    ClearThinking,
-    ClearToolUses,
-    Compact,
     ContextOverflowError,
-    ModelRequest,
-    ModelResponse,
     OverloadedError,
     ProviderAuthError,
     ProviderRequestError,
     ProviderStreamError,
     ProviderUnavailableError,
     RateLimitError,
+    anthropic,
+)
+from liteagent.providers._anthropic_convert import request_params
+from liteagent.providers._contract import (
+    AppliedEdit,
+    ClearThinking,
+    ClearToolUses,
+    Compact,
+    ModelRequest,
+    ModelResponse,
     ResponseComplete,
     TextDelta,
     ThinkingDelta,
     ToolInputDelta,
     ToolSchema,
     ToolUseStart,
-    anthropic,
 )
-from liteagent.providers._anthropic_convert import request_params
 from liteagent.providers.testing import (
     FakeMessagesServer,
     authentication_error,

@@ -11,19 +11,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from liteagent.context import (
+from liteagent.context import SPILL_PREFIX
+from liteagent.context._archive import (
     ARCHIVE_PREFIX,
+    MAX_GRAPHEME_OVERRUN,
     REFERENCE_PATTERN,
-    SPILL_PREFIX,
     archive_marker,
     archive_ref,
     refs_in,
     render_slice,
     slice_text,
-    spill_marker,
 )
-from liteagent.context._archive import MAX_GRAPHEME_OVERRUN
-from liteagent.eventlog import blob_ref
+from liteagent.context._spill import spill_marker
+from liteagent.eventlog._blobs import blob_ref
 
 REF = "sha256:" + "ab" * 32
 FENCE = "ab" * 8

@@ -11,7 +11,8 @@ import pytest
 from _cli_runner import LITE_AGENT, Cli, CliServer, clean_env, two_prompts, write
 
 from liteagent.eventlog import AssistantMessage, Message, TextBlock, file_checkpointer, fold
-from liteagent.providers import ModelRequest, scripted
+from liteagent.providers import scripted
+from liteagent.providers._contract import ModelRequest
 from liteagent.providers.testing import FakeMessagesServer, message, text
 from liteagent.sdk import create_agent
 from liteagent.sdk._prompt import DEFAULT_SYSTEM_PROMPT

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from liteagent.context import (
-    SUMMARY_HEADER,
     Compactor,
     CompactResult,
     compaction,
@@ -19,8 +18,9 @@ from liteagent.context import (
     llm_compactor,
     reactive_compaction,
     split_turns,
-    trim_messages,
 )
+from liteagent.context._llm import SUMMARY_HEADER
+from liteagent.context._middleware import trim_messages
 from liteagent.eventlog import (
     AssistantMessage,
     CancelToken,
@@ -37,8 +37,8 @@ from liteagent.eventlog import (
     conversation,
     fold,
     memory_checkpointer,
-    message_text,
 )
+from liteagent.eventlog._messages import message_text
 from liteagent.providers import (
     AnthropicProvider,
     ContextOverflowError,

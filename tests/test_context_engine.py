@@ -20,12 +20,12 @@ from liteagent.context import (
     ContextBudgetError,
     ContextEngine,
     ContextOptions,
-    combine_view_hash,
     estimate_tokens,
-    is_prompt,
     project_context,
     verify_replay,
 )
+from liteagent.context._turns import is_prompt
+from liteagent.context._viewhash import combine_view_hash
 from liteagent.eventlog import (
     ContextSettings,
     ContextStatus,
@@ -37,10 +37,10 @@ from liteagent.eventlog import (
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
-    apply_all,
     conversation,
     fold,
 )
+from liteagent.eventlog._fold import apply_all
 
 BUDGETS = (4_000, 8_000, 32_000, 100_000)
 """Budgets for the recorded trajectories: the smallest refuses some requests of most files."""

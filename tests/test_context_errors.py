@@ -19,12 +19,10 @@ from liteagent.context import (
     ContextEngine,
     ContextOptions,
     NativeCompactionError,
-    archive_marker,
     blob_spill_store,
     memory_spill_store,
-    render_slice,
-    slice_text,
 )
+from liteagent.context._archive import archive_marker, render_slice, slice_text
 from liteagent.eventlog import (
     BlobNotFoundError,
     CodecError,

@@ -24,9 +24,9 @@ from liteagent.context import (
     memory_spill_store,
     micro_pass,
     snip_pass,
-    spill_marker,
     tool_result_budget_pass,
 )
+from liteagent.context._spill import spill_marker
 from liteagent.eventlog import (
     InvalidArgumentError,
     Message,

@@ -17,21 +17,19 @@ from _engine_support import THRESHOLD, load_messages, log_of
 
 from liteagent.actors._context import LogArchiveReader
 from liteagent.context import (
-    ARCHIVE_PREFIX,
     SPILL_PREFIX,
     Compactor,
     CompactResult,
     ContextBudgetError,
     ContextOptions,
     NativeCompactionError,
-    archive_ref,
     blob_spill_store,
     default_compactor,
     estimate_tokens,
-    request_overhead_tokens,
-    slice_text,
     verify_replay,
 )
+from liteagent.context._archive import ARCHIVE_PREFIX, archive_ref, slice_text
+from liteagent.context._tokens import request_overhead_tokens
 from liteagent.eventlog import (
     AssistantMessage,
     CancelToken,

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from liteagent.context import archive_marker, archive_ref, refs_in
+from liteagent.context._archive import archive_marker, archive_ref, refs_in
 from liteagent.eventlog import BlobStore, Checkpointer, file_checkpointer, zlib_codec
 from liteagent.tools import (
-    ArchiveReader,
     ToolContext,
     ToolOutput,
     UnknownReferenceError,
@@ -21,6 +20,7 @@ from liteagent.tools import (
     default_tools,
     read_spilled,
 )
+from liteagent.tools._contract import ArchiveReader
 
 _HEADER = re.compile(
     r"\[liteagent:context ref=(sha256:[0-9a-f]{64}) chars (\d+)-(\d+) of (\d+); "

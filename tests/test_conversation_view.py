@@ -11,16 +11,14 @@ from hypothesis import strategies as st
 from liteagent.context import (
     ContextEngine,
     ContextOptions,
-    ConversationView,
-    archive_ref,
-    combine_view_hash,
     estimate_tokens,
-    message_digest,
-    messages_digest,
     project_context,
     request_digest,
     verify_replay,
 )
+from liteagent.context._archive import archive_ref
+from liteagent.context._view import ConversationView
+from liteagent.context._viewhash import combine_view_hash, message_digest, messages_digest
 from liteagent.eventlog import (
     AssistantMessage,
     Compaction,
@@ -38,9 +36,9 @@ from liteagent.eventlog import (
     TurnAborted,
     UserPrompt,
     fold,
-    kind_of,
-    merge_adjacent,
 )
+from liteagent.eventlog._eventcodec import kind_of
+from liteagent.eventlog._messages import merge_adjacent
 
 _IDS = st.sampled_from(["t1", "t2", "t3"])
 _TEXT = st.text(alphabet="ab東\n", max_size=6)

@@ -12,7 +12,6 @@ import msgspec
 import pytest
 
 from liteagent.eventlog import (
-    EVENT_KINDS,
     AssistantMessage,
     BackgroundCompleted,
     Block,
@@ -49,7 +48,7 @@ from liteagent.eventlog import (
     sqlite_checkpointer,
 )
 from liteagent.eventlog._contract import decode_stored
-from liteagent.eventlog._eventcodec import encode_body, kind_of
+from liteagent.eventlog._eventcodec import EVENT_KINDS, encode_body, kind_of
 
 SID = "s1"
 

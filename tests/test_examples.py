@@ -57,7 +57,7 @@ def test_readme_fake_server_snippet_runs() -> None:
     code = _block_after("### Testing without a network")
     setup = (
         "from liteagent.eventlog import Message, TextBlock\n"
-        "from liteagent.providers import ModelRequest\n"
+        "from liteagent.eventlog import ModelRequest\n"
         "request = ModelRequest(model='m', messages=(Message('user', (TextBlock('hi'),)),))\n"
     )
     result = subprocess.run(

@@ -16,32 +16,25 @@ import liteagent.sdk
 import liteagent.tools
 
 EVENTLOG = {
-    "AppliedEdit", "AssistantMessage", "BLOB_REF_PATTERN", "BackgroundCompleted", "BlobError",
-    "BlobNotFoundError", "BlobStore", "Block", "CancelToken", "CheckpointConflictError",
-    "CheckpointMark", "Checkpointer", "CheckpointerClosedError", "CheckpointerError",
-    "ClearThinking", "ClearToolUses", "Codec", "CodecError", "Compact", "Compaction",
-    "CompactionBlock", "ContextEdit", "ContextLimitError", "ContextStatus", "ConversationEntry",
-    "ContentArchived", "ContextSettings",
-    "CorruptBlobError", "CorruptLogError", "EVENT_KINDS", "Event", "FileSnapshot",
-    "IntegrityProblem", "IntegrityReport", "InvalidArgumentError", "InvalidBlobRefError",
-    "InvalidEventError", "InvalidMessageError", "InvalidSessionIdError", "Lease", "LeaseInfo",
-    "LeaseLostError",
+    "AppliedEdit", "AssistantMessage", "BackgroundCompleted", "BlobError", "BlobNotFoundError",
+    "BlobStore", "Block", "CancelToken", "CheckpointConflictError", "Checkpointer",
+    "CheckpointerClosedError", "CheckpointerError", "ClearThinking", "ClearToolUses", "Codec",
+    "CodecError", "Compact", "Compaction", "CompactionBlock", "ContentArchived", "ContextEdit",
+    "ContextLimitError", "ContextSettings", "ContextStatus", "ConversationEntry",
+    "CorruptBlobError", "CorruptLogError", "Event", "FileSnapshot", "IntegrityProblem",
+    "IntegrityReport", "InvalidArgumentError", "InvalidBlobRefError", "InvalidEventError",
+    "InvalidMessageError", "InvalidSessionIdError", "Lease", "LeaseInfo", "LeaseLostError",
     "LiteAgentError", "Message", "ModelRequest", "ModelRequestRecord", "ModelResponse",
-    "NotADatabaseError",
-    "OpaqueEvent", "OperationCancelledError", "Origin", "PVec", "PassRecord", "Position",
-    "RepairReport",
-    "RawBlock", "RedactedThinkingBlock", "ResponseComplete", "RestoreFile", "RestoreFinished",
-    "RestoreStarted", "Role", "SESSION_ID_PATTERN", "SchemaVersionError", "SessionInfo",
+    "NotADatabaseError", "OpaqueEvent", "OperationCancelledError", "PassRecord", "Position",
+    "RawBlock", "RedactedThinkingBlock", "RepairReport", "ResponseComplete", "RestoreFile",
+    "RestoreFinished", "RestoreStarted", "SchemaVersionError", "SessionInfo",
     "SessionLeasedError", "SessionStarted", "SessionState", "StorageIOError", "StoredEvent",
-    "StreamEvent", "TextBlock",
-    "TextDelta", "ThinkingBlock", "ThinkingDelta", "ToolInputDelta", "ToolResult",
-    "ToolResultBlock", "ToolSchema", "ToolUseBlock", "ToolUseStart", "TruncateRangeError",
-    "TurnAborted", "Usage", "UserPrompt", "apply", "apply_all", "blob_ref", "conversation",
-    "file_checkpointer", "fold", "kind_of", "lite_agent_home", "memory_checkpointer",
-    "message_from_dict", "message_text", "message_to_dict", "messages_from_dicts",
-    "messages_to_dicts", "project_dir", "project_hash", "sqlite_checkpointer",
-    "validate_session_id", "zlib_codec",
-    "merge_adjacent",
+    "StreamEvent", "TextBlock", "TextDelta", "ThinkingBlock", "ThinkingDelta",
+    "ToolInputDelta", "ToolResult", "ToolResultBlock", "ToolSchema", "ToolUseBlock",
+    "ToolUseStart", "TruncateRangeError", "TurnAborted", "Usage", "UserPrompt", "apply",
+    "conversation", "file_checkpointer", "fold", "memory_checkpointer", "messages_from_dicts",
+    "messages_to_dicts", "project_dir", "sqlite_checkpointer", "validate_session_id",
+    "zlib_codec",
 }
 CONFORMANCE = {
     "BAD_SESSION_IDS", "TAIL_LOSS", "CheckpointerConformance", "CorruptionConformance",
@@ -49,76 +42,58 @@ CONFORMANCE = {
     "damage_file_log", "damage_sqlite", "prompt", "prompts", "texts",
 }
 BACKEND = {
-    "DAMAGE_PROBLEMS", "INFORMATIONAL_PROBLEMS", "MAX_SEQ", "EncodedEvent", "FileBlobStore",
-    "MemoryBlobStore", "check_blob_data", "check_lease_held", "check_position", "decode_stored",
-    "integrity_report", "mark_lease_lost", "parse_blob_ref", "verify_blob",
+    "BLOB_REF_PATTERN", "DAMAGE_PROBLEMS", "EncodedEvent", "FileBlobStore",
+    "INFORMATIONAL_PROBLEMS", "MAX_SEQ", "MemoryBlobStore", "blob_ref", "check_blob_data",
+    "check_lease_held", "check_position", "decode_stored", "integrity_report",
+    "mark_lease_lost", "parse_blob_ref", "verify_blob",
 }
 
 
 PROVIDERS = {
-    "CLEAR_THINKING", "CLEAR_TOOL_USES", "COMPACT", "TOKEN_COUNTING", "AnthropicProvider",
-    "AppliedEdit", "CapabilityNotSupportedError", "ClearThinking", "ClearToolUses", "Compact",
-    "ContextEdit", "ContextOverflowError", "ModelProvider", "ModelRequest", "ModelResponse",
-    "OverloadedError", "ProviderAuthError", "ProviderError", "ProviderRequestError",
-    "ProviderStreamError", "ProviderUnavailableError", "RateLimitError", "ReplayMismatchError",
-    "ReplayProvider", "ResponseComplete", "ScriptError", "ScriptItem", "ScriptedProvider",
-    "StreamEvent", "TextDelta", "ThinkingDelta", "ToolInputDelta", "ToolSchema", "ToolUseStart",
-    "UnexpectedRequestError", "UnusedResponsesError", "anthropic", "anthropic_provider", "replay",
-    "replay_messages", "response_events", "scripted",
+    "AnthropicProvider", "CLEAR_THINKING", "CLEAR_TOOL_USES", "COMPACT",
+    "CapabilityNotSupportedError", "ContextOverflowError", "ModelProvider", "OverloadedError",
+    "ProviderAuthError", "ProviderError", "ProviderRequestError", "ProviderStreamError",
+    "ProviderUnavailableError", "RateLimitError", "ReplayMismatchError", "ReplayProvider",
+    "ScriptError", "ScriptItem", "ScriptedProvider", "TOKEN_COUNTING",
+    "UnexpectedRequestError", "UnusedResponsesError", "anthropic", "replay", "scripted",
 }
 
 
 TOOLS = {
-    "BackgroundStarter", "FunctionTool", "InvalidPathError", "PathOutsideWorkspaceError", "Tool",
-    "ToolContext", "ToolDefinitionError", "ToolError", "ToolOutput", "ToolSpec", "bash",
-    "default_tools", "delete_file", "edit_file", "glob", "grep", "read_file",
-    "resolve_in_workspace", "tool", "write_file",
-    "ArchiveReader", "UnknownReferenceError", "context", "read_spilled",
-    "ToolEnv", "bash_tool", "tool_env",
+    "FunctionTool", "InvalidPathError", "PathOutsideWorkspaceError", "Tool", "ToolContext",
+    "ToolDefinitionError", "ToolEnv", "ToolError", "ToolOutput", "ToolSpec",
+    "UnknownReferenceError", "bash", "bash_tool", "context", "default_tools", "delete_file",
+    "edit_file", "glob", "grep", "read_file", "read_spilled", "resolve_in_workspace", "tool",
+    "tool_env", "write_file",
 }
 ACTORS = {
-    "Acquire", "ActorBase", "ActorStoppedError", "ActorTimeoutError", "AgentBusyError",
-    "BackgroundTask", "BackgroundTaskFinished", "Checkpoint", "CheckpointRestore", "CompactStats",
-    "CompactionProgress", "CompactorActor", "Envelope", "EventHub",
-    "FileSnapshotActor", "HostSaturatedError", "HostStats", "InterruptedRestoreError",
-    "InvalidCheckpointError", "IsHeld", "LiveEvent", "MaintenanceLockActor", "ManualCompaction",
-    "Message", "Middleware", "Missed", "Release", "RestoreFailedError", "RestoreRefusedError",
-    "RestoreResult", "Restorer", "RunCompaction", "SessionActor", "SessionConfig", "SessionCore",
-    "SessionHost", "Subscription", "ToolCallFinished", "ToolCallStarted", "TurnFailed",
-    "TurnFailedError", "TurnFinished", "TurnResult", "ask", "tell",
+    "CompactorActor", "EventHub", "FileSnapshotActor", "MaintenanceLockActor",
+    "ManualCompaction", "Restorer", "SessionConfig", "SessionHost",
 }
 
 
 SDK = {
-    "ActorStoppedError", "ActorTimeoutError", "HostSaturatedError", "HostStats",
-    "AgentBusyError", "AgentClosedError", "AsyncLiteAgent", "AsyncSubscription", "BackgroundTask",
-    "BackgroundTaskFinished", "Checkpoint", "CheckpointRestore", "CompactStats",
-    "CompactionProgress", "InterruptedRestoreError",
-    "InvalidCheckpointError", "LiteAgent", "LiteAgentResult", "LiveEvent", "Missed",
-    "RestoreFailedError", "RestoreRefusedError", "RestoreResult",
-    "SessionsDisabledError", "Subscription", "ToolCallFinished", "ToolCallStarted", "TurnFailed",
-    "TurnFailedError", "TurnFinished", "configure_logging", "create_agent",
-    "create_async_lite_agent", "create_lite_agent",
+    "ActorStoppedError", "ActorTimeoutError", "AgentBusyError", "AgentClosedError",
+    "AsyncLiteAgent", "AsyncSubscription", "BackgroundTask", "BackgroundTaskFinished",
+    "CancelToken", "Checkpoint", "CheckpointConflictError", "CheckpointRestore",
+    "CompactStats", "CompactionProgress", "ContextBudgetError", "HostSaturatedError",
+    "HostStats", "InterruptedRestoreError", "InvalidArgumentError", "InvalidCheckpointError",
+    "LiteAgent", "LiteAgentError", "LiteAgentResult", "LiveEvent", "Middleware", "Missed",
+    "OperationCancelledError", "ProviderError", "RestoreFailedError", "RestoreRefusedError",
+    "RestoreResult", "SessionsDisabledError", "Subscription", "ToolCallFinished",
+    "ToolCallStarted", "TurnFailed", "TurnFailedError", "TurnFinished", "configure_logging",
+    "create_agent", "create_async_lite_agent", "create_lite_agent",
 }
 
 
 CONTEXT = {
-    "BYTES_PER_TOKEN", "SPILL_PREFIX", "SUMMARY_HEADER", "CompactResult", "CompactionMiddleware",
-    "Compactor", "Pass", "PassReport", "ReactiveCompaction", "SpillStore", "SummarizerModel",
-    "blob_spill_store", "compaction", "default_compactor", "estimate_block_tokens",
-    "estimate_tokens", "is_prompt", "llm_compactor", "memory_spill_store", "micro_pass",
-    "reactive_compaction", "run_pipeline", "snip_pass", "spill_marker", "split_turns",
-    "turn_starts",
-    "token_budget_compactor", "tool_result_budget_pass", "trim_messages",
-    "ARCHIVE_PREFIX", "REFERENCE_PATTERN", "archive_marker", "archive_ref", "refs_in",
-    "render_slice", "slice_text",
-    "LEVELS", "NATIVE_EDITS", "ContextBudgetError", "ContextEngine", "ContextOptions",
-    "ContextView", "Planner",
-    "ReplayCheck", "ReplayReport", "create_context_engine", "left_out_note", "project_context",
-    "request_digest", "verify_replay", "view_hash", "combine_view_hash", "message_digest",
-    "messages_digest", "NativeCompactionError", "provider_compaction_planner",
-    "fit_after_overflow", "request_overhead_tokens",
-    "spilled_text", "ConversationView",
+    "CompactResult", "Compactor", "ContextBudgetError", "ContextEngine", "ContextOptions",
+    "ContextView", "NativeCompactionError", "Pass", "PassReport", "Planner", "ReplayCheck",
+    "ReplayReport", "SPILL_PREFIX", "SpillStore", "SummarizerModel", "blob_spill_store",
+    "compaction", "default_compactor", "estimate_tokens", "llm_compactor",
+    "memory_spill_store", "micro_pass", "project_context", "provider_compaction_planner",
+    "reactive_compaction", "request_digest", "run_pipeline", "snip_pass", "split_turns",
+    "token_budget_compactor", "tool_result_budget_pass", "verify_replay", "view_hash",
 }
 
 
@@ -185,3 +160,37 @@ def test_errors_share_one_root() -> None:
     assert errors
     root = liteagent.eventlog.LiteAgentError
     assert [] == [e.__name__ for e in errors if not issubclass(e, root)]
+
+
+# The facade re-exports what users of an agent catch and pass; every other public name has one
+# home, the package that lists it.
+FACADE = {"CancelToken", "CheckpointConflictError", "ContextBudgetError", "InvalidArgumentError",
+          "LiteAgentError", "OperationCancelledError", "ProviderError"}
+PACKAGES = ["liteagent.eventlog", "liteagent.eventlog.backend", "liteagent.context",
+            "liteagent.providers", "liteagent.tools", "liteagent.actors", "liteagent.sdk"]
+
+
+def test_each_public_name_has_one_home() -> None:
+    """No object is exported by two packages, except the facade's re-exports from liteagent.sdk
+    (the errors send, restore and compact raise, and CancelToken)."""
+    homes: dict[int, list[str]] = {}
+    for module in PACKAGES:
+        mod = importlib.import_module(module)
+        for name in mod.__all__:
+            obj = getattr(mod, name)
+            if isinstance(obj, (str, int, float, frozenset, tuple)):
+                continue  # constants: equal values are not one object exported twice
+            homes.setdefault(id(obj), []).append(f"{module}.{name}")
+    shared = [h for h in homes.values() if len(h) > 1
+              and not (len(h) == 2 and h[1].startswith("liteagent.sdk.")
+                       and h[1].rsplit(".", 1)[1] in FACADE)]
+    assert [] == shared
+
+
+def test_the_facade_reexports_its_names_from_their_home() -> None:
+    """Each facade name of liteagent.sdk is the very object its home package exports."""
+    homes = [importlib.import_module(m) for m in PACKAGES[:-1]]
+    for name in FACADE:
+        obj = getattr(liteagent.sdk, name)
+        assert [obj] == [getattr(m, name) for m in homes if name in m.__all__]
+

@@ -21,11 +21,11 @@ from liteagent.eventlog import (
     StorageIOError,
     file_checkpointer,
     project_dir,
-    project_hash,
     zlib_codec,
 )
 from liteagent.eventlog._file import FileCheckpointer
 from liteagent.eventlog._frames import FILE_HEADER_SIZE, FRAME_HEAD_SIZE
+from liteagent.eventlog._paths import project_hash
 from liteagent.eventlog.conformance import prompts, texts
 
 SID = "s1"

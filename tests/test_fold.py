@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from liteagent.eventlog import (
     AssistantMessage,
     BackgroundCompleted,
-    CheckpointMark,
     Compaction,
     ContentArchived,
     ContextStatus,
@@ -23,9 +22,7 @@ from liteagent.eventlog import (
     Message,
     ModelRequestRecord,
     OpaqueEvent,
-    Origin,
     PassRecord,
-    PVec,
     SessionStarted,
     SessionState,
     StoredEvent,
@@ -42,6 +39,9 @@ from liteagent.eventlog import (
     fold,
 )
 from liteagent.eventlog._eventcodec import kind_of
+from liteagent.eventlog._events import Origin
+from liteagent.eventlog._fold import CheckpointMark
+from liteagent.eventlog._pvec import PVec
 
 Body = Event | OpaqueEvent
 

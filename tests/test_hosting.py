@@ -21,16 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from liteagent.actors import (
-    ActorBase,
-    ActorStoppedError,
-    ActorTimeoutError,
-    Envelope,
-    Message,
-    ask,
-    tell,
-)
-from liteagent.actors._envelope import start_actor
+from liteagent.actors._envelope import ActorBase, ActorMessage, Envelope, ask, start_actor, tell
 from liteagent.actors._gate import GATE, CpuGate
 from liteagent.actors._host_slots import Request
 from liteagent.actors._pool import ThreadPool
@@ -50,8 +41,11 @@ from liteagent.eventlog import (
     memory_checkpointer,
     sqlite_checkpointer,
 )
-from liteagent.providers import ModelRequest, scripted
+from liteagent.providers import scripted
+from liteagent.providers._contract import ModelRequest
 from liteagent.sdk import (
+    ActorStoppedError,
+    ActorTimeoutError,
     AgentBusyError,
     AsyncLiteAgent,
     HostSaturatedError,
@@ -193,7 +187,7 @@ def test_eviction_race_every_send_completes(workdir: Path, sessions: int, cap: i
         _prompts(cp, f"s{i}") for i in range(sessions)]
 
 
-class Hold(Message, tag="hold", frozen=True):
+class Hold(ActorMessage, tag="hold", frozen=True):
     """Block until the test's event is set."""
 
 

@@ -31,11 +31,10 @@ from liteagent.eventlog import (
     UserPrompt,
     file_checkpointer,
     memory_checkpointer,
-    message_from_dict,
-    message_to_dict,
     messages_from_dicts,
     messages_to_dicts,
 )
+from liteagent.eventlog._interchange import message_from_dict, message_to_dict
 
 
 def _user(*blocks: dict[str, Any]) -> dict[str, Any]:

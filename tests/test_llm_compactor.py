@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from liteagent.context import (
-    SUMMARY_HEADER,
     Compactor,
     CompactResult,
     estimate_tokens,
@@ -20,6 +19,7 @@ from liteagent.context import (
     run_pipeline,
     split_turns,
 )
+from liteagent.context._llm import SUMMARY_HEADER
 from liteagent.eventlog import (
     AssistantMessage,
     CancelToken,
@@ -33,8 +33,8 @@ from liteagent.eventlog import (
     ToolUseBlock,
     Usage,
     memory_checkpointer,
-    message_text,
 )
+from liteagent.eventlog._messages import message_text
 from liteagent.providers import AnthropicProvider, ScriptedProvider, ScriptItem, scripted
 from liteagent.providers.testing import FakeMessagesServer, message, stalled_stream, text
 from liteagent.sdk import create_lite_agent

@@ -18,7 +18,6 @@ from liteagent.context import (
     Compactor,
     CompactResult,
     ContextOptions,
-    archive_ref,
     compaction,
     default_compactor,
     llm_compactor,
@@ -26,11 +25,11 @@ from liteagent.context import (
     micro_pass,
     reactive_compaction,
     snip_pass,
-    spilled_text,
     token_budget_compactor,
     tool_result_budget_pass,
 )
-from liteagent.context._bodies import cleared_marker
+from liteagent.context._archive import archive_ref
+from liteagent.context._bodies import cleared_marker, spilled_text
 from liteagent.eventlog import (
     AssistantMessage,
     Message,
@@ -39,7 +38,8 @@ from liteagent.eventlog import (
     ToolUseBlock,
     memory_checkpointer,
 )
-from liteagent.providers import ContextOverflowError, ModelRequest, scripted
+from liteagent.providers import ContextOverflowError, scripted
+from liteagent.providers._contract import ModelRequest
 from liteagent.sdk import LiteAgent, create_agent, create_lite_agent
 from liteagent.tools import default_tools, tool
 

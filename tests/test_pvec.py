@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from liteagent.eventlog import PVec
+from liteagent.eventlog._pvec import PVec
 
 
 def test_empty_has_length_zero() -> None:

@@ -25,18 +25,20 @@ from liteagent.eventlog import (
 )
 from liteagent.providers import (
     ModelProvider,
+    ReplayMismatchError,
+    UnexpectedRequestError,
+    UnusedResponsesError,
+    replay,
+)
+from liteagent.providers._contract import (
     ModelRequest,
     ModelResponse,
-    ReplayMismatchError,
     ResponseComplete,
     TextDelta,
     ToolInputDelta,
     ToolUseStart,
-    UnexpectedRequestError,
-    UnusedResponsesError,
-    replay,
-    replay_messages,
 )
+from liteagent.providers._replay import replay_messages
 
 SESSION = "s1"
 

@@ -33,11 +33,11 @@ from liteagent.eventlog import (
     TextBlock,
     ToolUseBlock,
     UserPrompt,
-    blob_ref,
     file_checkpointer,
     memory_checkpointer,
     sqlite_checkpointer,
 )
+from liteagent.eventlog._blobs import blob_ref
 from liteagent.providers import scripted
 from liteagent.sdk import LiteAgent, RestoreRefusedError, create_lite_agent
 

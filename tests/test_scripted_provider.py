@@ -26,21 +26,23 @@ from liteagent.eventlog import (
 )
 from liteagent.providers import (
     TOKEN_COUNTING,
-    AppliedEdit,
     CapabilityNotSupportedError,
-    ClearToolUses,
     ContextOverflowError,
+    ScriptError,
+    UnexpectedRequestError,
+    UnusedResponsesError,
+    scripted,
+)
+from liteagent.providers._contract import (
+    AppliedEdit,
+    ClearToolUses,
     ModelRequest,
     ModelResponse,
     ResponseComplete,
-    ScriptError,
     TextDelta,
     ThinkingDelta,
     ToolInputDelta,
     ToolUseStart,
-    UnexpectedRequestError,
-    UnusedResponsesError,
-    scripted,
 )
 
 

@@ -14,7 +14,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from liteagent.actors import Subscription
 from liteagent.context import ContextOptions, default_compactor
 from liteagent.eventlog import (
     AssistantMessage,
@@ -29,6 +28,7 @@ from liteagent.sdk import (
     AsyncLiteAgent,
     AsyncSubscription,
     LiteAgent,
+    Subscription,
     configure_logging,
     create_agent,
     create_async_lite_agent,

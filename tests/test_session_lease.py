@@ -49,7 +49,8 @@ from liteagent.eventlog import (
     fold,
     memory_checkpointer,
 )
-from liteagent.providers import ModelRequest, ProviderRequestError, scripted
+from liteagent.providers import ProviderRequestError, scripted
+from liteagent.providers._contract import ModelRequest
 from liteagent.sdk import (
     AgentBusyError,
     LiteAgent,

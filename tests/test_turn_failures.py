@@ -42,16 +42,10 @@ from liteagent.eventlog import (
     TurnAborted,
     fold,
     memory_checkpointer,
-    message_text,
 )
-from liteagent.providers import (
-    AnthropicProvider,
-    ModelProvider,
-    ResponseComplete,
-    StreamEvent,
-    TextDelta,
-    scripted,
-)
+from liteagent.eventlog._messages import message_text
+from liteagent.providers import AnthropicProvider, ModelProvider, scripted
+from liteagent.providers._contract import ResponseComplete, StreamEvent, TextDelta
 from liteagent.providers.testing import FakeMessagesServer, message, text, tool_use
 from liteagent.sdk import create_agent
 from liteagent.tools import Tool, ToolContext, ToolOutput, tool
@@ -353,7 +347,8 @@ def test_a_prompt_that_is_not_text_is_refused_before_anything_is_written(
         tmp_path: Path) -> None:
     """An empty, blank or lone-surrogate prompt reaching the session core is refused with a
     liteagent error and nothing is written (the Messages API refuses empty text blocks)."""
-    from liteagent.actors import SessionConfig, SessionCore
+    from liteagent.actors import SessionConfig
+    from liteagent.actors._turn import SessionCore
     from liteagent.eventlog import InvalidArgumentError
 
     cp = memory_checkpointer()

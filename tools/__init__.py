@@ -40,14 +40,7 @@ from __future__ import annotations
 
 from ._bash import bash, bash_tool
 from ._context_tool import context, read_spilled
-from ._contract import (
-    ArchiveReader,
-    BackgroundStarter,
-    Tool,
-    ToolContext,
-    ToolOutput,
-    ToolSpec,
-)
+from ._contract import Tool, ToolContext, ToolOutput, ToolSpec
 from ._decorator import FunctionTool, tool
 from ._edit import edit_file
 from ._env import ToolEnv, tool_env
@@ -63,8 +56,6 @@ from ._paths import resolve_in_workspace
 from ._search import glob, grep
 
 __all__ = [
-    "ArchiveReader",
-    "BackgroundStarter",
     "FunctionTool",
     "InvalidPathError",
     "PathOutsideWorkspaceError",

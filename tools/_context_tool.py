@@ -21,7 +21,7 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from liteagent.context import REFERENCE_PATTERN, render_slice
+from liteagent.context._archive import REFERENCE_PATTERN, render_slice
 from liteagent.eventlog import (
     BlobNotFoundError,
     CodecError,
