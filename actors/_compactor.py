@@ -78,13 +78,21 @@ class CompactorActor(ActorBase):
         assert isinstance(message, RunCompaction)
         if not isinstance(self.compactor, Compactor):
             raise InvalidArgumentError(
-                f"the compactor must be a Compactor, got {type(self.compactor).__name__}")
-        return self.compactor.run(message.messages, message.usage, message.instructions,
-                                  cancel=envelope.cancel)
+                f"the compactor must be a Compactor, got {type(self.compactor).__name__}"
+            )
+        return self.compactor.run(
+            message.messages, message.usage, message.instructions, cancel=envelope.cancel
+        )
 
 
-_STAGES = {"budget": "archive", "spill": "archive", "snip": "normalize", "micro": "normalize",
-           "summarize": "summarize", "circuit_open": "summarize"}
+_STAGES = {
+    "budget": "archive",
+    "spill": "archive",
+    "snip": "normalize",
+    "micro": "normalize",
+    "summarize": "summarize",
+    "circuit_open": "summarize",
+}
 
 
 def _stage(pass_name: str) -> str:
@@ -106,18 +114,34 @@ class ManualCompaction:
     session_ref: Callable[[str], pykka.ActorRef[Any]]
     state: Callable[[str], SessionState]
 
-    def _publish(self, session_id: str, phase: str, *, stage: str = "", completed: int = 0,
-                 total: int = 0, detail: str = "") -> None:
-        self.hub.publish(LiveEvent(session_id, CompactionProgress(
-            phase=phase, stage=stage, completed=completed, total=total, detail=detail)))
+    def _publish(
+        self,
+        session_id: str,
+        phase: str,
+        *,
+        stage: str = "",
+        completed: int = 0,
+        total: int = 0,
+        detail: str = "",
+    ) -> None:
+        self.hub.publish(
+            LiveEvent(
+                session_id,
+                CompactionProgress(
+                    phase=phase, stage=stage, completed=completed, total=total, detail=detail
+                ),
+            )
+        )
 
     def compact(
         self, session_id: str, instructions: str | None, cancel: CancelToken | None
     ) -> CompactStats:
         """Compact the session's view now (see the module docstring)."""
         token = cancel or CancelToken()
-        with (held(self.lock_ref, session_id, "compaction", self.is_busy),
-              session_lease(self.checkpointer, session_id, "a compaction") as lease):
+        with (
+            held(self.lock_ref, session_id, "compaction", self.is_busy),
+            session_lease(self.checkpointer, session_id, "a compaction") as lease,
+        ):
             try:
                 return self._compact(session_id, instructions, token, lease)
             except OperationCancelledError:
@@ -127,39 +151,60 @@ class ManualCompaction:
                 self._publish(session_id, "error", detail=f"{type(e).__name__}: {e}")
                 raise
 
-    def _compact(self, session_id: str, instructions: str | None,
-                 cancel: CancelToken, lease: Lease) -> CompactStats:
+    def _compact(
+        self, session_id: str, instructions: str | None, cancel: CancelToken, lease: Lease
+    ) -> CompactStats:
         self._publish(session_id, "start", stage="measure")
         state = self.state(session_id)
         view = ConversationView()
         messages = view.sync(state)
         usage = state.last_usage
-        result = ask_or_cancel(self.compactor_ref, RunCompaction(messages, usage, instructions),
-                               timeout=_TIMEOUT, cancel=cancel)
+        result = ask_or_cancel(
+            self.compactor_ref,
+            RunCompaction(messages, usage, instructions),
+            timeout=_TIMEOUT,
+            cancel=cancel,
+        )
         cancel.raise_if_cancelled()
         total = len(result.passes)
         for i, report in enumerate(result.passes, start=1):
-            self._publish(session_id, "progress", stage=_stage(report.name), completed=i,
-                          total=total, detail=report.detail or report.name)
+            self._publish(
+                session_id,
+                "progress",
+                stage=_stage(report.name),
+                completed=i,
+                total=total,
+                detail=report.detail or report.name,
+            )
         if not result.changed:
             self._publish(session_id, "done", stage="project", detail="nothing to reduce")
-            return CompactStats(before=result.tokens_before, after=result.tokens_after,
-                                changed=False)
+            return CompactStats(
+                before=result.tokens_before, after=result.tokens_after, changed=False
+            )
         self._publish(session_id, "progress", stage="persist", completed=0, total=1)
         record = Compaction(
             first_seq=1,
             last_seq=state.head,
             tokens_before=result.tokens_before,
             tokens_after=result.tokens_after,
-            passes=tuple(PassRecord(name=r.name, tokens_before=r.tokens_before,
-                                    tokens_after=r.tokens_after, detail=r.detail)
-                         for r in result.passes),
+            passes=tuple(
+                PassRecord(
+                    name=r.name,
+                    tokens_before=r.tokens_before,
+                    tokens_after=r.tokens_after,
+                    detail=r.detail,
+                )
+                for r in result.passes
+            ),
             instructions=instructions,
             replacement=tuple(result.messages),
             spilled=result.spilled_refs(messages),
         )
-        ask(self.session_ref(session_id), RecordCompaction(record, state.head), timeout=60,
-            lease=lease)
+        ask(
+            self.session_ref(session_id),
+            RecordCompaction(record, state.head),
+            timeout=60,
+            lease=lease,
+        )
         self._publish(session_id, "done", stage="persist", completed=1, total=1)
         return CompactStats(before=result.tokens_before, after=result.tokens_after)
-

@@ -67,21 +67,35 @@ _READERS = frozenset({"context", "read_spilled"})  # what they return is already
 class SessionContext:
     """The engine of one session and what goes with it (see the module docstring)."""
 
-    def __init__(self, options: ContextOptions, *, provider: ModelProvider, max_tokens: int,
-                 system: str | None, tools: Sequence[ToolSchema], model_name: str = "",
-                 thinking: bool = False) -> None:
+    def __init__(
+        self,
+        options: ContextOptions,
+        *,
+        provider: ModelProvider,
+        max_tokens: int,
+        system: str | None,
+        tools: Sequence[ToolSchema],
+        model_name: str = "",
+        thinking: bool = False,
+    ) -> None:
         self.options = options
         self.thinking = thinking  # clear_thinking is sent only when thinking is on
         self.planner = options.planner
         self.native_planner = False
-        if (self.planner is None and options.native_edits and model_name
-                and COMPACT in provider.capabilities):
+        if (
+            self.planner is None
+            and options.native_edits
+            and model_name
+            and COMPACT in provider.capabilities
+        ):
             self.planner = provider_compaction_planner(provider, model_name)
             self.native_planner = True
         self._failed_at = 0  # left-out size at the last planner failure (0: none)
         self.settings = options.settings(
-            max_tokens=max_tokens, fixed_tokens=request_overhead_tokens(system, tools),
-            provider_edits=tuple(provider.capabilities))
+            max_tokens=max_tokens,
+            fixed_tokens=request_overhead_tokens(system, tools),
+            provider_edits=tuple(provider.capabilities),
+        )
         self.engine = ContextEngine(self.settings)
 
     def check_first_prompt(self, state: SessionState, prompt: Message) -> None:
@@ -93,7 +107,10 @@ class SessionContext:
         if need is not None and need > budget:
             raise ContextBudgetError(
                 f"the first prompt needs about {need} tokens with the system prompt and tools, "
-                f"over the budget of {budget}; it was not recorded", tokens=need, budget=budget)
+                f"over the budget of {budget}; it was not recorded",
+                tokens=need,
+                budget=budget,
+            )
 
     def project(self, state: SessionState, budget: int | None = None) -> ContextView:
         """The view of ``state`` (may raise :class:`~liteagent.context.ContextBudgetError`)."""
@@ -105,19 +122,30 @@ class SessionContext:
         if "clear_thinking" in view.native_edits and self.thinking:
             out.append(ClearThinking(keep_turns=1))
         if "clear_tool_uses" in view.native_edits:
-            out.append(ClearToolUses(trigger_tokens=max(view.budget, 1),
-                                     keep_tool_uses=max(self.settings.keep_recent_results, 1)))
+            out.append(
+                ClearToolUses(
+                    trigger_tokens=max(view.budget, 1),
+                    keep_tool_uses=max(self.settings.keep_recent_results, 1),
+                )
+            )
         return tuple(out)
 
-    def status(self, view: ContextView, level: str | None = None,
-               actions: Sequence[str] = ()) -> ContextStatus:
+    def status(
+        self, view: ContextView, level: str | None = None, actions: Sequence[str] = ()
+    ) -> ContextStatus:
         """The record of the decision behind ``view``."""
-        return ContextStatus(level=level or view.level, tokens=view.tokens_before,
-                             budget=view.budget, tokens_after=view.tokens_after,
-                             actions=(*view.actions, *actions), settings=self.settings)
+        return ContextStatus(
+            level=level or view.level,
+            tokens=view.tokens_before,
+            budget=view.budget,
+            tokens_after=view.tokens_after,
+            actions=(*view.actions, *actions),
+            settings=self.settings,
+        )
 
-    def recover_budget(self, view: ContextView, error: ContextOverflowError,
-                       max_tokens: int) -> int | None:
+    def recover_budget(
+        self, view: ContextView, error: ContextOverflowError, max_tokens: int
+    ) -> int | None:
         """A smaller budget after ``error``, or ``None`` when it cannot be smaller."""
         fit = fit_after_overflow(view.tokens_after, error, max_tokens)
         target = min(view.tokens_after // 2 if fit is None else fit, view.tokens_after - 1)
@@ -125,8 +153,9 @@ class SessionContext:
 
     # -- the planner --------------------------------------------------------------------------
 
-    def plan(self, view: ContextView, state: SessionState,
-             cancel: CancelToken) -> tuple[Compaction | None, str]:
+    def plan(
+        self, view: ContextView, state: SessionState, cancel: CancelToken
+    ) -> tuple[Compaction | None, str]:
         """When ``view`` had to leave messages out, ask the planner to summarize what a view of
         half the budget would leave out (so the next requests fit without another summary);
         return the compaction record to append (``None`` with the reason when there is none).
@@ -143,8 +172,10 @@ class SessionContext:
             view = half
         start, stop = view.left_out
         if self._failed_at and stop - start < 2 * self._failed_at:
-            return None, (f"project: the planner failed with {self._failed_at} messages left "
-                          f"out; it is asked again at {2 * self._failed_at}")
+            return None, (
+                f"project: the planner failed with {self._failed_at} messages left "
+                f"out; it is asked again at {2 * self._failed_at}"
+            )
         messages = self.engine.base_messages(start, stop)
         own = CancelToken()
         box: list[object] = []
@@ -167,35 +198,49 @@ class SessionContext:
         if thread.is_alive():
             own.cancel("the planner timed out")
             self._failed_at = stop - start
-            return None, (f"project: the planner timed out after {timeout:g}s; "
-                          "kept the selected view")
+            return None, (
+                f"project: the planner timed out after {timeout:g}s; kept the selected view"
+            )
         cancel.raise_if_cancelled()
         outcome = box[0] if box else None
         if isinstance(outcome, BaseException) or not isinstance(outcome, str) or not outcome:
-            why = (f"{type(outcome).__name__}: {outcome}" if isinstance(outcome, BaseException)
-                   else "no summary")
+            why = (
+                f"{type(outcome).__name__}: {outcome}"
+                if isinstance(outcome, BaseException)
+                else "no summary"
+            )
             _log.warning("context.planner_failed", error=why)
             self._failed_at = stop - start
             return None, f"project: the planner failed ({why}); kept the selected view"
         self._failed_at = 0
         who = "the provider's compaction" if self.native_planner else "the planner"
-        return self._compaction(view, outcome), f"project: {who} summarized " \
-            f"{stop - start} message(s)"
+        return self._compaction(
+            view, outcome
+        ), f"project: {who} summarized {stop - start} message(s)"
 
     def _compaction(self, view: ContextView, summary: str) -> Compaction:
         block = TextBlock(f"{SUMMARY_HEADER}\n{summary}")
         replacement = tuple(
             Message(m.role, tuple(block if _is_note(b) else b for b in m.content), m.extra)
-            for m in view.messages[: view.lead])
-        after = estimate_tokens(replacement) + estimate_tokens(view.messages[view.lead:])
+            for m in view.messages[: view.lead]
+        )
+        after = estimate_tokens(replacement) + estimate_tokens(view.messages[view.lead :])
         return Compaction(
-            first_seq=1, last_seq=view.left_out_last_seq, tokens_before=view.tokens_before,
-            tokens_after=after + self.settings.fixed_tokens, summary=summary,
-            passes=(PassRecord(name="planner", tokens_before=view.tokens_before,
-                               tokens_after=after + self.settings.fixed_tokens,
-                               detail=f"summarized {view.left_out[1] - view.left_out[0]} "
-                                      "messages"),),
-            replacement=replacement)
+            first_seq=1,
+            last_seq=view.left_out_last_seq,
+            tokens_before=view.tokens_before,
+            tokens_after=after + self.settings.fixed_tokens,
+            summary=summary,
+            passes=(
+                PassRecord(
+                    name="planner",
+                    tokens_before=view.tokens_before,
+                    tokens_after=after + self.settings.fixed_tokens,
+                    detail=f"summarized {view.left_out[1] - view.left_out[0]} messages",
+                ),
+            ),
+            replacement=replacement,
+        )
 
     # -- the archive --------------------------------------------------------------------------
 
@@ -214,11 +259,15 @@ class SessionContext:
             try:
                 ref = blobs.put(data)
             except (LiteAgentError, OSError) as e:
-                _log.warning("context.archive_failed", tool_use_id=r.block.tool_use_id,
-                             error=repr(e))
+                _log.warning(
+                    "context.archive_failed", tool_use_id=r.block.tool_use_id, error=repr(e)
+                )
                 continue
-            out.append(ContentArchived(tool_use_id=r.block.tool_use_id, ref=ref,
-                                       chars=len(body), size=len(data)))
+            out.append(
+                ContentArchived(
+                    tool_use_id=r.block.tool_use_id, ref=ref, chars=len(body), size=len(data)
+                )
+            )
         return out
 
 
@@ -227,8 +276,11 @@ _NOTE_HEAD, _NOTE_TAIL = left_out_note(0).split("0", 1)
 
 def _is_note(block: object) -> bool:
     """Whether ``block`` is the select level's left-out marker."""
-    return (type(block) is TextBlock and block.text.startswith(_NOTE_HEAD.rstrip())
-            and block.text.endswith(_NOTE_TAIL[-40:]))
+    return (
+        type(block) is TextBlock
+        and block.text.startswith(_NOTE_HEAD.rstrip())
+        and block.text.endswith(_NOTE_TAIL[-40:])
+    )
 
 
 class LogArchiveReader:
@@ -257,8 +309,9 @@ class LogArchiveReader:
         if not isinstance(ref, str):
             raise UnknownReferenceError(repr(ref))
         state = self._state()
-        recorded = (any(e.ref == ref for _, e in state.archived)
-                    or any(ref in record.spilled for _, record in state.compactions))
+        recorded = any(e.ref == ref for _, e in state.archived) or any(
+            ref in record.spilled for _, record in state.compactions
+        )
         if not recorded:
             text = spilled_text((entry.message for entry in state.entries), ref)
             if text is None:

@@ -86,8 +86,12 @@ def _envelope(message: ActorMessage, cancel: CancelToken | None, lease: Lease | 
     return Envelope(_ENCODER.encode(message), cancel=cancel, lease=lease)
 
 
-def tell(ref: pykka.ActorRef[Any], message: ActorMessage, cancel: CancelToken | None = None,
-         lease: Lease | None = None) -> Envelope:
+def tell(
+    ref: pykka.ActorRef[Any],
+    message: ActorMessage,
+    cancel: CancelToken | None = None,
+    lease: Lease | None = None,
+) -> Envelope:
     """Send ``message``; return its envelope (whose ``reply`` the caller may wait on)."""
     env = _envelope(message, cancel, lease)
     try:
@@ -104,7 +108,8 @@ def _fail_unhandled(env: Envelope, actor: str) -> None:
     try:
         if env.reply.set_running_or_notify_cancel():
             env.reply.set_exception(
-                ActorStoppedError(f"the actor {actor} stopped before handling the message"))
+                ActorStoppedError(f"the actor {actor} stopped before handling the message")
+            )
     except RuntimeError:  # running or done: the actor took it
         pass
 
@@ -164,8 +169,9 @@ def ask_or_cancel(
 _starting = threading.local()
 
 
-def start_actor(cls: type[A], *args: Any, on_stopped: Callable[[], None],
-                pool: ThreadPool | None = None) -> pykka.ActorRef[A]:
+def start_actor(
+    cls: type[A], *args: Any, on_stopped: Callable[[], None], pool: ThreadPool | None = None
+) -> pykka.ActorRef[A]:
     """``cls.start(*args)``, calling ``on_stopped()`` in the actor's thread once it has stopped
     (after failing what was left in its inbox); its loop runs on a thread of ``pool`` when one
     is given. When its thread cannot start (``RuntimeError``: too many threads) the half-started
@@ -275,8 +281,9 @@ def fail(future: concurrent.futures.Future[Any] | Reply, error: BaseException) -
         future.set_exception(error)
 
 
-def complete(target: concurrent.futures.Future[Any] | Reply,
-             source: concurrent.futures.Future[Any]) -> None:
+def complete(
+    target: concurrent.futures.Future[Any] | Reply, source: concurrent.futures.Future[Any]
+) -> None:
     """Give ``target`` the outcome of the done ``source`` (unless ``target`` is done)."""
     with contextlib.suppress(concurrent.futures.InvalidStateError):
         if source.cancelled():
@@ -300,8 +307,13 @@ class Dispatcher:
     already posted still runs, and :meth:`post` raises :class:`ActorStoppedError`.
     """
 
-    def __init__(self, name: str, *, after: Sequence[Callable[[], Any]] = (),
-                 sleep: Callable[[], float] = lambda: _MAX_SLEEP) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        after: Sequence[Callable[[], Any]] = (),
+        sleep: Callable[[], float] = lambda: _MAX_SLEEP,
+    ) -> None:
         self._after = tuple(after)
         self._sleep = sleep
         self._inbox: queue.SimpleQueue[Callable[[], Any] | None] = queue.SimpleQueue()

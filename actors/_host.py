@@ -82,11 +82,18 @@ class SessionHost:
         self._closing = False
         self._dispatcher: Dispatcher | None = None
         slots = self._slots = Slots(
-            config, max_live_sessions=max_live_sessions, max_queued_sends=max_queued_sends,
-            idle_timeout_s=idle_timeout_s, lock_ref=lock_ref, post=self._post_later)
+            config,
+            max_live_sessions=max_live_sessions,
+            max_queued_sends=max_queued_sends,
+            idle_timeout_s=idle_timeout_s,
+            lock_ref=lock_ref,
+            post=self._post_later,
+        )
         self._dispatcher = Dispatcher(
-            "liteagent-host", after=(slots.passivate_idle, slots.pump, slots.publish),
-            sleep=slots.sleep)
+            "liteagent-host",
+            after=(slots.passivate_idle, slots.pump, slots.publish),
+            sleep=slots.sleep,
+        )
         self._post = self._dispatcher.post
 
     def _post_later(self, command: Callable[[], Any]) -> None:
@@ -128,7 +135,8 @@ class SessionHost:
         except concurrent.futures.TimeoutError as e:
             reply.cancel()
             raise ActorTimeoutError(
-                f"session {request.session_id!r} did not answer in {_ASK_TIMEOUT} s") from e
+                f"session {request.session_id!r} did not answer in {_ASK_TIMEOUT} s"
+            ) from e
 
     # -- operations -------------------------------------------------------------------------------
 
@@ -166,9 +174,14 @@ class SessionHost:
         send that fails has left ``queued`` already; a finished turn leaves ``running`` just
         after its result is delivered."""
         s = self._slots
-        return HostStats(live=len(s.live), running=s.running, queued=len(s.queue),
-                         stopping=len(s.stopping), max_live_sessions=self.max_live_sessions,
-                         max_queued_sends=self.max_queued_sends)
+        return HostStats(
+            live=len(s.live),
+            running=s.running,
+            queued=len(s.queue),
+            stopping=len(s.stopping),
+            max_live_sessions=self.max_live_sessions,
+            max_queued_sends=self.max_queued_sends,
+        )
 
     def background_tasks(self) -> list[BackgroundTask]:
         """Every running background task of every live session (never blocks on the host)."""

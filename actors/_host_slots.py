@@ -75,9 +75,16 @@ class Slots:
     """The dispatcher's state and commands (module docstring). ``post`` runs a command on the
     dispatcher thread later (from an actor's thread or a callback)."""
 
-    def __init__(self, config: SessionConfig, *, max_live_sessions: int, max_queued_sends: int,
-                 idle_timeout_s: float | None, lock_ref: pykka.ActorRef[Any] | None,
-                 post: Callable[[Callable[[], Any]], None]) -> None:
+    def __init__(
+        self,
+        config: SessionConfig,
+        *,
+        max_live_sessions: int,
+        max_queued_sends: int,
+        idle_timeout_s: float | None,
+        lock_ref: pykka.ActorRef[Any] | None,
+        post: Callable[[Callable[[], Any]], None],
+    ) -> None:
         self.config = config
         self.max_live_sessions = max_live_sessions
         self.max_queued_sends = max_queued_sends
@@ -114,8 +121,9 @@ class Slots:
     def busy(self, session_id: str) -> bool:
         """Whether the session runs or waits to run a turn, or has background tasks."""
         live = self.live.get(session_id)
-        return session_id in self.queued_sends or (live is not None and (
-            live.running is not None or bool(live.tasks.running())))
+        return session_id in self.queued_sends or (
+            live is not None and (live.running is not None or bool(live.tasks.running()))
+        )
 
     def interrupt(self, request: Request, reason: str) -> None:
         """Its caller gave up on ``request``: one waiting for a slot leaves the queue and fails;
@@ -143,9 +151,13 @@ class Slots:
         live = self._alive(sid)
         if live is None and (self.queue or not self._free_slot()):
             if len(self.queue) >= self.max_queued_sends:
-                fail(request.reply, HostSaturatedError(
-                    f"{self.max_live_sessions} sessions are running and {len(self.queue)} "
-                    f"requests wait (max_queued_sends={self.max_queued_sends})"))
+                fail(
+                    request.reply,
+                    HostSaturatedError(
+                        f"{self.max_live_sessions} sessions are running and {len(self.queue)} "
+                        f"requests wait (max_queued_sends={self.max_queued_sends})"
+                    ),
+                )
                 return
             self._enqueue(request)
             return
@@ -182,9 +194,15 @@ class Slots:
         stopped: concurrent.futures.Future[None] = concurrent.futures.Future()
         box: list[Live] = []
         try:
-            ref = start_actor(SessionActor, sid, self.config, tasks, self._lock_ref,
-                              on_stopped=partial(self._actor_stopped, stopped, box),
-                              pool=self._threads)
+            ref = start_actor(
+                SessionActor,
+                sid,
+                self.config,
+                tasks,
+                self._lock_ref,
+                on_stopped=partial(self._actor_stopped, stopped, box),
+                pool=self._threads,
+            )
         except Exception as e:  # noqa: BLE001 -- no thread for it (RuntimeError): refuse
             fail(request.reply, HostSaturatedError(f"no actor for session {sid!r}: {e}"))
             return None
@@ -218,8 +236,9 @@ class Slots:
             live.inflight += 1
         env.reply.add_done_callback(partial(self._handled, request, live))
 
-    def _handled(self, request: Request, live: Live,
-                 future: concurrent.futures.Future[Any]) -> None:
+    def _handled(
+        self, request: Request, live: Live, future: concurrent.futures.Future[Any]
+    ) -> None:
         """In the actor's thread: free the session first, then answer the caller (so the
         caller's next request finds the session free)."""
         self._post(partial(self._finished, request, live))
@@ -236,8 +255,12 @@ class Slots:
 
     def _mark_idle(self, live: Live) -> None:
         sid = live.session_id
-        if (live.running is None and live.inflight == 0 and sid not in self._holds
-                and self.live.get(sid) is live):
+        if (
+            live.running is None
+            and live.inflight == 0
+            and sid not in self._holds
+            and self.live.get(sid) is live
+        ):
             self._idle[sid] = live
             self._idle.move_to_end(sid)
 
@@ -248,12 +271,15 @@ class Slots:
             self.queued_sends.add(request.session_id)
         if request.cancel is not None:
             request.unregister = request.cancel.on_cancel(
-                partial(self._post, partial(self._token_fired, request)))
+                partial(self._post, partial(self._token_fired, request))
+            )
 
     def _token_fired(self, request: Request) -> None:
         token = request.cancel
-        self._dequeue(request, (token.reason if token is not None else "")
-                      or "cancelled while waiting for a slot")
+        self._dequeue(
+            request,
+            (token.reason if token is not None else "") or "cancelled while waiting for a slot",
+        )
 
     def _unqueue(self, request: Request) -> None:
         request.queued = False

@@ -111,10 +111,15 @@ class Subscription(_Inbox):
         """The next event, or None when ``timeout`` passes or the subscription is closed.
         ``timeout`` is None (wait until either) or a number of seconds >= 0."""
         if timeout is not None:
-            if (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                    or math.isnan(timeout) or timeout < 0):
+            if (
+                isinstance(timeout, bool)
+                or not isinstance(timeout, (int, float))
+                or math.isnan(timeout)
+                or timeout < 0
+            ):
                 raise InvalidArgumentError(
-                    f"timeout must be None or a number of seconds >= 0, got {timeout!r}")
+                    f"timeout must be None or a number of seconds >= 0, got {timeout!r}"
+                )
             timeout = min(float(timeout), threading.TIMEOUT_MAX)
         with self._cond:
             if not self._buffer and not self._missed and not self._closed:

@@ -46,8 +46,9 @@ class ThreadPool:
             if self._idle:
                 self._idle.pop().jobs.put(job)
                 return
-        thread = threading.Thread(target=self._work, args=(job,), daemon=True,
-                                  name=f"{self.name}-{next(self._ids)}")
+        thread = threading.Thread(
+            target=self._work, args=(job,), daemon=True, name=f"{self.name}-{next(self._ids)}"
+        )
         thread.start()
 
     def close(self) -> None:

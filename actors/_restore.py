@@ -101,15 +101,22 @@ class Restorer:
         state, _ = self._fold(session_id)
         return None if state.pending_restore is None else state.pending_restore[1]
 
-    def _publish(self, session_id: str, phase: str, completed: int = 0, total: int = 0,
-                 detail: str = "") -> None:
-        self.hub.publish(LiveEvent(session_id, CheckpointRestore(
-            phase=phase, completed=completed, total=total, detail=detail)))
+    def _publish(
+        self, session_id: str, phase: str, completed: int = 0, total: int = 0, detail: str = ""
+    ) -> None:
+        self.hub.publish(
+            LiveEvent(
+                session_id,
+                CheckpointRestore(phase=phase, completed=completed, total=total, detail=detail),
+            )
+        )
 
     @contextmanager
     def _hold(self, session_id: str) -> Iterator[Lease]:
-        with (held(self.lock_ref, session_id, "restore", self.is_busy),
-              session_lease(self.checkpointer, session_id, "a restore") as lease):
+        with (
+            held(self.lock_ref, session_id, "restore", self.is_busy),
+            session_lease(self.checkpointer, session_id, "a restore") as lease,
+        ):
             self.forget(session_id)  # its actor refolds the log when it is used again
             yield lease
 
@@ -145,10 +152,10 @@ class Restorer:
         if state.pending_restore is not None:
             raise InterruptedRestoreError(
                 f"session {session_id!r} has an interrupted restore (started at seq "
-                f"{state.pending_restore[0]}); finish or roll it back first")
+                f"{state.pending_restore[0]}); finish or roll it back first"
+            )
         if seq not in {c.seq for c in state.checkpoints}:
-            raise InvalidCheckpointError(
-                f"seq {seq} is not a checkpoint of session {session_id!r}")
+            raise InvalidCheckpointError(f"seq {seq} is not a checkpoint of session {session_id!r}")
         plans = plan_files(state, seq, cp.blobs, verify=True) if files else []
         problems = preflight(state, seq, self.workdir, plans) if files else []
         if problems:
@@ -158,40 +165,80 @@ class Restorer:
         self._publish(session_id, "start", 0, len(plans))
         if not plans:
             if conversation:
-                cp.truncate(session_id, seq - 1, expected_head=state.head,
-                            expected_generation=generation, lease=lease)
+                cp.truncate(
+                    session_id,
+                    seq - 1,
+                    expected_head=state.head,
+                    expected_generation=generation,
+                    lease=lease,
+                )
             self._publish(session_id, "done", 0, 0)
             return RestoreResult(restored_files=(), conversation_restored=conversation)
-        records = backup_files(self.workdir, [(p.path, p.target, p.target_hash) for p in plans],
-                               cp.blobs)
-        intent = cp.append(session_id, [RestoreStarted(to_seq=seq, conversation=conversation,
-                                                       files=tuple(records))],
-                           expected_head=state.head, expected_generation=generation, lease=lease)
+        records = backup_files(
+            self.workdir, [(p.path, p.target, p.target_hash) for p in plans], cp.blobs
+        )
+        intent = cp.append(
+            session_id,
+            [RestoreStarted(to_seq=seq, conversation=conversation, files=tuple(records))],
+            expected_head=state.head,
+            expected_generation=generation,
+            lease=lease,
+        )
         try:
-            restored = ask(self.snapshot_ref, ApplyRestore(session_id, tuple(records), True),
-                           timeout=_ASK_TIMEOUT, cancel=cancel)
+            restored = ask(
+                self.snapshot_ref,
+                ApplyRestore(session_id, tuple(records), True),
+                timeout=_ASK_TIMEOUT,
+                cancel=cancel,
+            )
         except Exception as e:  # files were put back (or never changed): record the outcome
-            cp.append(session_id, [RestoreFinished(started_seq=intent, outcome="rolled_back",
-                                                   reason=f"{type(e).__name__}: {e}")],
-                      lease=lease)
+            cp.append(
+                session_id,
+                [
+                    RestoreFinished(
+                        started_seq=intent, outcome="rolled_back", reason=f"{type(e).__name__}: {e}"
+                    )
+                ],
+                lease=lease,
+            )
             if cancel is not None and cancel.cancelled:
                 raise OperationCancelledError(cancel.reason or "cancelled") from e
             raise
         if conversation:
             try:
-                cp.truncate(session_id, seq - 1, expected_head=intent,
-                            expected_generation=generation, lease=lease)
+                cp.truncate(
+                    session_id,
+                    seq - 1,
+                    expected_head=intent,
+                    expected_generation=generation,
+                    lease=lease,
+                )
             except CheckpointConflictError:
-                ask(self.snapshot_ref, ApplyRestore(session_id, tuple(records), False),
-                    timeout=_ASK_TIMEOUT)
-                cp.append(session_id, [RestoreFinished(
-                    started_seq=intent, outcome="rolled_back",
-                    reason="another writer appended to the session during the restore")],
-                    lease=lease)
+                ask(
+                    self.snapshot_ref,
+                    ApplyRestore(session_id, tuple(records), False),
+                    timeout=_ASK_TIMEOUT,
+                )
+                cp.append(
+                    session_id,
+                    [
+                        RestoreFinished(
+                            started_seq=intent,
+                            outcome="rolled_back",
+                            reason="another writer appended to the session during the restore",
+                        )
+                    ],
+                    lease=lease,
+                )
                 raise
         else:
-            cp.append(session_id, [RestoreFinished(started_seq=intent, outcome="completed")],
-                      expected_head=intent, expected_generation=generation, lease=lease)
+            cp.append(
+                session_id,
+                [RestoreFinished(started_seq=intent, outcome="completed")],
+                expected_head=intent,
+                expected_generation=generation,
+                lease=lease,
+            )
         self._publish(session_id, "done", len(restored), len(restored))
         return RestoreResult(restored_files=tuple(restored), conversation_restored=conversation)
 
@@ -203,17 +250,30 @@ class Restorer:
             if state.pending_restore is None:
                 raise InvalidCheckpointError(f"session {session_id!r} has no interrupted restore")
             intent, started = state.pending_restore
-            restored = ask(self.snapshot_ref, ApplyRestore(session_id, started.files, True),
-                           timeout=_ASK_TIMEOUT)
+            restored = ask(
+                self.snapshot_ref,
+                ApplyRestore(session_id, started.files, True),
+                timeout=_ASK_TIMEOUT,
+            )
             if started.conversation:
-                self.checkpointer.truncate(session_id, started.to_seq - 1, expected_head=intent,
-                                           expected_generation=generation, lease=lease)
+                self.checkpointer.truncate(
+                    session_id,
+                    started.to_seq - 1,
+                    expected_head=intent,
+                    expected_generation=generation,
+                    lease=lease,
+                )
             else:
                 self.checkpointer.append(
-                    session_id, [RestoreFinished(started_seq=intent, outcome="completed")],
-                    expected_head=state.head, expected_generation=generation, lease=lease)
-            return RestoreResult(restored_files=tuple(restored),
-                                 conversation_restored=started.conversation)
+                    session_id,
+                    [RestoreFinished(started_seq=intent, outcome="completed")],
+                    expected_head=state.head,
+                    expected_generation=generation,
+                    lease=lease,
+                )
+            return RestoreResult(
+                restored_files=tuple(restored), conversation_restored=started.conversation
+            )
 
     def rollback(self, session_id: str) -> list[str]:
         """Roll an interrupted restore back: every file returns to its backup."""
@@ -222,12 +282,22 @@ class Restorer:
             if state.pending_restore is None:
                 raise InvalidCheckpointError(f"session {session_id!r} has no interrupted restore")
             intent, started = state.pending_restore
-            paths: list[str] = ask(self.snapshot_ref,
-                                   ApplyRestore(session_id, started.files, False),
-                                   timeout=_ASK_TIMEOUT)
+            paths: list[str] = ask(
+                self.snapshot_ref,
+                ApplyRestore(session_id, started.files, False),
+                timeout=_ASK_TIMEOUT,
+            )
             self.checkpointer.append(
                 session_id,
-                [RestoreFinished(started_seq=intent, outcome="rolled_back",
-                                 reason="rolled back after an interruption")],
-                expected_head=state.head, expected_generation=generation, lease=lease)
+                [
+                    RestoreFinished(
+                        started_seq=intent,
+                        outcome="rolled_back",
+                        reason="rolled back after an interruption",
+                    )
+                ],
+                expected_head=state.head,
+                expected_generation=generation,
+                lease=lease,
+            )
             return paths

@@ -74,8 +74,9 @@ def put_file(workdir: Path, rel: str, content: bytes | None) -> None:
         os.close(dfd)
 
 
-def backup_files(workdir: Path, files: Sequence[tuple[str, str | None, str | None]],
-                 blobs: BlobStore) -> list[RestoreFile]:
+def backup_files(
+    workdir: Path, files: Sequence[tuple[str, str | None, str | None]], blobs: BlobStore
+) -> list[RestoreFile]:
     """For each ``(path, target, target_hash)``, store the file's current content as its backup
     (so a restore can be rolled back) and return the restore records."""
     out = []
@@ -86,10 +87,15 @@ def backup_files(workdir: Path, files: Sequence[tuple[str, str | None, str | Non
         except FileNotFoundError:
             data = None
         backup = None if data is None else blobs.put(data)
-        out.append(RestoreFile(
-            path=rel, target=target, target_hash=target_hash, backup=backup,
-            backup_hash=None if backup is None else backup.removeprefix("sha256:"),
-        ))
+        out.append(
+            RestoreFile(
+                path=rel,
+                target=target,
+                target_hash=target_hash,
+                backup=backup,
+                backup_hash=None if backup is None else backup.removeprefix("sha256:"),
+            )
+        )
     return out
 
 
@@ -113,8 +119,10 @@ def apply_files(
     If a write fails (or ``stop()`` returns a reason) while going to the targets, the files
     already written are put back to their backups and :class:`RestoreFailedError` is raised.
     """
-    contents = [blobs.get(ref) if ref is not None else None
-                for ref in ((f.target if to_target else f.backup) for f in files)]
+    contents = [
+        blobs.get(ref) if ref is not None else None
+        for ref in ((f.target if to_target else f.backup) for f in files)
+    ]
     done: list[RestoreFile] = []
     for i, (f, content) in enumerate(zip(files, contents, strict=True)):
         try:
@@ -123,8 +131,9 @@ def apply_files(
         except Exception as e:
             if to_target:
                 for back in reversed(done):
-                    put_file(workdir, back.path,
-                             None if back.backup is None else blobs.get(back.backup))
+                    put_file(
+                        workdir, back.path, None if back.backup is None else blobs.get(back.backup)
+                    )
                 raise RestoreFailedError(
                     f"could not put back {f.path}: {type(e).__name__}: {e}; the "
                     f"{len(done)} file(s) already changed were returned to how they were"

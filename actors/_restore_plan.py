@@ -108,8 +108,15 @@ def plan_files(
             reason = f"its snapshot {snap.pre_image} is missing from the blob store"
         elif snap.pre_image is not None and blobs is not None and verify:
             reason = _damaged(blobs, snap.pre_image)
-        plans.append(FilePlan(path=path, target=snap.pre_image, target_hash=snap.pre_hash,
-                              last_hash=last_hash[path][1], unavailable=reason))
+        plans.append(
+            FilePlan(
+                path=path,
+                target=snap.pre_image,
+                target_hash=snap.pre_hash,
+                last_hash=last_hash[path][1],
+                unavailable=reason,
+            )
+        )
     return plans
 
 
@@ -118,11 +125,15 @@ def checkpoints(state: SessionState, blobs: BlobStore | None = None) -> list[Che
     out = []
     for mark in state.checkpoints:
         plans = plan_files(state, mark.seq, blobs)
-        out.append(Checkpoint(
-            seq=mark.seq, prompt=mark.prompt, ts=mark.ts,
-            files=tuple(p.path for p in plans if not p.unavailable),
-            unavailable_files=tuple(p.path for p in plans if p.unavailable),
-        ))
+        out.append(
+            Checkpoint(
+                seq=mark.seq,
+                prompt=mark.prompt,
+                ts=mark.ts,
+                files=tuple(p.path for p in plans if not p.unavailable),
+                unavailable_files=tuple(p.path for p in plans if p.unavailable),
+            )
+        )
     return out
 
 
@@ -164,12 +175,22 @@ def preflight(
     """Everything that makes a file restore unsafe now; empty when it is safe."""
     problems: list[tuple[str, str]] = []
     if state.open_tool_calls:
-        problems.append(("", "a tool call after the checkpoint has no result (it was cut in "
-                             f"half): {', '.join(state.open_tool_calls)}"))
+        problems.append(
+            (
+                "",
+                "a tool call after the checkpoint has no result (it was cut in "
+                f"half): {', '.join(state.open_tool_calls)}",
+            )
+        )
     for plan in plans:
         if plan.unavailable:
-            problems.append((plan.path, plan.unavailable + "; restore with files=False to "
-                                                          "restore the conversation alone"))
+            problems.append(
+                (
+                    plan.path,
+                    plan.unavailable + "; restore with files=False to "
+                    "restore the conversation alone",
+                )
+            )
             continue
         unsafe = _unsafe(workdir, plan.path)
         if unsafe:
@@ -178,7 +199,12 @@ def preflight(
         now = current_hash(workdir / plan.path)
         if now != plan.last_hash:
             what = "deleted" if now is None else "changed"
-            problems.append((plan.path, f"it was {what} since the agent last wrote it "
-                                        "(by the user, a shell command or another session)"))
+            problems.append(
+                (
+                    plan.path,
+                    f"it was {what} since the agent last wrote it "
+                    "(by the user, a shell command or another session)",
+                )
+            )
     del seq
     return problems

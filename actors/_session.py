@@ -169,9 +169,12 @@ class SessionActor(ActorBase):
             if not self.core.loaded:
                 self.core.load()
             if self.core.state.head != message.expected_head:
-                raise CheckpointConflictError(self.session_id, message.expected_head,
-                                              self.core.state.head,
-                                              "the session moved on during the compaction")
+                raise CheckpointConflictError(
+                    self.session_id,
+                    message.expected_head,
+                    self.core.state.head,
+                    "the session moved on during the compaction",
+                )
             self.core.lease = envelope.lease  # the compaction's: the record is fenced by it
             try:
                 self.core.append([message.record])
@@ -216,22 +219,28 @@ class SessionActor(ActorBase):
             f"[background task {done.task_id} ({done.description}) {status}]\n{summary}"
         )
         try:
-            self.core.append([
-                *self.core.interrupted_turn(),  # a turn another process was killed in
-                BackgroundCompleted(task_id=done.task_id, ok=not done.is_error, summary=summary),
-                UserPrompt(content=(TextBlock(notice),), origin="background"),
-            ])
+            self.core.append(
+                [
+                    *self.core.interrupted_turn(),  # a turn another process was killed in
+                    BackgroundCompleted(
+                        task_id=done.task_id, ok=not done.is_error, summary=summary
+                    ),
+                    UserPrompt(content=(TextBlock(notice),), origin="background"),
+                ]
+            )
         except Exception as e:
-            _log.error("background.not_recorded", session_id=self.session_id,
-                       task_id=done.task_id, error=repr(e))
+            _log.error(
+                "background.not_recorded",
+                session_id=self.session_id,
+                task_id=done.task_id,
+                error=repr(e),
+            )
             raise
         self.core.config.hub.publish(
             LiveEvent(self.session_id, BackgroundTaskFinished(done.task_id, done.is_error))
         )
 
-    def _start_background(
-        self, description: str, work: Callable[[CancelToken], ToolOutput]
-    ) -> str:
+    def _start_background(self, description: str, work: Callable[[CancelToken], ToolOutput]) -> str:
         task_id = f"bg-{next(_TASK_IDS)}"
         token = CancelToken()
         task = BackgroundTask(task_id, self.session_id, description)
@@ -242,20 +251,24 @@ class SessionActor(ActorBase):
                 output = checked_output(work(token))  # text the log can store
             except BaseException as e:  # noqa: BLE001 -- reported as the task's result
                 output = ToolOutput(safe_text(describe_error(e)), is_error=True)
-            done = BackgroundDone(task_id, safe_text(description), output.content,
-                                  output.is_error)
+            done = BackgroundDone(task_id, safe_text(description), output.content, output.is_error)
             error = _deliver(ref, done, token)
             if error is not None:
-                _log.warning("background.result_lost", session_id=self.session_id,
-                             task_id=task_id, error=repr(error))
+                _log.warning(
+                    "background.result_lost",
+                    session_id=self.session_id,
+                    task_id=task_id,
+                    error=repr(error),
+                )
 
         self.tasks.add(task, token)
         threading.Thread(target=run, name=f"liteagent-{task_id}", daemon=True).start()
         return task_id
 
 
-def _deliver(ref: pykka.ActorRef[Any], done: BackgroundDone,
-             token: CancelToken) -> BaseException | None:
+def _deliver(
+    ref: pykka.ActorRef[Any], done: BackgroundDone, token: CancelToken
+) -> BaseException | None:
     """Have the session record ``done``; return why it could not (``None`` once it did).
 
     While another process holds the session's lease the session refuses with AgentBusyError;

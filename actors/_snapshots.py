@@ -111,13 +111,17 @@ class FileSnapshotActor(ActorBase):
             to_target=message.to_target,
             progress=lambda done, total: self._progress(message.session_id, done, total),
             stop=(lambda: cancel.reason or "cancelled" if cancel.cancelled else None)
-            if cancel is not None else None,
+            if cancel is not None
+            else None,
         )
 
     def _progress(self, session_id: str, done: int, total: int) -> None:
         if self.hub is not None:
-            self.hub.publish(LiveEvent(session_id, CheckpointRestore(
-                phase="progress", completed=done, total=total)))
+            self.hub.publish(
+                LiveEvent(
+                    session_id, CheckpointRestore(phase="progress", completed=done, total=total)
+                )
+            )
 
     def _pre_image(self, path: str) -> PreImage:
         data = _read(path, self.max_bytes)

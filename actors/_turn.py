@@ -127,8 +127,9 @@ class SessionConfig:
     hub: EventHub = field(default_factory=EventHub)
     snapshot_ref: pykka.ActorRef[Any] | None = None
     context: ContextOptions | None = None
-    _schemas: tuple[ToolSchema, ...] | None = field(default=None, init=False, repr=False,
-                                                     compare=False)
+    _schemas: tuple[ToolSchema, ...] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def tool_schemas(self) -> tuple[ToolSchema, ...]:
         """The tools' schemas as requests carry them, built once for every session (a
@@ -138,7 +139,8 @@ class SessionConfig:
         if schemas is None:
             schemas = self._schemas = tuple(
                 ToolSchema(name=t.name, description=t.description, input_schema=t.input_schema)
-                for t in self.tools)
+                for t in self.tools
+            )
         return schemas
 
 
@@ -165,9 +167,14 @@ class SessionCore(SessionLog):
     def _reset_context(self) -> None:
         c = self.config
         if c.context is not None:
-            self.context = SessionContext(c.context, provider=c.provider,
-                                          max_tokens=c.max_tokens, system=c.system_prompt,
-                                          tools=self._tool_schemas, model_name=c.model_name)
+            self.context = SessionContext(
+                c.context,
+                provider=c.provider,
+                max_tokens=c.max_tokens,
+                system=c.system_prompt,
+                tools=self._tool_schemas,
+                model_name=c.model_name,
+            )
 
     def load(self) -> None:
         """Fold the session's log (resuming after a restart, a passivation or a conflict) and
@@ -217,16 +224,21 @@ class SessionCore(SessionLog):
                 raise InterruptedRestoreError(
                     f"session {self.session_id!r} has an interrupted restore (started at seq "
                     f"{self.state.pending_restore[0]}): call finish_restore() or "
-                    "rollback_restore()")
+                    "rollback_restore()"
+                )
             cancel.raise_if_cancelled()
             prompt = UserPrompt(content=(TextBlock(text),))
             if self.context is not None:
                 self.context.check_first_prompt(self.state, ConvMessage("user", prompt.content))
             before: list[Event] = []
             if self.state.head == 0:
-                before.append(SessionStarted(workdir=str(self.config.workdir),
-                                             model=self.config.model_name,
-                                             system_prompt=self.config.system_prompt))
+                before.append(
+                    SessionStarted(
+                        workdir=str(self.config.workdir),
+                        model=self.config.model_name,
+                        system_prompt=self.config.system_prompt,
+                    )
+                )
             before.extend(self.interrupted_turn())  # a turn cut short (crash, kill)
         try:
             self.append([*before, prompt])
@@ -236,8 +248,9 @@ class SessionCore(SessionLog):
             raise
         return len(self.state.entries) - 1  # the prompt's entry
 
-    def _turn(self, first_entry: int, cancel: CancelToken,
-              start_background: BackgroundStarter | None) -> TurnResult:
+    def _turn(
+        self, first_entry: int, cancel: CancelToken, start_background: BackgroundStarter | None
+    ) -> TurnResult:
         usage = Usage()
         stop_reason: str | None = None
         for _ in range(self.config.max_turns):
@@ -253,15 +266,27 @@ class SessionCore(SessionLog):
             stop_reason = "max_turns"
         new = conversation_since(self.state, first_entry)
         last_text = next(
-            (message_text(m.content) for m in reversed(new) if m.role == "assistant"), "")
+            (message_text(m.content) for m in reversed(new) if m.role == "assistant"), ""
+        )
         if self.state.turn_open:  # stopped by max_turns with tool results unanswered
-            self.append([TurnAborted(
-                reason="max_turns",
-                notice=f"[liteagent: the turn stopped after max_turns={self.config.max_turns} "
-                       "model calls]")])
+            self.append(
+                [
+                    TurnAborted(
+                        reason="max_turns",
+                        notice=f"[liteagent: the turn stopped after "
+                        f"max_turns={self.config.max_turns} "
+                        "model calls]",
+                    )
+                ]
+            )
         self.config.hub.publish(LiveEvent(self.session_id, TurnFinished(stop_reason)))
-        return TurnResult(session_id=self.session_id, text=last_text, messages=tuple(new),
-                          usage=usage, stop_reason=stop_reason)
+        return TurnResult(
+            session_id=self.session_id,
+            text=last_text,
+            messages=tuple(new),
+            usage=usage,
+            stop_reason=stop_reason,
+        )
 
     def _request(self, budget: int | None = None) -> tuple[ModelRequest, ContextView | None]:
         """The request to send now: the engine's view of the log (with ``budget``, when given),
@@ -299,8 +324,9 @@ class SessionCore(SessionLog):
                 try:
                     self.append([compaction])
                 except CodecError as e:  # a summary holding what the log cannot store
-                    notes.append(f"project: the summary could not be stored ({e}); kept the "
-                                 "selected view")
+                    notes.append(
+                        f"project: the summary could not be stored ({e}); kept the selected view"
+                    )
                 else:
                     request, view = self._request()
                     level = "project"
@@ -308,8 +334,11 @@ class SessionCore(SessionLog):
         try:
             response = self._call(request, sent, cancel)
         except ContextOverflowError as e:
-            budget = (None if view is None or self.context is None
-                      else self.context.recover_budget(view, e, self.config.max_tokens))
+            budget = (
+                None
+                if view is None or self.context is None
+                else self.context.recover_budget(view, e, self.config.max_tokens)
+            )
             if budget is None or view is None:
                 raise
             try:
@@ -318,15 +347,23 @@ class SessionCore(SessionLog):
                 raise e from None  # nothing left to cut: the provider's error stands
             if smaller is None or smaller.digest == view.digest:
                 raise
-            notes.append(f"recover: the provider reported a context overflow ({e}); "
-                         f"projected again within {budget} tokens")
+            notes.append(
+                f"recover: the provider reported a context overflow ({e}); "
+                f"projected again within {budget} tokens"
+            )
             request, view = retry, smaller
             level = "recover"
             response = self._call(request, sent, cancel)
         return self._record(sent[-1] if sent else request, view, level, notes, response)
 
-    def _record(self, final: ModelRequest, view: ContextView | None, level: str | None,
-                notes: Sequence[str], response: ModelResponse) -> AssistantMessage:
+    def _record(
+        self,
+        final: ModelRequest,
+        view: ContextView | None,
+        level: str | None,
+        notes: Sequence[str],
+        response: ModelResponse,
+    ) -> AssistantMessage:
         """Append what the model was shown (and why) with its answer, in one append; return the
         answer as recorded (its storable form when it held values the log cannot store)."""
         with held():
@@ -343,39 +380,62 @@ class SessionCore(SessionLog):
             message = stored
         return message
 
-    def _request_record(self, final: ModelRequest, view: ContextView | None, level: str | None,
-                        notes: Sequence[str], response: ModelResponse) -> list[Event]:
+    def _request_record(
+        self,
+        final: ModelRequest,
+        view: ContextView | None,
+        level: str | None,
+        notes: Sequence[str],
+        response: ModelResponse,
+    ) -> list[Event]:
         """What the model was shown (and why): the context status and the request record."""
         events: list[Event] = []
         if view is not None and self.context is not None:
             events.append(self.context.status(view, level, [safe_text(n) for n in notes]))
-            digest = (view.digest if final.messages is view.messages
-                      else messages_digest(message_digest(m) for m in final.messages))
+            digest = (
+                view.digest
+                if final.messages is view.messages
+                else messages_digest(message_digest(m) for m in final.messages)
+            )
             estimate = view.tokens_after
         elif final.messages is self.view.sync(self.state):  # unchanged by middleware: cached
             digest = self.view.messages_digest()
             estimate = self.view.total_tokens + request_overhead_tokens(final.system, final.tools)
         else:
             digest = messages_digest(message_digest(m) for m in final.messages)
-            estimate = (estimate_tokens(final.messages)
-                        + request_overhead_tokens(final.system, final.tools))
+            estimate = estimate_tokens(final.messages) + request_overhead_tokens(
+                final.system, final.tools
+            )
         head = request_digest(final)
         edits = tuple(
-            safe_text(f"{e.type}: {e.cleared_tool_uses or 0} tool use(s), "
-                      f"{e.cleared_thinking_turns or 0} thinking turn(s), "
-                      f"{e.cleared_input_tokens or 0} input tokens")
-            for e in response.applied_edits)
-        events.append(ModelRequestRecord(
-            view_hash=combine_view_hash(head, digest), token_estimate=estimate,
-            model=final.model, request_digest=head, native_edits=edits))
+            safe_text(
+                f"{e.type}: {e.cleared_tool_uses or 0} tool use(s), "
+                f"{e.cleared_thinking_turns or 0} thinking turn(s), "
+                f"{e.cleared_input_tokens or 0} input tokens"
+            )
+            for e in response.applied_edits
+        )
+        events.append(
+            ModelRequestRecord(
+                view_hash=combine_view_hash(head, digest),
+                token_estimate=estimate,
+                model=final.model,
+                request_digest=head,
+                native_edits=edits,
+            )
+        )
         return events
 
-    def _call(self, request: ModelRequest, sent: list[ModelRequest],
-              cancel: CancelToken) -> ModelResponse:
+    def _call(
+        self, request: ModelRequest, sent: list[ModelRequest], cancel: CancelToken
+    ) -> ModelResponse:
         """Run the middleware and the model call for ``request``."""
         for hook, with_cancel in self._before:
-            request = (hook(request, self.state, cancel=cancel) if with_cancel
-                       else hook(request, self.state))
+            request = (
+                hook(request, self.state, cancel=cancel)
+                if with_cancel
+                else hook(request, self.state)
+            )
 
         def call(req: ModelRequest) -> ModelResponse:
             sent.append(req)
@@ -409,24 +469,38 @@ class SessionCore(SessionLog):
             if cancel.cancelled:
                 results.extend(interrupted_results(calls[i:], cancel.reason or "cancelled"))
                 break
-            ctx = ToolContext(self.config.workdir, self.session_id, call.id, cancel,
-                              start_background, archive=reader)
-            self.config.hub.publish(LiveEvent(self.session_id, ToolCallStarted(call.id,
-                                                                                call.name)))
-            output, snaps = run_one(by_name.get(call.name), call, ctx, log=self.log,
-                                    snapshot_ref=self.config.snapshot_ref,
-                                    workdir=self.config.workdir)
+            ctx = ToolContext(
+                self.config.workdir,
+                self.session_id,
+                call.id,
+                cancel,
+                start_background,
+                archive=reader,
+            )
+            self.config.hub.publish(LiveEvent(self.session_id, ToolCallStarted(call.id, call.name)))
+            output, snaps = run_one(
+                by_name.get(call.name),
+                call,
+                ctx,
+                log=self.log,
+                snapshot_ref=self.config.snapshot_ref,
+                workdir=self.config.workdir,
+            )
             events.extend(snaps)
-            results.append(ToolResult(
-                block=ToolResultBlock(call.id, output.content, is_error=output.is_error),
-                tool_name=call.name,
-            ))
-            self.config.hub.publish(LiveEvent(
-                self.session_id, ToolCallFinished(call.id, call.name, output.is_error)))
+            results.append(
+                ToolResult(
+                    block=ToolResultBlock(call.id, output.content, is_error=output.is_error),
+                    tool_name=call.name,
+                )
+            )
+            self.config.hub.publish(
+                LiveEvent(self.session_id, ToolCallFinished(call.id, call.name, output.is_error))
+            )
         archived: list[Event] = []
         if self.context is not None:
-            archived.extend(self.context.archive(
-                [r for r in results if isinstance(r, ToolResult)], blobs))
+            archived.extend(
+                self.context.archive([r for r in results if isinstance(r, ToolResult)], blobs)
+            )
         self.append([*events, *results, *archived])
         cancel.raise_if_cancelled()
 
@@ -451,4 +525,3 @@ def conversation_since(state: SessionState, first_entry: int) -> list[ConvMessag
     """The messages the entries from ``first_entry`` on contribute (not merged across the
     boundary)."""
     return merge_adjacent(entry.message for entry in state.entries[first_entry:])
-

@@ -138,8 +138,11 @@ class SessionLog:
         if isinstance(error, SessionLeasedError):  # another holder has the session now
             self.log.warning("turn.abort_not_recorded", error="the session's lease was lost")
             return
-        settled = ("conflict" if isinstance(error, CheckpointConflictError)
-                   else self._settle_failed_append())
+        settled = (
+            "conflict"
+            if isinstance(error, CheckpointConflictError)
+            else self._settle_failed_append()
+        )
         if settled == "conflict":
             self.log.warning("turn.abort_not_recorded", error="another writer moved the log")
             return

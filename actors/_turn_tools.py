@@ -47,9 +47,15 @@ _SNAPSHOT_TIMEOUT = 120.0
 _INT_MAX = 2**63 - 1
 
 
-def run_one(tool: Tool | None, call: ToolUseBlock, ctx: ToolContext, *,
-            snapshot_ref: pykka.ActorRef[Any] | None, workdir: Path,
-            log: Any) -> tuple[ToolOutput, list[Event]]:
+def run_one(
+    tool: Tool | None,
+    call: ToolUseBlock,
+    ctx: ToolContext,
+    *,
+    snapshot_ref: pykka.ActorRef[Any] | None,
+    workdir: Path,
+    log: Any,
+) -> tuple[ToolOutput, list[Event]]:
     """Run one call; whatever goes wrong (the tool, its input, the snapshots) becomes an
     ``is_error`` output the model can read."""
     if tool is None:
@@ -58,7 +64,9 @@ def run_one(tool: Tool | None, call: ToolUseBlock, ctx: ToolContext, *,
         return ToolOutput(
             "the tool did not run: its input holds a value liteagent cannot pass to a tool "
             "(an integer beyond 64 bits or a string with a surrogate code point); the "
-            f"input as JSON: {call.input_json[:2000]}", is_error=True), []
+            f"input as JSON: {call.input_json[:2000]}",
+            is_error=True,
+        ), []
     given = _own_copy(call.input)  # a tool that changes its input changes no view
     try:
         paths = [str(p) for p in tool.changed_paths(given, ctx)]
@@ -67,25 +75,26 @@ def run_one(tool: Tool | None, call: ToolUseBlock, ctx: ToolContext, *,
     pre: list[PreImage] = []
     if paths and snapshot_ref is not None:
         try:
-            pre = ask(snapshot_ref, PreImages(tuple(paths)),
-                      timeout=_SNAPSHOT_TIMEOUT)
+            pre = ask(snapshot_ref, PreImages(tuple(paths)), timeout=_SNAPSHOT_TIMEOUT)
         except BaseException as e:  # noqa: BLE001 -- without a pre-image it must not run
             log.warning("tool.snapshot_failed", tool=call.name, error=repr(e))
-            return ToolOutput(safe_text(
-                "the tool did not run: the files it changes could not be snapshotted "
-                f"first ({describe_error(e)})"), is_error=True), []
+            return ToolOutput(
+                safe_text(
+                    "the tool did not run: the files it changes could not be snapshotted "
+                    f"first ({describe_error(e)})"
+                ),
+                is_error=True,
+            ), []
     try:
         output = checked_output(tool.run(given, ctx))
     except BaseException as e:  # noqa: BLE001 -- a failing tool is a result, not a crash
         log.warning("tool.failed", tool=call.name, error=repr(e))
-        output = ToolOutput(safe_text(f"the tool failed: {describe_error(e)}"),
-                            is_error=True)
+        output = ToolOutput(safe_text(f"the tool failed: {describe_error(e)}"), is_error=True)
     snaps: list[Event] = []
     if pre and snapshot_ref is not None:
         post: list[str | None]
         try:
-            post = ask(snapshot_ref, PostHashes(tuple(paths)),
-                       timeout=_SNAPSHOT_TIMEOUT)
+            post = ask(snapshot_ref, PostHashes(tuple(paths)), timeout=_SNAPSHOT_TIMEOUT)
         except BaseException as e:  # noqa: BLE001 -- unknown after-state: restore refuses
             log.warning("tool.post_hash_failed", tool=call.name, error=repr(e))
             post = [None] * len(pre)
@@ -96,7 +105,6 @@ def run_one(tool: Tool | None, call: ToolUseBlock, ctx: ToolContext, *,
             else:  # a file name that is not valid UTF-8 cannot be stored in the log
                 log.warning("tool.snapshot_not_recorded", path=repr(event.path))
     return output, snaps
-
 
 
 _ATOMS = frozenset({str, int, float, bool, type(None)})
@@ -136,18 +144,29 @@ def storable_reply(message: AssistantMessage) -> AssistantMessage:
     kept as their exact JSON text (``message_from_dict`` of the API shape), usage numbers
     bounded, text fields without surrogate code points. Raises
     :class:`~liteagent.eventlog.InvalidMessageError` for content that is not JSON data."""
-    content = message_from_dict(message_to_dict(ConvMessage("assistant", message.content)),
-                                where="the model's answer").content
+    content = message_from_dict(
+        message_to_dict(ConvMessage("assistant", message.content)), where="the model's answer"
+    ).content
     u = message.usage
-    usage = Usage(**{f: max(0, min(int(getattr(u, f)), _INT_MAX)) for f in (
-        "input_tokens", "output_tokens", "cache_creation_input_tokens",
-        "cache_read_input_tokens")})
+    usage = Usage(
+        **{
+            f: max(0, min(int(getattr(u, f)), _INT_MAX))
+            for f in (
+                "input_tokens",
+                "output_tokens",
+                "cache_creation_input_tokens",
+                "cache_read_input_tokens",
+            )
+        }
+    )
     stop = message.stop_reason
     model = message.model
     return AssistantMessage(
-        content=content, usage=usage,
+        content=content,
+        usage=usage,
         stop_reason=safe_text(stop) if isinstance(stop, str) else None,
-        model=safe_text(model) if isinstance(model, str) else None)
+        model=safe_text(model) if isinstance(model, str) else None,
+    )
 
 
 def checked_output(output: object) -> ToolOutput:
@@ -157,12 +176,14 @@ def checked_output(output: object) -> ToolOutput:
         if isinstance(output, ToolOutput):
             output = ToolOutput(output.content, output.is_error)
         else:
-            return ToolOutput(f"the tool returned a {type(output).__name__}, not a ToolOutput",
-                              is_error=True)
+            return ToolOutput(
+                f"the tool returned a {type(output).__name__}, not a ToolOutput", is_error=True
+            )
     given: object = output.content  # typed str, but a tool may build it with anything
     if not isinstance(given, str):
-        return ToolOutput(f"the tool returned a {type(given).__name__} as its content, not "
-                          "text", is_error=True)
+        return ToolOutput(
+            f"the tool returned a {type(given).__name__} as its content, not text", is_error=True
+        )
     content = safe_text(given)
     is_error = output.is_error is True
     if content is output.content and is_error is output.is_error:
@@ -176,13 +197,18 @@ def takes_cancel(fn: Callable[..., Any]) -> bool:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):  # no signature to inspect: do not pass it
         return False
-    return any((p.name == "cancel" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
-               or p.kind is p.VAR_KEYWORD for p in params)
+    return any(
+        (p.name == "cancel" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+        or p.kind is p.VAR_KEYWORD
+        for p in params
+    )
 
 
 def interrupted_results(calls: Sequence[ToolUseBlock], reason: str) -> list[Event]:
     return [
-        ToolResult(block=ToolResultBlock(c.id, f"interrupted: {reason}", is_error=True),
-                   tool_name=c.name or None)
+        ToolResult(
+            block=ToolResultBlock(c.id, f"interrupted: {reason}", is_error=True),
+            tool_name=c.name or None,
+        )
         for c in calls
     ]

@@ -79,7 +79,7 @@ _CODE_LINES = (
     "def {w}_{w2}(self, {w3}: int) -> str:",
     "    return self._{w}[{w2}]",
     "    if {w} is None:",
-    "        raise ValueError(f\"{w} {w2}: {{{w3}!r}}\")",
+    '        raise ValueError(f"{w} {w2}: {{{w3}!r}}")',
     "import {w}.{w2}",
     "from .{w} import {w2}, {w3}",
     "class {W}{W2}:",
@@ -100,8 +100,13 @@ def _corpus(rng: random.Random, size: int) -> str:
         if rng.random() < 0.6:
             w, w2, w3 = rng.choice(_WORDS), rng.choice(_WORDS), rng.choice(_WORDS)
             line = rng.choice(_CODE_LINES).format(
-                w=w, w2=w2, w3=w3, W=w.capitalize(), W2=w2.capitalize(),
-                n=rng.randrange(10_000), n2=rng.randrange(10_000),
+                w=w,
+                w2=w2,
+                w3=w3,
+                W=w.capitalize(),
+                W2=w2.capitalize(),
+                n=rng.randrange(10_000),
+                n2=rng.randrange(10_000),
             )
         else:
             line = " ".join(rng.choice(_WORDS) for _ in range(rng.randrange(4, 18))).capitalize()
@@ -141,59 +146,100 @@ class EventFactory:
     def _tool_input(self, tool: str) -> dict[str, object]:
         r = self.rng
         if tool == "Bash":
-            return {"command": self.text(r.randrange(20, 160)).replace("\n", " "),
-                    "description": self.text(r.randrange(10, 60)).replace("\n", " ")}
+            return {
+                "command": self.text(r.randrange(20, 160)).replace("\n", " "),
+                "description": self.text(r.randrange(10, 60)).replace("\n", " "),
+            }
         if tool == "Read":
             return {"file_path": self._path(), "offset": r.randrange(1, 500), "limit": 200}
         if tool == "Edit":
-            return {"file_path": self._path(), "old_string": self.text(r.randrange(20, 600)),
-                    "new_string": self.text(r.randrange(20, 800)), "replace_all": False}
+            return {
+                "file_path": self._path(),
+                "old_string": self.text(r.randrange(20, 600)),
+                "new_string": self.text(r.randrange(20, 800)),
+                "replace_all": False,
+            }
         if tool == "Write":
             return {"file_path": self._path(), "content": self.text(r.randrange(200, 6000))}
         if tool == "Grep":
-            return {"pattern": r.choice(_WORDS) + ".*" + r.choice(_WORDS), "path": "src",
-                    "output_mode": "content", "-n": True}
+            return {
+                "pattern": r.choice(_WORDS) + ".*" + r.choice(_WORDS),
+                "path": "src",
+                "output_mode": "content",
+                "-n": True,
+            }
         return {"pattern": f"**/*{r.choice(_WORDS)}*.py"}
 
     def _usage(self) -> Usage:
         r = self.rng
-        return Usage(input_tokens=r.randrange(1, 50), output_tokens=r.randrange(20, 2000),
-                     cache_creation_input_tokens=r.randrange(0, 5000),
-                     cache_read_input_tokens=r.randrange(1000, 150_000))
+        return Usage(
+            input_tokens=r.randrange(1, 50),
+            output_tokens=r.randrange(20, 2000),
+            cache_creation_input_tokens=r.randrange(0, 5000),
+            cache_read_input_tokens=r.randrange(1000, 150_000),
+        )
 
     def _turn(self) -> list[Event]:
         r = self.rng
         out: list[Event] = [
-            UserPrompt(content=(TextBlock(self.text(r.randrange(20, 1500))),),
-                       origin="user" if r.random() < 0.9 else "reminder")
+            UserPrompt(
+                content=(TextBlock(self.text(r.randrange(20, 1500))),),
+                origin="user" if r.random() < 0.9 else "reminder",
+            )
         ]
         for step in range(r.randrange(1, 9)):
-            out.append(ModelRequestRecord(view_hash=self._hex(),
-                                    token_estimate=r.randrange(2000, 150_000), model=MODEL))
+            out.append(
+                ModelRequestRecord(
+                    view_hash=self._hex(), token_estimate=r.randrange(2000, 150_000), model=MODEL
+                )
+            )
             if step % 4 == 3:
-                out.append(ContextStatus(level="ok", tokens=r.randrange(10_000, 150_000),
-                                         budget=200_000))
+                out.append(
+                    ContextStatus(level="ok", tokens=r.randrange(10_000, 150_000), budget=200_000)
+                )
             calls = [(self._id(), r.choice(_TOOLS)) for _ in range(r.choice((1, 1, 1, 2, 3)))]
             blocks = (
                 TextBlock(self.text(r.randrange(30, 800))),
                 *(ToolUseBlock(id=i, name=t, input=self._tool_input(t)) for i, t in calls),
             )
-            out.append(AssistantMessage(content=blocks, usage=self._usage(),
-                                        stop_reason="tool_use", model=MODEL))
+            out.append(
+                AssistantMessage(
+                    content=blocks, usage=self._usage(), stop_reason="tool_use", model=MODEL
+                )
+            )
             for call_id, tool in calls:
                 if tool in ("Edit", "Write"):
-                    out.append(FileSnapshot(path=self._path(), tool_call_id=call_id,
-                                            pre_image="sha256:" + self._hex(),
-                                            pre_hash=self._hex(), post_hash=self._hex()))
+                    out.append(
+                        FileSnapshot(
+                            path=self._path(),
+                            tool_call_id=call_id,
+                            pre_image="sha256:" + self._hex(),
+                            pre_hash=self._hex(),
+                            post_hash=self._hex(),
+                        )
+                    )
                 output = self.text(self._output_size())
-                out.append(ToolResult(
-                    block=ToolResultBlock(call_id, output, True if r.random() < 0.05 else UNSET),
-                    tool_name=tool,
-                ))
-        out.append(ModelRequestRecord(view_hash=self._hex(),
-                                      token_estimate=r.randrange(2000, 150_000), model=MODEL))
-        out.append(AssistantMessage(content=(TextBlock(self.text(r.randrange(50, 1500))),),
-                                    usage=self._usage(), stop_reason="end_turn", model=MODEL))
+                out.append(
+                    ToolResult(
+                        block=ToolResultBlock(
+                            call_id, output, True if r.random() < 0.05 else UNSET
+                        ),
+                        tool_name=tool,
+                    )
+                )
+        out.append(
+            ModelRequestRecord(
+                view_hash=self._hex(), token_estimate=r.randrange(2000, 150_000), model=MODEL
+            )
+        )
+        out.append(
+            AssistantMessage(
+                content=(TextBlock(self.text(r.randrange(50, 1500))),),
+                usage=self._usage(),
+                stop_reason="end_turn",
+                model=MODEL,
+            )
+        )
         return out
 
     def events(self, n: int) -> list[Event]:
@@ -228,14 +274,26 @@ def small_events(target: int = 300) -> list[Event]:
         return ev
 
     return [
-        tune(lambda t: AssistantMessage(
-            content=(TextBlock(t),
-                     ToolUseBlock(id="toolu_01AbCdEfGhIjKlMnOpQrStUv", name="Bash",
-                                  input={"command": "pytest -q tests/test_eventlog.py"})),
-            usage=Usage(input_tokens=3, output_tokens=120, cache_read_input_tokens=41_000),
-            stop_reason="tool_use", model=MODEL)),
-        tune(lambda t: ToolResult(block=ToolResultBlock("toolu_01AbCdEfGhIjKlMnOpQrStUv", t),
-                                  tool_name="Bash")),
+        tune(
+            lambda t: AssistantMessage(
+                content=(
+                    TextBlock(t),
+                    ToolUseBlock(
+                        id="toolu_01AbCdEfGhIjKlMnOpQrStUv",
+                        name="Bash",
+                        input={"command": "pytest -q tests/test_eventlog.py"},
+                    ),
+                ),
+                usage=Usage(input_tokens=3, output_tokens=120, cache_read_input_tokens=41_000),
+                stop_reason="tool_use",
+                model=MODEL,
+            )
+        ),
+        tune(
+            lambda t: ToolResult(
+                block=ToolResultBlock("toolu_01AbCdEfGhIjKlMnOpQrStUv", t), tool_name="Bash"
+            )
+        ),
         tune(lambda t: UserPrompt(content=(TextBlock(t),))),
     ]
 
@@ -319,27 +377,36 @@ def describe_workloads(workloads: dict[str, list[list[Event]]]) -> str:
     parts = []
     for label, batches in workloads.items():
         sizes = [len(encode_body(e)[1]) for b in batches for e in b]
-        parts.append(f"{label}: {len(batches)} distinct batches, {min(sizes)}-{max(sizes)} bytes, "
-                     f"mean {sum(sizes) / len(sizes):.0f} bytes/event")
+        parts.append(
+            f"{label}: {len(batches)} distinct batches, {min(sizes)}-{max(sizes)} bytes, "
+            f"mean {sum(sizes) / len(sizes):.0f} bytes/event"
+        )
     return "events (msgpack body sizes): " + "; ".join(parts)
 
 
 def report_append_case(
-    title: str, res: dict[str, Measurement], n_events: int, target: float | None,
+    title: str,
+    res: dict[str, Measurement],
+    n_events: int,
+    target: float | None,
     baseline: str,
 ) -> tuple[float, float]:
     """Print one append case; return the liteagent/``baseline`` ratios (best/best, paired)."""
     print(f"\n-- {title}")
     for m in res.values():
-        print(f"   {m.name:15s} best {fmt_rate(m.best_rate):>7s} calls/s "
-              f"({fmt_rate(m.best_rate * n_events):>7s} events/s, {1e6 / m.best_rate:8.1f} "
-              f"us/call); median {fmt_rate(m.median_rate):>7s} calls/s")
+        print(
+            f"   {m.name:15s} best {fmt_rate(m.best_rate):>7s} calls/s "
+            f"({fmt_rate(m.best_rate * n_events):>7s} events/s, {1e6 / m.best_rate:8.1f} "
+            f"us/call); median {fmt_rate(m.median_rate):>7s} calls/s"
+        )
     lt, base = res["liteagent"], res[baseline]
     ratio_best = lt.best_rate / base.best_rate
     ratio_med = paired_ratio(lt, base)
     verdict = f"{ratio_best:.2f}x (no target)" if target is None else fmt_ratio(ratio_best, target)
-    print(f"   ratio liteagent/{baseline}: best/best {verdict}; "
-          f"median of per-round ratios {ratio_med:.2f}x")
+    print(
+        f"   ratio liteagent/{baseline}: best/best {verdict}; "
+        f"median of per-round ratios {ratio_med:.2f}x"
+    )
     return ratio_best, ratio_med
 
 
@@ -395,15 +462,19 @@ def print_header(title: str, args: argparse.Namespace) -> None:
     print(environment())
     print(library_fingerprint())
     print(f"command: {sys.executable} {' '.join(sys.argv)}")
-    print(f"rounds: {args.rounds} (twice that for fsync cases; interleaved; best and median "
-          "reported)")
+    print(
+        f"rounds: {args.rounds} (twice that for fsync cases; interleaved; best and median reported)"
+    )
 
 
 def add_common_args(p: argparse.ArgumentParser, rounds: int = 5) -> None:
     p.add_argument("--quick", action="store_true", help="a short smoke run")
     p.add_argument("--rounds", type=int, default=None, help=f"rounds per loop (default {rounds})")
-    p.add_argument("--profile", action="store_true",
-                   help="also profile the liteagent loops with cProfile and print the top entries")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="also profile the liteagent loops with cProfile and print the top entries",
+    )
     p.add_argument("--dir", default=None, help="where to put the databases (default: a temp dir)")
     p.set_defaults(default_rounds=rounds)
 
@@ -447,8 +518,10 @@ def profile_top(fn: Callable[[], object], limit: int = 18) -> str:
     fn()
     profiler.stop()
     tree = profiler.output_text(unicode=False, color=False, show_all=False)
-    return text + "\n    pyinstrument (sampled):\n" + "\n".join(
-        "    " + line for line in tree.splitlines() if line.strip()
+    return (
+        text
+        + "\n    pyinstrument (sampled):\n"
+        + "\n".join("    " + line for line in tree.splitlines() if line.strip())
     )
 
 
@@ -461,8 +534,10 @@ def _cprofile_top(fn: Callable[[], object], limit: int) -> str:
     stats = pstats.Stats(prof, stream=buf)
     total = stats.total_tt  # type: ignore[attr-defined]
     rows = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)  # type: ignore[attr-defined]
-    lines = [f"    total {total:.3f} s under cProfile (profiling inflates Python-level calls)",
-             "    own%   cum%   calls  function"]
+    lines = [
+        f"    total {total:.3f} s under cProfile (profiling inflates Python-level calls)",
+        "    own%   cum%   calls  function",
+    ]
     for (file, line, func), (_cc, nc, tt, ct, _callers) in rows[:limit]:
         where = f"{os.path.basename(file)}:{line}" if line else file
         lines.append(

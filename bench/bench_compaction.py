@@ -126,15 +126,19 @@ class EchoSummarizer:
         self.chars = 0
 
     def complete(
-        self, request: ModelRequest, *, cancel: CancelToken | None = None  # noqa: ARG002 -- the SummarizerModel signature
+        self,
+        request: ModelRequest,
+        *,
+        cancel: CancelToken | None = None,  # noqa: ARG002 -- the SummarizerModel signature
     ) -> ModelResponse:
         text = "\n".join(message_text(m.content) for m in request.messages)
         self.calls += 1
         self.chars += len(text)
         body = text.split("<conversation>\n", 1)[-1]
         summary = "Summary (bench): " + body[:SUMMARY_CHARS]
-        return ModelResponse(message=AssistantMessage(content=(TextBlock(summary),),
-                                                      stop_reason="end_turn"))
+        return ModelResponse(
+            message=AssistantMessage(content=(TextBlock(summary),), stop_reason="end_turn")
+        )
 
 
 @dataclass
@@ -190,21 +194,38 @@ def make_compactors() -> list[Subject]:
     def default() -> Compactor:
         return default_compactor(budget_bytes=budget, store=memory_spill_store(), **kwargs)
 
-    subjects = [Subject("default", _compactor(default),
-                        f"default_compactor(budget_bytes={budget:_}{shown}): budget spill, "
-                        "snip, micro")]
+    subjects = [
+        Subject(
+            "default",
+            _compactor(default),
+            f"default_compactor(budget_bytes={budget:_}{shown}): budget spill, snip, micro",
+        )
+    ]
     if kwargs:
         always, shown_always = _default_kwargs(None)
-        subjects.append(Subject(
-            "default always", _compactor(lambda: default_compactor(
-                budget_bytes=budget, store=memory_spill_store(), **always)),
-            f"default_compactor(budget_bytes={budget:_}{shown_always}): snip and micro act on "
-            "every call"))
+        subjects.append(
+            Subject(
+                "default always",
+                _compactor(
+                    lambda: default_compactor(
+                        budget_bytes=budget, store=memory_spill_store(), **always
+                    )
+                ),
+                f"default_compactor(budget_bytes={budget:_}{shown_always}): snip and micro act on "
+                "every call",
+            )
+        )
     subjects += [
-        Subject("token_budget 20k", _compactor(lambda: token_budget_compactor(20_000)),
-                "token_budget_compactor(20_000)"),
-        Subject("token_budget 50k", _compactor(lambda: token_budget_compactor(50_000)),
-                "token_budget_compactor(50_000)"),
+        Subject(
+            "token_budget 20k",
+            _compactor(lambda: token_budget_compactor(20_000)),
+            "token_budget_compactor(20_000)",
+        ),
+        Subject(
+            "token_budget 50k",
+            _compactor(lambda: token_budget_compactor(50_000)),
+            "token_budget_compactor(50_000)",
+        ),
     ]
 
     def spill_only() -> Compactor:
@@ -213,32 +234,47 @@ def make_compactors() -> list[Subject]:
     for name, base, base_shown, warm in (
         ("llm", default, "'default' above", False),
         ("llm warm", default, "'default' above", True),
-        ("llm spill-base", spill_only, f"default_compactor([tool_result_budget_pass({budget:_})])",
-         False),
+        (
+            "llm spill-base",
+            spill_only,
+            f"default_compactor([tool_result_budget_pass({budget:_})])",
+            False,
+        ),
     ):
         summarizers: list[EchoSummarizer] = []
 
-        def llm(summarizers: list[EchoSummarizer] = summarizers,
-                base: Callable[[], Compactor] = base) -> Compactor:
+        def llm(
+            summarizers: list[EchoSummarizer] = summarizers, base: Callable[[], Compactor] = base
+        ) -> Compactor:
             model = EchoSummarizer()
             summarizers.append(model)
-            return llm_compactor(model=model, model_name="bench-echo",
-                                 token_threshold=llm_threshold, base=base())
+            return llm_compactor(
+                model=model, model_name="bench-echo", token_threshold=llm_threshold, base=base()
+            )
 
-        subjects.append(Subject(
-            name, _compactor(llm),
-            f"llm_compactor(token_threshold={llm_threshold:_}, base={base_shown}; echo "
-            f"summarizer, {SUMMARY_CHARS} chars)"
-            + ("; the second call of a primed compactor (remembered summary)" if warm else ""),
-            warm=warm, summarizers=summarizers))
+        subjects.append(
+            Subject(
+                name,
+                _compactor(llm),
+                f"llm_compactor(token_threshold={llm_threshold:_}, base={base_shown}; echo "
+                f"summarizer, {SUMMARY_CHARS} chars)"
+                + ("; the second call of a primed compactor (remembered summary)" if warm else ""),
+                warm=warm,
+                summarizers=summarizers,
+            )
+        )
     subjects += [
-        Subject("pass budget", _single_pass(
-            lambda: tool_result_budget_pass(budget, memory_spill_store())),
-            f"tool_result_budget_pass({budget:_}, memory_spill_store())"),
+        Subject(
+            "pass budget",
+            _single_pass(lambda: tool_result_budget_pass(budget, memory_spill_store())),
+            f"tool_result_budget_pass({budget:_}, memory_spill_store())",
+        ),
         Subject("pass snip", _single_pass(snip_pass), "snip_pass() (head 1, tail 4 turns)"),
-        Subject("pass snip 50k", _single_pass(
-            lambda: snip_pass(keep_tail_turns=1, max_tokens=50_000)),
-            "snip_pass(keep_tail_turns=1, max_tokens=50_000)"),
+        Subject(
+            "pass snip 50k",
+            _single_pass(lambda: snip_pass(keep_tail_turns=1, max_tokens=50_000)),
+            "snip_pass(keep_tail_turns=1, max_tokens=50_000)",
+        ),
         Subject("pass micro", _single_pass(micro_pass), "micro_pass() (keep_recent=3)"),
     ]
     return subjects
@@ -252,8 +288,10 @@ def find_trajectories(arg: str | None) -> Path:
     for c in candidates:
         if c and Path(c).is_dir() and any(Path(c).glob("*.jsonl")):
             return Path(c)
-    sys.exit(f"no trajectories found (tried {[c for c in candidates if c]}); "
-             "pass --trajectories DIR or set LITEAGENT_TRAJECTORIES")
+    sys.exit(
+        f"no trajectories found (tried {[c for c in candidates if c]}); "
+        "pass --trajectories DIR or set LITEAGENT_TRAJECTORIES"
+    )
 
 
 def decode(data: bytes) -> list[Message]:
@@ -269,28 +307,48 @@ def _retag(block: dict[str, Any], suffix: str) -> dict[str, Any]:
     return block
 
 
-def concatenate(transcripts: Sequence[list[dict[str, Any]]]) -> tuple[list[dict[str, Any]], int,
-                                                                      int]:
+def concatenate(
+    transcripts: Sequence[list[dict[str, Any]]],
+) -> tuple[list[dict[str, Any]], int, int]:
     """One conversation of ``transcripts`` in order (see the module docstring); also returns how
     many tool calls were answered "interrupted" and how many assistant joints were inserted."""
     out: list[dict[str, Any]] = []
     answered = joints = 0
     for k, dicts in enumerate(transcripts):
         suffix = f"_c{k}"
-        msgs = [{**d, "content": [_retag(b, suffix) for b in d["content"]]}
-                if isinstance(d.get("content"), list) else d for d in dicts]
+        msgs = [
+            {**d, "content": [_retag(b, suffix) for b in d["content"]]}
+            if isinstance(d.get("content"), list)
+            else d
+            for d in dicts
+        ]
         if out:
             last = out[-1]
             if last["role"] == "assistant" and isinstance(last["content"], list):
                 open_ids = [b["id"] for b in last["content"] if b.get("type") == "tool_use"]
                 if open_ids:
-                    out.append({"role": "user", "content": [
-                        {"type": "tool_result", "tool_use_id": i, "content": "interrupted",
-                         "is_error": True} for i in open_ids]})
+                    out.append(
+                        {
+                            "role": "user",
+                            "content": [
+                                {
+                                    "type": "tool_result",
+                                    "tool_use_id": i,
+                                    "content": "interrupted",
+                                    "is_error": True,
+                                }
+                                for i in open_ids
+                            ],
+                        }
+                    )
                     answered += len(open_ids)
             if out[-1]["role"] == msgs[0]["role"] == "user":
-                out.append({"role": "assistant", "content": [
-                    {"type": "text", "text": f"(transcript {k} follows)"}]})
+                out.append(
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "text", "text": f"(transcript {k} follows)"}],
+                    }
+                )
                 joints += 1
         out.extend(msgs)
     return out, answered, joints
@@ -321,15 +379,18 @@ def conversation_problems(messages: Sequence[Message]) -> list[str]:
             before = messages[i - 1] if i else None
             asked = {b.id for b in before.content if type(b) is ToolUseBlock} if before else set()
             if set(results) != asked:
-                problems.append(f"message {i}: tool_results {sorted(set(results) ^ asked)[:3]} "
-                                "do not match the calls of the message before")
+                problems.append(
+                    f"message {i}: tool_results {sorted(set(results) ^ asked)[:3]} "
+                    "do not match the calls of the message before"
+                )
         if uses:
             if seen.intersection(uses) or len(uses) != len(set(uses)):
                 problems.append(f"message {i} repeats a tool_use id")
             seen.update(uses)
             if i + 1 < len(messages):
-                answered = {b.tool_use_id for b in messages[i + 1].content
-                            if type(b) is ToolResultBlock}
+                answered = {
+                    b.tool_use_id for b in messages[i + 1].content if type(b) is ToolResultBlock
+                }
                 if answered != set(uses):
                     problems.append(f"message {i}: calls not answered in message {i + 1}")
     return problems
@@ -338,8 +399,10 @@ def conversation_problems(messages: Sequence[Message]) -> list[str]:
 def require_valid(messages: Sequence[Message], what: str) -> None:
     problems = conversation_problems(messages)
     if problems:
-        raise AssertionError(f"{what} is not a valid conversation: {problems[:5]}"
-                             + (f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""))
+        raise AssertionError(
+            f"{what} is not a valid conversation: {problems[:5]}"
+            + (f" (+{len(problems) - 5} more)" if len(problems) > 5 else "")
+        )
 
 
 # -- sanity ----------------------------------------------------------------------------------------
@@ -357,7 +420,8 @@ def checked_run(subject: Subject, messages: tuple[Message, ...], what: str) -> C
     if first.messages != second.messages or first.passes != second.passes:
         raise AssertionError(f"{subject.name} on {what}: two fresh runs gave different outputs")
     if first.tokens_before != estimate_tokens(messages) or (
-            first.tokens_after != estimate_tokens(first.messages)):
+        first.tokens_after != estimate_tokens(first.messages)
+    ):
         raise AssertionError(f"{subject.name} on {what}: reported tokens differ from the estimate")
     require_valid(first.messages, f"the output of {subject.name} on {what}")
     return first
@@ -376,9 +440,12 @@ def corpus_loop(run_one: Callable[[int], float], n: int) -> Callable[[], float]:
     return run
 
 
-def subject_on(subject: Subject, inputs: Sequence[tuple[Message, ...]],
-               expected: Sequence[Outcome],
-               per_file: list[list[float]]) -> Callable[[int], float]:
+def subject_on(
+    subject: Subject,
+    inputs: Sequence[tuple[Message, ...]],
+    expected: Sequence[Outcome],
+    per_file: list[list[float]],
+) -> Callable[[int], float]:
     """Time ``subject`` on ``inputs[i]`` (fresh, built and primed before the clock starts)."""
 
     def run_one(i: int) -> float:
@@ -416,8 +483,9 @@ def timed_once(fn: Callable[[], object]) -> Callable[[], float]:
     return run
 
 
-def timed_subject(subject: Subject, messages: tuple[Message, ...],
-                  expected: Outcome) -> Callable[[], float]:
+def timed_subject(
+    subject: Subject, messages: tuple[Message, ...], expected: Outcome
+) -> Callable[[], float]:
     def run() -> float:
         compact = subject.prepare(messages)
         gc.collect()
@@ -453,16 +521,33 @@ def profiled(subject: Subject, messages: tuple[Message, ...]) -> Callable[[], ob
 # -- reporting -------------------------------------------------------------------------------------
 
 
-COMPACTION_MODULES = tuple(f"context/_{m}.py" for m in (
-    "bodies", "compactors", "contract", "llm", "passes", "pipeline", "render", "scope", "spill",
-    "splice", "tokens", "turns"))
+COMPACTION_MODULES = tuple(
+    f"context/_{m}.py"
+    for m in (
+        "bodies",
+        "compactors",
+        "contract",
+        "llm",
+        "passes",
+        "pipeline",
+        "render",
+        "scope",
+        "spill",
+        "splice",
+        "tokens",
+        "turns",
+    )
+)
 """The modules the measured compactors run (besides eventlog's message types)."""
 
 
 def _git(*args: str) -> str:
     return subprocess.run(  # noqa: S603 -- fixed git commands on our own repository
         ["git", "-C", str(REPO), *args],  # noqa: S607 -- git from PATH
-        capture_output=True, text=True, check=True).stdout.strip()
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def context_fingerprint() -> str:
@@ -478,11 +563,16 @@ def context_fingerprint() -> str:
     except (OSError, subprocess.CalledProcessError):
         head = last = "(git unavailable)"
         dirty = []
-    state = (f"UNCOMMITTED changes in {', '.join(line[3:] for line in dirty)}" if dirty
-             else "no uncommitted changes")
-    return (f"git HEAD {head[:90]}\ncompaction modules (context/_{{bodies,compactors,contract,"
-            f"llm,passes,pipeline,render,scope,spill,splice,tokens,turns}}.py): sha256 "
-            f"{digest.hexdigest()[:12]}, {state}; last changed in {last[:90]}")
+    state = (
+        f"UNCOMMITTED changes in {', '.join(line[3:] for line in dirty)}"
+        if dirty
+        else "no uncommitted changes"
+    )
+    return (
+        f"git HEAD {head[:90]}\ncompaction modules (context/_{{bodies,compactors,contract,"
+        f"llm,passes,pipeline,render,scope,spill,splice,tokens,turns}}.py): sha256 "
+        f"{digest.hexdigest()[:12]}, {state}; last changed in {last[:90]}"
+    )
 
 
 def ratio_to(cand: Measurement, base: Measurement) -> tuple[float, float]:
@@ -532,31 +622,38 @@ def load_corpus(folder: Path, quick: bool) -> Corpus:
     require_valid(x1, "x1")
     require_valid(x2, "x2")
     print(f"trajectories: {folder}: {len(paths)} files, {sum(map(len, blobs)) / 1e6:.2f} MB")
-    print(f"x1: {len(x1)} messages, {estimate_tokens(x1):_} tokens, {len(big[0]) / 1e6:.2f} MB "
-          f"({answered} open tool calls answered 'interrupted', {joints} assistant joints); "
-          f"x2: {len(x2)} messages, {len(big[1]) / 1e6:.2f} MB; both checked: alternate, paired")
+    print(
+        f"x1: {len(x1)} messages, {estimate_tokens(x1):_} tokens, {len(big[0]) / 1e6:.2f} MB "
+        f"({answered} open tool calls answered 'interrupted', {joints} assistant joints); "
+        f"x2: {len(x2)} messages, {len(big[1]) / 1e6:.2f} MB; both checked: alternate, paired"
+    )
     return Corpus(names, blobs, inputs, big, [x1, x2])
 
 
 def check_subjects(subjects: Sequence[Subject], corpus: Corpus) -> None:
     """Determinism and validity of every subject on every file, x1 and x2 (fails loudly)."""
     for s in subjects:
-        corpus.outcomes[s.name] = [outcome(checked_run(s, m, n))
-                                   for m, n in zip(corpus.inputs, corpus.names, strict=True)]
-        corpus.big_outcomes[s.name] = [outcome(checked_run(s, m, f"x{k}"))
-                                       for k, m in enumerate(corpus.x, 1)]
+        corpus.outcomes[s.name] = [
+            outcome(checked_run(s, m, n)) for m, n in zip(corpus.inputs, corpus.names, strict=True)
+        ]
+        corpus.big_outcomes[s.name] = [
+            outcome(checked_run(s, m, f"x{k}")) for k, m in enumerate(corpus.x, 1)
+        ]
 
 
-def measure_corpus(subjects: Sequence[Subject], corpus: Corpus, rounds: int
-                   ) -> tuple[dict[str, Measurement], dict[str, list[list[float]]]]:
+def measure_corpus(
+    subjects: Sequence[Subject], corpus: Corpus, rounds: int
+) -> tuple[dict[str, Measurement], dict[str, list[list[float]]]]:
     """Interleaved rounds over all files: decode and each subject; also per-file times."""
     n = len(corpus.inputs)
-    per_file: dict[str, list[list[float]]] = {k: [[] for _ in range(n)]
-                                              for k in ["decode", *(s.name for s in subjects)]}
+    per_file: dict[str, list[list[float]]] = {
+        k: [[] for _ in range(n)] for k in ["decode", *(s.name for s in subjects)]
+    }
     loops = {"decode": corpus_loop(decode_on(corpus.blobs, per_file["decode"]), n)}
     for s in subjects:
         loops[s.name] = corpus_loop(
-            subject_on(s, corpus.inputs, corpus.outcomes[s.name], per_file[s.name]), n)
+            subject_on(s, corpus.inputs, corpus.outcomes[s.name], per_file[s.name]), n
+        )
     for loop in loops.values():  # warm up
         loop()
     for times in per_file.values():
@@ -565,8 +662,9 @@ def measure_corpus(subjects: Sequence[Subject], corpus: Corpus, rounds: int
     return interleave(loops, n, rounds), per_file
 
 
-def pair_loop(one: Callable[[], float], two: Callable[[], float], m1: Measurement,
-              m2: Measurement) -> Callable[[], float]:
+def pair_loop(
+    one: Callable[[], float], two: Callable[[], float], m1: Measurement, m2: Measurement
+) -> Callable[[], float]:
     """One round of a subject on x1 and on x2, back to back (x1 first on even rounds, x2 first
     on odd ones), so that a round's ratio compares two runs close in time."""
     rounds = itertools.count()
@@ -585,19 +683,25 @@ def pair_loop(one: Callable[[], float], two: Callable[[], float], m1: Measuremen
     return run
 
 
-def measure_linearity(subjects: Sequence[Subject], corpus: Corpus, rounds: int
-                      ) -> tuple[dict[str, Measurement], dict[str, tuple[int, int]]]:
+def measure_linearity(
+    subjects: Sequence[Subject], corpus: Corpus, rounds: int
+) -> tuple[dict[str, Measurement], dict[str, tuple[int, int]]]:
     """Interleaved rounds of decode and each subject, each on x1 and x2 back to back; and the
     Python calls of one run on x1 and on x2 (untimed)."""
     res: dict[str, Measurement] = {}
     loops: dict[str, Callable[[], float]] = {}
     calls: dict[str, tuple[int, int]] = {}
     runs: dict[str, tuple[Callable[[], float], Callable[[], float]]] = {
-        "decode": (timed_once(functools.partial(decode, corpus.big[0])),
-                   timed_once(functools.partial(decode, corpus.big[1])))}
+        "decode": (
+            timed_once(functools.partial(decode, corpus.big[0])),
+            timed_once(functools.partial(decode, corpus.big[1])),
+        )
+    }
     for s in subjects:
-        runs[s.name] = (timed_subject(s, corpus.x[0], corpus.big_outcomes[s.name][0]),
-                        timed_subject(s, corpus.x[1], corpus.big_outcomes[s.name][1]))
+        runs[s.name] = (
+            timed_subject(s, corpus.x[0], corpus.big_outcomes[s.name][0]),
+            timed_subject(s, corpus.x[1], corpus.big_outcomes[s.name][1]),
+        )
     for name, (one, two) in runs.items():
         res[f"{name} x1"] = Measurement(f"{name} x1", 1)
         res[f"{name} x2"] = Measurement(f"{name} x2", 1)
@@ -607,17 +711,29 @@ def measure_linearity(subjects: Sequence[Subject], corpus: Corpus, rounds: int
     return res, calls
 
 
-def report_corpus(subjects: Sequence[Subject], corpus: Corpus, res: dict[str, Measurement],
-                  per_file: dict[str, list[list[float]]], *, show_files: bool) -> list[str]:
+def report_corpus(
+    subjects: Sequence[Subject],
+    corpus: Corpus,
+    res: dict[str, Measurement],
+    per_file: dict[str, list[list[float]]],
+    *,
+    show_files: bool,
+) -> list[str]:
     base = res["decode"]
     mb = corpus.total / 1e6
-    print(f"\n-- all {len(corpus.names)} trajectories, one call per file per round "
-          f"({mb:.2f} MB of JSONL)")
-    print(f"   {'decode (baseline)':18s} best {1e3 * base.best_time:8.1f} ms, median "
-          f"{1e3 * base.median_time:8.1f} ms, {mb / base.best_time:7.1f} MB/s")
-    print(f"   {'subject':18s} {'tokens before -> after':>24s} {'cut':>6s} {'changed':>8s} "
-          f"{'per-file cut':>13s} {'best ms':>8s} {'med ms':>8s} {'MB/s':>7s} "
-          f"{'/decode best (median)':>22s}")
+    print(
+        f"\n-- all {len(corpus.names)} trajectories, one call per file per round "
+        f"({mb:.2f} MB of JSONL)"
+    )
+    print(
+        f"   {'decode (baseline)':18s} best {1e3 * base.best_time:8.1f} ms, median "
+        f"{1e3 * base.median_time:8.1f} ms, {mb / base.best_time:7.1f} MB/s"
+    )
+    print(
+        f"   {'subject':18s} {'tokens before -> after':>24s} {'cut':>6s} {'changed':>8s} "
+        f"{'per-file cut':>13s} {'best ms':>8s} {'med ms':>8s} {'MB/s':>7s} "
+        f"{'/decode best (median)':>22s}"
+    )
     lines = []
     for s in subjects:
         m = res[s.name]
@@ -627,37 +743,53 @@ def report_corpus(subjects: Sequence[Subject], corpus: Corpus, res: dict[str, Me
         acted = [pct(r[1], r[2]) for r in rows if r[1] != r[2]]
         span = f"{min(acted):.0f}-{max(acted):.0f}%" if acted else "-"
         best, med = ratio_to(m, base)
-        print(f"   {s.name:18s} {fmt_rate(before):>10s} -> {fmt_rate(after):>10s} "
-              f"{pct(before, after):5.1f}% {len(acted):3d}/{len(rows):<4d} {span:>13s} "
-              f"{1e3 * m.best_time:8.1f} {1e3 * m.median_time:8.1f} {mb / m.best_time:7.1f} "
-              f"{best:9.2f}x ({med:.2f}x)")
-        lines.append(f"{s.name:18s} cut {pct(before, after):5.1f}%  {mb / m.best_time:7.1f} "
-                     f"MB/s  {best:.2f}x decode ({med:.2f}x)")
+        print(
+            f"   {s.name:18s} {fmt_rate(before):>10s} -> {fmt_rate(after):>10s} "
+            f"{pct(before, after):5.1f}% {len(acted):3d}/{len(rows):<4d} {span:>13s} "
+            f"{1e3 * m.best_time:8.1f} {1e3 * m.median_time:8.1f} {mb / m.best_time:7.1f} "
+            f"{best:9.2f}x ({med:.2f}x)"
+        )
+        lines.append(
+            f"{s.name:18s} cut {pct(before, after):5.1f}%  {mb / m.best_time:7.1f} "
+            f"MB/s  {best:.2f}x decode ({med:.2f}x)"
+        )
     if show_files:
         dec = per_file["decode"]
         for s in subjects:
             print(f"\n   per file: {s.name}  [{s.settings}]")
-            print(f"   {'file':52s} {'KB':>7s} {'tokens':>8s} {'after':>8s} {'cut':>6s} "
-                  f"{'best ms':>8s} {'MB/s':>7s} {'/decode':>8s}")
+            print(
+                f"   {'file':52s} {'KB':>7s} {'tokens':>8s} {'after':>8s} {'cut':>6s} "
+                f"{'best ms':>8s} {'MB/s':>7s} {'/decode':>8s}"
+            )
             for i, name in enumerate(corpus.names):
                 _, b, a = corpus.outcomes[s.name][i]
                 t = min(per_file[s.name][i])
                 kb = len(corpus.blobs[i]) / 1e3
-                print(f"   {name[:52]:52s} {kb:7.1f} {b:8d} {a:8d} {pct(b, a):5.1f}% "
-                      f"{1e3 * t:8.2f} {kb / 1e3 / t:7.1f} {t / min(dec[i]):7.2f}x")
+                print(
+                    f"   {name[:52]:52s} {kb:7.1f} {b:8d} {a:8d} {pct(b, a):5.1f}% "
+                    f"{1e3 * t:8.2f} {kb / 1e3 / t:7.1f} {t / min(dec[i]):7.2f}x"
+                )
     return lines
 
 
-def report_linearity(subjects: Sequence[Subject], corpus: Corpus, res: dict[str, Measurement],
-                     calls: dict[str, tuple[int, int]]) -> list[str]:
+def report_linearity(
+    subjects: Sequence[Subject],
+    corpus: Corpus,
+    res: dict[str, Measurement],
+    calls: dict[str, tuple[int, int]],
+) -> list[str]:
     sizes = [len(b) for b in corpus.big]
-    print(f"\n-- linearity: one transcript x1 ({sizes[0] / 1e6:.2f} MB) and x2 = x1 twice "
-          f"({sizes[1] / 1e6:.2f} MB); target t(x2)/t(x1) <= {TARGET}x, judged on the median "
-          "of per-round ratios\n   (x1 and x2 run back to back in each round); 'calls' = "
-          "Python function calls of one run on x2 / on x1 (load-independent)")
-    print(f"   {'subject':18s} {'x1 ms':>8s} {'x2 ms':>8s} {'x1 MB/s':>8s} {'best/best':>10s} "
-          f"{'median of per-round ratios':>38s} {'calls':>6s} {'x1 /decode':>10s} "
-          f"{'tokens after x1 / x2':>22s}")
+    print(
+        f"\n-- linearity: one transcript x1 ({sizes[0] / 1e6:.2f} MB) and x2 = x1 twice "
+        f"({sizes[1] / 1e6:.2f} MB); target t(x2)/t(x1) <= {TARGET}x, judged on the median "
+        "of per-round ratios\n   (x1 and x2 run back to back in each round); 'calls' = "
+        "Python function calls of one run on x2 / on x1 (load-independent)"
+    )
+    print(
+        f"   {'subject':18s} {'x1 ms':>8s} {'x2 ms':>8s} {'x1 MB/s':>8s} {'best/best':>10s} "
+        f"{'median of per-round ratios':>38s} {'calls':>6s} {'x1 /decode':>10s} "
+        f"{'tokens after x1 / x2':>22s}"
+    )
     lines = []
     for name in ["decode", *(s.name for s in subjects)]:
         one, two = res[f"{name} x1"], res[f"{name} x2"]
@@ -665,15 +797,22 @@ def report_linearity(subjects: Sequence[Subject], corpus: Corpus, res: dict[str,
         med = 1 / paired_ratio(two, one)
         verdict = fmt_ratio(med, TARGET, higher_is_better=False)
         call_ratio = calls[name][1] / calls[name][0]
-        vs = (f"{one.best_time / res['decode x1'].best_time:9.2f}x" if name != "decode"
-              else f"{'(baseline)':>10s}")
+        vs = (
+            f"{one.best_time / res['decode x1'].best_time:9.2f}x"
+            if name != "decode"
+            else f"{'(baseline)':>10s}"
+        )
         got = corpus.big_outcomes.get(name)
         toks = f"{fmt_rate(got[0][2]):>9s} / {fmt_rate(got[1][2]):<9s}" if got else ""
-        print(f"   {name:18s} {1e3 * one.best_time:8.1f} {1e3 * two.best_time:8.1f} "
-              f"{sizes[0] / 1e6 / one.best_time:8.1f} {best:9.2f}x {verdict:>38s} "
-              f"{call_ratio:5.2f}x {vs} {toks}")
-        lines.append(f"{name:18s} t(x2)/t(x1) median {med:.2f}x (best/best {best:.2f}x); "
-                     f"Python calls {call_ratio:.2f}x")
+        print(
+            f"   {name:18s} {1e3 * one.best_time:8.1f} {1e3 * two.best_time:8.1f} "
+            f"{sizes[0] / 1e6 / one.best_time:8.1f} {best:9.2f}x {verdict:>38s} "
+            f"{call_ratio:5.2f}x {vs} {toks}"
+        )
+        lines.append(
+            f"{name:18s} t(x2)/t(x1) median {med:.2f}x (best/best {best:.2f}x); "
+            f"Python calls {call_ratio:.2f}x"
+        )
     return lines
 
 
@@ -686,14 +825,17 @@ def summarizer_load(subject: Subject, messages: tuple[Message, ...]) -> tuple[in
     return model.calls - calls, model.chars - chars
 
 
-def report_llm(subjects: Sequence[Subject], inputs: Sequence[tuple[Message, ...]],
-               *big: tuple[Message, ...]) -> None:
+def report_llm(
+    subjects: Sequence[Subject], inputs: Sequence[tuple[Message, ...]], *big: tuple[Message, ...]
+) -> None:
     print("\n-- summarizer load of one timed call (echo summarizer: no model latency is measured)")
     for s in subjects:
         if s.summarizers:
             loads = [summarizer_load(s, m) for m in inputs]
-            parts = [f"all files: {sum(c for c, _ in loads)} calls, "
-                     f"{sum(n for _, n in loads) / 1e6:.2f} M chars"]
+            parts = [
+                f"all files: {sum(c for c, _ in loads)} calls, "
+                f"{sum(n for _, n in loads) / 1e6:.2f} M chars"
+            ]
             for k, m in enumerate(big, 1):
                 calls, chars = summarizer_load(s, m)
                 parts.append(f"x{k}: {calls} calls, {chars / 1e6:.2f} M chars")
@@ -705,13 +847,23 @@ def report_llm(subjects: Sequence[Subject], inputs: Sequence[tuple[Message, ...]
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true",
-                   help=f"a short smoke run: 2 rounds, files up to {QUICK_MAX_BYTES:_} bytes")
-    p.add_argument("--rounds", type=int, default=None,
-                   help="rounds per loop (default 9 over the files, 15 for linearity)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a short smoke run: 2 rounds, files up to {QUICK_MAX_BYTES:_} bytes",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="rounds per loop (default 9 over the files, 15 for linearity)",
+    )
     p.add_argument("--per-file", action="store_true", help="print a per-file table per subject")
-    p.add_argument("--profile", action="store_true",
-                   help="also profile each subject on x2 with cProfile (and pyinstrument)")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="also profile each subject on x2 with cProfile (and pyinstrument)",
+    )
     p.add_argument("--trajectories", default=None, help="folder of *.jsonl trajectories")
     args = p.parse_args()
     rounds = args.rounds or (2 if args.quick else 9)
@@ -724,19 +876,25 @@ def main() -> None:
     print(library_fingerprint())
     print(context_fingerprint())
     print(f"command: {sys.executable} {' '.join(sys.argv)}")
-    print(f"rounds: {rounds} over the files, {lin_rounds} for linearity (interleaved, order "
-          "rotating; best and median reported)")
+    print(
+        f"rounds: {rounds} over the files, {lin_rounds} for linearity (interleaved, order "
+        "rotating; best and median reported)"
+    )
     print("baseline 'decode': JSONL bytes in memory -> json.loads per line -> messages_from_dicts")
-    print(f"the llm subjects use an in-process echo summarizer (first {SUMMARY_CHARS} characters "
-          "of the rendered text): they measure liteagent's overhead, not model latency")
+    print(
+        f"the llm subjects use an in-process echo summarizer (first {SUMMARY_CHARS} characters "
+        "of the rendered text): they measure liteagent's overhead, not model latency"
+    )
     corpus = load_corpus(folder, args.quick)
     subjects = make_compactors()
     print("subjects:")
     for s in subjects:
         print(f"   {s.name:18s} {s.settings}")
     check_subjects(subjects, corpus)
-    print(f"sanity: every subject gave equal outputs on two fresh runs of each file, x1 and x2, "
-          f"and every output alternates and pairs ({time.perf_counter() - t0:.1f} s so far)")
+    print(
+        f"sanity: every subject gave equal outputs on two fresh runs of each file, x1 and x2, "
+        f"and every output alternates and pairs ({time.perf_counter() - t0:.1f} s so far)"
+    )
 
     res, per_file = measure_corpus(subjects, corpus, rounds)
     summary = report_corpus(subjects, corpus, res, per_file, show_files=args.per_file)
@@ -748,8 +906,10 @@ def main() -> None:
             print(f"\n   profile of {s.name} on x2:")
             print(profile_top(profiled(s, corpus.x[1]), limit=14))
 
-    print(f"\n== summary (best of rounds; ratio = subject time / decode time, in brackets the "
-          f"median of per-round ratios; linearity target t(x2)/t(x1) <= {TARGET}x)")
+    print(
+        f"\n== summary (best of rounds; ratio = subject time / decode time, in brackets the "
+        f"median of per-round ratios; linearity target t(x2)/t(x1) <= {TARGET}x)"
+    )
     for line in itertools.chain(summary, lin_summary):
         print("  ", line)
     print(f"   wall time {time.perf_counter() - t0:.0f} s")

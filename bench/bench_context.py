@@ -124,8 +124,18 @@ BUDGETS = (32_000, 100_000, 12_000)  # the last: a control where select acts at 
 MAX_TOKENS = 8192
 ARCHIVE_THRESHOLD = 16_384  # ContextOptions' default archive_threshold_bytes
 MODEL = "claude-opus-4-6"
-_TOOLS = ("read_file", "read_file", "read_file", "bash", "bash", "grep", "edit_file",
-          "edit_file", "write_file", "glob")
+_TOOLS = (
+    "read_file",
+    "read_file",
+    "read_file",
+    "bash",
+    "bash",
+    "grep",
+    "edit_file",
+    "edit_file",
+    "write_file",
+    "glob",
+)
 _PACKAGES = ("context", "eventlog")
 
 
@@ -139,8 +149,9 @@ class Steps:
         self.f = EventFactory(seed)
         self.rng = self.f.rng
         words = ("api", "core", "util", "cli", "store", "model", "io", "test")
-        self.paths = [f"src/{self.rng.choice(words)}/{self.rng.choice(words)}_{i}.py"
-                      for i in range(40)]
+        self.paths = [
+            f"src/{self.rng.choice(words)}/{self.rng.choice(words)}_{i}.py" for i in range(40)
+        ]
         self.settings = settings
 
     def _id(self) -> str:
@@ -153,11 +164,17 @@ class Steps:
         r, text = self.rng, self.f.text
         path = r.choice(self.paths)
         if tool == "read_file":
-            return {"path": path} if r.random() < 0.6 else {
-                "path": path, "offset": r.randrange(1, 500), "limit": 200}
+            return (
+                {"path": path}
+                if r.random() < 0.6
+                else {"path": path, "offset": r.randrange(1, 500), "limit": 200}
+            )
         if tool == "edit_file":
-            return {"path": path, "old_string": text(r.randrange(20, 600)),
-                    "new_string": text(r.randrange(20, 800))}
+            return {
+                "path": path,
+                "old_string": text(r.randrange(20, 600)),
+                "new_string": text(r.randrange(20, 800)),
+            }
         if tool == "write_file":
             return {"path": path, "content": text(r.randrange(200, 6000))}
         if tool == "bash":
@@ -168,45 +185,75 @@ class Steps:
 
     def _usage(self) -> Usage:
         r = self.rng
-        return Usage(input_tokens=r.randrange(1, 50), output_tokens=r.randrange(20, 2000),
-                     cache_read_input_tokens=r.randrange(1000, 150_000))
+        return Usage(
+            input_tokens=r.randrange(1, 50),
+            output_tokens=r.randrange(20, 2000),
+            cache_read_input_tokens=r.randrange(1000, 150_000),
+        )
 
     def _before_reply(self) -> list[Event]:
         r = self.rng
         tokens = r.randrange(10_000, 150_000)
         return [
-            ContextStatus(level="select", tokens=tokens, budget=self.settings.budget_tokens,
-                          tokens_after=min(tokens, self.settings.budget_tokens),
-                          actions=("normalize: 12 old tool result(s) cleared, 1 superseded "
-                                   "read(s) left out", "select: 840 earlier message(s) left out"),
-                          settings=self.settings),
-            ModelRequestRecord(view_hash=self._hex(), token_estimate=tokens, model=MODEL,
-                               request_digest=self._hex()),
+            ContextStatus(
+                level="select",
+                tokens=tokens,
+                budget=self.settings.budget_tokens,
+                tokens_after=min(tokens, self.settings.budget_tokens),
+                actions=(
+                    "normalize: 12 old tool result(s) cleared, 1 superseded read(s) left out",
+                    "select: 840 earlier message(s) left out",
+                ),
+                settings=self.settings,
+            ),
+            ModelRequestRecord(
+                view_hash=self._hex(),
+                token_estimate=tokens,
+                model=MODEL,
+                request_digest=self._hex(),
+            ),
         ]
 
     def _tool_step(self) -> list[Event]:
         r = self.rng
         calls = [(self._id(), r.choice(_TOOLS)) for _ in range(r.choice((1, 1, 1, 2, 3)))]
-        blocks = (TextBlock(self.f.text(r.randrange(30, 800))),
-                  *(ToolUseBlock(id=i, name=t, input=self._input(t)) for i, t in calls))
-        out = [*self._before_reply(),
-               AssistantMessage(content=blocks, usage=self._usage(), stop_reason="tool_use",
-                                model=MODEL)]
+        blocks = (
+            TextBlock(self.f.text(r.randrange(30, 800))),
+            *(ToolUseBlock(id=i, name=t, input=self._input(t)) for i, t in calls),
+        )
+        out = [
+            *self._before_reply(),
+            AssistantMessage(
+                content=blocks, usage=self._usage(), stop_reason="tool_use", model=MODEL
+            ),
+        ]
         results: list[Event] = []
         archived: list[Event] = []
         for call_id, tool in calls:
             if tool in ("edit_file", "write_file"):
-                out.append(FileSnapshot(path=r.choice(self.paths), tool_call_id=call_id,
-                                        pre_image="sha256:" + self._hex(), pre_hash=self._hex(),
-                                        post_hash=self._hex()))
+                out.append(
+                    FileSnapshot(
+                        path=r.choice(self.paths),
+                        tool_call_id=call_id,
+                        pre_image="sha256:" + self._hex(),
+                        pre_hash=self._hex(),
+                        post_hash=self._hex(),
+                    )
+                )
             text = self.f.text(self.f._output_size())
-            results.append(ToolResult(
-                block=ToolResultBlock(call_id, text, True if r.random() < 0.05 else UNSET),
-                tool_name=tool))
+            results.append(
+                ToolResult(
+                    block=ToolResultBlock(call_id, text, True if r.random() < 0.05 else UNSET),
+                    tool_name=tool,
+                )
+            )
             size = len(text.encode("utf-8"))
             if size > ARCHIVE_THRESHOLD:
-                archived.append(ContentArchived(tool_use_id=call_id, ref=archive_ref(text),
-                                                chars=len(text), size=size))
+                archived.append(
+                    ContentArchived(
+                        tool_use_id=call_id, ref=archive_ref(text), chars=len(text), size=size
+                    )
+                )
         return out + results + archived
 
     def _prompt(self) -> UserPrompt:
@@ -214,13 +261,21 @@ class Steps:
 
     def requests(self) -> Iterator[list[Event]]:
         """The session's requests, without end: each is what is appended before a projection."""
-        yield [SessionStarted(workdir="/home/user/project", model=MODEL,
-                              system_prompt="You are a coding agent."), self._prompt()]
+        yield [
+            SessionStarted(
+                workdir="/home/user/project", model=MODEL, system_prompt="You are a coding agent."
+            ),
+            self._prompt(),
+        ]
         while True:
             for _ in range(self.rng.randrange(1, 13)):
                 yield self._tool_step()
-            end = AssistantMessage(content=(TextBlock(self.f.text(self.rng.randrange(50, 1500))),),
-                                   usage=self._usage(), stop_reason="end_turn", model=MODEL)
+            end = AssistantMessage(
+                content=(TextBlock(self.f.text(self.rng.randrange(50, 1500))),),
+                usage=self._usage(),
+                stop_reason="end_turn",
+                model=MODEL,
+            )
             yield [*self._before_reply(), end, self._prompt()]
 
 
@@ -240,9 +295,14 @@ def stored(requests: Sequence[list[Event]], head: int) -> list[list[StoredEvent]
 def unshared(state: SessionState) -> SessionState:
     """``state`` with private copies of its persistent vectors: appending to it extends them in
     place, as in a live session, instead of copying the prefix of a branched version."""
-    return msgspec.structs.replace(state, **{
-        name: PVec(list(value)) for name in state.__struct_fields__
-        if isinstance(value := getattr(state, name), PVec)})
+    return msgspec.structs.replace(
+        state,
+        **{
+            name: PVec(list(value))
+            for name in state.__struct_fields__
+            if isinstance(value := getattr(state, name), PVec)
+        },
+    )
 
 
 @dataclass
@@ -283,12 +343,15 @@ def grow(growth: list[list[StoredEvent]], size: int, settings: ContextSettings) 
     return Session(size, state.head, n, state, engine, view, flat, levels)
 
 
-def check_view(view: ContextView, state: SessionState, settings: ContextSettings,
-               what: str) -> None:
+def check_view(
+    view: ContextView, state: SessionState, settings: ContextSettings, what: str
+) -> None:
     fresh = project_context(state, settings)
     if view != fresh:
-        raise AssertionError(f"{what}: the incremental view differs from project_context "
-                             f"(levels {view.level} / {fresh.level})")
+        raise AssertionError(
+            f"{what}: the incremental view differs from project_context "
+            f"(levels {view.level} / {fresh.level})"
+        )
 
 
 # -- the timed loops -------------------------------------------------------------------------------
@@ -330,8 +393,12 @@ def prepared(session: Session) -> tuple[ContextEngine, SessionState]:
     return copy.deepcopy(session.engine), unshared(session.state)
 
 
-def incremental_loop(session: Session, cont: list[list[Event]], side: Side,
-                     check: Callable[[ContextView, SessionState], None]) -> Callable[[], float]:
+def incremental_loop(
+    session: Session,
+    cont: list[list[Event]],
+    side: Side,
+    check: Callable[[ContextView, SessionState], None],
+) -> Callable[[], float]:
     """One round: K requests on a copy of the grown session; returns seconds per projection."""
     batches = stored(cont, session.events)
     first = [True]
@@ -380,8 +447,9 @@ def raw_loop(cont: list[list[Event]], reps: int) -> Callable[[], float]:
     return run
 
 
-def refold_loop(session: Session, cont: list[list[Event]], settings: ContextSettings,
-                *, with_fold: bool) -> Callable[[], float]:
+def refold_loop(
+    session: Session, cont: list[list[Event]], settings: ContextSettings, *, with_fold: bool
+) -> Callable[[], float]:
     """Per request, a projection without incrementality: a fresh engine on the state (and, with
     ``with_fold``, a fresh fold of every stored event first); seconds per request."""
     batches = stored(cont, session.events)
@@ -422,8 +490,10 @@ def kernel_fingerprint() -> str:
             digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
             newest = max(newest, path.stat().st_mtime)
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(newest))
-    return (f"sources ({', '.join(_PACKAGES)}) sha256 {digest.hexdigest()[:12]} "
-            f"(newest file modified {when})")
+    return (
+        f"sources ({', '.join(_PACKAGES)}) sha256 {digest.hexdigest()[:12]} "
+        f"(newest file modified {when})"
+    )
 
 
 def us(x: float) -> str:
@@ -436,12 +506,17 @@ def levels_text(levels: dict[str, int]) -> str:
 
 def describe(session: Session, budget: int) -> str:
     v = session.view
-    return (f"   budget {budget:,}, N={session.size:,}: {session.events:,} events after "
-            f"{session.requests:,} requests; view level {v.level!r}, {len(v.messages):,} "
-            f"messages, {v.tokens_after:,} of {v.tokens_before:,} tokens"
-            + (f", left out base messages {v.left_out[0]:,}-{v.left_out[1]:,}"
-               if v.left_out != (0, 0) else "")
-            + f"; levels during the growth: {levels_text(session.levels)}")
+    return (
+        f"   budget {budget:,}, N={session.size:,}: {session.events:,} events after "
+        f"{session.requests:,} requests; view level {v.level!r}, {len(v.messages):,} "
+        f"messages, {v.tokens_after:,} of {v.tokens_before:,} tokens"
+        + (
+            f", left out base messages {v.left_out[0]:,}-{v.left_out[1]:,}"
+            if v.left_out != (0, 0)
+            else ""
+        )
+        + f"; levels during the growth: {levels_text(session.levels)}"
+    )
 
 
 def ratio_text(a: Measurement, b: Measurement) -> tuple[float, float]:
@@ -449,47 +524,65 @@ def ratio_text(a: Measurement, b: Measurement) -> tuple[float, float]:
     return a.best_time / b.best_time, 1 / paired_ratio(a, b)
 
 
-def report_budget(budget: int, res: dict[str, Measurement], sides: dict[str, Side], *,
-                  cont_events: int, k: int, k_refold: int,
-                  sessions: dict[int, Session]) -> list[str]:
+def report_budget(
+    budget: int,
+    res: dict[str, Measurement],
+    sides: dict[str, Side],
+    *,
+    cont_events: int,
+    k: int,
+    k_refold: int,
+    sessions: dict[int, Session],
+) -> list[str]:
     raw = res["raw"]
     inc = {size: res[f"inc {budget} {TAGS[size]}"] for size in SIZES}
     print(f"\n-- budget {budget:,} tokens: us per request, best round / median round")
-    print("   loop               log during a round    project             apply_all       "
-          "gc    project/raw best (median)  view at the end; levels of the timed requests")
+    print(
+        "   loop               log during a round    project             apply_all       "
+        "gc    project/raw best (median)  view at the end; levels of the timed requests"
+    )
     for size in SIZES:
         m, s = inc[size], sessions[size]
         side = sides[m.name]
         best, med = ratio_text(m, raw)
         last = side.last
         assert last is not None
-        print(f"   {m.name:17s} {s.events:>7,d} -> {s.events + cont_events:<7,d}  "
-              f"{us(m.best_time):>8s} / {us(m.median_time):<8s}  "
-              f"{us(min(side.apply)):>6s} / {us(statistics.median(side.apply)):<6s} "
-              f"{us(statistics.median(side.gc)):>5s}  {best:7.2f}x ({med:6.2f}x)         "
-              f"{len(last.messages):,} messages, {last.tokens_after:,} tokens; "
-              f"{levels_text(side.levels)}")
+        print(
+            f"   {m.name:17s} {s.events:>7,d} -> {s.events + cont_events:<7,d}  "
+            f"{us(m.best_time):>8s} / {us(m.median_time):<8s}  "
+            f"{us(min(side.apply)):>6s} / {us(statistics.median(side.apply)):<6s} "
+            f"{us(statistics.median(side.gc)):>5s}  {best:7.2f}x ({med:6.2f}x)         "
+            f"{len(last.messages):,} messages, {last.tokens_after:,} tokens; "
+            f"{levels_text(side.levels)}"
+        )
     big = sessions[SIZES[-1]]
     for name in (f"fresh {budget} 10k", f"refold {budget} 10k"):
         m = res[name]
-        print(f"   {name:17s} {big.events:>7,d} -> {big.events + cont_events:<7,d}  "
-              f"{us(m.best_time):>8s} / {us(m.median_time):<8s}  (the first {k_refold} of the "
-              f"K={k} requests per round)")
+        print(
+            f"   {name:17s} {big.events:>7,d} -> {big.events + cont_events:<7,d}  "
+            f"{us(m.best_time):>8s} / {us(m.median_time):<8s}  (the first {k_refold} of the "
+            f"K={k} requests per round)"
+        )
     small, mid, large = inc[SIZES[0]], inc[SIZES[1]], inc[SIZES[2]]
     ratio, med = ratio_text(large, small)
     norm = (large.best_time / raw.best_time) / (small.best_time / raw.best_time)
-    print(f"   t(10k)/t(100): best/best {fmt_ratio(ratio, TARGET, higher_is_better=False)}; "
-          f"median of per-round ratios {med:.2f}x (in units of the raw baseline: "
-          f"{small.best_time / raw.best_time:.2f} -> {large.best_time / raw.best_time:.2f}, "
-          f"{norm:.2f}x)")
+    print(
+        f"   t(10k)/t(100): best/best {fmt_ratio(ratio, TARGET, higher_is_better=False)}; "
+        f"median of per-round ratios {med:.2f}x (in units of the raw baseline: "
+        f"{small.best_time / raw.best_time:.2f} -> {large.best_time / raw.best_time:.2f}, "
+        f"{norm:.2f}x)"
+    )
     r1, m1 = ratio_text(mid, small)
     r2, m2 = ratio_text(large, mid)
-    print(f"   t(1k)/t(100) {r1:.2f}x (median {m1:.2f}x); t(10k)/t(1k) {r2:.2f}x (median "
-          f"{m2:.2f}x)")
+    print(
+        f"   t(1k)/t(100) {r1:.2f}x (median {m1:.2f}x); t(10k)/t(1k) {r2:.2f}x (median {m2:.2f}x)"
+    )
     fresh, refold = res[f"fresh {budget} 10k"], res[f"refold {budget} 10k"]
     rf, mf = ratio_text(refold, large)
-    print(f"   refold/incremental at 10k: best/best {rf:,.0f}x (median {mf:,.0f}x); a fresh "
-          f"engine without the fold: {fresh.best_time / large.best_time:,.0f}x")
+    print(
+        f"   refold/incremental at 10k: best/best {rf:,.0f}x (median {mf:,.0f}x); a fresh "
+        f"engine without the fold: {fresh.best_time / large.best_time:,.0f}x"
+    )
     return [
         f"budget {budget:>7,}: t(10k)/t(100) = {ratio:.2f}x [{med:.2f}x], t(10k)/t(1k) = "
         f"{r2:.2f}x [{m2:.2f}x]; {us(small.best_time)} / {us(mid.best_time)} / "
@@ -505,8 +598,9 @@ def report_budget(budget: int, res: dict[str, Measurement], sides: dict[str, Sid
 FuncStats = dict[tuple[str, int, str], tuple[float, float, int]]
 
 
-def _requests_fn(session: Session, cont: list[list[Event]], copies: int,
-                 calls: int = 1) -> tuple[Callable[[], None], int]:
+def _requests_fn(
+    session: Session, cont: list[list[Event]], copies: int, calls: int = 1
+) -> tuple[Callable[[], None], int]:
     """A function running the K requests on ``copies`` fresh copies of ``session`` (copied
     before the call, enough for ``calls`` calls, and kept alive after it, so that neither the
     copy nor freeing it is profiled); and how many requests a call runs."""
@@ -543,14 +637,18 @@ def _where(key: tuple[str, int, str]) -> str:
     return f"{func} ({os.path.basename(file)}:{line})" if line else f"{func} {file}".strip()
 
 
-def _growth_table(a: FuncStats, b: FuncStats, sizes: tuple[int, int], *, per: float,
-                  rows: int) -> None:
+def _growth_table(
+    a: FuncStats, b: FuncStats, sizes: tuple[int, int], *, per: float, rows: int
+) -> None:
     na, nb = sizes
     total = (sum(v[0] for v in b.values()) - sum(v[0] for v in a.values())) * per
-    print(f"   own time per request that grows from N={na:,} to N={nb:,} (total {total:+.0f} "
-          "us/request; share = of that growth):")
-    print(f"     N={na:<6,d} N={nb:<6,d}  growth  share  calls/req        own us/call      "
-          "function")
+    print(
+        f"   own time per request that grows from N={na:,} to N={nb:,} (total {total:+.0f} "
+        "us/request; share = of that growth):"
+    )
+    print(
+        f"     N={na:<6,d} N={nb:<6,d}  growth  share  calls/req        own us/call      function"
+    )
     zero = (0.0, 0.0, 0)
     growth = {key: b.get(key, zero)[0] - a.get(key, zero)[0] for key in set(a) | set(b)}
     for key, g in sorted(growth.items(), key=lambda kv: -kv[1])[:rows]:
@@ -558,18 +656,35 @@ def _growth_table(a: FuncStats, b: FuncStats, sizes: tuple[int, int], *, per: fl
         share = f"{100 * g * per / total:5.1f}%" if total > 0 else "    -"
         call_x = f"{1e6 * x[0] / x[2]:.2f}" if x[2] else "-"
         call_y = f"{1e6 * y[0] / y[2]:.2f}" if y[2] else "-"
-        print(f"    {x[0] * per:8.1f} {y[0] * per:8.1f} {g * per:+8.1f} {share}  "
-              f"{x[2] * per / 1e6:5.1f} -> {y[2] * per / 1e6:<5.1f}  {call_x:>6s} -> "
-              f"{call_y:<6s}  {_where(key)}")
+        print(
+            f"    {x[0] * per:8.1f} {y[0] * per:8.1f} {g * per:+8.1f} {share}  "
+            f"{x[2] * per / 1e6:5.1f} -> {y[2] * per / 1e6:<5.1f}  {call_x:>6s} -> "
+            f"{call_y:<6s}  {_where(key)}"
+        )
 
 
-_STEPS = ("project", "sync", "_add", "advance_old", "cleared_counts", "_select", "cost",
-          "head", "norm_sum", "saving_before", "estimate_tokens", "_view", "messages_digest",
-          "message_digest", "apply_all")
+_STEPS = (
+    "project",
+    "sync",
+    "_add",
+    "advance_old",
+    "cleared_counts",
+    "_select",
+    "cost",
+    "head",
+    "norm_sum",
+    "saving_before",
+    "estimate_tokens",
+    "_view",
+    "messages_digest",
+    "message_digest",
+    "apply_all",
+)
 
 
-def profile(sessions: dict[int, Session], cont: list[list[Event]], budget: int,
-            copies: int, *, tree: bool) -> None:
+def profile(
+    sessions: dict[int, Session], cont: list[list[Event]], budget: int, copies: int, *, tree: bool
+) -> None:
     """cProfile of the K requests (apply_all + project) on ``copies`` copies of the session at
     each size: top own time per request at 10,000, where it grows, the steps' cumulative time;
     with ``tree``, also :func:`profile_top` (and its pyinstrument tree) at 10,000."""
@@ -584,32 +699,47 @@ def profile(sessions: dict[int, Session], cont: list[list[Event]], budget: int,
     per = 1e6 / n
     totals = {size: sum(v[0] for v in st.values()) * per for size, st in stats.items()}
     big = stats[SIZES[-1]]
-    print(f"\n-- profile (budget {budget:,}): cProfile of {n} requests (apply_all + project) "
-          f"per size, the least-loaded of {PROFILE_REPEATS} runs; under the profiler "
-          + " / ".join(f"{totals[size]:.0f}" for size in SIZES)
-          + f" us per request at N={' / '.join(f'{size:,}' for size in SIZES)} "
-          "(cProfile inflates Python calls several-fold; compare shares, not absolutes)")
+    print(
+        f"\n-- profile (budget {budget:,}): cProfile of {n} requests (apply_all + project) "
+        f"per size, the least-loaded of {PROFILE_REPEATS} runs; under the profiler "
+        + " / ".join(f"{totals[size]:.0f}" for size in SIZES)
+        + f" us per request at N={' / '.join(f'{size:,}' for size in SIZES)} "
+        "(cProfile inflates Python calls several-fold; compare shares, not absolutes)"
+    )
     print(f"   top own time at N={SIZES[-1]:,}:")
     print("      us/req  share   cum us/req  calls/req  own us/call  function")
     for key, (tt, ct, nc) in sorted(big.items(), key=lambda kv: -kv[1][0])[:18]:
-        print(f"    {tt * per:8.1f} {100 * tt * per / totals[SIZES[-1]]:5.1f}%  {ct * per:10.1f} "
-              f"{nc / n:10.1f}  {1e6 * tt / nc:10.2f}  {_where(key)}")
+        print(
+            f"    {tt * per:8.1f} {100 * tt * per / totals[SIZES[-1]]:5.1f}%  {ct * per:10.1f} "
+            f"{nc / n:10.1f}  {1e6 * tt / nc:10.2f}  {_where(key)}"
+        )
     _growth_table(stats[SIZES[0]], big, (SIZES[0], SIZES[-1]), per=per, rows=16)
     _growth_table(stats[SIZES[1]], big, (SIZES[1], SIZES[-1]), per=per, rows=10)
-    print("   cumulative us per request (calls per request) at N="
-          + " / ".join(f"{size:,}" for size in SIZES) + ":")
+    print(
+        "   cumulative us per request (calls per request) at N="
+        + " / ".join(f"{size:,}" for size in SIZES)
+        + ":"
+    )
     zero = (0.0, 0.0, 0)
     for name in _STEPS:
-        for key in sorted(k for k in set().union(*stats.values())
-                          if k[2] == name and any(f"/{p}/" in k[0] for p in _PACKAGES)):
-            cells = "  ".join(f"{stats[size].get(key, zero)[1] * per:7.1f} "
-                              f"({stats[size].get(key, zero)[2] / n:4.1f})" for size in SIZES)
+        for key in sorted(
+            k
+            for k in set().union(*stats.values())
+            if k[2] == name and any(f"/{p}/" in k[0] for p in _PACKAGES)
+        ):
+            cells = "  ".join(
+                f"{stats[size].get(key, zero)[1] * per:7.1f} "
+                f"({stats[size].get(key, zero)[2] / n:4.1f})"
+                for size in SIZES
+            )
             print(f"    {name:16s} {cells}  {_where(key)}")
     if not tree:
         return
     again, _ = _requests_fn(sessions[SIZES[-1]], cont, copies, calls=2)
-    print(f"   profile_top at N={SIZES[-1]:,} (cProfile, then a pyinstrument sampled tree, each "
-          f"on {n} requests):")
+    print(
+        f"   profile_top at N={SIZES[-1]:,} (cProfile, then a pyinstrument sampled tree, each "
+        f"on {n} requests):"
+    )
     print(profile_top(again, limit=12))
 
 
@@ -632,22 +762,30 @@ def workload(budget: int, k: int) -> tuple[list[list[StoredEvent]], list[list[Ev
         for e in batch:
             kinds[e.kind] = kinds.get(e.kind, 0) + 1
     body_bytes = sum(len(msgspec.msgpack.encode(e.body)) for b in growth for e in b)
-    print(f"   session: {total:,} events in {len(growth):,} requests, "
-          f"{body_bytes / 2**20:.1f} MiB of msgpack bodies; "
-          + ", ".join(f"{kd} {n:,}" for kd, n in sorted(kinds.items(), key=lambda kv: -kv[1])))
+    print(
+        f"   session: {total:,} events in {len(growth):,} requests, "
+        f"{body_bytes / 2**20:.1f} MiB of msgpack bodies; "
+        + ", ".join(f"{kd} {n:,}" for kd, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    )
     cont_kinds: dict[str, int] = {}
     for r in cont:
         for e in r:
             cont_kinds[kind_of(e)] = cont_kinds.get(kind_of(e), 0) + 1
-    print(f"   continuation: K={k} requests, {cont_events} events, "
-          f"{sum(len(msgspec.msgpack.encode(e)) for r in cont for e in r) / 1024:.0f} KiB; "
-          + ", ".join(f"{kd} {n}" for kd, n in sorted(cont_kinds.items(), key=lambda kv: -kv[1])))
+    print(
+        f"   continuation: K={k} requests, {cont_events} events, "
+        f"{sum(len(msgspec.msgpack.encode(e)) for r in cont for e in r) / 1024:.0f} KiB; "
+        + ", ".join(f"{kd} {n}" for kd, n in sorted(cont_kinds.items(), key=lambda kv: -kv[1]))
+    )
     return growth, cont
 
 
-def budget_loops(settings: ContextSettings, sessions: dict[int, Session],
-                 cont: list[list[Event]], sides: dict[str, Side],
-                 k_refold: int) -> dict[str, Callable[[], float]]:
+def budget_loops(
+    settings: ContextSettings,
+    sessions: dict[int, Session],
+    cont: list[list[Event]],
+    sides: dict[str, Side],
+    k_refold: int,
+) -> dict[str, Callable[[], float]]:
     """The incremental loops at every size and the fresh/refold loops at 10,000 for one budget."""
     budget = settings.budget_tokens
     loops: dict[str, Callable[[], float]] = {}
@@ -669,12 +807,20 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="a short smoke run")
     p.add_argument("--rounds", type=int, default=None, help="rounds per loop (default 11)")
-    p.add_argument("--requests", type=int, default=None,
-                   help="timed requests per round (default 16; --quick 8)")
-    p.add_argument("--budgets", default=",".join(str(b) for b in BUDGETS),
-                   help="comma-separated token budgets (default 32000,100000,12000)")
-    p.add_argument("--profile", action="store_true",
-                   help="also profile the requests at every size and budget")
+    p.add_argument(
+        "--requests",
+        type=int,
+        default=None,
+        help="timed requests per round (default 16; --quick 8)",
+    )
+    p.add_argument(
+        "--budgets",
+        default=",".join(str(b) for b in BUDGETS),
+        help="comma-separated token budgets (default 32000,100000,12000)",
+    )
+    p.add_argument(
+        "--profile", action="store_true", help="also profile the requests at every size and budget"
+    )
     args = p.parse_args()
     rounds = args.rounds or (2 if args.quick else 11)
     k = args.requests or (8 if args.quick else 16)
@@ -685,9 +831,11 @@ def main() -> None:
     print(environment())
     print(kernel_fingerprint())
     print(f"command: {sys.executable} {' '.join(sys.argv)}")
-    print(f"rounds: {rounds} (interleaved, order rotating); K={k} timed requests per round "
-          f"(refold/fresh: the first {k_refold}; raw: {RAW_REPS} passes over the K); every "
-          "round starts from a copy of the grown engine and state")
+    print(
+        f"rounds: {rounds} (interleaved, order rotating); K={k} timed requests per round "
+        f"(refold/fresh: the first {k_refold}; raw: {RAW_REPS} passes over the K); every "
+        "round starts from a copy of the grown engine and state"
+    )
 
     growth, cont = workload(budgets[0], k)
     cont_events = sum(len(r) for r in cont)
@@ -704,20 +852,32 @@ def main() -> None:
     print(f"   sessions grown and checked in {time.perf_counter() - t0:.1f} s")
     res = interleave(loops, 1, rounds)
     raw = res["raw"]
-    print(f"\n-- baseline raw (msgpack encode + decode of one request's events): "
-          f"{us(raw.best_time)} / {us(raw.median_time)} us per request (best / median round)")
+    print(
+        f"\n-- baseline raw (msgpack encode + decode of one request's events): "
+        f"{us(raw.best_time)} / {us(raw.median_time)} us per request (best / median round)"
+    )
     summary: list[str] = []
     for budget in budgets:
-        summary += report_budget(budget, res, sides, cont_events=cont_events, k=k,
-                                 k_refold=k_refold, sessions=all_sessions[budget])
-    print("   (every incremental view was checked equal to project_context on the same state "
-          "after the growth and after its first round)")
+        summary += report_budget(
+            budget,
+            res,
+            sides,
+            cont_events=cont_events,
+            k=k,
+            k_refold=k_refold,
+            sessions=all_sessions[budget],
+        )
+    print(
+        "   (every incremental view was checked equal to project_context on the same state "
+        "after the growth and after its first round)"
+    )
     if args.profile:
         for i, budget in enumerate(budgets):
-            profile(all_sessions[budget], cont, budget, 2 if args.quick else 10,
-                    tree=i == 0)
-    print(f"\n== summary (target t(10k) <= {TARGET}x t(100); best/best, in brackets the median "
-          "of per-round ratios)")
+            profile(all_sessions[budget], cont, budget, 2 if args.quick else 10, tree=i == 0)
+    print(
+        f"\n== summary (target t(10k) <= {TARGET}x t(100); best/best, in brackets the median "
+        "of per-round ratios)"
+    )
     for line in summary:
         print("  ", line)
     print(f"   wall time {time.perf_counter() - t0:.0f} s")

@@ -67,8 +67,11 @@ class Model:
         with self._lock:
             pause = self._rng.uniform(*SLEEP)
         time.sleep(pause)
-        return AssistantMessage(content=(TextBlock("x" * ANSWER),), stop_reason="end_turn",
-                                usage=Usage(input_tokens=100, output_tokens=300))
+        return AssistantMessage(
+            content=(TextBlock("x" * ANSWER),),
+            stop_reason="end_turn",
+            usage=Usage(input_tokens=100, output_tokens=300),
+        )
 
 
 class Probe:
@@ -168,8 +171,9 @@ async def run(sessions: int, root: str, follow: bool) -> dict[str, Any]:
     cp = sqlite_checkpointer(os.path.join(root, "log.db"))
     provider = scripted([Model()] * (sessions * 2), stream_chunk=CHUNK)
     os.makedirs(os.path.join(root, "work"))
-    agent = create_async_lite_agent(model=provider, model_name="m", checkpointer=cp,
-                                    workdir=os.path.join(root, "work"))
+    agent = create_async_lite_agent(
+        model=provider, model_name="m", checkpointer=cp, workdir=os.path.join(root, "work")
+    )
     threads_started = threading.active_count()
     work = Sessions(agent)
     tick = asyncio.ensure_future(probe.ticker())
@@ -178,8 +182,7 @@ async def run(sessions: int, root: str, follow: bool) -> dict[str, Any]:
         everyone.close()
     follower = asyncio.ensure_future(work.follow_all(everyone))
     t0 = time.perf_counter()
-    await asyncio.gather(*((work.followed if follow else work.plain)(i)
-                           for i in range(sessions)))
+    await asyncio.gather(*((work.followed if follow else work.plain)(i) for i in range(sessions)))
     wall = time.perf_counter() - t0
     probe.stop.set()
     await tick
@@ -188,9 +191,17 @@ async def run(sessions: int, root: str, follow: bool) -> dict[str, Any]:
     await agent.close()
     cp.close()
     probe.remove()
-    return {"wall": wall, "lags": probe.lags, "gc_max": probe.gc_max, "wakes": probe.wakes,
-            "delivered": work.delivered, "progress": work.progress, "overall": work.overall,
-            "threads_started": threads_started, "threads_peak": probe.threads}
+    return {
+        "wall": wall,
+        "lags": probe.lags,
+        "gc_max": probe.gc_max,
+        "wakes": probe.wakes,
+        "delivered": work.delivered,
+        "progress": work.progress,
+        "overall": work.overall,
+        "threads_started": threads_started,
+        "threads_peak": probe.threads,
+    }
 
 
 def main() -> None:
@@ -208,17 +219,21 @@ def main() -> None:
         for follow in order:
             with tempfile.TemporaryDirectory() as root:
                 r = asyncio.run(run(sessions, root, follow))
-            what = ("+ a subscriber per session, iter_compact" if follow else "sends only")
-            print(f"round {n + 1}, {what}: {r['wall']:.1f} s, {2 * sessions / r['wall']:.0f} "
-                  f"turns/s; loop lag {summary(r['lags'])}; longest gen-2 gc "
-                  f"{r['gc_max'] * 1000:.0f} ms; threads {r['threads_started']} once started, "
-                  f"peak {r['threads_peak']}")
+            what = "+ a subscriber per session, iter_compact" if follow else "sends only"
+            print(
+                f"round {n + 1}, {what}: {r['wall']:.1f} s, {2 * sessions / r['wall']:.0f} "
+                f"turns/s; loop lag {summary(r['lags'])}; longest gen-2 gc "
+                f"{r['gc_max'] * 1000:.0f} ms; threads {r['threads_started']} once started, "
+                f"peak {r['threads_peak']}"
+            )
             if follow:
-                print(f"    per-session subscribers: {r['delivered']} events, {r['wakes']} "
-                      f"loop wake-ups ({r['wakes'] / max(r['delivered'], 1):.3f} per event); "
-                      f"the all-sessions subscriber (buffer 256): {r['overall']['events']} "
-                      f"items, told of {r['overall']['missed']} missed; iter_compact: "
-                      f"{r['progress']} progress events")
+                print(
+                    f"    per-session subscribers: {r['delivered']} events, {r['wakes']} "
+                    f"loop wake-ups ({r['wakes'] / max(r['delivered'], 1):.3f} per event); "
+                    f"the all-sessions subscriber (buffer 256): {r['overall']['events']} "
+                    f"items, told of {r['overall']['missed']} missed; iter_compact: "
+                    f"{r['progress']} progress events"
+                )
 
 
 if __name__ == "__main__":

@@ -119,14 +119,13 @@ def run_case(
         loops: dict[str, Callable[[], float]] = {
             "liteagent": timed_loop(lambda b: cp.append(SID, b), batches, calls),
             "raw write": timed_loop(raw_writer(raw_fd, full), bodies, calls),
-            "raw+flock+stat": timed_loop(locked_writer(locked_fd, locked_path, full), bodies,
-                                         calls),
+            "raw+flock+stat": timed_loop(
+                locked_writer(locked_fd, locked_path, full), bodies, calls
+            ),
         }
         if build_frame is not None:
             loops["raw+frame"] = timed_loop(frame_writer(frame_fd, full), batches, calls)
-        loops["encode only"] = timed_loop(
-            lambda b: [encode_body(e) for e in b], batches, calls
-        )
+        loops["encode only"] = timed_loop(lambda b: [encode_body(e) for e in b], batches, calls)
         for loop in loops.values():  # warm up: create the files, the handle, the caches
             loop()
         # fsync times vary a lot here: twice the rounds, each half as long, for "full"
@@ -137,25 +136,34 @@ def run_case(
         ratio_best, ratio_med = report_append_case(
             f"durability={durability}, {label} per append, {calls} appends/round "
             f"x {rounds} rounds (baseline: raw {what})",
-            res, n, TARGETS[durability] if n == 1 else None, "raw write",
+            res,
+            n,
+            TARGETS[durability] if n == 1 else None,
+            "raw write",
         )
         us = {k: 1e6 / m.best_rate for k, m in res.items()}
         if "raw+frame" in res:
             lt, rw = us["liteagent"], us["raw write"]
             enc, lock = us["encode only"], us["raw+flock+stat"] - rw
             frame = us["raw+frame"] - rw - enc
-            print(f"   decomposition (us/append, best of each, so only roughly additive): "
-                  f"liteagent {lt:.1f} = raw {what} {rw:.1f} + flock/stat/unflock {lock:.1f} + "
-                  f"encoding {enc:.1f} + framing/checksums {frame:.1f} + the rest (validation, "
-                  f"handle cache, Python calls) {lt - rw - lock - enc - frame:.1f}")
+            print(
+                f"   decomposition (us/append, best of each, so only roughly additive): "
+                f"liteagent {lt:.1f} = raw {what} {rw:.1f} + flock/stat/unflock {lock:.1f} + "
+                f"encoding {enc:.1f} + framing/checksums {frame:.1f} + the rest (validation, "
+                f"handle cache, Python calls) {lt - rw - lock - enc - frame:.1f}"
+            )
         log = os.path.join(root, f"lite-{tag}", f"{SID}.log")
-        print(f"   on disk: liteagent {dir_size(log) / 2**20:.1f} MiB, "
-              f"raw {dir_size(raw_path) / 2**20:.1f} MiB")
+        print(
+            f"   on disk: liteagent {dir_size(log) / 2**20:.1f} MiB, "
+            f"raw {dir_size(raw_path) / 2**20:.1f} MiB"
+        )
         if args.profile:
             print("   cProfile of the liteagent loop:")
             print(profile_top(loops["liteagent"]))
-        return (f"{durability:6s} {label:12s} liteagent {us['liteagent']:8.1f} us  raw "
-                f"{us['raw write']:8.1f} us  ratio {ratio_best:.2f}x ({ratio_med:.2f}x)")
+        return (
+            f"{durability:6s} {label:12s} liteagent {us['liteagent']:8.1f} us  raw "
+            f"{us['raw write']:8.1f} us  ratio {ratio_best:.2f}x ({ratio_med:.2f}x)"
+        )
     finally:
         cp.close()
         os.close(raw_fd)
@@ -187,8 +195,10 @@ def main() -> None:
             run_case(root, (dur, label, workloads[label], max(10, int(n * scale))), args)
             for (dur, label), n in calls.items()
         ]
-        print("\n== summary (us per append, best of rounds; ratio = liteagent rate / raw rate, "
-              "best/best, in brackets the median of per-round ratios)")
+        print(
+            "\n== summary (us per append, best of rounds; ratio = liteagent rate / raw rate, "
+            "best/best, in brackets the median of per-round ratios)"
+        )
         for line in summary:
             print("  ", line)
     finally:

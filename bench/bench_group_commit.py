@@ -91,56 +91,73 @@ def main() -> None:
     args.rounds = args.rounds or (2 if args.quick else args.default_rounds)
     calls = args.calls or (10 if args.quick else 40)
     print_header("SQLite group commit: 100 sessions appending, batching on vs off", args)
-    print(f"synchronous=full, {args.threads} threads x {calls} appends of 1 event (~300 B) "
-          f"per round")
+    print(
+        f"synchronous=full, {args.threads} threads x {calls} appends of 1 event (~300 B) per round"
+    )
     events = small_events()
     root = args.dir or tempfile.mkdtemp(prefix="bench-group-")
     os.makedirs(root, exist_ok=True)
     cp = sqlite_checkpointer(os.path.join(root, "log.db"), synchronous="full")
     transactions: dict[str, list[int]] = {"on": [], "off": []}
     try:
+
         def loop(batching: bool) -> Callable[[], float]:
             def run() -> float:
                 elapsed, n = concurrent_round(cp, args.threads, calls, events, batching)
                 transactions["on" if batching else "off"].append(n)
                 return elapsed
+
             return run
 
         ops = args.threads * calls
         loop(True)()  # warm up: connections, sessions, statement caches
         loop(False)()
         transactions = {"on": [], "off": []}
-        res = interleave({"batching on": loop(True), "batching off": loop(False)}, ops,
-                         args.rounds)
+        res = interleave({"batching on": loop(True), "batching off": loop(False)}, ops, args.rounds)
         on, off = res["batching on"], res["batching off"]
         ratio = on.best_rate / off.best_rate
-        print(f"\n-- {args.threads} concurrent sessions, {ops} appends per round, "
-              f"{args.rounds} rounds each")
+        print(
+            f"\n-- {args.threads} concurrent sessions, {ops} appends per round, "
+            f"{args.rounds} rounds each"
+        )
         for name, m in res.items():
             key = "on" if name == "batching on" else "off"
             per = sum(transactions[key]) / len(transactions[key])
-            print(f"   {name:13s} best {fmt_rate(m.best_rate):>7s} events/s, median "
-                  f"{fmt_rate(m.median_rate):>7s}; {per:.0f} transactions per round "
-                  f"(mean batch {ops / per:.1f})")
-        print(f"   ratio on/off: best/best {fmt_ratio(ratio, TARGET)}; median of per-round "
-              f"ratios {paired_ratio(on, off):.2f}x")
+            print(
+                f"   {name:13s} best {fmt_rate(m.best_rate):>7s} events/s, median "
+                f"{fmt_rate(m.median_rate):>7s}; {per:.0f} transactions per round "
+                f"(mean batch {ops / per:.1f})"
+            )
+        print(
+            f"   ratio on/off: best/best {fmt_ratio(ratio, TARGET)}; median of per-round "
+            f"ratios {paired_ratio(on, off):.2f}x"
+        )
 
         lone_calls = 50 if args.quick else 300
         lone = interleave(
-            {"lone, batching on": lambda: lone_round(cp, lone_calls, events, True),
-             "lone, batching off": lambda: lone_round(cp, lone_calls, events, False)},
-            lone_calls, args.rounds,
+            {
+                "lone, batching on": lambda: lone_round(cp, lone_calls, events, True),
+                "lone, batching off": lambda: lone_round(cp, lone_calls, events, False),
+            },
+            lone_calls,
+            args.rounds,
         )
         lon, loff = lone["lone, batching on"], lone["lone, batching off"]
         print(f"\n-- a lone session appending ({lone_calls} appends per round)")
         for name, m in lone.items():
-            print(f"   {name:18s} best {fmt_rate(m.best_rate):>7s} appends/s "
-                  f"({1e6 / m.best_rate:.0f} us each), median {fmt_rate(m.median_rate):>7s}")
-        print(f"   lone on/off: best/best {lon.best_rate / loff.best_rate:.2f}x (1.0x = batching "
-              "costs a lone append nothing)")
-        print(f"\n== summary: group commit {fmt_rate(on.best_rate)} events/s vs "
-              f"{fmt_rate(off.best_rate)} events/s without, ratio {ratio:.1f}x "
-              f"(target >= {TARGET:.0f}x); lone append {lon.best_rate / loff.best_rate:.2f}x")
+            print(
+                f"   {name:18s} best {fmt_rate(m.best_rate):>7s} appends/s "
+                f"({1e6 / m.best_rate:.0f} us each), median {fmt_rate(m.median_rate):>7s}"
+            )
+        print(
+            f"   lone on/off: best/best {lon.best_rate / loff.best_rate:.2f}x (1.0x = batching "
+            "costs a lone append nothing)"
+        )
+        print(
+            f"\n== summary: group commit {fmt_rate(on.best_rate)} events/s vs "
+            f"{fmt_rate(off.best_rate)} events/s without, ratio {ratio:.1f}x "
+            f"(target >= {TARGET:.0f}x); lone append {lon.best_rate / loff.best_rate:.2f}x"
+        )
     finally:
         set_group_commit(True)
         cp.close()

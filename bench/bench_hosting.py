@@ -97,10 +97,12 @@ class Model:
         time.sleep(pause)
         usage = Usage(input_tokens=100, output_tokens=10)
         if any(isinstance(b, ToolResultBlock) for b in request.messages[-1].content):
-            return AssistantMessage(content=(TextBlock("done"),), usage=usage,
-                                    stop_reason="end_turn")
-        call = ToolUseBlock(f"toolu_{n}", "write_file",
-                            {"path": f"out/{n % 1000}/{n}.txt", "content": "hello\n"})
+            return AssistantMessage(
+                content=(TextBlock("done"),), usage=usage, stop_reason="end_turn"
+            )
+        call = ToolUseBlock(
+            f"toolu_{n}", "write_file", {"path": f"out/{n % 1000}/{n}.txt", "content": "hello\n"}
+        )
         return AssistantMessage(content=(call,), usage=usage, stop_reason="tool_use")
 
 
@@ -152,11 +154,17 @@ async def run(backend: str, sessions: int, turns: int, root: str, cap: int) -> d
     os.makedirs(workdir)
     threads_before = threading.active_count()
     rss_before = proc_status("VmRSS")
-    checkpointer = (sqlite_checkpointer(os.path.join(root, "log.db"))
-                    if backend == "sqlite" else None)
-    agent = create_async_lite_agent(model=provider, model_name="m", workdir=workdir,
-                                    checkpointer=checkpointer, home=os.path.join(root, "home"),
-                                    max_live_sessions=cap)
+    checkpointer = (
+        sqlite_checkpointer(os.path.join(root, "log.db")) if backend == "sqlite" else None
+    )
+    agent = create_async_lite_agent(
+        model=provider,
+        model_name="m",
+        workdir=workdir,
+        checkpointer=checkpointer,
+        home=os.path.join(root, "home"),
+        max_live_sessions=cap,
+    )
     errors: collections.Counter[str] = collections.Counter()
     done = 0
     probe = Probe()
@@ -196,24 +204,39 @@ async def run(backend: str, sessions: int, turns: int, root: str, cap: int) -> d
         checkpointer.close()
     gc.callbacks.remove(probe.on_gc)
     lags = probe.lags
-    steady = lags[ticks_before + 1:]  # after the tick that the start burst delayed
+    steady = lags[ticks_before + 1 :]  # after the tick that the start burst delayed
     return {
-        "backend": backend, "sessions": sessions, "turns": turns, "done": done,
-        "errors": dict(errors), "wall": wall, "close_s": close_s, "slept": model.slept,
-        "lag_p50": statistics.median(lags), "lag_p99": _p99(lags), "lag_max": max(lags),
-        "ticks": len(lags), "burst": burst, "steady_p99": _p99(steady),
-        "steady_max": max(steady), "gc_pauses": probe.gc_pauses,
-        "gc_collected": probe.gc_collected, "peak": probe.peak,
-        "cpu_user": cpu1.ru_utime - cpu0.ru_utime, "cpu_sys": cpu1.ru_stime - cpu0.ru_stime,
+        "backend": backend,
+        "sessions": sessions,
+        "turns": turns,
+        "done": done,
+        "errors": dict(errors),
+        "wall": wall,
+        "close_s": close_s,
+        "slept": model.slept,
+        "lag_p50": statistics.median(lags),
+        "lag_p99": _p99(lags),
+        "lag_max": max(lags),
+        "ticks": len(lags),
+        "burst": burst,
+        "steady_p99": _p99(steady),
+        "steady_max": max(steady),
+        "gc_pauses": probe.gc_pauses,
+        "gc_collected": probe.gc_collected,
+        "peak": probe.peak,
+        "cpu_user": cpu1.ru_utime - cpu0.ru_utime,
+        "cpu_sys": cpu1.ru_stime - cpu0.ru_stime,
         "switches": (cpu1.ru_nvcsw - cpu0.ru_nvcsw) + (cpu1.ru_nivcsw - cpu0.ru_nivcsw),
         "gate_permits": GATE.permits,
-        "threads_before": threads_before, "threads_after": threading.active_count(),
-        "rss_before": rss_before, "rss_peak": proc_status("VmHWM"), "max_live_sessions": cap,
+        "threads_before": threads_before,
+        "threads_after": threading.active_count(),
+        "rss_before": rss_before,
+        "rss_peak": proc_status("VmHWM"),
+        "max_live_sessions": cap,
     }
 
 
-def child(backend: str, sessions: int, turns: int, cap: int, gate: int | None
-          ) -> dict[str, Any]:
+def child(backend: str, sessions: int, turns: int, cap: int, gate: int | None) -> dict[str, Any]:
     if gate is not None:  # the comparison: another number of permits (0: no gate)
         GATE.set_permits(gate or 1_000_000)
     root = tempfile.mkdtemp(prefix="bench-hosting-")
@@ -226,11 +249,17 @@ def child(backend: str, sessions: int, turns: int, cap: int, gate: int | None
 # -- the parent ------------------------------------------------------------------------------------
 
 
-def run_child(backend: str, sessions: int, turns: int, cap: int, gate: int | None = None
-              ) -> dict[str, Any]:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child",
-           json.dumps({"backend": backend, "sessions": sessions, "turns": turns, "cap": cap,
-                       "gate": gate})]
+def run_child(
+    backend: str, sessions: int, turns: int, cap: int, gate: int | None = None
+) -> dict[str, Any]:
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        json.dumps(
+            {"backend": backend, "sessions": sessions, "turns": turns, "cap": cap, "gate": gate}
+        ),
+    ]
     out = subprocess.run(cmd, check=False, capture_output=True, text=True)  # noqa: S603 -- our own interpreter and script
     if out.stderr.strip():
         print(out.stderr.rstrip())
@@ -252,43 +281,65 @@ def report(name: str, r: dict[str, Any]) -> str:
     errors = ", ".join(f"{k} x{v}" for k, v in r["errors"].items()) or "none"
     print(f"\n-- {name} on {r['backend']}: {r['sessions']:,} sessions x {r['turns']} turns")
     print(f"   turns completed   {r['done']:,} of {total:,}; errors: {errors}")
-    print(f"   wall time         {r['wall']:.1f} s ({rate:.0f} turns/s); close "
-          f"{r['close_s']:.2f} s")
-    print(f"   vs the cap bound  {rate / bound:.2f}x of {bound:.0f} turns/s "
-          f"({cap} slots / 2 model calls of {1000 * mean_sleep:.0f} ms mean); wall "
-          f"{r['wall'] / ideal_wall:.2f}x the model sleeps / cap ({ideal_wall:.1f} s)")
-    print(f"   event-loop lag    p50 {ms['lag_p50']:.1f} ms, p99 {ms['lag_p99']:.1f} ms, max "
-          f"{ms['lag_max']:.1f} ms over {r['ticks']:,} ticks of {1000 * TICK:.0f} ms "
-          f"(p99 {ms['lag_p99'] / (1000 * TICK):.2f}x the tick)")
+    print(
+        f"   wall time         {r['wall']:.1f} s ({rate:.0f} turns/s); close {r['close_s']:.2f} s"
+    )
+    print(
+        f"   vs the cap bound  {rate / bound:.2f}x of {bound:.0f} turns/s "
+        f"({cap} slots / 2 model calls of {1000 * mean_sleep:.0f} ms mean); wall "
+        f"{r['wall'] / ideal_wall:.2f}x the model sleeps / cap ({ideal_wall:.1f} s)"
+    )
+    print(
+        f"   event-loop lag    p50 {ms['lag_p50']:.1f} ms, p99 {ms['lag_p99']:.1f} ms, max "
+        f"{ms['lag_max']:.1f} ms over {r['ticks']:,} ticks of {1000 * TICK:.0f} ms "
+        f"(p99 {ms['lag_p99'] / (1000 * TICK):.2f}x the tick)"
+    )
     verdict = "ok" if peak["threads"] <= cap + 32 else "EXCEEDED"
-    print(f"   start burst       {1000 * r['burst']:.0f} ms for {r['sessions']:,} first sends "
-          f"({1e6 * r['burst'] / r['sessions']:.0f} us each, on the loop); after it: lag p99 "
-          f"{1000 * r['steady_p99']:.1f} ms, max {1000 * r['steady_max']:.1f} ms")
+    print(
+        f"   start burst       {1000 * r['burst']:.0f} ms for {r['sessions']:,} first sends "
+        f"({1e6 * r['burst'] / r['sessions']:.0f} us each, on the loop); after it: lag p99 "
+        f"{1000 * r['steady_p99']:.1f} ms, max {1000 * r['steady_max']:.1f} ms"
+    )
     gcs = r["gc_pauses"]
-    print("   collections      " + "; ".join(
-        f"gen{g} {len(p)} (longest {1000 * max(p, default=0):.1f} ms, total "
-        f"{1000 * sum(p):.0f} ms)" for g, p in enumerate(gcs))
-        + f"; {r['gc_collected']:,} cyclic garbage objects (the GIL is held meanwhile)")
+    print(
+        "   collections      "
+        + "; ".join(
+            f"gen{g} {len(p)} (longest {1000 * max(p, default=0):.1f} ms, total "
+            f"{1000 * sum(p):.0f} ms)"
+            for g, p in enumerate(gcs)
+        )
+        + f"; {r['gc_collected']:,} cyclic garbage objects (the GIL is held meanwhile)"
+    )
     cpu = r["cpu_user"] + r["cpu_sys"]
-    print(f"   CPU               {cpu:.1f} s ({r['cpu_user']:.1f} user, {r['cpu_sys']:.1f} sys; "
-          f"{cpu / r['wall']:.2f} cores), {1000 * cpu / max(r['done'], 1):.2f} ms per turn; "
-          f"{r['switches'] / max(r['done'], 1):.0f} context switches per turn")
-    gate = ("off" if r["gate_permits"] >= 1_000_000 else f"{r['gate_permits']} permits")
+    print(
+        f"   CPU               {cpu:.1f} s ({r['cpu_user']:.1f} user, {r['cpu_sys']:.1f} sys; "
+        f"{cpu / r['wall']:.2f} cores), {1000 * cpu / max(r['done'], 1):.2f} ms per turn; "
+        f"{r['switches'] / max(r['done'], 1):.0f} context switches per turn"
+    )
+    gate = "off" if r["gate_permits"] >= 1_000_000 else f"{r['gate_permits']} permits"
     print(f"   CPU gate          {gate}; peak threads waiting at it {peak['gate_waiting']}")
-    print(f"   threads           peak {peak['threads']} (before the agent "
-          f"{r['threads_before']}, after close {r['threads_after']}); bound "
-          f"max_live_sessions + 32 = {cap + 32}: {verdict}")
-    print(f"   host_stats peaks  live {peak['live']}, running {peak['running']}, "
-          f"queued {peak['queued']}")
-    print(f"   RSS               {r['rss_before']:.0f} MiB before the agent, peak "
-          f"{r['rss_peak']:.0f} MiB (+{r['rss_peak'] - r['rss_before']:.0f} MiB)")
+    print(
+        f"   threads           peak {peak['threads']} (before the agent "
+        f"{r['threads_before']}, after close {r['threads_after']}); bound "
+        f"max_live_sessions + 32 = {cap + 32}: {verdict}"
+    )
+    print(
+        f"   host_stats peaks  live {peak['live']}, running {peak['running']}, "
+        f"queued {peak['queued']}"
+    )
+    print(
+        f"   RSS               {r['rss_before']:.0f} MiB before the agent, peak "
+        f"{r['rss_peak']:.0f} MiB (+{r['rss_peak'] - r['rss_before']:.0f} MiB)"
+    )
     failed = sum(r["errors"].values())
-    return (f"{name:4s} {r['backend']:6s} gate {gate:9s} {r['done']:6,d}/{total:<6,d} errors "
-            f"{failed:3d}  {rate:5.0f} turns/s ({rate / bound:.2f}x bound, "
-            f"{1000 * cpu / max(r['done'], 1):.2f} CPU ms/turn)  lag p50/p99/max "
-            f"{ms['lag_p50']:.1f}/{ms['lag_p99']:.1f}/{ms['lag_max']:.1f} ms  gen2 max "
-            f"{1000 * max(gcs[2], default=0):.0f} ms  threads {peak['threads']}  RSS peak "
-            f"{r['rss_peak']:.0f} MiB")
+    return (
+        f"{name:4s} {r['backend']:6s} gate {gate:9s} {r['done']:6,d}/{total:<6,d} errors "
+        f"{failed:3d}  {rate:5.0f} turns/s ({rate / bound:.2f}x bound, "
+        f"{1000 * cpu / max(r['done'], 1):.2f} CPU ms/turn)  lag p50/p99/max "
+        f"{ms['lag_p50']:.1f}/{ms['lag_p99']:.1f}/{ms['lag_max']:.1f} ms  gen2 max "
+        f"{1000 * max(gcs[2], default=0):.0f} ms  threads {peak['threads']}  RSS peak "
+        f"{r['rss_peak']:.0f} MiB"
+    )
 
 
 def _gate_setting(value: str) -> int | None:
@@ -320,8 +371,9 @@ def compare(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
         for name, key in metrics.items():
             value = med(rs, key)
             ratio = value / med(base, key) if med(base, key) else float("nan")
-            parts.append(f"{name} {value:.1f}" + ("" if setting == base_name
-                                                   else f" ({ratio:.2f}x)"))
+            parts.append(
+                f"{name} {value:.1f}" + ("" if setting == base_name else f" ({ratio:.2f}x)")
+            )
         lines.append(f"gate {setting:8s} x{len(rs)}: " + ", ".join(parts))
     return lines
 
@@ -333,27 +385,43 @@ def main() -> None:
     p.add_argument("--scenarios", default="busy,wide")
     p.add_argument("--sessions", type=int, default=None, help="override N of every scenario")
     p.add_argument("--turns", type=int, default=None, help="override the turns per session")
-    p.add_argument("--max-live-sessions", type=int, default=256,
-                   help="the cap (default 256, the default setting)")
-    p.add_argument("--gates", default="default",
-                   help="CPU gate settings to compare in this run, the first the baseline: "
-                        "'default', 'off' or a number of permits (e.g. off,default)")
-    p.add_argument("--rounds", type=int, default=1,
-                   help="runs of each setting, interleaved in alternating order")
+    p.add_argument(
+        "--max-live-sessions",
+        type=int,
+        default=256,
+        help="the cap (default 256, the default setting)",
+    )
+    p.add_argument(
+        "--gates",
+        default="default",
+        help="CPU gate settings to compare in this run, the first the baseline: "
+        "'default', 'off' or a number of permits (e.g. off,default)",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="runs of each setting, interleaved in alternating order",
+    )
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         cfg = json.loads(args.child)
-        print(json.dumps(child(cfg["backend"], cfg["sessions"], cfg["turns"], cfg["cap"],
-                               cfg["gate"])))
+        print(
+            json.dumps(
+                child(cfg["backend"], cfg["sessions"], cfg["turns"], cfg["cap"], cfg["gate"])
+            )
+        )
         return
     print("== Hosting many busy sessions in one asyncio process")
     print(environment())
     print(library_fingerprint())
     print(f"command: {sys.executable} {' '.join(sys.argv)}")
-    print(f"model sleep {1000 * SLEEP[0]:.0f}-{1000 * SLEEP[1]:.0f} ms per call, two calls and "
-          f"one write_file per turn; default agent settings but max_live_sessions="
-          f"{args.max_live_sessions}; one child process per run")
+    print(
+        f"model sleep {1000 * SLEEP[0]:.0f}-{1000 * SLEEP[1]:.0f} ms per call, two calls and "
+        f"one write_file per turn; default agent settings but max_live_sessions="
+        f"{args.max_live_sessions}; one child process per run"
+    )
     gates = args.gates.split(",")
     summary: list[str] = []
     t0 = time.perf_counter()
@@ -366,12 +434,12 @@ def main() -> None:
         for backend in args.backends.split(","):
             rows: list[tuple[str, dict[str, Any]]] = []
             for n in range(args.rounds):
-                for setting in (gates if n % 2 == 0 else gates[::-1]):
+                for setting in gates if n % 2 == 0 else gates[::-1]:
                     load = os.getloadavg()[0]
-                    r = run_child(backend, sessions, turns, args.max_live_sessions,
-                                  _gate_setting(setting))
-                    print(f"   (load average before it {load:.2f}, after "
-                          f"{os.getloadavg()[0]:.2f})")
+                    r = run_child(
+                        backend, sessions, turns, args.max_live_sessions, _gate_setting(setting)
+                    )
+                    print(f"   (load average before it {load:.2f}, after {os.getloadavg()[0]:.2f})")
                     rows.append((setting, r))
                     summary.append(report(scenario, r))
             if len(gates) > 1 or args.rounds > 1:

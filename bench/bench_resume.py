@@ -179,8 +179,9 @@ def child(name: str, paths_json: str) -> None:
     t = time.perf_counter()
     n = op()
     dt = time.perf_counter() - t
-    print(json.dumps({"events": n, "seconds": dt, "rss_before": before,
-                      "rss_after": peak_rss_mib()}))
+    print(
+        json.dumps({"events": n, "seconds": dt, "rss_before": before, "rss_after": peak_rss_mib()})
+    )
 
 
 def rss_in_child(name: str, paths: dict[str, str]) -> dict[str, float]:
@@ -198,18 +199,26 @@ def report(res: dict[str, Measurement], backend: str, n: int) -> str:
     fold_only = res["fold only"]
     print(f"\n-- {backend}: {n} events")
     for m in (resume, read, fold_only, raw):
-        print(f"   {m.name:14s} best {m.best_time:7.3f} s ({fmt_rate(n / m.best_time):>7s} "
-              f"events/s); median {m.median_time:7.3f} s")
+        print(
+            f"   {m.name:14s} best {m.best_time:7.3f} s ({fmt_rate(n / m.best_time):>7s} "
+            f"events/s); median {m.median_time:7.3f} s"
+        )
     ratio = resume.best_time / raw.best_time
     ratio_med = 1 / paired_ratio(resume, raw)
-    print(f"   resume/raw: best/best {fmt_ratio(ratio, TARGET, higher_is_better=False)}; "
-          f"median of per-round ratios {ratio_med:.2f}x")
-    print(f"   split (best): read+checks+decode {read.best_time:.3f} s "
-          f"({read.best_time / raw.best_time:.2f}x raw); fold of the in-memory events "
-          f"{fold_only.best_time:.3f} s ({fold_only.best_time / raw.best_time:.2f}x raw, "
-          f"{1e6 * fold_only.best_time / n:.1f} us/event)")
-    return (f"{backend:6s} resume {resume.best_time:.3f} s  raw {raw.best_time:.3f} s  "
-            f"ratio {ratio:.2f}x ({ratio_med:.2f}x)")
+    print(
+        f"   resume/raw: best/best {fmt_ratio(ratio, TARGET, higher_is_better=False)}; "
+        f"median of per-round ratios {ratio_med:.2f}x"
+    )
+    print(
+        f"   split (best): read+checks+decode {read.best_time:.3f} s "
+        f"({read.best_time / raw.best_time:.2f}x raw); fold of the in-memory events "
+        f"{fold_only.best_time:.3f} s ({fold_only.best_time / raw.best_time:.2f}x raw, "
+        f"{1e6 * fold_only.best_time / n:.1f} us/event)"
+    )
+    return (
+        f"{backend:6s} resume {resume.best_time:.3f} s  raw {raw.best_time:.3f} s  "
+        f"ratio {ratio:.2f}x ({ratio_med:.2f}x)"
+    )
 
 
 def main() -> None:
@@ -229,13 +238,17 @@ def main() -> None:
     try:
         t = time.perf_counter()
         paths, body_bytes = build(root, n)
-        print(f"built in {time.perf_counter() - t:.1f} s: {n} events, {body_bytes / 2**20:.1f} MiB "
-              f"of msgpack bodies (mean {body_bytes / n:.0f} bytes/event)")
+        print(
+            f"built in {time.perf_counter() - t:.1f} s: {n} events, {body_bytes / 2**20:.1f} MiB "
+            f"of msgpack bodies (mean {body_bytes / n:.0f} bytes/event)"
+        )
         db = paths["sqlite"]
         log = os.path.join(paths["file"], f"{SID}.log")
-        print(f"on disk: SQLite {dir_size(db, db + '-wal', db + '-shm') / 2**20:.1f} MiB "
-              f"(db + wal + shm), file log {dir_size(log) / 2**20:.1f} MiB, raw length-prefixed "
-              f"file {dir_size(paths['raw_file']) / 2**20:.1f} MiB")
+        print(
+            f"on disk: SQLite {dir_size(db, db + '-wal', db + '-shm') / 2**20:.1f} MiB "
+            f"(db + wal + shm), file log {dir_size(log) / 2**20:.1f} MiB, raw length-prefixed "
+            f"file {dir_size(paths['raw_file']) / 2**20:.1f} MiB"
+        )
         ops = operations(paths)
         loops = {name: timed(op, n) for name, op in ops.items()}
         for loop in loops.values():  # warm up: page cache, imports
@@ -252,16 +265,20 @@ def main() -> None:
             print("   peak RSS delta (fresh child process, one run each):")
             for name in names:
                 r = rss_in_child(name, paths)
-                print(f"     {name:14s} +{r['rss_after'] - r['rss_before']:6.0f} MiB "
-                      f"(peak {r['rss_after']:.0f} MiB, {r['seconds']:.3f} s cold-process run)")
+                print(
+                    f"     {name:14s} +{r['rss_after'] - r['rss_before']:6.0f} MiB "
+                    f"(peak {r['rss_after']:.0f} MiB, {r['seconds']:.3f} s cold-process run)"
+                )
             if args.profile:
                 print(f"   profile of {backend} resume:")
                 print(profile_top(ops[f"{backend} resume"]))
         if args.profile:
             print("   profile of the fold alone (in-memory events):")
             print(profile_top(lambda: fold(stored)))
-        print("\n== summary (best of rounds; ratio = resume time / raw time, in brackets the "
-              "median of per-round ratios)")
+        print(
+            "\n== summary (best of rounds; ratio = resume time / raw time, in brackets the "
+            "median of per-round ratios)"
+        )
         for line in summary:
             print("  ", line)
     finally:

@@ -72,9 +72,16 @@ def open_fds() -> int:
 def child(cap: int, sessions: int, checkpoints: list[int]) -> dict[str, Any]:
     def snapshot(label: str, done: int, live: int) -> dict[str, Any]:
         gc.collect()
-        return {"label": label, "sessions": done, "rss": proc_status("VmRSS"),
-                "hwm": proc_status("VmHWM"), "blocks": sys.getallocatedblocks(),
-                "threads": threading.active_count(), "live": live, "fds": open_fds()}
+        return {
+            "label": label,
+            "sessions": done,
+            "rss": proc_status("VmRSS"),
+            "hwm": proc_status("VmHWM"),
+            "blocks": sys.getallocatedblocks(),
+            "threads": threading.active_count(),
+            "live": live,
+            "fds": open_fds(),
+        }
 
     rows = [snapshot("before the agent", 0, 0)]
     root = tempfile.mkdtemp(prefix="bench-sessions-")
@@ -83,8 +90,14 @@ def child(cap: int, sessions: int, checkpoints: list[int]) -> dict[str, Any]:
         cp = file_checkpointer(os.path.join(root, "sessions"))
         provider = scripted([REPLY] * sessions)
         try:
-            with create_lite_agent(model=provider, model_name="m", workdir=root,
-                                   checkpointer=cp, tools=[], max_live_sessions=cap) as agent:
+            with create_lite_agent(
+                model=provider,
+                model_name="m",
+                workdir=root,
+                checkpointer=cp,
+                tools=[],
+                max_live_sessions=cap,
+            ) as agent:
                 host = agent._core.host  # the live-actor count
                 rows.append(snapshot("agent created", 0, len(host.live_sessions)))
                 for i in range(sessions):
@@ -96,8 +109,9 @@ def child(cap: int, sessions: int, checkpoints: list[int]) -> dict[str, Any]:
                     if result.session_id != sid or not result.text:
                         raise AssertionError(f"unexpected result {result!r}")
                     if i + 1 in checkpoints:
-                        rows.append(snapshot(f"after {i + 1} sessions", i + 1,
-                                             len(host.live_sessions)))
+                        rows.append(
+                            snapshot(f"after {i + 1} sessions", i + 1, len(host.live_sessions))
+                        )
                 stored = len(cp.list())
                 if provider.calls != sessions:
                     raise AssertionError(f"{provider.calls} model calls for {sessions} sends")
@@ -114,8 +128,12 @@ def child(cap: int, sessions: int, checkpoints: list[int]) -> dict[str, Any]:
 
 
 def run_child(cap: int, sessions: int, checkpoints: list[int]) -> dict[str, Any]:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child",
-           json.dumps({"cap": cap, "sessions": sessions, "checkpoints": checkpoints})]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        json.dumps({"cap": cap, "sessions": sessions, "checkpoints": checkpoints}),
+    ]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)  # noqa: S603 -- our own interpreter and script
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
@@ -124,14 +142,18 @@ def run_child(cap: int, sessions: int, checkpoints: list[int]) -> dict[str, Any]
 def report(res: dict[str, Any], compare: tuple[int, int]) -> str:
     cap, rows, times = res["cap"], res["rows"], res["times"]
     base = rows[0]
-    print(f"\n-- max_live_sessions={cap}: {len(times)} sessions touched once "
-          f"({res['stored']} stored)")
-    print("   point                          RSS MiB   +base   peak   py blocks  threads  live"
-          "  fds")
+    print(
+        f"\n-- max_live_sessions={cap}: {len(times)} sessions touched once ({res['stored']} stored)"
+    )
+    print(
+        "   point                          RSS MiB   +base   peak   py blocks  threads  live  fds"
+    )
     for r in rows:
-        print(f"   {r['label']:30s} {r['rss']:7.1f} {r['rss'] - base['rss']:+7.1f} "
-              f"{r['hwm']:6.1f} {r['blocks'] - base['blocks']:+10,d} {r['threads']:7d} "
-              f"{r['live']:5d} {r['fds']:4d}")
+        print(
+            f"   {r['label']:30s} {r['rss']:7.1f} {r['rss'] - base['rss']:+7.1f} "
+            f"{r['hwm']:6.1f} {r['blocks'] - base['blocks']:+10,d} {r['threads']:7d} "
+            f"{r['live']:5d} {r['fds']:4d}"
+        )
     by = {r["sessions"]: r for r in rows if r["label"].startswith("after ")}
     lo, hi = compare
     a, b = by[lo], by[hi]
@@ -139,27 +161,39 @@ def report(res: dict[str, Any], compare: tuple[int, int]) -> str:
     agent = a["rss"] - base["rss"]
     per = grow * 2**20 / (hi - lo)
     blocks = b["blocks"] - a["blocks"]
-    print(f"   RSS after {hi:,} vs after {lo:,} sessions: {b['rss']:.1f} vs {a['rss']:.1f} MiB "
-          f"({grow:+.2f} MiB, {per:+.0f} bytes per extra session; the agent at {lo} sessions "
-          f"is {agent:+.1f} MiB over the baseline)")
-    print(f"   Python blocks {hi:,} vs {lo:,}: {blocks:+,d} ({blocks / (hi - lo):+.2f} per extra "
-          "session)")
+    print(
+        f"   RSS after {hi:,} vs after {lo:,} sessions: {b['rss']:.1f} vs {a['rss']:.1f} MiB "
+        f"({grow:+.2f} MiB, {per:+.0f} bytes per extra session; the agent at {lo} sessions "
+        f"is {agent:+.1f} MiB over the baseline)"
+    )
+    print(
+        f"   Python blocks {hi:,} vs {lo:,}: {blocks:+,d} ({blocks / (hi - lo):+.2f} per extra "
+        "session)"
+    )
     us = [1e6 * t for t in times]
     first = us[: min(cap, len(us))]
     later = us[cap:]
-    line = (f"   first-touch send: mean {statistics.fmean(us):.0f} us, median "
-            f"{statistics.median(us):.0f} us; sends 1-{len(first)} (no eviction) mean "
-            f"{statistics.fmean(first):.0f} us")
+    line = (
+        f"   first-touch send: mean {statistics.fmean(us):.0f} us, median "
+        f"{statistics.median(us):.0f} us; sends 1-{len(first)} (no eviction) mean "
+        f"{statistics.fmean(first):.0f} us"
+    )
     if later:
-        line += (f", sends {cap + 1}-{len(us)} (each stops an idle actor) mean "
-                 f"{statistics.fmean(later):.0f} us")
+        line += (
+            f", sends {cap + 1}-{len(us)} (each stops an idle actor) mean "
+            f"{statistics.fmean(later):.0f} us"
+        )
     print(line)
     threads_left = rows[-1]["threads"] - base["threads"]
-    print(f"   after close: {rows[-1]['threads']} threads ({threads_left:+d} vs the baseline), "
-          f"RSS {rows[-1]['rss']:.1f} MiB")
-    return (f"cap {cap:3d}: RSS +{agent:.1f} MiB at {lo} sessions, +{b['rss'] - base['rss']:.1f} "
-            f"MiB at {hi:,} ({grow:+.2f} MiB); {b['threads']} threads, {b['live']} live; "
-            f"first-touch send {statistics.fmean(us):.0f} us mean")
+    print(
+        f"   after close: {rows[-1]['threads']} threads ({threads_left:+d} vs the baseline), "
+        f"RSS {rows[-1]['rss']:.1f} MiB"
+    )
+    return (
+        f"cap {cap:3d}: RSS +{agent:.1f} MiB at {lo} sessions, +{b['rss'] - base['rss']:.1f} "
+        f"MiB at {hi:,} ({grow:+.2f} MiB); {b['threads']} threads, {b['live']} live; "
+        f"first-touch send {statistics.fmean(us):.0f} us mean"
+    )
 
 
 def main() -> None:
@@ -182,11 +216,14 @@ def main() -> None:
     print(library_fingerprint())
     print(kernel_fingerprint())
     print(f"command: {sys.executable} {' '.join(sys.argv)}")
-    print("one fresh child process per configuration; file checkpointer in a temp dir; RSS is "
-          "VmRSS after gc.collect(), +base is against the RSS before the agent was created")
+    print(
+        "one fresh child process per configuration; file checkpointer in a temp dir; RSS is "
+        "VmRSS after gc.collect(), +base is against the RSS before the agent was created"
+    )
     t0 = time.perf_counter()
-    summary = [report(run_child(int(c), sessions, checkpoints), compare)
-               for c in args.caps.split(",")]
+    summary = [
+        report(run_child(int(c), sessions, checkpoints), compare) for c in args.caps.split(",")
+    ]
     print("\n== summary")
     for line in summary:
         print("  ", line)

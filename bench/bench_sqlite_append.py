@@ -71,9 +71,10 @@ def raw_append(conn: apsw.Connection, encoded: list[tuple[str, bytes]]) -> int:
     ts = time.time()
     conn.execute("BEGIN IMMEDIATE")
     try:
-        head = conn.execute(
-            "SELECT max(seq) FROM events WHERE session_id = ?", (SID,)
-        ).fetchone()[0] or 0
+        head = (
+            conn.execute("SELECT max(seq) FROM events WHERE session_id = ?", (SID,)).fetchone()[0]
+            or 0
+        )
         if len(encoded) == 1:
             kind, body = encoded[0]
             conn.execute(_RAW_INSERT, (SID, head + 1, ts, kind, body))
@@ -114,12 +115,12 @@ def same_sql_append(conn: apsw.Connection, encoded: list[tuple[str, bytes]]) -> 
     ts = time.time()
     conn.execute("BEGIN IMMEDIATE")
     try:
-        row = conn.execute(
-            "SELECT head, generation FROM sessions WHERE id = ?", (SID,)
-        ).fetchone()
+        row = conn.execute("SELECT head, generation FROM sessions WHERE id = ?", (SID,)).fetchone()
         head = 0 if row is None else row[0]
-        rows = [(SID, head + 1 + i, ts, k, b, xxhash.xxh3_64_intdigest(b) & _MASK)
-                for i, (k, b) in enumerate(encoded)]
+        rows = [
+            (SID, head + 1 + i, ts, k, b, xxhash.xxh3_64_intdigest(b) & _MASK)
+            for i, (k, b) in enumerate(encoded)
+        ]
         if len(rows) == 1:
             conn.execute(_SAME_INSERT, rows[0])
         else:
@@ -166,21 +167,30 @@ def run_case(
         n = len(batches[0])
         ratio_best, ratio_med = report_append_case(
             f"synchronous={sync}, {label} per append, {calls} appends/round x {rounds} rounds",
-            res, n, TARGET_1 if n == 1 else None, "raw apsw",
+            res,
+            n,
+            TARGET_1 if n == 1 else None,
+            "raw apsw",
         )
         lt, rw, sm, enc = (res[k] for k in loops)
-        print(f"   decomposition: liteagent / raw+same SQL {lt.best_rate / sm.best_rate:.2f}x "
-              f"(Python layers), raw+same SQL / raw {sm.best_rate / rw.best_rate:.2f}x "
-              f"(sessions row + checksum column); encoding alone is "
-              f"{100 * enc.best_rate ** -1 * lt.best_rate:.0f}% of a liteagent append")
-        print(f"   on disk: liteagent {dir_size(lite_path, lite_path + '-wal') >> 20} MiB, "
-              f"raw {dir_size(raw_path, raw_path + '-wal') >> 20} MiB")
+        print(
+            f"   decomposition: liteagent / raw+same SQL {lt.best_rate / sm.best_rate:.2f}x "
+            f"(Python layers), raw+same SQL / raw {sm.best_rate / rw.best_rate:.2f}x "
+            f"(sessions row + checksum column); encoding alone is "
+            f"{100 * enc.best_rate**-1 * lt.best_rate:.0f}% of a liteagent append"
+        )
+        print(
+            f"   on disk: liteagent {dir_size(lite_path, lite_path + '-wal') >> 20} MiB, "
+            f"raw {dir_size(raw_path, raw_path + '-wal') >> 20} MiB"
+        )
         if args.profile:
             print("   cProfile of the liteagent loop:")
             print(profile_top(loops["liteagent"]))
-        return (f"{sync:6s} {label:12s} liteagent {fmt_rate(lt.best_rate):>7s}/s  "
-                f"raw {fmt_rate(rw.best_rate):>7s}/s  ratio {ratio_best:.2f}x "
-                f"({ratio_med:.2f}x)")
+        return (
+            f"{sync:6s} {label:12s} liteagent {fmt_rate(lt.best_rate):>7s}/s  "
+            f"raw {fmt_rate(rw.best_rate):>7s}/s  ratio {ratio_best:.2f}x "
+            f"({ratio_med:.2f}x)"
+        )
     finally:
         cp.close()
         conn.close()
@@ -212,8 +222,10 @@ def main() -> None:
             run_case(root, (sync, label, workloads[label], max(10, int(n * scale))), args)
             for (sync, label), n in calls.items()
         ]
-        print("\n== summary (appends/s, best of rounds; ratio = best/best, in brackets the "
-              "median of per-round ratios)")
+        print(
+            "\n== summary (appends/s, best of rounds; ratio = best/best, in brackets the "
+            "median of per-round ratios)"
+        )
         for line in summary:
             print("  ", line)
     finally:

@@ -107,15 +107,18 @@ def kernel_fingerprint() -> str:
             digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
             newest = max(newest, path.stat().st_mtime)
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(newest))
-    return (f"kernel sources ({', '.join(_KERNEL_PACKAGES)}) sha256 {digest.hexdigest()[:12]} "
-            f"(newest file modified {when})")
+    return (
+        f"kernel sources ({', '.join(_KERNEL_PACKAGES)}) sha256 {digest.hexdigest()[:12]} "
+        f"(newest file modified {when})"
+    )
 
 
 def conversation_log(n: int) -> list[Event]:
     """Exactly ``n`` events of a valid session: SessionStarted, whole EventFactory turns (so every
     tool_use is answered by its result within the turn), padded with short turns."""
-    start: Event = SessionStarted(workdir="/home/user/project", model=MODEL,
-                                  system_prompt="You are a coding agent.")
+    start: Event = SessionStarted(
+        workdir="/home/user/project", model=MODEL, system_prompt="You are a coding agent."
+    )
     pool = EventFactory().events(n + 400)  # a turn is at most ~40 events: this reaches past n
     # Every EventFactory turn starts with a UserPrompt: cutting before one keeps whole turns.
     cut = max(i for i in range(n) if i == 0 or type(pool[i]) is UserPrompt)
@@ -126,8 +129,14 @@ def conversation_log(n: int) -> list[Event]:
         rest -= 1
     for i in range(rest // 2):
         out.append(UserPrompt(content=(TextBlock(f"Now step {i}: check the output."),)))
-        out.append(AssistantMessage(content=(TextBlock(f"Step {i} checked."),), usage=Usage(),
-                                    stop_reason="end_turn", model=MODEL))
+        out.append(
+            AssistantMessage(
+                content=(TextBlock(f"Step {i} checked."),),
+                usage=Usage(),
+                stop_reason="end_turn",
+                model=MODEL,
+            )
+        )
     return out
 
 
@@ -148,8 +157,9 @@ def check_log(events: list[Event], n: int) -> str:
     for e in events:
         kinds[type(e).__name__] = kinds.get(type(e).__name__, 0) + 1
     top = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]))
-    return (f"N={n}: {len(messages)} merged messages, {state.usage.output_tokens} output "
-            f"tokens; {top}")
+    return (
+        f"N={n}: {len(messages)} merged messages, {state.usage.output_tokens} output tokens; {top}"
+    )
 
 
 def fill(cp: Checkpointer, sid: str, events: list[Event]) -> None:
@@ -168,8 +178,11 @@ class Bench:
         self.root = root
         self.logs = logs
         self.sends = sends
-        self.cp = (memory_checkpointer() if backend == "memory"
-                   else file_checkpointer(os.path.join(root, "sessions")))
+        self.cp = (
+            memory_checkpointer()
+            if backend == "memory"
+            else file_checkpointer(os.path.join(root, "sessions"))
+        )
         self._ids = iter(range(1_000_000))
         self.gc_seconds: dict[str, list[float]] = {}
 
@@ -182,8 +195,13 @@ class Bench:
         return sid
 
     def _agent(self, replies: int, item: ScriptItem = REPLY) -> LiteAgent:
-        return create_lite_agent(model=scripted([item] * replies), model_name=MODEL,
-                                 workdir=self.root, checkpointer=self.cp, tools=[])
+        return create_lite_agent(
+            model=scripted([item] * replies),
+            model_name=MODEL,
+            workdir=self.root,
+            checkpointer=self.cp,
+            tools=[],
+        )
 
     def sdk(self, n: int) -> float:
         """A fresh agent resumes a fresh N-event session, warms up, and runs K timed sends."""
@@ -213,18 +231,29 @@ class Bench:
         sid = self._session(n, "raw")
         try:
             head, generation = cp.position(sid)
-            record = ModelRequestRecord(view_hash="0" * 64, token_estimate=12_000, model=MODEL,
-                                        request_digest="1" * 64)
-            status = ContextStatus(level="select", tokens=200_000, budget=191_808,
-                                   tokens_after=191_000, actions=("select: 1 left out",),
-                                   settings=ContextSettings(budget_tokens=191_808))
+            record = ModelRequestRecord(
+                view_hash="0" * 64, token_estimate=12_000, model=MODEL, request_digest="1" * 64
+            )
+            status = ContextStatus(
+                level="select",
+                tokens=200_000,
+                budget=191_808,
+                tokens_after=191_000,
+                actions=("select: 1 left out",),
+                settings=ContextSettings(budget_tokens=191_808),
+            )
 
             def turn() -> None:
                 nonlocal head
-                head = cp.append(sid, [UserPrompt(content=(TextBlock(PROMPT),))],
-                                 expected_head=head, expected_generation=generation)
-                head = cp.append(sid, [status, record, REPLY], expected_head=head,
-                                 expected_generation=generation)
+                head = cp.append(
+                    sid,
+                    [UserPrompt(content=(TextBlock(PROMPT),))],
+                    expected_head=head,
+                    expected_generation=generation,
+                )
+                head = cp.append(
+                    sid, [status, record, REPLY], expected_head=head, expected_generation=generation
+                )
 
             turn()  # warm up, as the SDK loops do
             return self._timed(f"raw {n}", turn)
@@ -318,37 +347,59 @@ def report_profile(bench: Bench, turns: int) -> None:
     small_wall, small = profile_actor(bench, SIZES[0], turns)
     big_wall, big = profile_actor(bench, SIZES[-1], turns)
     us = 1e6 / turns
-    print(f"\n   profile ({bench.backend}): cProfile in the session actor's thread, {turns} turns "
-          f"at N={SIZES[0]} and at N={SIZES[-1]} (wall under the profiler: "
-          f"{small_wall * us:.0f} / {big_wall * us:.0f} us/turn)")
+    print(
+        f"\n   profile ({bench.backend}): cProfile in the session actor's thread, {turns} turns "
+        f"at N={SIZES[0]} and at N={SIZES[-1]} (wall under the profiler: "
+        f"{small_wall * us:.0f} / {big_wall * us:.0f} us/turn)"
+    )
     total_small = sum(v[0] for v in small.values()) * us
     total_big = sum(v[0] for v in big.values()) * us
-    print(f"   own time of the actor thread per turn (includes its idle waits): "
-          f"{total_small:.0f} us at N={SIZES[0]}, {total_big:.0f} us at N={SIZES[-1]}")
+    print(
+        f"   own time of the actor thread per turn (includes its idle waits): "
+        f"{total_small:.0f} us at N={SIZES[0]}, {total_big:.0f} us at N={SIZES[-1]}"
+    )
     print(f"   top own time at N={SIZES[-1]}:")
     print("      us/turn  share   cum us  calls/turn  function")
     for key, (tt, ct, nc) in sorted(big.items(), key=lambda kv: -kv[1][0])[:12]:
-        print(f"     {tt * us:8.1f} {100 * tt * us / total_big:5.1f}% {ct * us:8.1f} "
-              f"{nc / turns:10.1f}  {_where(key)}")
-    growth = {k: big.get(k, (0.0, 0.0, 0))[0] - small.get(k, (0.0, 0.0, 0))[0]
-              for k in set(big) | set(small)}
+        print(
+            f"     {tt * us:8.1f} {100 * tt * us / total_big:5.1f}% {ct * us:8.1f} "
+            f"{nc / turns:10.1f}  {_where(key)}"
+        )
+    growth = {
+        k: big.get(k, (0.0, 0.0, 0))[0] - small.get(k, (0.0, 0.0, 0))[0]
+        for k in set(big) | set(small)
+    }
     total_growth = (total_big - total_small) / us
-    print(f"   where the own time per turn grows from N={SIZES[0]} to N={SIZES[-1]} "
-          f"(total growth {total_growth * us:+.0f} us/turn; share = of that growth):")
+    print(
+        f"   where the own time per turn grows from N={SIZES[0]} to N={SIZES[-1]} "
+        f"(total growth {total_growth * us:+.0f} us/turn; share = of that growth):"
+    )
     print(f"      N={SIZES[0]:<5d}  N={SIZES[-1]:<6d}  growth   share  calls/turn  function")
     for key, g in sorted(growth.items(), key=lambda kv: -kv[1])[:10]:
         s, b = small.get(key, (0.0, 0.0, 0)), big.get(key, (0.0, 0.0, 0))
         share = 100 * g / total_growth if total_growth > 0 else float("nan")
-        print(f"     {s[0] * us:8.1f} {b[0] * us:8.1f} {g * us:+8.1f} {share:6.1f}% "
-              f"{b[2] / turns:10.1f}  {_where(key)}")
+        print(
+            f"     {s[0] * us:8.1f} {b[0] * us:8.1f} {g * us:+8.1f} {share:6.1f}% "
+            f"{b[2] / turns:10.1f}  {_where(key)}"
+        )
     print("   cumulative time per turn of the turn-loop steps:")
-    for name in ("send", "_model_turn", "view_hash", "sync", "append", "_request", "stream",
-                 "apply_all", "conversation_since"):
-        keys = [k for k in big
-                if k[2] == name and any(f"/{p}/" in k[0] for p in _KERNEL_PACKAGES)]
+    for name in (
+        "send",
+        "_model_turn",
+        "view_hash",
+        "sync",
+        "append",
+        "_request",
+        "stream",
+        "apply_all",
+        "conversation_since",
+    ):
+        keys = [k for k in big if k[2] == name and any(f"/{p}/" in k[0] for p in _KERNEL_PACKAGES)]
         for key in keys:
-            print(f"     {name:20s} {small.get(key, (0.0, 0.0, 0))[1] * us:8.1f} -> "
-                  f"{big[key][1] * us:8.1f} us  ({_where(key)})")
+            print(
+                f"     {name:20s} {small.get(key, (0.0, 0.0, 0))[1] * us:8.1f} -> "
+                f"{big[key][1] * us:8.1f} us  ({_where(key)})"
+            )
 
 
 # -- reporting -------------------------------------------------------------------------------------
@@ -365,37 +416,52 @@ def paired(a: Measurement, b: Measurement) -> float:
 
 def report(bench: Bench, res: dict[str, Measurement]) -> list[str]:
     k = bench.sends
-    print(f"\n-- {bench.backend} checkpointer: {k} sends per round, {len(res['sdk 100'].times)} "
-          "rounds; us per turn (best round / median round)")
-    print("   N        log during round   sdk send          core (no actor)   raw appends"
-          "       sdk-raw   gc/turn")
+    print(
+        f"\n-- {bench.backend} checkpointer: {k} sends per round, {len(res['sdk 100'].times)} "
+        "rounds; us per turn (best round / median round)"
+    )
+    print(
+        "   N        log during round   sdk send          core (no actor)   raw appends"
+        "       sdk-raw   gc/turn"
+    )
     for n in SIZES:
         sdk, core, raw = res[f"sdk {n}"], res[f"core {n}"], res[f"raw {n}"]
         gc_us = 1e6 * statistics.median(bench.gc_seconds[f"sdk {n}"]) / k
-        print(f"   {n:<8,d} {n:>6,d}->{n + 3 * k:<7,d}    "
-              f"{per_turn_us(sdk)[0]:7.0f} / {per_turn_us(sdk)[1]:<7.0f} "
-              f"{per_turn_us(core)[0]:7.0f} / {per_turn_us(core)[1]:<7.0f} "
-              f"{per_turn_us(raw)[0]:6.1f} / {per_turn_us(raw)[1]:<7.1f} "
-              f"{per_turn_us(sdk)[0] - per_turn_us(raw)[0]:8.0f}  {gc_us:7.1f}")
+        print(
+            f"   {n:<8,d} {n:>6,d}->{n + 3 * k:<7,d}    "
+            f"{per_turn_us(sdk)[0]:7.0f} / {per_turn_us(sdk)[1]:<7.0f} "
+            f"{per_turn_us(core)[0]:7.0f} / {per_turn_us(core)[1]:<7.0f} "
+            f"{per_turn_us(raw)[0]:6.1f} / {per_turn_us(raw)[1]:<7.1f} "
+            f"{per_turn_us(sdk)[0] - per_turn_us(raw)[0]:8.0f}  {gc_us:7.1f}"
+        )
     lines = []
     base = res[f"sdk {SIZES[0]}"]
     for n in SIZES[1:]:
         m = res[f"sdk {n}"]
         ratio = m.best_time / base.best_time
         med = paired(m, base)
-        verdict = (fmt_ratio(ratio, TARGET, higher_is_better=False) if n == SIZES[-1]
-                   else f"{ratio:.2f}x (no target)")
+        verdict = (
+            fmt_ratio(ratio, TARGET, higher_is_better=False)
+            if n == SIZES[-1]
+            else f"{ratio:.2f}x (no target)"
+        )
         core_ratio = res[f"core {n}"].best_time / res[f"core {SIZES[0]}"].best_time
         raw_ratio = res[f"raw {n}"].best_time / res[f"raw {SIZES[0]}"].best_time
-        print(f"   t({n:,})/t({SIZES[0]}): sdk best/best {verdict}; median of per-round "
-              f"ratios {med:.2f}x; core {core_ratio:.2f}x; raw {raw_ratio:.2f}x")
-        lines.append(f"{bench.backend:6s} t({n:,})/t({SIZES[0]}) = {ratio:.2f}x "
-                     f"(median of per-round ratios {med:.2f}x)")
+        print(
+            f"   t({n:,})/t({SIZES[0]}): sdk best/best {verdict}; median of per-round "
+            f"ratios {med:.2f}x; core {core_ratio:.2f}x; raw {raw_ratio:.2f}x"
+        )
+        lines.append(
+            f"{bench.backend:6s} t({n:,})/t({SIZES[0]}) = {ratio:.2f}x "
+            f"(median of per-round ratios {med:.2f}x)"
+        )
     small, big = per_turn_us(base)[0], per_turn_us(res[f"sdk {SIZES[-1]}"])[0]
     raw_small = per_turn_us(res[f"raw {SIZES[0]}"])[0]
-    print(f"   absolute: an SDK turn at N={SIZES[0]} costs {small:.0f} us against "
-          f"{raw_small:.1f} us for its raw appends ({small / raw_small:.0f}x); at "
-          f"N={SIZES[-1]:,}: {big:.0f} us")
+    print(
+        f"   absolute: an SDK turn at N={SIZES[0]} costs {small:.0f} us against "
+        f"{raw_small:.1f} us for its raw appends ({small / raw_small:.0f}x); at "
+        f"N={SIZES[-1]:,}: {big:.0f} us"
+    )
     return lines
 
 
@@ -404,8 +470,11 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="a short smoke run")
     p.add_argument("--rounds", type=int, default=None, help="rounds per loop (default 9)")
     p.add_argument("--sends", type=int, default=None, help="timed sends per round (default 100)")
-    p.add_argument("--profile", action="store_true",
-                   help="also profile the session actor's thread at N=100 and N=10,000")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="also profile the session actor's thread at N=100 and N=10,000",
+    )
     p.add_argument("--backend", choices=("memory", "file", "both"), default="both")
     args = p.parse_args()
     rounds = args.rounds or (2 if args.quick else 9)
@@ -416,8 +485,10 @@ def main() -> None:
     print(library_fingerprint())
     print(kernel_fingerprint())
     print(f"command: {sys.executable} {' '.join(sys.argv)}")
-    print(f"rounds: {rounds} (interleaved, order rotating); {sends} timed sends per round after "
-          "one warm-up send; a fresh agent and a fresh N-event session per round and loop")
+    print(
+        f"rounds: {rounds} (interleaved, order rotating); {sends} timed sends per round after "
+        "one warm-up send; a fresh agent and a fresh N-event session per round and loop"
+    )
     t0 = time.perf_counter()
     logs = {n: conversation_log(n) for n in SIZES}
     for n in SIZES:
@@ -441,8 +512,10 @@ def main() -> None:
                     report_profile(bench, sends)
             finally:
                 bench.close()
-        print(f"\n== summary (target t({SIZES[-1]:,}) <= {TARGET}x t({SIZES[0]}); best/best, in "
-              "brackets the median of per-round ratios)")
+        print(
+            f"\n== summary (target t({SIZES[-1]:,}) <= {TARGET}x t({SIZES[0]}); best/best, in "
+            "brackets the median of per-round ratios)"
+        )
         for line in summary:
             print("  ", line)
         print(f"   wall time {time.perf_counter() - t0:.0f} s")

@@ -48,9 +48,7 @@ def body_bytes(content: str | tuple[Block, ...] | msgspec.UnsetType) -> int:
         return _utf8_len(content)
     if content is UNSET:
         return 0
-    return sum(
-        _utf8_len(b.text) if type(b) is TextBlock else len(_JSON.encode(b)) for b in content
-    )
+    return sum(_utf8_len(b.text) if type(b) is TextBlock else len(_JSON.encode(b)) for b in content)
 
 
 def body_text(content: str | tuple[Block, ...] | msgspec.UnsetType) -> str | None:

@@ -23,8 +23,15 @@ __all__ = ["public"]
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_ARGUMENT_ERRORS = (TypeError, AttributeError, ValueError, OverflowError, KeyError, IndexError,
-                    RecursionError)
+_ARGUMENT_ERRORS = (
+    TypeError,
+    AttributeError,
+    ValueError,
+    OverflowError,
+    KeyError,
+    IndexError,
+    RecursionError,
+)
 
 
 def public(fn: Callable[P, R]) -> Callable[P, R]:
@@ -38,6 +45,7 @@ def public(fn: Callable[P, R]) -> Callable[P, R]:
             raise
         except _ARGUMENT_ERRORS as e:
             raise InvalidArgumentError(
-                f"{fn.__name__}: invalid argument ({type(e).__name__}: {e})") from e
+                f"{fn.__name__}: invalid argument ({type(e).__name__}: {e})"
+            ) from e
 
     return checked

@@ -76,8 +76,11 @@ def default_compactor(
     """
     if passes is None:
         spill = memory_spill_store() if store is None else store
-        passes = (tool_result_budget_pass(budget_bytes, spill), snip_pass(max_tokens=max_tokens),
-                  micro_pass(max_tokens=max_tokens))
+        passes = (
+            tool_result_budget_pass(budget_bytes, spill),
+            snip_pass(max_tokens=max_tokens),
+            micro_pass(max_tokens=max_tokens),
+        )
     return _PipelineCompactor(passes)
 
 
@@ -102,8 +105,10 @@ class _TokenBudgetPass:
         if cut is None:
             return list(messages), ""
         kept = len(messages) - cut.removed - (first + 1)
-        detail = (f"removed {cut.removed} messages from {cut.turns} turns after the first prompt; "
-                  f"kept the newest {kept} messages")
+        detail = (
+            f"removed {cut.removed} messages from {cut.turns} turns after the first prompt; "
+            f"kept the newest {kept} messages"
+        )
         return cut.messages, detail
 
 

@@ -74,8 +74,11 @@ class CompactResult(msgspec.Struct, frozen=True, kw_only=True):
         refs: dict[str, None] = {}
         for m in self.messages:
             for b in m.content:
-                if (type(b) is ToolResultBlock and isinstance(b.content, str)
-                        and b.content.startswith(SPILL_PREFIX)):
+                if (
+                    type(b) is ToolResultBlock
+                    and isinstance(b.content, str)
+                    and b.content.startswith(SPILL_PREFIX)
+                ):
                     for text in bodies.get(b.tool_use_id, ()):
                         refs[archive_ref(text)] = None
         return tuple(refs)
@@ -158,9 +161,11 @@ def accepts_cancel(fn: Callable[..., Any]) -> bool:
     except (TypeError, ValueError):  # no signature to inspect (a builtin): do not pass it
         found = False
     else:
-        found = any((p.name == "cancel"
-                     and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
-                    or p.kind is p.VAR_KEYWORD for p in params)
+        found = any(
+            (p.name == "cancel" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+            or p.kind is p.VAR_KEYWORD
+            for p in params
+        )
     with _ACCEPTS_LOCK:
         if len(_ACCEPTS) > 4096:
             _ACCEPTS.clear()

@@ -50,8 +50,10 @@ __all__ = ["ContextEngine", "create_context_engine", "left_out_note", "project_c
 def left_out_note(count: int) -> str:
     """The marker of the select level for ``count`` left-out messages."""
     noun = "message is" if count == 1 else "messages are"
-    return (f"[liteagent: {count} earlier {noun} left out of this view to fit the context "
-            "budget; the session log keeps them]")
+    return (
+        f"[liteagent: {count} earlier {noun} left out of this view to fit the context "
+        "budget; the session log keeps them]"
+    )
 
 
 @functools.lru_cache(maxsize=1024)
@@ -78,10 +80,12 @@ class ContextEngine:
     def __init__(self, settings: ContextSettings) -> None:
         if not isinstance(settings, ContextSettings):
             raise InvalidArgumentError(
-                f"ContextEngine needs ContextSettings, got {type(settings).__name__}")
+                f"ContextEngine needs ContextSettings, got {type(settings).__name__}"
+            )
         self.settings = settings
-        self._base = EngineBase(keep_recent=settings.keep_recent_results,
-                          preview_chars=settings.preview_chars)
+        self._base = EngineBase(
+            keep_recent=settings.keep_recent_results, preview_chars=settings.preview_chars
+        )
 
     def project(self, state: SessionState, *, budget: int | None = None) -> ContextView:
         """The view of ``state`` within ``budget`` (default: the settings' budget)."""
@@ -98,33 +102,79 @@ class ContextEngine:
             actions.append(f"externalize: {archived} archived tool result(s) shown by reference")
         if total <= limit:
             level = "externalize" if archived else "none"
-            return self._view(base.ext, base.ext_digest(), level, before=raw, after=total,
-                              limit=limit, actions=actions)
+            return self._view(
+                base.ext,
+                base.ext_digest(),
+                level,
+                before=raw,
+                after=total,
+                limit=limit,
+                actions=actions,
+            )
         base.advance_old()
         normalized = total - base.saving_before(len(base.ext))
         native = s.native_edits
         if "clear_tool_uses" in native and normalized <= limit:
-            actions.append(f"normalize: the provider clears old tool uses past {limit} tokens "
-                           f"(keeps {s.keep_recent_results})")
-            return self._view(base.ext, base.ext_digest(), "normalize", before=raw,
-                              after=normalized, limit=limit, actions=actions, native=native)
+            actions.append(
+                f"normalize: the provider clears old tool uses past {limit} tokens "
+                f"(keeps {s.keep_recent_results})"
+            )
+            return self._view(
+                base.ext,
+                base.ext_digest(),
+                "normalize",
+                before=raw,
+                after=normalized,
+                limit=limit,
+                actions=actions,
+                native=native,
+            )
         cleared, superseded = base.cleared_counts()
-        actions.append(f"normalize: {cleared} old tool result(s) cleared, {superseded} "
-                       "superseded read(s) left out")
+        actions.append(
+            f"normalize: {cleared} old tool result(s) cleared, {superseded} "
+            "superseded read(s) left out"
+        )
         if normalized <= limit:
-            return self._view(base.norm, messages_digest(base.norm_digests), "normalize",
-                              before=raw, after=normalized, limit=limit, actions=actions,
-                              native=tuple(e for e in native if e != "clear_tool_uses"))
+            return self._view(
+                base.norm,
+                messages_digest(base.norm_digests),
+                "normalize",
+                before=raw,
+                after=normalized,
+                limit=limit,
+                actions=actions,
+                native=tuple(e for e in native if e != "clear_tool_uses"),
+            )
         return self._select(raw, total, limit, actions)
 
-    def _view(self, messages: Sequence[Message], digest: bytes, level: str, *,
-              before: int, after: int, limit: int, actions: list[str],
-              left_out: tuple[int, int] = (0, 0), last_seq: int = 0, lead: int = 0,
-              native: tuple[str, ...] = ()) -> ContextView:
-        return ContextView(messages=tuple(messages), level=level, tokens_before=before,
-                           tokens_after=after, budget=limit, actions=tuple(actions),
-                           digest=digest, left_out=left_out, left_out_last_seq=last_seq,
-                           lead=lead, native_edits=native)
+    def _view(
+        self,
+        messages: Sequence[Message],
+        digest: bytes,
+        level: str,
+        *,
+        before: int,
+        after: int,
+        limit: int,
+        actions: list[str],
+        left_out: tuple[int, int] = (0, 0),
+        last_seq: int = 0,
+        lead: int = 0,
+        native: tuple[str, ...] = (),
+    ) -> ContextView:
+        return ContextView(
+            messages=tuple(messages),
+            level=level,
+            tokens_before=before,
+            tokens_after=after,
+            budget=limit,
+            actions=tuple(actions),
+            digest=digest,
+            left_out=left_out,
+            left_out_last_seq=last_seq,
+            lead=lead,
+            native_edits=native,
+        )
 
     def _select(self, raw: int, total: int, limit: int, actions: list[str]) -> ContextView:
         base = self._base
@@ -139,8 +189,9 @@ class ContextEngine:
         tail_end = npre[n]
         lead_est = npre[first + 1]  # the messages up to the first prompt, as normalized
         # the latest prompt's blocks (a prompt has no tool results: its estimate is its own)
-        latest_est = (base.prefix[latest + 1] - base.prefix[latest] - _MESSAGE_TOKENS
-                      if latest > first else 0)
+        latest_est = (
+            base.prefix[latest + 1] - base.prefix[latest] - _MESSAGE_TOKENS if latest > first else 0
+        )
 
         def kept_latest(t: int) -> bool:
             return first < latest < t and base.ext[t].role == "assistant"
@@ -164,8 +215,11 @@ class ContextEngine:
             building the head (see :func:`head`: the blocks it adds to the lead)."""
             note = _note_tokens(left(t))
             if base.ext[t].role == "assistant" or first < 0:
-                added = (note + (latest_est if kept_latest(t) else 0)
-                         + (_MESSAGE_TOKENS if first < 0 else 0))
+                added = (
+                    note
+                    + (latest_est if kept_latest(t) else 0)
+                    + (_MESSAGE_TOKENS if first < 0 else 0)
+                )
             else:
                 added = note + _MESSAGE_TOKENS  # an assistant message holding the note
             return fixed + lead_est + added + tail_end - npre[t]
@@ -178,11 +232,12 @@ class ContextEngine:
             raise ContextBudgetError(
                 f"the first prompt, the latest prompt and the current turn alone need about "
                 f"{protected} tokens, over the budget of {limit}; nothing else can be cut",
-                tokens=protected, budget=limit)
+                tokens=protected,
+                budget=limit,
+            )
         # The first candidate whose cost fits. cost(t) falls as t grows; bound the head's part
         # from above to bisect the prefix sums, then step to the exact first fit.
-        most = (_note_tokens(n) + latest_est
-                + _MESSAGE_TOKENS)
+        most = _note_tokens(n) + latest_est + _MESSAGE_TOKENS
         allow = limit - fixed - lead_est - most
         guess = bisect.bisect_left(starts, bisect.bisect_left(npre, tail_end - allow))
         t = _first_fit(starts, lo, guess, lambda t: cost(t) <= limit)
@@ -190,13 +245,24 @@ class ContextEngine:
         messages = [*lead, *base.norm[t:]]
         digests = [message_digest(m) for m in lead] + base.norm_digests[t:]
         after = cost(t)
-        actions.append(f"select: {left(t)} earlier message(s) left out, kept the newest "
-                       f"{n - t} message(s)")
+        actions.append(
+            f"select: {left(t)} earlier message(s) left out, kept the newest {n - t} message(s)"
+        )
         last_seq = base.last_seqs[t - 1] if t > 0 else 0
         native = tuple(e for e in self.settings.native_edits if e != "clear_tool_uses")
-        return self._view(messages, messages_digest(digests), "select", before=raw, after=after,
-                          limit=limit, actions=actions, left_out=(first + 1, t),
-                          last_seq=last_seq, lead=len(lead), native=native)
+        return self._view(
+            messages,
+            messages_digest(digests),
+            "select",
+            before=raw,
+            after=after,
+            limit=limit,
+            actions=actions,
+            left_out=(first + 1, t),
+            last_seq=last_seq,
+            lead=len(lead),
+            native=native,
+        )
 
     def first_prompt_tokens(self, state: SessionState, message: Message) -> int | None:
         """When ``state`` has no user prompt yet, the estimated tokens of the smallest view
@@ -228,7 +294,9 @@ def _first_fit(starts: Sequence[int], lo: int, guess: int, fits: Callable[[int],
 
 
 def create_context_engine(
-    options: ContextOptions | ContextSettings | None = None, *, max_tokens: int = 8192,
+    options: ContextOptions | ContextSettings | None = None,
+    *,
+    max_tokens: int = 8192,
 ) -> ContextEngine:
     """An engine for ``options`` (default :class:`ContextOptions`), whose default budget
     reserves ``max_tokens`` for the output."""
@@ -236,8 +304,11 @@ def create_context_engine(
 
 
 def project_context(
-    state: SessionState, options: ContextOptions | ContextSettings, *,
-    budget: int | None = None, max_tokens: int = 8192,
+    state: SessionState,
+    options: ContextOptions | ContextSettings,
+    *,
+    budget: int | None = None,
+    max_tokens: int = 8192,
 ) -> ContextView:
     """The view of ``state`` (pure: a fresh engine each call; see the module docstring)."""
     return ContextEngine(_settings(options, max_tokens)).project(state, budget=budget)

@@ -49,8 +49,10 @@ _PATH_TOOLS = frozenset({"read_file", "write_file", "edit_file", "delete_file"})
 
 def superseded_marker(tool_use_id: str, path: str) -> str:
     """The placeholder of a read whose file was read again or changed later."""
-    return (f"[liteagent:superseded {tool_use_id}: {path} was read again or changed later; "
-            "this older output is left out]")
+    return (
+        f"[liteagent:superseded {tool_use_id}: {path} was read again or changed later; "
+        "this older output is left out]"
+    )
 
 
 @dataclass
@@ -115,8 +117,17 @@ class EngineBase:
 
     def reset(self) -> None:
         """Forget everything (the next :meth:`sync` rebuilds from the raw view)."""
-        for name in ("ext", "ext_digests", "norm", "norm_digests", "results",
-                     "result_messages", "turn_starts", "prompts", "archived_counts"):
+        for name in (
+            "ext",
+            "ext_digests",
+            "norm",
+            "norm_digests",
+            "results",
+            "result_messages",
+            "turn_starts",
+            "prompts",
+            "archived_counts",
+        ):
             getattr(self, name).clear()
         self.prefix[:] = [0]
         self._reset_tracking()
@@ -149,8 +160,11 @@ class EngineBase:
         messages (a merge changes the last one)."""
         raw = self.raw
         raw.update(state)
-        if (raw.epoch != self._epoch or len(state.archived) < self._archived_seen
-                or self._take_archived(state)):
+        if (
+            raw.epoch != self._epoch
+            or len(state.archived) < self._archived_seen
+            or self._take_archived(state)
+        ):
             self.reset()
             self._epoch = raw.epoch
             self._take_archived(state)
@@ -165,7 +179,7 @@ class EngineBase:
     def _take_archived(self, state: SessionState) -> bool:
         """Record new archive events; True when one is for a result already in the base."""
         late = False
-        for _, event in state.archived[self._archived_seen:]:
+        for _, event in state.archived[self._archived_seen :]:
             self._archived[event.tool_use_id] = event
             if event.tool_use_id in self._result_index:
                 late = True
@@ -185,7 +199,7 @@ class EngineBase:
             r = self.results.pop()
             self.result_messages.pop()
             self._result_index.pop(r.tool_use_id, None)
-        del self._savings[len(self.results) + 1:]
+        del self._savings[len(self.results) + 1 :]
         self._dirty = min(self._dirty, len(self.results))
         self._norm_from = min(self._norm_from, i)
         if self.turn_starts and self.turn_starts[-1] == i:
@@ -240,8 +254,9 @@ class EngineBase:
         if archive_ref(block.content) != event.ref:
             return block
         marker = archive_marker(event.ref, block.content, preview_chars=self.preview_chars)
-        return ToolResultBlock(block.tool_use_id, marker, is_error=block.is_error,
-                               extra=block.extra)
+        return ToolResultBlock(
+            block.tool_use_id, marker, is_error=block.is_error, extra=block.extra
+        )
 
     def _take_call(self, block: ToolUseBlock) -> None:
         if block.id in self._calls:
@@ -313,8 +328,9 @@ class EngineBase:
                 body = r.sup_body
             else:
                 continue
-            blocks[r.block] = ToolResultBlock(b.tool_use_id, body, is_error=b.is_error,
-                                              extra=b.extra)
+            blocks[r.block] = ToolResultBlock(
+                b.tool_use_id, body, is_error=b.is_error, extra=b.extra
+            )
         new = Message(m.role, tuple(blocks), m.extra)
         self.norm[i] = new
         self.norm_digests[i] = message_digest(new)
@@ -328,7 +344,7 @@ class EngineBase:
             start = min(self._dirty, len(self._savings) - 1)
             if start < n:
                 self._norm_from = min(self._norm_from, self.result_messages[start] + 1)
-            del self._savings[start + 1:]
+            del self._savings[start + 1 :]
             for k in range(start, n):
                 r = self.results[k]
                 s = r.clear_saving if k < self._old else (r.sup_saving if r.superseded else 0)
@@ -345,14 +361,15 @@ class EngineBase:
         del self._norm[start:]
         for i in range(start, m):
             self._norm.append(
-                self.prefix[i] - self._savings[bisect.bisect_left(self.result_messages, i)])
+                self.prefix[i] - self._savings[bisect.bisect_left(self.result_messages, i)]
+            )
         self._norm_from = m
         return self._norm
 
     def cleared_counts(self) -> tuple[int, int]:
         """(old results cleared, recent superseded reads left out) at the normalize level."""
         cleared = self._cleared
-        superseded = sum(1 for r in self.results[self._old:] if r.superseded and r.sup_saving)
+        superseded = sum(1 for r in self.results[self._old :] if r.superseded and r.sup_saving)
         return cleared, superseded
 
 

@@ -110,12 +110,14 @@ class ContextOptions:
             return value
         if not isinstance(value, Mapping):
             raise InvalidArgumentError(
-                f"context must be ContextOptions, a dict of its fields or False, got {value!r}")
+                f"context must be ContextOptions, a dict of its fields or False, got {value!r}"
+            )
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(str(k) for k in value if k not in known)
         if unknown:
             raise InvalidArgumentError(
-                f"unknown context option(s) {unknown}; the options are {sorted(known)}")
+                f"unknown context option(s) {unknown}; the options are {sorted(known)}"
+            )
         return cls(**dict(value))
 
     def budget_for(self, max_tokens: int) -> int:
@@ -124,8 +126,9 @@ class ContextOptions:
             return self.budget_tokens
         return max(self.window_tokens - max_tokens, 1)
 
-    def settings(self, *, max_tokens: int, fixed_tokens: int = 0,
-                 provider_edits: Sequence[str] = ()) -> ContextSettings:
+    def settings(
+        self, *, max_tokens: int, fixed_tokens: int = 0, provider_edits: Sequence[str] = ()
+    ) -> ContextSettings:
         """What a projection with these options depends on, as recorded in the log;
         ``provider_edits`` are the native edits the provider declares (used only when
         ``native_edits`` is on)."""

@@ -126,12 +126,12 @@ class _Entry:
 def _usage_tokens(usage: Usage | None) -> int:
     if usage is None:
         return 0
-    return (usage.input_tokens + usage.cache_creation_input_tokens
-            + usage.cache_read_input_tokens)
+    return usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens
 
 
-def _split(messages: Sequence[Message], keep: int) -> tuple[Message | None, list[Message],
-                                                          list[Message]]:
+def _split(
+    messages: Sequence[Message], keep: int
+) -> tuple[Message | None, list[Message], list[Message]]:
     """(first prompt or None, messages to summarize, tail) — the summary region is empty when
     the conversation has at most ``keep`` turns."""
     turns = split_turns(messages)
@@ -152,9 +152,19 @@ def _assemble(head: Message | None, summary: str, tail: Sequence[Message]) -> li
 
 
 class _LLMCompactor(Compactor):
-    def __init__(self, *, model: SummarizerModel, model_name: str, token_threshold: int,
-                 base: Compactor | None, max_failures: int, keep_tail_turns: int,
-                 window: int, max_summary_tokens: int, system_prompt: str) -> None:
+    def __init__(
+        self,
+        *,
+        model: SummarizerModel,
+        model_name: str,
+        token_threshold: int,
+        base: Compactor | None,
+        max_failures: int,
+        keep_tail_turns: int,
+        window: int,
+        max_summary_tokens: int,
+        system_prompt: str,
+    ) -> None:
         self._model, self._model_name, self._threshold = model, model_name, token_threshold
         self._base, self._max_failures, self._keep = base, max_failures, keep_tail_turns
         self._max_tokens, self._system = max_summary_tokens, system_prompt
@@ -167,7 +177,8 @@ class _LLMCompactor(Compactor):
         if self._room("x" * (4 * self._usable), "x" * (4 * self._usable)) < _MIN_ROOM:
             raise InvalidArgumentError(
                 f"summarizer_window_tokens={window} leaves too little room for the summarizer "
-                f"input next to max_summary_tokens={max_summary_tokens} and the system prompt")
+                f"input next to max_summary_tokens={max_summary_tokens} and the system prompt"
+            )
 
     @property
     def spills(self) -> bool:
@@ -180,9 +191,14 @@ class _LLMCompactor(Compactor):
         with self._lock:
             return self._failures
 
-    def maybe_compact(self, messages: Sequence[Message], usage: Usage | None = None,
-                      instructions: str | None = None, *,
-                      cancel: CancelToken | None = None) -> CompactResult:
+    def maybe_compact(
+        self,
+        messages: Sequence[Message],
+        usage: Usage | None = None,
+        instructions: str | None = None,
+        *,
+        cancel: CancelToken | None = None,
+    ) -> CompactResult:
         """Compact ``messages`` as the module docstring describes; never raises for a failing
         summarizer (only ``OperationCancelledError`` propagates, when ``cancel`` fires)."""
         original = tuple(messages)
@@ -192,32 +208,55 @@ class _LLMCompactor(Compactor):
         if self._base is not None:
             base = self._base.run(original, usage, instructions, cancel=cancel)
             current = base.messages
-            reports.extend(base.passes or (PassReport(
-                name="base", changed=base.changed, tokens_before=base.tokens_before,
-                tokens_after=base.tokens_after),))
+            reports.extend(
+                base.passes
+                or (
+                    PassReport(
+                        name="base",
+                        changed=base.changed,
+                        tokens_before=base.tokens_before,
+                        tokens_after=base.tokens_after,
+                    ),
+                )
+            )
         tokens = estimate_tokens(current)
 
         def done(result: Sequence[Message], *extra: PassReport) -> CompactResult:
             final = tuple(result)
-            return CompactResult(messages=final, changed=final != original, tokens_before=before,
-                                 tokens_after=estimate_tokens(final),
-                                 passes=(*reports, *extra))
+            return CompactResult(
+                messages=final,
+                changed=final != original,
+                tokens_before=before,
+                tokens_after=estimate_tokens(final),
+                passes=(*reports, *extra),
+            )
 
         def unchanged(name: str, detail: str) -> PassReport:
-            return PassReport(name=name, changed=False, tokens_before=tokens,
-                              tokens_after=tokens, detail=detail)
+            return PassReport(
+                name=name, changed=False, tokens_before=tokens, tokens_after=tokens, detail=detail
+            )
 
         if max(tokens, _usage_tokens(usage)) <= self._threshold:
             return done(current)
         with self._lock:
             failures = self._failures
         if failures >= self._max_failures:
-            return done(current, unchanged("circuit_open", (
-                f"{failures} consecutive summarizer failures; the model is no longer called")))
+            return done(
+                current,
+                unchanged(
+                    "circuit_open",
+                    (f"{failures} consecutive summarizer failures; the model is no longer called"),
+                ),
+            )
         head, region, tail = _split(current, self._keep)
         if not region:
-            return done(current, unchanged("summarize", (
-                f"nothing to summarize: {self._keep} tail turn(s) cover the conversation")))
+            return done(
+                current,
+                unchanged(
+                    "summarize",
+                    (f"nothing to summarize: {self._keep} tail turn(s) cover the conversation"),
+                ),
+            )
         try:
             summary, calls, called = self._summarize(tuple(region), instructions, cancel)
         except OperationCancelledError:
@@ -229,22 +268,36 @@ class _LLMCompactor(Compactor):
                 self._failures += 1
                 failures = self._failures
             _log.warning("compaction.summarize_failed", error=repr(e), failures=failures)
-            return done(current, unchanged("summarize", (
-                f"failed ({failures}/{self._max_failures} consecutive): "
-                f"{type(e).__name__}: {e}; kept the base result")))
+            return done(
+                current,
+                unchanged(
+                    "summarize",
+                    (
+                        f"failed ({failures}/{self._max_failures} consecutive): "
+                        f"{type(e).__name__}: {e}; kept the base result"
+                    ),
+                ),
+            )
         if called:
             with self._lock:
                 self._failures = 0
         result = _assemble(head, summary, tail)
         if estimate_tokens(result) >= tokens:
-            return done(current, *calls, unchanged("summarize", (
-                "the summary would not make the conversation smaller; kept the base result")))
+            return done(
+                current,
+                *calls,
+                unchanged(
+                    "summarize",
+                    ("the summary would not make the conversation smaller; kept the base result"),
+                ),
+            )
         return done(result, *calls)
 
     # -- summarizing ------------------------------------------------------------------------
 
-    def _remembered(self, region: tuple[Message, ...], instructions: str | None
-                    ) -> tuple[int, str | None]:
+    def _remembered(
+        self, region: tuple[Message, ...], instructions: str | None
+    ) -> tuple[int, str | None]:
         """The longest remembered summary of a turn-aligned prefix of ``region``."""
         best: tuple[int, str | None] = (0, None)
         with self._lock:
@@ -252,32 +305,60 @@ class _LLMCompactor(Compactor):
         for e in entries:
             n = len(e.region)
             aligned = n == len(region) or (n > 0 and opens_turn(region[n - 1], region[n]))
-            if (e.instructions == instructions and best[0] < n <= len(region) and aligned
-                    and region[:n] == e.region):
+            if (
+                e.instructions == instructions
+                and best[0] < n <= len(region)
+                and aligned
+                and region[:n] == e.region
+            ):
                 best = (n, e.summary)
         return best
 
-    def _summarize(self, region: tuple[Message, ...], instructions: str | None,
-                   cancel: CancelToken | None = None) -> tuple[str, list[PassReport], bool]:
+    def _summarize(
+        self,
+        region: tuple[Message, ...],
+        instructions: str | None,
+        cancel: CancelToken | None = None,
+    ) -> tuple[str, list[PassReport], bool]:
         """The summary of ``region``, the reports, and whether the model was called (raises
         on a failure)."""
         covered, previous = self._remembered(region, instructions)
-        pending = deque(d for d in (deque(render_turn(t)) for t in split_turns(region[covered:]))
-                        if d)
+        pending = deque(
+            d for d in (deque(render_turn(t)) for t in split_turns(region[covered:])) if d
+        )
         summary = previous or "(the earlier conversation has no text to summarize)"
         if not pending:
             tokens = text_tokens(summary)
-            detail = ("reused the remembered summary" if previous is not None
-                      else "the messages carry no text") + " (no model call)"
-            return summary, [PassReport(name="summarize", changed=True, tokens_before=tokens,
-                                        tokens_after=tokens, detail=detail)], False
+            detail = (
+                "reused the remembered summary"
+                if previous is not None
+                else "the messages carry no text"
+            ) + " (no model call)"
+            return (
+                summary,
+                [
+                    PassReport(
+                        name="summarize",
+                        changed=True,
+                        tokens_before=tokens,
+                        tokens_after=tokens,
+                        detail=detail,
+                    )
+                ],
+                False,
+            )
         chunks: list[tuple[int, int]] = []
         while pending:
             chunk, used = self._take(pending, self._room(previous, instructions))
             request = ModelRequest(
-                model=self._model_name, system=self._system, max_tokens=self._max_tokens,
-                messages=(Message("user", (TextBlock(self._prompt(
-                    chunk, previous, instructions)),)),), cache=False)
+                model=self._model_name,
+                system=self._system,
+                max_tokens=self._max_tokens,
+                messages=(
+                    Message("user", (TextBlock(self._prompt(chunk, previous, instructions)),)),
+                ),
+                cache=False,
+            )
             if cancel is not None:
                 cancel.raise_if_cancelled()
             if cancel is not None and self._cancellable:
@@ -292,11 +373,20 @@ class _LLMCompactor(Compactor):
         with self._lock:
             self._cache.append(_Entry(region, instructions, summary))
         rolled = f", rolling over a remembered summary of {covered} message(s)" if covered else ""
-        return summary, [
-            PassReport(name="summarize", changed=True, tokens_before=used, tokens_after=out,
-                       detail=f"chunk {i}/{len(chunks)}{rolled if i == 1 else ''}")
-            for i, (used, out) in enumerate(chunks, 1)
-        ], True
+        return (
+            summary,
+            [
+                PassReport(
+                    name="summarize",
+                    changed=True,
+                    tokens_before=used,
+                    tokens_after=out,
+                    detail=f"chunk {i}/{len(chunks)}{rolled if i == 1 else ''}",
+                )
+                for i, (used, out) in enumerate(chunks, 1)
+            ],
+            True,
+        )
 
     @staticmethod
     def _take(pending: deque[deque[str]], room: int) -> tuple[str, int]:
@@ -343,9 +433,11 @@ class _LLMCompactor(Compactor):
         if instructions:
             parts.append(f"Instructions for this summary:\n{self._fit(instructions)}")
         if previous:
-            parts.append("Summary of the conversation before this part (write one summary "
-                         "that covers it and the part below):\n<previous_summary>\n"
-                         f"{self._fit(previous)}\n</previous_summary>")
+            parts.append(
+                "Summary of the conversation before this part (write one summary "
+                "that covers it and the part below):\n<previous_summary>\n"
+                f"{self._fit(previous)}\n</previous_summary>"
+            )
         parts.append(f"<conversation>\n{chunk}\n</conversation>")
         return "\n\n".join(parts)
 
@@ -373,22 +465,28 @@ def llm_compactor(
     ``max_summary_tokens < 1``, or a window too small for the summarizer's input.
     """
     if not callable(getattr(model, "complete", None)):
-        raise InvalidArgumentError(
-            f"model must have complete(request), got {type(model).__name__}")
+        raise InvalidArgumentError(f"model must have complete(request), got {type(model).__name__}")
     if not isinstance(model_name, str) or not model_name:
         raise InvalidArgumentError("model_name must be a non-empty string")
-    for name, value, least in (("token_threshold", token_threshold, 0),
-                               ("max_failures", max_failures, 1),
-                               ("keep_tail_turns", keep_tail_turns, 1),
-                               ("max_summary_tokens", max_summary_tokens, 1),
-                               ("summarizer_window_tokens", summarizer_window_tokens, 1)):
+    for name, value, least in (
+        ("token_threshold", token_threshold, 0),
+        ("max_failures", max_failures, 1),
+        ("keep_tail_turns", keep_tail_turns, 1),
+        ("max_summary_tokens", max_summary_tokens, 1),
+        ("summarizer_window_tokens", summarizer_window_tokens, 1),
+    ):
         if type(value) is not int or value < least:
             raise InvalidArgumentError(f"{name} must be an int >= {least}, got {value!r}")
     if base is not None and not isinstance(base, Compactor):
         raise InvalidArgumentError(f"base must be a Compactor, got {type(base).__name__}")
     return _LLMCompactor(
-        model=model, model_name=model_name, token_threshold=token_threshold, base=base,
-        max_failures=max_failures, keep_tail_turns=keep_tail_turns,
-        window=summarizer_window_tokens, max_summary_tokens=max_summary_tokens,
+        model=model,
+        model_name=model_name,
+        token_threshold=token_threshold,
+        base=base,
+        max_failures=max_failures,
+        keep_tail_turns=keep_tail_turns,
+        window=summarizer_window_tokens,
+        max_summary_tokens=max_summary_tokens,
         system_prompt=DEFAULT_SUMMARY_SYSTEM_PROMPT if system_prompt is None else system_prompt,
     )

@@ -64,14 +64,16 @@ class CompactionMiddleware:
         given this middleware then offers the ``context`` tool that reads them."""
         return self.compactor.spills
 
-    def before_model(self, request: ModelRequest, state: Any, *,
-                     cancel: CancelToken | None = None) -> ModelRequest:
+    def before_model(
+        self, request: ModelRequest, state: Any, *, cancel: CancelToken | None = None
+    ) -> ModelRequest:
         """Run the compactor over ``request.messages`` (with the turn's ``cancel`` token);
         return the request with the compacted messages when they changed, else ``request``
         itself."""
         usage = getattr(state, "last_usage", None)
         result = self.compactor.run(
-            request.messages, usage=usage if isinstance(usage, Usage) else None, cancel=cancel)
+            request.messages, usage=usage if isinstance(usage, Usage) else None, cancel=cancel
+        )
         if not result.changed or result.messages == request.messages:
             return request
         return msgspec.structs.replace(request, messages=result.messages)
@@ -91,7 +93,8 @@ def compaction(compactor: Compactor) -> CompactionMiddleware:
     """
     if not isinstance(compactor, Compactor):
         raise InvalidArgumentError(
-            f"compaction() needs a Compactor, got {type(compactor).__name__}")
+            f"compaction() needs a Compactor, got {type(compactor).__name__}"
+        )
     return CompactionMiddleware(compactor)
 
 
@@ -114,8 +117,13 @@ class ReactiveCompaction:
             messages, detail = trim_messages(request.messages, target)
             if messages == request.messages:
                 raise
-            _log.info("compaction.reactive", tokens=e.tokens, maximum=e.maximum,
-                      target=target, detail=detail)
+            _log.info(
+                "compaction.reactive",
+                tokens=e.tokens,
+                maximum=e.maximum,
+                target=target,
+                detail=detail,
+            )
         return call(msgspec.structs.replace(request, messages=messages))
 
 
@@ -226,8 +234,10 @@ def _shrink_results(
         block = out[u][i].content[j]
         if not isinstance(block, ToolResultBlock):  # never: the candidates are results
             continue
-        note = (f"[liteagent: tool result of about {-neg_size} tokens removed to fit the "
-                "context window]")
+        note = (
+            f"[liteagent: tool result of about {-neg_size} tokens removed to fit the "
+            "context window]"
+        )
         smaller = ToolResultBlock(block.tool_use_id, note, is_error=block.is_error)
         saving = -neg_size - estimate_block_tokens(smaller)
         if saving <= 0:

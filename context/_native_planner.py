@@ -41,30 +41,46 @@ class NativeCompactionError(LiteAgentError, RuntimeError):
 
 
 class _ProviderCompactionPlanner:
-    def __init__(self, model: SummarizerModel, model_name: str, trigger_tokens: int,
-                 max_tokens: int, instructions: str | None) -> None:
+    def __init__(
+        self,
+        model: SummarizerModel,
+        model_name: str,
+        trigger_tokens: int,
+        max_tokens: int,
+        instructions: str | None,
+    ) -> None:
         self.model, self.model_name = model, model_name
         self.trigger_tokens, self.max_tokens = trigger_tokens, max_tokens
         self.instructions = instructions
 
     def __repr__(self) -> str:
-        return (f"provider_compaction_planner(model_name={self.model_name!r}, "
-                f"trigger_tokens={self.trigger_tokens})")
+        return (
+            f"provider_compaction_planner(model_name={self.model_name!r}, "
+            f"trigger_tokens={self.trigger_tokens})"
+        )
 
     def __call__(self, messages: Sequence[Message], *, cancel: CancelToken) -> str:
         request = ModelRequest(
-            model=self.model_name, messages=_framed(messages), max_tokens=self.max_tokens,
-            context_edits=(Compact(trigger_tokens=self.trigger_tokens,
-                                   pause_after_compaction=True,
-                                   instructions=self.instructions),),
-            cache=False)
+            model=self.model_name,
+            messages=_framed(messages),
+            max_tokens=self.max_tokens,
+            context_edits=(
+                Compact(
+                    trigger_tokens=self.trigger_tokens,
+                    pause_after_compaction=True,
+                    instructions=self.instructions,
+                ),
+            ),
+            cache=False,
+        )
         response = self.model.complete(request, cancel=cancel)
         for block in response.message.content:
             if type(block) is CompactionBlock and isinstance(block.content, str) and block.content:
                 return block.content
         raise NativeCompactionError(
             "the provider answered without a compaction summary "
-            f"(stop_reason {response.message.stop_reason!r}; below its trigger?)")
+            f"(stop_reason {response.message.stop_reason!r}; below its trigger?)"
+        )
 
 
 def _framed(messages: Sequence[Message]) -> tuple[Message, ...]:
@@ -80,16 +96,18 @@ def _framed(messages: Sequence[Message]) -> tuple[Message, ...]:
 
 
 def provider_compaction_planner(
-    model: SummarizerModel, model_name: str, *, trigger_tokens: int = 50_000,
-    max_tokens: int = 4096, instructions: str | None = None,
+    model: SummarizerModel,
+    model_name: str,
+    *,
+    trigger_tokens: int = 50_000,
+    max_tokens: int = 4096,
+    instructions: str | None = None,
 ) -> _ProviderCompactionPlanner:
     """A :class:`~liteagent.context.Planner` that lets ``model`` (a provider declaring
     ``compact``) write the summary (see the module docstring)."""
     if not callable(getattr(model, "complete", None)):
-        raise InvalidArgumentError(
-            f"model must have complete(request), got {type(model).__name__}")
+        raise InvalidArgumentError(f"model must have complete(request), got {type(model).__name__}")
     for name, value in (("trigger_tokens", trigger_tokens), ("max_tokens", max_tokens)):
         if type(value) is not int or value < 1:
             raise InvalidArgumentError(f"{name} must be an int >= 1, got {value!r}")
-    return _ProviderCompactionPlanner(model, model_name, trigger_tokens, max_tokens,
-                                      instructions)
+    return _ProviderCompactionPlanner(model, model_name, trigger_tokens, max_tokens, instructions)

@@ -88,8 +88,11 @@ class _ToolResultBudgetPass:
             if scope.frozen(i) or is_compacted(block.content):
                 continue
             text = body_text(block.content)
-            smallest = (len(spill_marker("", text)) if self.store is not None and text is not None
-                        else len(cleared_marker(block.tool_use_id, size)))
+            smallest = (
+                len(spill_marker("", text))
+                if self.store is not None and text is not None
+                else len(cleared_marker(block.tool_use_id, size))
+            )
             if text is not None and size > smallest:
                 movable.append((-size, i, j, block, text))
         if total <= self.budget_bytes:
@@ -109,9 +112,11 @@ class _ToolResultBudgetPass:
         if not bodies:
             return list(messages), ""
         where = "spilled" if self.store is not None else "cleared"
-        detail = (f"{where} {_plural(len(bodies), 'tool result')} ({moved} bytes)"
-                  f"{' to the store' if self.store is not None else ''}; "
-                  f"tool results now {total} bytes (budget {self.budget_bytes})")
+        detail = (
+            f"{where} {_plural(len(bodies), 'tool result')} ({moved} bytes)"
+            f"{' to the store' if self.store is not None else ''}; "
+            f"tool results now {total} bytes (budget {self.budget_bytes})"
+        )
         return replace_bodies(messages, bodies), detail
 
 
@@ -153,8 +158,10 @@ class _SnipPass:
         self.max_tokens = max_tokens
 
     def __repr__(self) -> str:
-        return (f"snip_pass(keep_head_turns={self.keep_head_turns}, "
-                f"keep_tail_turns={self.keep_tail_turns}, max_tokens={self.max_tokens})")
+        return (
+            f"snip_pass(keep_head_turns={self.keep_head_turns}, "
+            f"keep_tail_turns={self.keep_tail_turns}, max_tokens={self.max_tokens})"
+        )
 
     def __call__(self, messages: Sequence[Message]) -> tuple[list[Message], str]:
         scope = Scope(messages)
@@ -169,12 +176,14 @@ class _SnipPass:
         elif estimate_tokens(messages) <= self.max_tokens:
             return list(messages), ""
         else:
-            stops = starts[head + 1: tail + 1]
+            stops = starts[head + 1 : tail + 1]
         cut = choose_cut(messages, scope, starts[head], stops, self.max_tokens)
         if cut is None:
             return list(messages), ""
-        detail = (f"removed {_plural(cut.turns, 'middle turn')} "
-                  f"({_plural(cut.removed, 'message')}) after turn {head}")
+        detail = (
+            f"removed {_plural(cut.turns, 'middle turn')} "
+            f"({_plural(cut.removed, 'message')}) after turn {head}"
+        )
         return cut.messages, detail
 
 

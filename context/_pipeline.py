@@ -12,8 +12,9 @@ from ._tokens import estimate_tokens
 __all__ = ["run_pipeline"]
 
 
-def run_pipeline(messages: Sequence[Message], passes: Sequence[Pass], *,
-                 cancel: CancelToken | None = None) -> CompactResult:
+def run_pipeline(
+    messages: Sequence[Message], passes: Sequence[Pass], *, cancel: CancelToken | None = None
+) -> CompactResult:
     """Apply ``passes`` in order; report each one's effect on the estimated tokens. With
     ``cancel``, raise :class:`~liteagent.eventlog.OperationCancelledError` before a pass once it
     fired."""
@@ -26,8 +27,15 @@ def run_pipeline(messages: Sequence[Message], passes: Sequence[Pass], *,
         result, detail = p(current)
         after = estimate_tokens(result)
         changed = result != current
-        reports.append(PassReport(name=p.name, changed=changed, tokens_before=tokens,
-                                  tokens_after=after, detail=detail))
+        reports.append(
+            PassReport(
+                name=p.name,
+                changed=changed,
+                tokens_before=tokens,
+                tokens_after=after,
+                detail=detail,
+            )
+        )
         current, tokens = result, after
     return CompactResult(
         messages=tuple(current),

@@ -60,8 +60,9 @@ def _render_block(role: str, block: Block) -> str | None:
         return f"{role}: {block.text}"  # type: ignore[union-attr]
     if t is ToolUseBlock:
         use: ToolUseBlock = block  # type: ignore[assignment]
-        given = use.input_json if isinstance(use.input_json, str) else _JSON.encode(
-            use.input).decode()
+        given = (
+            use.input_json if isinstance(use.input_json, str) else _JSON.encode(use.input).decode()
+        )
         return f"{role} called tool {use.name} (id {use.id}) with input {given}"
     if t is ToolResultBlock:
         result: ToolResultBlock = block  # type: ignore[assignment]

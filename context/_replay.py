@@ -92,26 +92,43 @@ def verify_replay(events: Iterable[StoredEvent]) -> ReplayReport:
     return ReplayReport(checks=tuple(checks))
 
 
-def _check(seq: int, record: ModelRequestRecord, status: ContextStatus | None, *,
-           state: SessionState, engines: dict[ContextSettings, ContextEngine],
-           raw: ConversationView) -> ReplayCheck:
+def _check(
+    seq: int,
+    record: ModelRequestRecord,
+    status: ContextStatus | None,
+    *,
+    state: SessionState,
+    engines: dict[ContextSettings, ContextEngine],
+    raw: ConversationView,
+) -> ReplayCheck:
     if record.request_digest is None:
-        return ReplayCheck(seq=seq, recorded=record.view_hash, computed=None,
-                           problem="the record has no request digest (written by an older "
-                                   "liteagent)")
+        return ReplayCheck(
+            seq=seq,
+            recorded=record.view_hash,
+            computed=None,
+            problem="the record has no request digest (written by an older liteagent)",
+        )
     if status is None or status.settings is None:
         raw.update(state)
         digest = raw.messages_digest()
-        return ReplayCheck(seq=seq, recorded=record.view_hash,
-                           computed=combine_view_hash(record.request_digest, digest))
+        return ReplayCheck(
+            seq=seq,
+            recorded=record.view_hash,
+            computed=combine_view_hash(record.request_digest, digest),
+        )
     engine = engines.get(status.settings)
     if engine is None:
         engine = engines[status.settings] = ContextEngine(status.settings)
     try:
         view = engine.project(state, budget=status.budget)
     except ContextBudgetError as e:
-        return ReplayCheck(seq=seq, recorded=record.view_hash, computed=None,
-                           level=status.level, problem=str(e))
-    return ReplayCheck(seq=seq, recorded=record.view_hash,
-                       computed=combine_view_hash(record.request_digest, view.digest),
-                       level=view.level, tokens=view.tokens_after)
+        return ReplayCheck(
+            seq=seq, recorded=record.view_hash, computed=None, level=status.level, problem=str(e)
+        )
+    return ReplayCheck(
+        seq=seq,
+        recorded=record.view_hash,
+        computed=combine_view_hash(record.request_digest, view.digest),
+        level=view.level,
+        tokens=view.tokens_after,
+    )

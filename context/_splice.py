@@ -142,8 +142,13 @@ def choose_cut(
         next_ = messages[stop] if stop < n else None
         turns = scope.turn_of(stop - 1) - scope.turn_of(start) + 1
         note = removal_note(turns, stop - start)
-        joint = splice_boundary(prev, next_, note, prev_frozen=prev_frozen,
-                                next_frozen=next_ is not None and scope.frozen(stop))
+        joint = splice_boundary(
+            prev,
+            next_,
+            note,
+            prev_frozen=prev_frozen,
+            next_frozen=next_ is not None and scope.frozen(stop),
+        )
         if joint is None:
             continue
         around = (per[start - 1] if prev is not None else 0) + (per[stop] if stop < n else 0)
@@ -157,5 +162,5 @@ def choose_cut(
     if after >= total:
         return None
     head = list(messages[: start - 1]) if prev is not None else []
-    tail = list(messages[stop + 1:]) if stop < n else []
+    tail = list(messages[stop + 1 :]) if stop < n else []
     return Cut(messages=[*head, *joint, *tail], turns=turns, removed=stop - start)

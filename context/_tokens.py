@@ -91,7 +91,8 @@ def request_overhead_tokens(system: str | None, tools: Sequence[ToolSchema]) -> 
     return -(-len((system or "").encode("utf-8", "surrogatepass")) // BYTES_PER_TOKEN) + sum(
         -(-len((t.name + t.description).encode("utf-8", "surrogatepass")) // BYTES_PER_TOKEN)
         + len(_JSON.encode(t.input_schema)) // BYTES_PER_TOKEN
-        for t in tools)
+        for t in tools
+    )
 
 
 _HEADROOM = 0.9

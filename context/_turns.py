@@ -28,9 +28,7 @@ __all__ = ["is_prompt", "opens_turn", "split_turns", "turn_starts"]
 
 def is_prompt(message: Message) -> bool:
     """Whether ``message`` is a user prompt: a user message without tool results."""
-    return message.role == "user" and not any(
-        type(b) is ToolResultBlock for b in message.content
-    )
+    return message.role == "user" and not any(type(b) is ToolResultBlock for b in message.content)
 
 
 def opens_turn(previous: Message | None, message: Message) -> bool:

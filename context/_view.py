@@ -46,8 +46,9 @@ def deepcopy_with_chains(obj: T, memo: dict[int, Any]) -> T:
     clone = object.__new__(type(obj))
     memo[id(obj)] = clone
     for name, value in vars(obj).items():
-        setattr(clone, name, value.copy() if isinstance(value, _HASH) else
-                copy.deepcopy(value, memo))
+        setattr(
+            clone, name, value.copy() if isinstance(value, _HASH) else copy.deepcopy(value, memo)
+        )
     return clone
 
 
@@ -107,7 +108,7 @@ class ConversationView:
                     self._add(m, record.last_seq)
                 self._seen = _first_after(entries, record.last_seq)
         if len(entries) > self._seen:
-            for entry in entries[self._seen:]:
+            for entry in entries[self._seen :]:
                 self._add(entry.message, entry.seq)
             self._seen = len(entries)
 

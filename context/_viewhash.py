@@ -16,8 +16,7 @@ import msgspec
 
 from liteagent.eventlog import Message, ModelRequest
 
-__all__ = ["combine_view_hash", "message_digest", "messages_digest", "request_digest",
-           "view_hash"]
+__all__ = ["combine_view_hash", "message_digest", "messages_digest", "request_digest", "view_hash"]
 
 _ENC = msgspec.msgpack.Encoder()
 

@@ -130,9 +130,7 @@ class FileBlobStore(BlobStore):
     ``blobs/xx/``) are fsynced before the reference is returned.
     """
 
-    def __init__(
-        self, root: Path, codec: Codec | None = None, *, durability: str = "full"
-    ) -> None:
+    def __init__(self, root: Path, codec: Codec | None = None, *, durability: str = "full") -> None:
         if durability not in ("normal", "full"):
             raise InvalidArgumentError(f"durability must be 'normal' or 'full', got {durability!r}")
         self._root = Path(root)

@@ -181,16 +181,12 @@ def decode_stored(
     try:
         return StoredEvent(seq, ts, kind, decoder.decode(body))
     except (msgspec.DecodeError, RecursionError) as e:
-        raise CodecError(
-            f"cannot decode {kind} event: {e}", session_id=session_id, seq=seq
-        ) from e
+        raise CodecError(f"cannot decode {kind} event: {e}", session_id=session_id, seq=seq) from e
 
 
 def _check_optional_int(name: str, value: object) -> None:
     if value is not None and (type(value) is not int or not 0 <= value <= MAX_SEQ):
-        raise InvalidArgumentError(
-            f"{name} must be None or an int in 0..{MAX_SEQ}, got {value!r}"
-        )
+        raise InvalidArgumentError(f"{name} must be None or an int in 0..{MAX_SEQ}, got {value!r}")
 
 
 class Checkpointer(abc.ABC):
@@ -273,8 +269,9 @@ class Checkpointer(abc.ABC):
         self._refuse_damaged(sid)
         try:
             if lease is not None:
-                return self._append_leased(sid, batch, ts, expected_head, expected_generation,
-                                           lease=lease)
+                return self._append_leased(
+                    sid, batch, ts, expected_head, expected_generation, lease=lease
+                )
             return self._append(sid, batch, ts, expected_head, expected_generation)
         except CorruptLogError as e:
             self._mark_damaged(sid, e)
@@ -316,7 +313,8 @@ class Checkpointer(abc.ABC):
             detail = self._damaged.get(session_id)
         if detail is not None:
             raise CorruptLogError(
-                session_id, None,
+                session_id,
+                None,
                 f"writes are refused since damage was found ({detail}); "
                 "repair it with repair() or `lite-agent doctor --repair`",
             )
@@ -367,10 +365,12 @@ class Checkpointer(abc.ABC):
             return
         if not isinstance(lease, Lease) or lease.checkpointer is not self:
             raise InvalidArgumentError(
-                f"lease must be None or a Lease taken from this checkpointer, got {lease!r}")
+                f"lease must be None or a Lease taken from this checkpointer, got {lease!r}"
+            )
         if lease.session_id != session_id:
             raise InvalidArgumentError(
-                f"the lease is on session {lease.session_id!r}, not {session_id!r}")
+                f"the lease is on session {lease.session_id!r}, not {session_id!r}"
+            )
 
     def _forget_lease(self, lease: Lease) -> None:
         """Release ``lease`` in the backend (called once, by :meth:`Lease.release`)."""
@@ -436,8 +436,9 @@ class Checkpointer(abc.ABC):
         self._refuse_damaged(sid)
         try:
             if lease is not None:
-                return self._truncate_leased(sid, to_seq, expected_head, expected_generation,
-                                             lease=lease)
+                return self._truncate_leased(
+                    sid, to_seq, expected_head, expected_generation, lease=lease
+                )
             return self._truncate(sid, to_seq, expected_head, expected_generation)
         except CorruptLogError as e:
             self._mark_damaged(sid, e)

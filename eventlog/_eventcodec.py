@@ -15,9 +15,7 @@ from ._events import Event, OpaqueEvent
 __all__ = ["DECODERS", "EVENT_KINDS", "encode_body", "kind_of"]
 
 _EVENT_TYPES: tuple[type[Any], ...] = get_args(Event)
-_KIND_BY_TYPE: dict[type[Any], str] = {
-    t: str(t.__struct_config__.tag) for t in _EVENT_TYPES
-}
+_KIND_BY_TYPE: dict[type[Any], str] = {t: str(t.__struct_config__.tag) for t in _EVENT_TYPES}
 EVENT_KINDS: frozenset[str] = frozenset(_KIND_BY_TYPE.values())
 _DECODERS: dict[str, msgspec.msgpack.Decoder[Any]] = {
     kind: msgspec.msgpack.Decoder(t) for t, kind in _KIND_BY_TYPE.items()

@@ -74,7 +74,16 @@ class _Handle:
     """A session's cached write state in this process, guarded by ``lock``."""
 
     __slots__ = (
-        "evicted", "fd", "generation", "head", "ino", "lock", "path", "size", "torn", "valid",
+        "evicted",
+        "fd",
+        "generation",
+        "head",
+        "ino",
+        "lock",
+        "path",
+        "size",
+        "torn",
+        "valid",
         "verified",
     )
 
@@ -240,7 +249,8 @@ class FileCheckpointer(Checkpointer):
         if size:
             if size < FILE_HEADER_SIZE:
                 raise CorruptLogError(
-                    session_id, None,
+                    session_id,
+                    None,
                     f"the file is shorter than its header ({size} of {FILE_HEADER_SIZE} bytes)",
                 )
             generation = read_header(h.fd, session_id).generation
@@ -492,12 +502,15 @@ class FileCheckpointer(Checkpointer):
                 continue  # a session whose first write never happened
             sessions += 1
             if size < FILE_HEADER_SIZE:
-                problems.append(IntegrityProblem(
-                    "corrupt",
-                    f"the file is shorter than its header ({size} of {FILE_HEADER_SIZE} bytes): "
-                    "the log was cut, and any events it held are lost (needs repair)",
-                    sid,
-                ))
+                problems.append(
+                    IntegrityProblem(
+                        "corrupt",
+                        f"the file is shorter than its header "
+                        f"({size} of {FILE_HEADER_SIZE} bytes): "
+                        "the log was cut, and any events it held are lost (needs repair)",
+                        sid,
+                    )
+                )
                 continue
             try:
                 events += check_log(self._path(sid), sid, self._codec, problems)
@@ -559,18 +572,23 @@ class FileCheckpointer(Checkpointer):
         unlink_quietly(self._tmp_path(session_id))
         if found.healthy:
             self._load(h, session_id, size, repair=True)
-            return RepairReport(
-                session_id, False, h.head, h.generation, detail="nothing to repair"
-            )
+            return RepairReport(session_id, False, h.head, h.generation, detail="nothing to repair")
         new_fd, new_size, generation, quarantine = salvage_log(
-            h.fd, size, found,
+            h.fd,
+            size,
+            found,
             paths=(self._path(session_id), self._tmp_path(session_id), self._root_s),
-            session_id=session_id, codec=self._codec,
+            session_id=session_id,
+            codec=self._codec,
         )
         self._replace_fd(h, new_fd, new_size, found.kept_head, generation)
         _log.warning(
-            "eventlog.session_repaired", session_id=session_id, kept_head=found.kept_head,
-            lost=found.lost, quarantine=quarantine, detail=found.detail,
+            "eventlog.session_repaired",
+            session_id=session_id,
+            kept_head=found.kept_head,
+            lost=found.lost,
+            quarantine=quarantine,
+            detail=found.detail,
         )
         return RepairReport(
             session_id, True, found.kept_head, generation, found.lost, quarantine, found.detail

@@ -101,8 +101,11 @@ def _holder(record: dict[str, Any]) -> LeaseInfo | None:
         if record.get("held") is not True:
             return None
         info = LeaseInfo(
-            str(record["owner"]), int(record["pid"]), str(record["host"]),
-            int(record["token"]), None,
+            str(record["owner"]),
+            int(record["pid"]),
+            str(record["host"]),
+            int(record["token"]),
+            None,
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -143,10 +146,17 @@ def acquire_file_lease(
         info = LeaseInfo(
             owner, pid, socket.gethostname(), (token if type(token) is int else 0) + 1, None
         )
-        _write_record(fd, {
-            "token": info.token, "held": True, "owner": owner, "pid": pid, "host": info.host,
-            "start": _start_time(pid),
-        })
+        _write_record(
+            fd,
+            {
+                "token": info.token,
+                "held": True,
+                "owner": owner,
+                "pid": pid,
+                "host": info.host,
+                "start": _start_time(pid),
+            },
+        )
     except BaseException:
         os.close(fd)
         raise

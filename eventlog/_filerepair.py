@@ -112,8 +112,11 @@ def assess_log(fd: int, size: int) -> Salvage:
         if size > FILE_HEADER_SIZE:
             rest = os.pread(fd, size - FILE_HEADER_SIZE, FILE_HEADER_SIZE)
         lost = _lost(0, rest) if rest else ((1, None),)
-        what = ("the file is shorter than its header" if size < FILE_HEADER_SIZE
-                else "the file header is damaged")
+        what = (
+            "the file is shorter than its header"
+            if size < FILE_HEADER_SIZE
+            else "the file header is damaged"
+        )
         return Salvage(0, 0, False, lost, f"{what}: the whole file was quarantined")
     end, head, damage = verify_frames(fd, FILE_HEADER_SIZE, 0, size)
     if damage is None:
@@ -167,7 +170,12 @@ def salvage_log(
     generation = new_generation()
     kept_end = found.kept_end if found.header_ok else FILE_HEADER_SIZE
     new_fd, new_size = rewrite_log(
-        fd, kept_end, found.kept_head, generation,
-        paths=paths, session_id=session_id, codec=codec,
+        fd,
+        kept_end,
+        found.kept_head,
+        generation,
+        paths=paths,
+        session_id=session_id,
+        codec=codec,
     )
     return new_fd, new_size, generation, quarantine

@@ -150,8 +150,12 @@ def verify_frames(fd: int, start: int, head: int, size: int) -> tuple[int, int, 
         if isinstance(item, Damage):
             return end, head, item
         if item.first_seq != head + 1:
-            return end, head, Damage(
-                item.offset, False, f"a frame starts at seq {item.first_seq}, not {head + 1}"
+            return (
+                end,
+                head,
+                Damage(
+                    item.offset, False, f"a frame starts at seq {item.first_seq}, not {head + 1}"
+                ),
             )
         end, head = item.end, item.last_seq
     return end, head, None

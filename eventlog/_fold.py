@@ -189,7 +189,8 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
             stop: TurnAborted = body  # type: ignore[assignment]
             if stop.notice:
                 entries.append(
-                    ConversationEntry(seq, Message("assistant", (TextBlock(stop.notice),))))
+                    ConversationEntry(seq, Message("assistant", (TextBlock(stop.notice),)))
+                )
                 turn_open = False
         elif t is RestoreStarted:
             pending = (seq, body)  # type: ignore[assignment]

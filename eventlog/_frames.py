@@ -72,6 +72,8 @@ def _frame_checksum(prefix: bytes, payload: bytes | memoryview) -> int:
     h = _xxh_stream(prefix)
     h.update(payload)
     return int(h.intdigest())
+
+
 _xxh32 = xxhash.xxh32_intdigest
 
 

@@ -158,7 +158,8 @@ def _kept(text: Any, where: str, what: str) -> Any:
     if not isinstance(value, dict) or canonical_json(value) != text or unstorable(value) is None:
         raise InvalidMessageError(
             f"{where}: {what} must be the canonical JSON text of an object holding a value "
-            "the log cannot store (as message_from_dict makes it)")
+            "the log cannot store (as message_from_dict makes it)"
+        )
     return value
 
 
@@ -248,7 +249,8 @@ def _block_to_dict(block: Block, where: str) -> dict[str, Any]:
             kept: dict[str, Any] = _kept(block.json, where, "a raw block's json")
             if block.data != _kept_data(kept):
                 raise InvalidMessageError(
-                    f"{where}: a raw block with json has data {_kept_data(kept)!r}")
+                    f"{where}: a raw block with json has data {_kept_data(kept)!r}"
+                )
             return kept
         kind = block.data.get("type") if isinstance(block.data, dict) else None
         if type(kind) is not str or kind in _KNOWN_KEYS:
@@ -288,8 +290,12 @@ def message_to_dict(message: Message, *, where: str = "message") -> dict[str, An
 
 def _one_text(blocks: list[dict[str, Any]]) -> bool:
     """Whether ``blocks`` is one text block without other keys (what a string content is)."""
-    return (len(blocks) == 1 and blocks[0].keys() == _TEXT and blocks[0]["type"] == "text"
-            and type(blocks[0]["text"]) is str)
+    return (
+        len(blocks) == 1
+        and blocks[0].keys() == _TEXT
+        and blocks[0]["type"] == "text"
+        and type(blocks[0]["text"]) is str
+    )
 
 
 def messages_to_dicts(messages: Iterable[Message]) -> list[dict[str, Any]]:
@@ -365,14 +371,20 @@ def _lossless(d: Mapping[str, Any], kind: str, where: str) -> Block:
     if _paired(copied):
         raise InvalidMessageError(
             f"{where}: a string holds a high surrogate followed by a low one as two code points, "
-            "which JSON cannot write (it reads the pair back as one character)")
+            "which JSON cannot write (it reads the pair back as one character)"
+        )
     if kind == "tool_use" and isinstance(copied.get("input"), dict):
         rest = {k: v for k, v in copied.items() if k != "input"}
         if unstorable(rest) is None:
             block = _stored_block({**rest, "input": {}}, kind, where)
             assert isinstance(block, ToolUseBlock)
-            return ToolUseBlock(block.id, block.name, {}, block.extra,
-                                input_json=canonical_json(copied["input"], where=where))
+            return ToolUseBlock(
+                block.id,
+                block.name,
+                {},
+                block.extra,
+                input_json=canonical_json(copied["input"], where=where),
+            )
     _stored_block(d, kind, where)  # the same checks as a storable block of its type
     return RawBlock(_kept_data(copied), json=canonical_json(copied, where=where))
 
@@ -394,9 +406,7 @@ def _stored_block(d: Mapping[str, Any], kind: str, where: str) -> Block:
             content = (
                 raw
                 if isinstance(raw, str)
-                else tuple(
-                    _block_from_dict(b, f"{where} content[{i}]") for i, b in enumerate(raw)
-                )
+                else tuple(_block_from_dict(b, f"{where} content[{i}]") for i, b in enumerate(raw))
             )
         return ToolResultBlock(
             _req(d, "tool_use_id", str, where),
@@ -437,15 +447,20 @@ def message_from_dict(d: Any, *, where: str = "message") -> Message:
     raw = _req(d, "content", (str, list), where)
     if isinstance(raw, str):  # one text block (a lossless raw block if it cannot be stored)
         content: tuple[Block, ...] = (
-            _block_from_dict({"type": "text", "text": raw}, f"{where} content"),)
+            _block_from_dict({"type": "text", "text": raw}, f"{where} content"),
+        )
     else:
         content = tuple(_block_from_dict(b, f"{where} content[{i}]") for i, b in enumerate(raw))
     rest = {k: v for k, v in d.items() if k not in _MESSAGE_KEYS}
     why = unstorable(rest) if rest else None
     if why is not None:
         raise InvalidMessageError(f"{where}: an extra key holds {why}, which cannot be stored")
-    return Message(role, content, extra=_copy(rest, where) if rest else UNSET,
-                   string_content=isinstance(raw, str))
+    return Message(
+        role,
+        content,
+        extra=_copy(rest, where) if rest else UNSET,
+        string_content=isinstance(raw, str),
+    )
 
 
 def messages_from_dicts(dicts: Iterable[Any]) -> list[Message]:
@@ -454,7 +469,5 @@ def messages_from_dicts(dicts: Iterable[Any]) -> list[Message]:
     Raises :class:`InvalidMessageError` naming the index of the first bad message.
     """
     if isinstance(dicts, (str, bytes, Mapping)) or not isinstance(dicts, Iterable):
-        raise InvalidMessageError(
-            f"expected a list of message dicts, got {type(dicts).__name__}"
-        )
+        raise InvalidMessageError(f"expected a list of message dicts, got {type(dicts).__name__}")
     return [message_from_dict(d, where=f"message {i}") for i, d in enumerate(dicts)]

@@ -62,13 +62,14 @@ def check_lease_args(owner: object, ttl: object) -> tuple[str, float]:
     """Validate ``acquire_lease``'s arguments; return the owner (defaulted) and the ttl."""
     if owner is None:
         owner = default_owner()
-    elif (type(owner) is not str or not owner or len(owner) > _MAX_OWNER
-          or not owner.isprintable()):
+    elif type(owner) is not str or not owner or len(owner) > _MAX_OWNER or not owner.isprintable():
         raise InvalidArgumentError(
             f"owner must be None or a printable str of 1-{_MAX_OWNER} characters, got {owner!r}"
         )
-    if not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or not (
-        math.isfinite(ttl) and 0 < ttl <= MAX_TTL
+    if (
+        not isinstance(ttl, (int, float))
+        or isinstance(ttl, bool)
+        or not (math.isfinite(ttl) and 0 < ttl <= MAX_TTL)
     ):
         raise InvalidArgumentError(
             f"ttl must be a number of seconds in (0, {MAX_TTL}], got {ttl!r}"

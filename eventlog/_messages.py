@@ -150,9 +150,7 @@ def message_text(content: tuple[Block, ...]) -> str:
     return "\n".join(b.text for b in content if type(b) is TextBlock)
 
 
-def merge_adjacent(
-    messages: Iterable[Message], into: list[Message] | None = None
-) -> list[Message]:
+def merge_adjacent(messages: Iterable[Message], into: list[Message] | None = None) -> list[Message]:
     """``messages`` with every run of consecutive messages of one role joined into one message:
     their blocks in order, and no ``extra`` (a message left alone is the same object). This is
     how the conversation of a log is grouped (:func:`~liteagent.eventlog.conversation`): each

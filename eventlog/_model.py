@@ -75,7 +75,6 @@ class Compact(_EditBase, tag="compact", frozen=True):
 ContextEdit: TypeAlias = ClearToolUses | ClearThinking | Compact
 
 
-
 class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     """One call to the model: the projected conversation and everything sent with it.
 

@@ -96,9 +96,7 @@ class PVec(Sequence[T], Generic[T]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, PVec):
-            return self._len == other._len and all(
-                a == b for a, b in zip(self, other, strict=True)
-            )
+            return self._len == other._len and all(a == b for a, b in zip(self, other, strict=True))
         return NotImplemented
 
     def __hash__(self) -> int:

@@ -203,16 +203,15 @@ class SqliteCheckpointer(Checkpointer):
         self._local.conn = conn
         return conn
 
-    def _submit(self, op: WriteOp, session_id: str | None, *,
-                own_transaction: bool = False) -> Any:
+    def _submit(self, op: WriteOp, session_id: str | None, *, own_transaction: bool = False) -> Any:
         """Run one write and return its result once it is committed."""
         writer = self._writer
         if writer is not None:
-            return writer.submit(op, session_id, self._sync, self._busy_ms,
-                                 own_transaction=own_transaction)
+            return writer.submit(
+                op, session_id, self._sync, self._busy_ms, own_transaction=own_transaction
+            )
         with self._mem_lock:
-            return run_alone(self._shared_conn(), op, session_id,
-                             own_transaction=own_transaction)
+            return run_alone(self._shared_conn(), op, session_id, own_transaction=own_transaction)
 
     @contextmanager
     def _snapshot(self, session_id: str | None) -> Iterator[apsw.Connection]:
@@ -260,8 +259,14 @@ class SqliteCheckpointer(Checkpointer):
         lease: Lease,
     ) -> int:
         self._check_held(lease)
-        op = Append(session_id, batch, ts, (expected_head, expected_generation), self._verified,
-                    fence=self._lease_table.fence(lease))
+        op = Append(
+            session_id,
+            batch,
+            ts,
+            (expected_head, expected_generation),
+            self._verified,
+            fence=self._lease_table.fence(lease),
+        )
         return self._submit_append(op, session_id)
 
     def _scan(self, session_id: str) -> None:
@@ -297,8 +302,11 @@ class SqliteCheckpointer(Checkpointer):
             for row in rows:
                 seq, ts, kind, body, crc = row
                 try:
-                    good = (seq == last + 1 and seq <= head
-                            and crc == xxh(body, xxh(pack(seq, ts), seeds[kind])) & mask)
+                    good = (
+                        seq == last + 1
+                        and seq <= head
+                        and crc == xxh(body, xxh(pack(seq, ts), seeds[kind])) & mask
+                    )
                 except (TypeError, struct.error, OverflowError):
                     good = False
                 if not good:
@@ -317,14 +325,19 @@ class SqliteCheckpointer(Checkpointer):
                 raise error
             if len(rows) < _PAGE:
                 if last < head:
-                    raise corrupt(session_id, last + 1, f"the session records head {head}; its "
-                                  f"stored rows end at seq {last}")
+                    raise corrupt(
+                        session_id,
+                        last + 1,
+                        f"the session records head {head}; its stored rows end at seq {last}",
+                    )
                 self._verified.extend(session_id, generation, since_seq, head)
                 # The caller may have taken a while over the last page: a history replaced
                 # meanwhile is still reported before the read ends.
                 if page and self._generation(session_id) != generation:
                     raise CheckpointConflictError(
-                        session_id, generation, None,
+                        session_id,
+                        generation,
+                        None,
                         "the history was truncated or deleted while it was being read",
                     )
                 return
@@ -338,8 +351,11 @@ class SqliteCheckpointer(Checkpointer):
             rows = fetch_page(conn, session_id, after, _PAGE)
         if srow is None:
             if rows:
-                raise corrupt(session_id, after + 1,
-                              "rows are stored for a session that has no session record")
+                raise corrupt(
+                    session_id,
+                    after + 1,
+                    "rows are stored for a session that has no session record",
+                )
             return 0, 0, rows
         problem = session_row_problem(session_id, srow)
         if problem is not None:
@@ -360,17 +376,24 @@ class SqliteCheckpointer(Checkpointer):
         last = 0 if row is None else row[0]
         if last != head:
             if not exists:
-                raise corrupt(session_id, None,
-                              "rows are stored for a session that has no session record")
-            raise corrupt(session_id, min(last, head) + 1 if type(last) is int else None,
-                          f"the session records head {head}; its last stored row is seq {last!r}")
+                raise corrupt(
+                    session_id, None, "rows are stored for a session that has no session record"
+                )
+            raise corrupt(
+                session_id,
+                min(last, head) + 1 if type(last) is int else None,
+                f"the session records head {head}; its last stored row is seq {last!r}",
+            )
         return Position(head, gen)
 
     def _list(self) -> list[SessionInfo]:
         with self._conn() as conn, translate():
-            rows = [decode_raw(r) for r in conn.execute(
-                f"SELECT {raw_select(('id', 'mtime'))} FROM sessions"  # noqa: S608
-            )]
+            rows = [
+                decode_raw(r)
+                for r in conn.execute(
+                    f"SELECT {raw_select(('id', 'mtime'))} FROM sessions"  # noqa: S608
+                )
+            ]
         out = []
         for sid, mtime in rows:
             # A damaged id is not a session anyone can name; check_integrity reports it.
@@ -388,8 +411,7 @@ class SqliteCheckpointer(Checkpointer):
         expected_head: int | None,
         expected_generation: int | None,
     ) -> int:
-        op = truncate_op(session_id, to_seq, (expected_head, expected_generation),
-                          self._verified)
+        op = truncate_op(session_id, to_seq, (expected_head, expected_generation), self._verified)
         return cast(int, self._submit(op, session_id))
 
     def _truncate_leased(
@@ -402,8 +424,13 @@ class SqliteCheckpointer(Checkpointer):
         lease: Lease,
     ) -> int:
         self._check_held(lease)
-        op = truncate_op(session_id, to_seq, (expected_head, expected_generation),
-                          self._verified, fence=self._lease_table.fence(lease))
+        op = truncate_op(
+            session_id,
+            to_seq,
+            (expected_head, expected_generation),
+            self._verified,
+            fence=self._lease_table.fence(lease),
+        )
         return cast(int, self._submit(op, session_id))
 
     def _check_integrity(self) -> IntegrityReport:

@@ -61,7 +61,8 @@ class Batch:
             try:
                 (row,) = self.cur.execute(
                     "SELECT json_group_array(json_array(id, head, generation, crc)) "  # noqa: S608
-                    f"FROM sessions WHERE id IN ({marks})", chunk,
+                    f"FROM sessions WHERE id IN ({marks})",
+                    chunk,
                 ).fetchall()
                 found = {r[0]: (r[1], r[2], r[3]) for r in json.loads(cast(str, row[0]))}
             except (apsw.SQLError, UnicodeError, ValueError, TypeError, IndexError):
@@ -76,8 +77,7 @@ class Batch:
             try:
                 for i in range(0, len(inserts), _CHUNK):
                     chunk = inserts[i : i + _CHUNK]
-                    self.cur.execute(_insert_events(len(chunk)),
-                                     [v for row in chunk for v in row])
+                    self.cur.execute(_insert_events(len(chunk)), [v for row in chunk for v in row])
             except apsw.ConstraintError as e:
                 raise BatchConflict from e
             inserts.clear()
@@ -115,21 +115,28 @@ _CHUNK = 500  # rows per multi-row statement (6 parameters each, well under SQLi
 
 @functools.lru_cache(maxsize=256)
 def _insert_events(n: int) -> str:
-    return ("INSERT INTO events(session_id, seq, ts, kind, body, crc) VALUES "  # noqa: S608
-            + ", ".join(["(?, ?, ?, ?, ?, ?)"] * n))
+    return (
+        "INSERT INTO events(session_id, seq, ts, kind, body, crc) VALUES "  # noqa: S608
+        + ", ".join(["(?, ?, ?, ?, ?, ?)"] * n)
+    )
 
 
 @functools.lru_cache(maxsize=256)
 def _update_sessions(n: int) -> str:
-    return ("UPDATE sessions SET head = v.column2, generation = v.column3, "  # noqa: S608
-            "mtime = v.column4, crc = v.column5 FROM (VALUES " + ", ".join(["(?, ?, ?, ?, ?)"] * n)
-            + ") AS v WHERE sessions.id = v.column1")
+    return (
+        "UPDATE sessions SET head = v.column2, generation = v.column3, "  # noqa: S608
+        "mtime = v.column4, crc = v.column5 FROM (VALUES "
+        + ", ".join(["(?, ?, ?, ?, ?)"] * n)
+        + ") AS v WHERE sessions.id = v.column1"
+    )
 
 
 @functools.lru_cache(maxsize=256)
 def _insert_sessions(n: int) -> str:
-    return ("INSERT INTO sessions(id, head, generation, mtime, crc) VALUES "  # noqa: S608
-            + ", ".join(["(?, ?, ?, ?, ?)"] * n))
+    return (
+        "INSERT INTO sessions(id, head, generation, mtime, crc) VALUES "  # noqa: S608
+        + ", ".join(["(?, ?, ?, ?, ?)"] * n)
+    )
 
 
 WriteOp = Callable[[apsw.Connection, Batch], Any]

@@ -27,8 +27,14 @@ class Item:
     __slots__ = ("busy_ms", "done", "error", "lead", "op", "own", "result", "session_id", "sync")
 
     def __init__(
-        self, op: WriteOp, session_id: str | None, sync: str, busy_ms: int, done: Waiter,
-        *, own: bool = False,
+        self,
+        op: WriteOp,
+        session_id: str | None,
+        sync: str,
+        busy_ms: int,
+        done: Waiter,
+        *,
+        own: bool = False,
     ) -> None:
         self.op = op
         self.own = own
@@ -61,10 +67,21 @@ def _fatal(e: BaseException, conn: apsw.Connection) -> bool:
     if isinstance(e, LiteAgentError):
         return not conn.in_transaction
     if isinstance(e, apsw.Error):
-        return isinstance(
-            e, (apsw.IOError, apsw.FullError, apsw.BusyError, apsw.LockedError,
-                apsw.InterruptError, apsw.NoMemError, apsw.ConnectionClosedError),
-        ) or not conn.in_transaction
+        return (
+            isinstance(
+                e,
+                (
+                    apsw.IOError,
+                    apsw.FullError,
+                    apsw.BusyError,
+                    apsw.LockedError,
+                    apsw.InterruptError,
+                    apsw.NoMemError,
+                    apsw.ConnectionClosedError,
+                ),
+            )
+            or not conn.in_transaction
+        )
     return not isinstance(e, Exception) or not conn.in_transaction
 
 
@@ -180,8 +197,13 @@ def _attempt(conn: apsw.Connection, items: list[Item]) -> list[Item] | None:
     return None
 
 
-def _finish(conn: apsw.Connection, items: list[Item], live: list[Item],
-            fatal: BaseException | None, batch: Batch) -> None:
+def _finish(
+    conn: apsw.Connection,
+    items: list[Item],
+    live: list[Item],
+    fatal: BaseException | None,
+    batch: Batch,
+) -> None:
     """Commit the writes that succeeded, or fail the batch with ``fatal``."""
     if fatal is None and live:
         try:
@@ -230,8 +252,9 @@ def run_own(conn: apsw.Connection, item: Item) -> None:
         hook()
 
 
-def run_alone(conn: apsw.Connection, op: WriteOp, session_id: str | None, *,
-              own_transaction: bool = False) -> Any:
+def run_alone(
+    conn: apsw.Connection, op: WriteOp, session_id: str | None, *, own_transaction: bool = False
+) -> Any:
     """Run one write in its own transaction on ``conn`` (which the caller owns)."""
     item = Item(op, session_id, "", 0, waiter(), own=own_transaction)
     if own_transaction:

@@ -41,7 +41,8 @@ def map_error(e: BaseException, session_id: str | None) -> LiteAgentError:
         return NotADatabaseError(f"{where}the file is not a SQLite database: {e}")
     if isinstance(e, apsw.CorruptError):
         return CorruptLogError(
-            session_id, None,
+            session_id,
+            None,
             f"the database file itself is damaged (SQLite: {e}); `lite-agent doctor` reports "
             "what SQLite's integrity check finds",
         )
@@ -174,7 +175,8 @@ def _check_columns(conn: apsw.Connection) -> None:
         found = _columns(conn, table)
         if found != expected:
             raise CorruptLogError(
-                None, None,
+                None,
+                None,
                 f"the database schema is damaged: table {table} has columns {found}, "
                 f"expected {expected}",
             )
@@ -189,8 +191,7 @@ def _refuse_newer_or_foreign(conn: apsw.Connection, file: str) -> None:
         names = sorted(
             str(row[0])
             for row in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' "
-                "AND name NOT LIKE 'sqlite_%'"
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
             )
         )
     finally:

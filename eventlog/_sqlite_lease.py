@@ -119,8 +119,13 @@ def _holder_gone(pid: object, host: object, started: object) -> bool:
 def _info(row: tuple[Any, ...]) -> LeaseInfo | None:
     """The live holder of a leases row, or None when the row is free (or unreadable)."""
     owner, pid, host, started, token, expires_at = row
-    if (type(owner) is not str or type(pid) is not int or type(host) is not str
-            or type(token) is not int or type(expires_at) is not float):
+    if (
+        type(owner) is not str
+        or type(pid) is not int
+        or type(host) is not str
+        or type(token) is not int
+        or type(expires_at) is not float
+    ):
         return None
     if expires_at <= time.time() or _holder_gone(pid, host, started):
         return None

@@ -30,8 +30,15 @@ from ._sqlite_rows import (
     session_row_problem,
 )
 
-__all__ = ["Append", "Fence", "NeedsScan", "delete_op", "session_position", "truncate_op",
-           "verify_tail"]
+__all__ = [
+    "Append",
+    "Fence",
+    "NeedsScan",
+    "delete_op",
+    "session_position",
+    "truncate_op",
+    "verify_tail",
+]
 
 _INLINE_VERIFY = 2000  # rows an append verifies inside its transaction; more: before it
 _CRC_MASK = (1 << 63) - 1
@@ -63,8 +70,13 @@ def session_position(conn: apsw.Connection, session_id: str) -> tuple[int, int, 
 
 
 def verify_tail(
-    conn: apsw.Connection, session_id: str, verified: Verified, generation: int, head: int,
-    *, limit: int | None,
+    conn: apsw.Connection,
+    session_id: str,
+    verified: Verified,
+    generation: int,
+    head: int,
+    *,
+    limit: int | None,
 ) -> None:
     """Check, inside a write, the rows this process has not verified yet: the session's rows
     must be the valid events ``1..head`` and nothing after ``head``."""
@@ -84,9 +96,16 @@ class Append:
 
     __slots__ = ("batch", "batched_session", "expected", "fence", "limit", "ts", "verified")
 
-    def __init__(self, session_id: str, batch: list[EncodedEvent], ts: float,
-                 expected: tuple[int | None, int | None], verified: Verified, *,
-                 fence: Fence | None = None) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        batch: list[EncodedEvent],
+        ts: float,
+        expected: tuple[int | None, int | None],
+        verified: Verified,
+        *,
+        fence: Fence | None = None,
+    ) -> None:
         self.batched_session = session_id
         self.batch = batch
         self.ts = ts
@@ -124,7 +143,8 @@ class Append:
             checked = verified.heads.get(sid) == (gen, head)
         expected_head, expected_generation = self.expected
         if (expected_head is not None and expected_head != head) or (
-                expected_generation is not None and expected_generation != gen):
+            expected_generation is not None and expected_generation != gen
+        ):
             check_position(sid, head, gen, expected_head, expected_generation)
         if not checked:
             verify_tail(conn, sid, verified, gen, head, limit=self.limit)
@@ -135,8 +155,14 @@ class Append:
         seeds = verified.seeds(sid)
         if tx.defer:  # written by the batch's flush, with the other appends' rows
             tx.inserts += [
-                (sid, seq, ts, kind, body,
-                 _xxh(body, _xxh(_pack(seq, ts), seeds[kind])) & _CRC_MASK)
+                (
+                    sid,
+                    seq,
+                    ts,
+                    kind,
+                    body,
+                    _xxh(body, _xxh(_pack(seq, ts), seeds[kind])) & _CRC_MASK,
+                )
                 for seq, (kind, body) in enumerate(batch, start=head + 1)
             ]
         else:
@@ -154,21 +180,46 @@ class Append:
         try:
             if len(batch) == 1:
                 kind, body = batch[0]
-                conn.execute(_INSERT, (sid, head + 1, ts, kind, body, _xxh(
-                    body, _xxh(_pack(head + 1, ts), seeds[kind])) & _CRC_MASK))
+                conn.execute(
+                    _INSERT,
+                    (
+                        sid,
+                        head + 1,
+                        ts,
+                        kind,
+                        body,
+                        _xxh(body, _xxh(_pack(head + 1, ts), seeds[kind])) & _CRC_MASK,
+                    ),
+                )
             else:
-                conn.executemany(_INSERT, [
-                    (sid, seq, ts, kind, body,
-                     _xxh(body, _xxh(_pack(seq, ts), seeds[kind])) & _CRC_MASK)
-                    for seq, (kind, body) in enumerate(batch, start=head + 1)
-                ])
+                conn.executemany(
+                    _INSERT,
+                    [
+                        (
+                            sid,
+                            seq,
+                            ts,
+                            kind,
+                            body,
+                            _xxh(body, _xxh(_pack(seq, ts), seeds[kind])) & _CRC_MASK,
+                        )
+                        for seq, (kind, body) in enumerate(batch, start=head + 1)
+                    ],
+                )
         except apsw.ConstraintError as e:
-            raise corrupt(sid, head + 1, f"rows are stored after the session's recorded head "
-                          f"{head} ({e})") from e
+            raise corrupt(
+                sid, head + 1, f"rows are stored after the session's recorded head {head} ({e})"
+            ) from e
 
 
-def truncate_op(session_id: str, to_seq: int, expected: tuple[int | None, int | None],
-                 verified: Verified, *, fence: Fence | None = None) -> WriteOp:
+def truncate_op(
+    session_id: str,
+    to_seq: int,
+    expected: tuple[int | None, int | None],
+    verified: Verified,
+    *,
+    fence: Fence | None = None,
+) -> WriteOp:
     def op(conn: apsw.Connection, tx: Batch) -> int:
         if fence is not None:
             fence(tx.cur)

@@ -36,8 +36,9 @@ def _is_damaged(conn: apsw.Connection, table: str, *, thorough: bool = False) ->
     return rows != ["ok"]
 
 
-def damaged_tables(conn: apsw.Connection, tables: tuple[str, ...] | None = None, *,
-                   thorough: bool = False) -> list[str]:
+def damaged_tables(
+    conn: apsw.Connection, tables: tuple[str, ...] | None = None, *, thorough: bool = False
+) -> list[str]:
     """The tables of ``tables`` (default: every liteagent table the store has) that SQLite's
     quick check (``thorough``: full integrity check) finds damaged."""
     if tables is None:
@@ -68,7 +69,7 @@ def _salvage(conn: apsw.Connection, table: str) -> list[tuple[object, ...]]:
 
 def _session_row_ok(raw: tuple[object, ...]) -> bool:
     sid, head, generation, _mtime, crc = decode_raw(raw)
-    return (type(sid) is str and session_row_problem(sid, (head, generation, crc)) is None)
+    return type(sid) is str and session_row_problem(sid, (head, generation, crc)) is None
 
 
 def _insert(conn: apsw.Connection, table: str, rows: list[tuple[object, ...]]) -> None:

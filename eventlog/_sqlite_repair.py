@@ -81,8 +81,9 @@ def check_store(
     for sid_value, *rest in stored:
         sid = _session_id(sid_value)
         if sid is None:
-            problems.append(IntegrityProblem(
-                "corrupt", f"a session record has a damaged id: {sid_value!r}"))
+            problems.append(
+                IntegrityProblem("corrupt", f"a session record has a damaged id: {sid_value!r}")
+            )
             continue
         problem = session_row_problem(sid, (rest[0], rest[1], rest[2]))
         if problem is not None:
@@ -91,11 +92,15 @@ def check_store(
         sessions.append((sid, rest[0]))
     for value in orphans:
         sid = _session_id(value)
-        problems.append(IntegrityProblem(
-            "corrupt", "rows are stored for a session that has no session record"
-            if sid is not None else f"rows are stored under a damaged session id {value!r}",
-            sid,
-        ))
+        problems.append(
+            IntegrityProblem(
+                "corrupt",
+                "rows are stored for a session that has no session record"
+                if sid is not None
+                else f"rows are stored under a damaged session id {value!r}",
+                sid,
+            )
+        )
     events = 0
     for sid, head in sorted(sessions):
         events += _check_session(read, sid, head, problems)
@@ -105,8 +110,12 @@ def check_store(
 def _attribute(conn: apsw.Connection, problem: IntegrityProblem) -> IntegrityProblem:
     """SQLite's integrity check failed: when every live table checks out and tables moved
     aside by a repair exist, the damage is theirs (kept on purpose): report it as a leftover."""
-    aside = [r[0] for r in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB '*_damaged_[0-9]*'")]
+    aside = [
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB '*_damaged_[0-9]*'"
+        )
+    ]
     if not aside or damaged_tables(conn, thorough=True):
         return problem
     return IntegrityProblem(
@@ -116,8 +125,12 @@ def _attribute(conn: apsw.Connection, problem: IntegrityProblem) -> IntegrityPro
     )
 
 
-def _check_session(read: Callable[[str], Iterator[StoredEvent]], session_id: str, head: int,
-                   problems: list[IntegrityProblem]) -> int:
+def _check_session(
+    read: Callable[[str], Iterator[StoredEvent]],
+    session_id: str,
+    head: int,
+    problems: list[IntegrityProblem],
+) -> int:
     unknown: set[str] = set()
     count = 0
     try:
@@ -131,15 +144,22 @@ def _check_session(read: Callable[[str], Iterator[StoredEvent]], session_id: str
         problems.append(IntegrityProblem("codec", str(e), session_id, e.seq))
         return count
     if count != head:  # a read checks this too; kept for a session appended meanwhile
-        problems.append(IntegrityProblem(
-            "gap", f"the session records head {head}, the log ends at {count}", session_id,
-            count + 1))
+        problems.append(
+            IntegrityProblem(
+                "gap",
+                f"the session records head {head}, the log ends at {count}",
+                session_id,
+                count + 1,
+            )
+        )
     if unknown:
-        problems.append(IntegrityProblem(
-            "unknown_kind",
-            f"events of kinds this version does not know (kept as-is): {sorted(unknown)}",
-            session_id,
-        ))
+        problems.append(
+            IntegrityProblem(
+                "unknown_kind",
+                f"events of kinds this version does not know (kept as-is): {sorted(unknown)}",
+                session_id,
+            )
+        )
     return count
 
 
@@ -167,15 +187,17 @@ def rebuild_op(conn: apsw.Connection, _tx: Batch) -> list[str]:
 def unrepairable(session_id: str, file: str, error: BaseException) -> CorruptLogError:
     """The error of a repair that SQLite's own damage makes impossible in place."""
     return CorruptLogError(
-        session_id, None,
+        session_id,
+        None,
         f"cannot repair in place: the database file itself is damaged beyond its tables "
         f"(SQLite: {error}); copy out what SQLite can still read with "
         f"`sqlite3 {file} .recover` into a new file",
     )
 
 
-def _repair(conn: apsw.Connection, tx: Batch, session_id: str, verified: Verified,
-            file: str) -> RepairReport:
+def _repair(
+    conn: apsw.Connection, tx: Batch, session_id: str, verified: Verified, file: str
+) -> RepairReport:
     sid = session_id
     # Even a session that reads back whole needs tables it can be written to.
     _check_tables(conn, verified)
@@ -203,8 +225,15 @@ def _repair(conn: apsw.Connection, tx: Batch, session_id: str, verified: Verifie
         "INSERT INTO quarantine(session_id, seq, ts, kind, body, crc, reason, generation, "  # noqa: S608
         "moved_at) SELECT session_id, seq, ts, kind, body, crc, "
         "CASE WHEN seq IS ? THEN ? ELSE ? END, ?, ? FROM events WHERE " + _NOT_KEPT,
-        (kept + 1, problem, f"stored after the first damaged seq {kept + 1}", new_gen, now,
-         sid, kept),
+        (
+            kept + 1,
+            problem,
+            f"stored after the first damaged seq {kept + 1}",
+            new_gen,
+            now,
+            sid,
+            kept,
+        ),
     )
     moved = conn.changes()
     conn.execute("DELETE FROM events WHERE " + _NOT_KEPT, (sid, kept))  # noqa: S608
@@ -221,9 +250,14 @@ def _repair(conn: apsw.Connection, tx: Batch, session_id: str, verified: Verifie
         lost = ((kept + 1, max(recorded, max_seq)),)
     tx.after_commit(lambda: verified.replace(sid, new_gen, kept))
     return RepairReport(
-        sid, True, kept, new_gen, lost,
+        sid,
+        True,
+        kept,
+        new_gen,
+        lost,
         quarantine=f"table quarantine of {file} ({moved} rows, generation {new_gen})"
-        if moved else None,
+        if moved
+        else None,
         detail=problem,
     )
 
@@ -245,8 +279,9 @@ def _check_tables(conn: apsw.Connection, verified: Verified) -> None:
     verified.checked_version = version
 
 
-def _readable_prefix(conn: apsw.Connection, session_id: str,
-                     recorded: int | None) -> tuple[int, str | None]:
+def _readable_prefix(
+    conn: apsw.Connection, session_id: str, recorded: int | None
+) -> tuple[int, str | None]:
     """How many rows from seq 1 verify (not past ``recorded``), and why the next one does not
     (None when every stored row verified)."""
     seeds = Seeds(session_id)

@@ -114,13 +114,22 @@ def v1_row_ok(row: Row) -> bool:
     int seq, a float ts and a str kind."""
     seq, ts, kind, body, crc = row
     return (
-        type(seq) is int and type(ts) is float and type(kind) is str and type(body) is bytes
-        and type(crc) is int and _xxh(body) & _MASK == crc
+        type(seq) is int
+        and type(ts) is float
+        and type(kind) is str
+        and type(body) is bytes
+        and type(crc) is int
+        and _xxh(body) & _MASK == crc
     )
 
 
-_TYPES = (("seq", int, "INTEGER"), ("ts", float, "REAL"), ("kind", str, "TEXT"),
-          ("body", bytes, "BLOB"), ("crc", int, "INTEGER"))
+_TYPES = (
+    ("seq", int, "INTEGER"),
+    ("ts", float, "REAL"),
+    ("kind", str, "TEXT"),
+    ("body", bytes, "BLOB"),
+    ("crc", int, "INTEGER"),
+)
 
 
 def _type_name(value: object) -> str:
@@ -162,6 +171,7 @@ def session_row_problem(session_id: str, row: tuple[Any, Any, Any]) -> str | Non
 
 
 # -- fetching rows whatever their types ------------------------------------------------------------
+
 
 def raw_select(columns: tuple[str, ...]) -> str:
     """The select list for ``columns`` such that a text that is not UTF-8 cannot raise: texts
@@ -224,8 +234,9 @@ def fetch_session_row(
     return cast("tuple[Any, Any, Any]", rows[0]) if rows else None
 
 
-def check_rows(session_id: str, seeds: Seeds, rows: list[Row], first: int, head: int,
-               *, complete: bool) -> None:
+def check_rows(
+    session_id: str, seeds: Seeds, rows: list[Row], first: int, head: int, *, complete: bool
+) -> None:
     """Check that ``rows`` (fetched with ``seq >= first``, at most ``head - first + 2``) are the
     valid events ``first..head``: types, checksums, consecutive seqs, and (``complete``) no
     row after ``head``. Raise :class:`CorruptLogError` naming the first seq that is not."""
@@ -233,17 +244,22 @@ def check_rows(session_id: str, seeds: Seeds, rows: list[Row], first: int, head:
     for row in rows:
         if expect > head:
             if complete:
-                raise corrupt(session_id, expect,
-                              f"a row is stored after the session's recorded head {head}")
+                raise corrupt(
+                    session_id, expect, f"a row is stored after the session's recorded head {head}"
+                )
             return
         problem = _fast_problem(seeds, row, expect)
         if problem:
-            raise corrupt(session_id, expect, row_problem(seeds, row, expect)
-                          or "the row does not verify")
+            raise corrupt(
+                session_id, expect, row_problem(seeds, row, expect) or "the row does not verify"
+            )
         expect += 1
     if expect <= head:
-        raise corrupt(session_id, expect,
-                      f"the session records head {head}; its stored rows end at seq {expect - 1}")
+        raise corrupt(
+            session_id,
+            expect,
+            f"the session records head {head}; its stored rows end at seq {expect - 1}",
+        )
 
 
 def _fast_problem(seeds: Seeds, row: Row, expect: int) -> bool:

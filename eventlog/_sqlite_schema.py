@@ -80,7 +80,7 @@ TABLES: dict[str, str] = {
 
 INDEXES: dict[str, str] = {
     "quarantine": "CREATE INDEX IF NOT EXISTS quarantine_session "
-                  "ON quarantine(session_id, generation)",
+    "ON quarantine(session_id, generation)",
 }
 """The explicit indexes of schema 2, by table."""
 
@@ -89,17 +89,24 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "events": ("session_id", "seq", "ts", "kind", "body", "crc"),
     "blobs": ("ref", "data"),
     "meta": ("key", "value"),
-    "quarantine": ("session_id", "seq", "ts", "kind", "body", "crc", "reason", "generation",
-                   "moved_at"),
+    "quarantine": (
+        "session_id",
+        "seq",
+        "ts",
+        "kind",
+        "body",
+        "crc",
+        "reason",
+        "generation",
+        "moved_at",
+    ),
     "leases": ("session_id", "owner", "pid", "host", "started", "token", "expires_at"),
 }
 
 _NEXT_GENERATION = "INSERT OR IGNORE INTO meta(key, value) VALUES ('next_generation', 1)"
 
 SCHEMA = ";\n".join([*TABLES.values(), *INDEXES.values(), _NEXT_GENERATION]) + ";"
-_TABLES_2 = ";\n".join(
-    [TABLES["quarantine"], INDEXES["quarantine"], TABLES["leases"]]
-) + ";"
+_TABLES_2 = ";\n".join([TABLES["quarantine"], INDEXES["quarantine"], TABLES["leases"]]) + ";"
 
 _CHUNK = 5000
 
@@ -141,8 +148,11 @@ def migrate_from_1(conn: apsw.Connection) -> int:
     for raw in conn.execute(_SESSIONS_1).fetchall():
         sid, head, generation = decode_raw(raw)
         if (
-            type(sid) is str and type(head) is int and type(generation) is int
-            and 0 <= head < 1 << 63 and 0 <= generation < 1 << 63
+            type(sid) is str
+            and type(head) is int
+            and type(generation) is int
+            and 0 <= head < 1 << 63
+            and 0 <= generation < 1 << 63
         ):
             sessions.append((session_crc(sid, head, generation), sid))
     conn.executemany("UPDATE sessions SET crc = ? WHERE id = ?", sessions)

@@ -72,8 +72,15 @@ class Writer:
         self.batches = 0  # transactions of grouped writes (for tests and benchmarks)
         self.writes = 0
 
-    def submit(self, op: WriteOp, session_id: str | None, sync: str, busy_ms: int, *,
-               own_transaction: bool = False) -> Any:
+    def submit(
+        self,
+        op: WriteOp,
+        session_id: str | None,
+        sync: str,
+        busy_ms: int,
+        *,
+        own_transaction: bool = False,
+    ) -> Any:
         """Run ``op`` in the next committed batch and return its result (or raise its error,
         translated); returns only after the commit that contains it. With
         ``own_transaction``, ``op`` runs alone, outside any transaction, and makes its own."""
@@ -98,12 +105,18 @@ class Writer:
             self._lead(item, self._take())
         return outcome(item)
 
-    def _lone(self, op: WriteOp, session_id: str | None, sync: str, busy_ms: int,
-              own_transaction: bool) -> Any:
+    def _lone(
+        self, op: WriteOp, session_id: str | None, sync: str, busy_ms: int, own_transaction: bool
+    ) -> Any:
         """Commit one write that found nobody committing: at once, on the shortest path."""
         conn = self._conn
-        if (conn is None or self._cur is None or own_transaction or sync != self._sync
-                or busy_ms != self._busy_ms):
+        if (
+            conn is None
+            or self._cur is None
+            or own_transaction
+            or sync != self._sync
+            or busy_ms != self._busy_ms
+        ):
             item = Item(op, session_id, sync, busy_ms, waiter(), own=own_transaction)
             self._lead(item, [item])
             return outcome(item)
@@ -195,8 +208,9 @@ class Writer:
             for it in batch:
                 it.error = e
             return
-        grouped = batch if len(batch) == 1 and not batch[0].own else [
-            it for it in batch if not it.own]
+        grouped = (
+            batch if len(batch) == 1 and not batch[0].own else [it for it in batch if not it.own]
+        )
         if grouped:
             self.batches += 1
             self.writes += len(grouped)

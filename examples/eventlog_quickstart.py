@@ -69,14 +69,22 @@ def main() -> None:
         # Time travel: drop everything from the second prompt on, guarded by the position.
         position = cp.position("demo")
         second = state.checkpoints[1]
-        cp.truncate("demo", second.seq - 1, expected_head=position.head,
-                    expected_generation=position.generation)
+        cp.truncate(
+            "demo",
+            second.seq - 1,
+            expected_head=position.head,
+            expected_generation=position.generation,
+        )
         print("after restore:", [e.kind for e in cp.read("demo")])
 
         # A writer that saw the old history cannot append onto the new one (no ABA).
         try:
-            cp.append("demo", [UserPrompt(content=(TextBlock("stale"),))],
-                      expected_head=position.head, expected_generation=position.generation)
+            cp.append(
+                "demo",
+                [UserPrompt(content=(TextBlock("stale"),))],
+                expected_head=position.head,
+                expected_generation=position.generation,
+            )
         except CheckpointConflictError as e:
             print("stale writer refused:", e)
         print("integrity:", cp.check_integrity().ok, "sessions:", [s.id for s in cp.list()])

@@ -159,16 +159,26 @@ class SessionFilesCheckpointer(Checkpointer):
                 return
             with transaction(path, write=write) as conn:
                 if write:
-                    conn.execute("CREATE TABLE IF NOT EXISTS session "
-                                 "(generation INTEGER NOT NULL, mtime REAL NOT NULL)")
-                    conn.execute("CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, "
-                                 "ts REAL NOT NULL, kind TEXT NOT NULL, body BLOB NOT NULL)")
+                    conn.execute(
+                        "CREATE TABLE IF NOT EXISTS session "
+                        "(generation INTEGER NOT NULL, mtime REAL NOT NULL)"
+                    )
+                    conn.execute(
+                        "CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, "
+                        "ts REAL NOT NULL, kind TEXT NOT NULL, body BLOB NOT NULL)"
+                    )
                 yield conn
 
     # -- the hooks --------------------------------------------------------------------------------
 
-    def _append(self, session_id: str, batch: list[EncodedEvent], ts: float,
-                expected_head: int | None, expected_generation: int | None) -> int:
+    def _append(
+        self,
+        session_id: str,
+        batch: list[EncodedEvent],
+        ts: float,
+        expected_head: int | None,
+        expected_generation: int | None,
+    ) -> int:
         if not batch:
             head, generation = self._position(session_id)
             check_position(session_id, head, generation, expected_head, expected_generation)
@@ -182,8 +192,10 @@ class SessionFilesCheckpointer(Checkpointer):
                 conn.execute("INSERT INTO session VALUES (?, ?)", (self._next_number(), ts))
             else:
                 conn.execute("UPDATE session SET mtime = ?", (ts,))
-            conn.executemany("INSERT INTO events VALUES (?, ?, ?, ?)",
-                             [(head + i, ts, e.kind, e.body) for i, e in enumerate(batch, 1)])
+            conn.executemany(
+                "INSERT INTO events VALUES (?, ?, ?, ?)",
+                [(head + i, ts, e.kind, e.body) for i, e in enumerate(batch, 1)],
+            )
         return head + len(batch)
 
     def _read(self, session_id: str, since_seq: int) -> Iterator[StoredEvent]:
@@ -198,12 +210,17 @@ class SessionFilesCheckpointer(Checkpointer):
                     return
                 if generation is not None and now != generation:
                     raise CheckpointConflictError(
-                        session_id, generation, now or 0,
-                        "the history was replaced while it was being read")
+                        session_id,
+                        generation,
+                        now or 0,
+                        "the history was replaced while it was being read",
+                    )
                 generation = now
                 assert conn is not None
-                rows = conn.execute("SELECT seq, ts, kind, body FROM events WHERE seq > ? "
-                                    "ORDER BY seq LIMIT ?", (seq, PAGE)).fetchall()
+                rows = conn.execute(
+                    "SELECT seq, ts, kind, body FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+                    (seq, PAGE),
+                ).fetchall()
             if not rows:
                 return  # the empty page above confirmed the generation: one history only
             for row_seq, ts, kind, body in rows:
@@ -242,8 +259,13 @@ class SessionFilesCheckpointer(Checkpointer):
             path.with_name(path.name + "-journal").unlink(missing_ok=True)
             path.unlink()
 
-    def _truncate(self, session_id: str, to_seq: int, expected_head: int | None,
-                  expected_generation: int | None) -> int:
+    def _truncate(
+        self,
+        session_id: str,
+        to_seq: int,
+        expected_head: int | None,
+        expected_generation: int | None,
+    ) -> int:
         if not self._file(session_id).exists():  # an unknown session: create nothing
             check_position(session_id, 0, 0, expected_head, expected_generation)
             if to_seq != 0:
@@ -258,8 +280,10 @@ class SessionFilesCheckpointer(Checkpointer):
                 raise TruncateRangeError(session_id, to_seq, head)
             if state is not None:
                 conn.execute("DELETE FROM events WHERE seq > ?", (to_seq,))
-                conn.execute("UPDATE session SET generation = ?, mtime = ?",
-                             (self._next_number(), time.time()))
+                conn.execute(
+                    "UPDATE session SET generation = ?, mtime = ?",
+                    (self._next_number(), time.time()),
+                )
         return to_seq
 
     def _check_integrity(self) -> IntegrityReport:
@@ -286,17 +310,27 @@ class SessionFilesCheckpointer(Checkpointer):
     def _acquire_lease(self, session_id: str, owner: str, ttl: float) -> Lease:  # noqa: ARG002
         # An flock lives exactly as long as its holder: no ttl, no expiry, no renewal.
         with translated(session_id):
-            fd = os.open(self._root / "leases" / session_id,
-                         os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(
+                self._root / "leases" / session_id, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644
+            )
             try:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     raise SessionLeasedError(session_id, holder_of(read_record(fd))) from None
-                info = LeaseInfo(owner, os.getpid(), socket.gethostname(), self._next_number(),
-                                 None)
-                write_record(fd, {"held": True, "owner": owner, "pid": info.pid,
-                                  "host": info.host, "token": info.token})
+                info = LeaseInfo(
+                    owner, os.getpid(), socket.gethostname(), self._next_number(), None
+                )
+                write_record(
+                    fd,
+                    {
+                        "held": True,
+                        "owner": owner,
+                        "pid": info.pid,
+                        "host": info.host,
+                        "token": info.token,
+                    },
+                )
             except BaseException:
                 os.close(fd)
                 raise
@@ -354,8 +388,13 @@ def holder_of(record: dict[str, Any]) -> LeaseInfo | None:
     try:
         if record.get("held") is not True:
             return None
-        info = LeaseInfo(str(record["owner"]), int(record["pid"]), str(record["host"]),
-                         int(record["token"]), None)
+        info = LeaseInfo(
+            str(record["owner"]),
+            int(record["pid"]),
+            str(record["host"]),
+            int(record["token"]),
+            None,
+        )
     except (KeyError, TypeError, ValueError):
         return None
     if info.host == socket.gethostname():

@@ -24,13 +24,19 @@ def done(text: str) -> AssistantMessage:
 def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="liteagent-tt-"))
     (work / "notes.md").write_text("# Notes\n")
-    model = scripted([
-        call(1, "write_file", path="app.py", content="print('v1')\n"), done("created app.py"),
-        call(2, "edit_file", path="app.py", old_string="v1", new_string="v2"), done("edited"),
-        call(3, "delete_file", path="notes.md"), done("deleted notes.md"),
-    ])
-    with create_lite_agent(model=model, model_name="scripted", workdir=work,
-                           checkpointer=memory_checkpointer()) as agent:
+    model = scripted(
+        [
+            call(1, "write_file", path="app.py", content="print('v1')\n"),
+            done("created app.py"),
+            call(2, "edit_file", path="app.py", old_string="v1", new_string="v2"),
+            done("edited"),
+            call(3, "delete_file", path="notes.md"),
+            done("deleted notes.md"),
+        ]
+    )
+    with create_lite_agent(
+        model=model, model_name="scripted", workdir=work, checkpointer=memory_checkpointer()
+    ) as agent:
         for prompt in ("create app.py", "make it v2", "remove the notes"):
             print(prompt, "->", agent.send(prompt).text)
         for cp in agent.list_checkpoints():

@@ -47,12 +47,15 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         from . import _anthropic  # noqa: PLC0415 -- deliberately lazy (see the docstring)
 
-        value = {"AnthropicProvider": _anthropic.AnthropicProvider,
-                 "anthropic_provider": _anthropic.anthropic_provider,
-                 "anthropic": _anthropic.anthropic_provider}[name]
+        value = {
+            "AnthropicProvider": _anthropic.AnthropicProvider,
+            "anthropic_provider": _anthropic.anthropic_provider,
+            "anthropic": _anthropic.anthropic_provider,
+        }[name]
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CLEAR_THINKING",

@@ -223,9 +223,7 @@ def anthropic_provider(
     """
     key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
     if not key:
-        raise ProviderAuthError(
-            "no Anthropic API key: pass api_key= or set ANTHROPIC_API_KEY"
-        )
+        raise ProviderAuthError("no Anthropic API key: pass api_key= or set ANTHROPIC_API_KEY")
     kwargs: dict[str, Any] = {"api_key": key, "max_retries": max_retries}
     url = base_url if base_url is not None else os.environ.get("ANTHROPIC_BASE_URL")
     if url:

@@ -74,16 +74,22 @@ def _refused(block: Block) -> bool:
     (e.g. from an imported transcript whose signatures were redacted: the API cannot verify
     it), or a text block without non-whitespace text."""
     t = type(block)
-    return ((t is ThinkingBlock and block.signature is UNSET)  # type: ignore[union-attr]
-            or (t is TextBlock and not block.text.strip()))  # type: ignore[union-attr]
+    return (
+        (t is ThinkingBlock and block.signature is UNSET)  # type: ignore[union-attr]
+        or (t is TextBlock and not block.text.strip())
+    )  # type: ignore[union-attr]
 
 
 def _sendable(block: Block) -> Block:
     """``block``, with the refused text blocks of a tool result's content left out."""
-    if type(block) is ToolResultBlock and isinstance(block.content, tuple) and any(
-            _refused(b) for b in block.content):
+    if (
+        type(block) is ToolResultBlock
+        and isinstance(block.content, tuple)
+        and any(_refused(b) for b in block.content)
+    ):
         return msgspec.structs.replace(
-            block, content=tuple(b for b in block.content if not _refused(b)))
+            block, content=tuple(b for b in block.content if not _refused(b))
+        )
     return block
 
 

@@ -150,8 +150,11 @@ class ReplayProvider(ScriptProviderBase):
             actual = request_inputs(request)
             if actual != recorded.expected:
                 first = next(
-                    (i for i, (a, b) in enumerate(zip(actual, recorded.expected, strict=False))
-                     if a != b),
+                    (
+                        i
+                        for i, (a, b) in enumerate(zip(actual, recorded.expected, strict=False))
+                        if a != b
+                    ),
                     min(len(actual), len(recorded.expected)),
                 )
                 raise ReplayMismatchError(

@@ -102,8 +102,11 @@ def response_events(response: ModelResponse, *, chunk: int | None = None) -> Ite
             yield from (ThinkingDelta(index, piece) for piece in _pieces(block.thinking, chunk))
         elif type(block) is ToolUseBlock:
             yield ToolUseStart(index, block.id, block.name)
-            encoded = (block.input_json if isinstance(block.input_json, str)
-                       else msgspec.json.encode(block.input).decode())
+            encoded = (
+                block.input_json
+                if isinstance(block.input_json, str)
+                else msgspec.json.encode(block.input).decode()
+            )
             yield from (ToolInputDelta(index, piece) for piece in _pieces(encoded, chunk))
     yield ResponseComplete(response)
 
@@ -174,9 +177,7 @@ class ScriptProviderBase(ModelProvider):
     (:meth:`_answer`, called outside the lock) and describe the unused ones.
     """
 
-    def __init__(
-        self, *, name: str, stream_chunk: int | None, capabilities: Iterable[str]
-    ) -> None:
+    def __init__(self, *, name: str, stream_chunk: int | None, capabilities: Iterable[str]) -> None:
         self._name = name
         self._chunk = _check_chunk(stream_chunk)
         self.capabilities = _check_capabilities(capabilities)
@@ -288,8 +289,11 @@ class ScriptedProvider(ScriptProviderBase):
             return ModelResponse(message=storable(result))
         if isinstance(result, ModelResponse):
             stored = storable(result.message)
-            return result if stored is result.message else msgspec.structs.replace(
-                result, message=stored)
+            return (
+                result
+                if stored is result.message
+                else msgspec.structs.replace(result, message=stored)
+            )
         raise ScriptError(
             f"{self._name}: response #{index + 1} ({self._describe(index)}) returned "
             f"{type(result).__name__}, not an AssistantMessage or ModelResponse"
@@ -317,8 +321,7 @@ def storable(message: AssistantMessage) -> AssistantMessage:
     else:
         return message
     try:
-        content = message_from_dict(
-            message_to_dict(Message("assistant", message.content))).content
+        content = message_from_dict(message_to_dict(Message("assistant", message.content))).content
     except InvalidMessageError:
         return message
     return msgspec.structs.replace(message, content=content)

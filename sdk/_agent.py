@@ -66,8 +66,9 @@ def send_args(
     return text, check_cancel(cancel), core.session_for(check_session_id(session_id))
 
 
-def compact_args(core: AgentCore, instructions: object, session_id: object, cancel: object
-                 ) -> tuple[str | None, str, CancelToken | None]:
+def compact_args(
+    core: AgentCore, instructions: object, session_id: object, cancel: object
+) -> tuple[str | None, str, CancelToken | None]:
     """The checked instructions, session and cancel token of a ``compact``."""
     core.check_open()
     text = check_text(instructions, "instructions", optional=True)
@@ -184,29 +185,31 @@ class LiteAgent:
         check_bool(files, "files")
         check_bool(conversation, "conversation")
         token = check_cancel(cancel)
-        return self._core.restore(sid, seq, files=files, conversation=conversation,
-                                  cancel=token)
+        return self._core.restore(sid, seq, files=files, conversation=conversation, cancel=token)
 
     def pending_restore(self, session_id: str | None = None) -> RestoreStarted | None:
         """The interrupted restore (its intent record) of the current session (or
         ``session_id``), or None."""
         self._core.check_open()
         return self._core.restorer.pending(
-            self._core.session_for(check_session_id(session_id), "pending_restore"))
+            self._core.session_for(check_session_id(session_id), "pending_restore")
+        )
 
     def finish_restore(self, session_id: str | None = None) -> RestoreResult:
         """Complete the interrupted restore of the current session (or ``session_id``): files
         to their targets, then the log."""
         self._core.check_open()
         return self._core.restorer.finish(
-            self._core.session_for(check_session_id(session_id), "finish_restore"))
+            self._core.session_for(check_session_id(session_id), "finish_restore")
+        )
 
     def rollback_restore(self, session_id: str | None = None) -> list[str]:
         """Undo the interrupted restore of the current session (or ``session_id``): every file
         goes back to how it was before it."""
         self._core.check_open()
         return self._core.restorer.rollback(
-            self._core.session_for(check_session_id(session_id), "rollback_restore"))
+            self._core.session_for(check_session_id(session_id), "rollback_restore")
+        )
 
     # -- compaction -------------------------------------------------------------------------------
 

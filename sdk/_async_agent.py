@@ -68,8 +68,9 @@ class AsyncLiteAgent:
         """The current session's id."""
         return self._core.session_id
 
-    async def _await(self, future: concurrent.futures.Future[Any],
-                     token: CancelToken | None = None) -> Any:
+    async def _await(
+        self, future: concurrent.futures.Future[Any], token: CancelToken | None = None
+    ) -> Any:
         """Await ``future`` of the agent's pool; on cancellation cancel the work (see the class
         docstring)."""
         return await await_job(self._core, future, token)
@@ -140,7 +141,8 @@ class AsyncLiteAgent:
         text, sid, given = compact_args(self._core, instructions, session_id, cancel)
         token = given or CancelToken()
         result: CompactStats = await self._await(
-            self._core.submit(self._core.compact, sid, text, token), token)
+            self._core.submit(self._core.compact, sid, text, token), token
+        )
         return result
 
     def iter_compact(
@@ -162,7 +164,8 @@ class AsyncLiteAgent:
         """Like :meth:`LiteAgent.list_checkpoints` (off the event loop)."""
         sid = self._session(session_id, "list_checkpoints")  # the current one now, not later
         result: list[Checkpoint] = await self._await(
-            self._core.submit(self._sync.list_checkpoints, sid))
+            self._core.submit(self._sync.list_checkpoints, sid)
+        )
         return result
 
     async def restore(
@@ -182,37 +185,44 @@ class AsyncLiteAgent:
         check_bool(files, "files")
         check_bool(conversation, "conversation")
         token = check_cancel(cancel) or CancelToken()
-        result: RestoreResult = await self._await(self._core.submit(
-            partial(self._sync.restore, session_id, seq, files=files, conversation=conversation,
-                    cancel=token)), token)
+        result: RestoreResult = await self._await(
+            self._core.submit(
+                partial(
+                    self._sync.restore,
+                    session_id,
+                    seq,
+                    files=files,
+                    conversation=conversation,
+                    cancel=token,
+                )
+            ),
+            token,
+        )
         return result
 
     async def pending_restore(self, session_id: str | None = None) -> RestoreStarted | None:
         """Like :meth:`LiteAgent.pending_restore` (off the event loop)."""
         sid = self._session(session_id, "pending_restore")  # the current one now, not later
         result: RestoreStarted | None = await self._await(
-            self._core.submit(self._sync.pending_restore, sid))
+            self._core.submit(self._sync.pending_restore, sid)
+        )
         return result
 
     async def finish_restore(self, session_id: str | None = None) -> RestoreResult:
         """Like :meth:`LiteAgent.finish_restore` (off the event loop; once started it is not
         stopped by a cancellation, see the class docstring)."""
         sid = self._session(session_id, "finish_restore")  # the current one now, not later
-        result: RestoreResult = await self._await(
-            self._core.submit(self._sync.finish_restore, sid))
+        result: RestoreResult = await self._await(self._core.submit(self._sync.finish_restore, sid))
         return result
 
     async def rollback_restore(self, session_id: str | None = None) -> list[str]:
         """Like :meth:`LiteAgent.rollback_restore` (off the event loop; once started it is not
         stopped by a cancellation, see the class docstring)."""
         sid = self._session(session_id, "rollback_restore")  # the current one now, not later
-        result: list[str] = await self._await(
-            self._core.submit(self._sync.rollback_restore, sid))
+        result: list[str] = await self._await(self._core.submit(self._sync.rollback_restore, sid))
         return result
 
-    def subscribe(
-        self, maxsize: int = 1024, *, session_id: str | None = None
-    ) -> AsyncSubscription:
+    def subscribe(self, maxsize: int = 1024, *, session_id: str | None = None) -> AsyncSubscription:
         """Like :meth:`LiteAgent.subscribe`, as an :class:`AsyncSubscription`: ``async for
         event in sub`` (or ``async with agent.subscribe() as sub``, which closes it) waits for
         each event without blocking the loop, in the order they were published, and ends once

@@ -72,17 +72,31 @@ def _global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
 
     group = parser.add_argument_group("global options")
     group.add_argument("--workdir", default=d("."), help="the workspace (default: .)")
-    group.add_argument("--home", default=d(None),
-                       help="the lite-agent home (default: $LITE_AGENT_HOME or ~/.lite-agent)")
-    group.add_argument("--backend", choices=("file", "sqlite"), default=d("file"),
-                       help="the session store (default: file)")
-    group.add_argument("--db", default=d(None),
-                       help="the SQLite file for --backend sqlite "
-                            "(default: <home>/projects/<hash>/sessions.db)")
-    group.add_argument("--provider", default=d("anthropic"), metavar="PROVIDER",
-                       help="anthropic (default), scripted:FILE or replay:SESSION")
-    group.add_argument("--model", default=d(None),
-                       help="the model name (default: claude-sonnet-4-5 for anthropic)")
+    group.add_argument(
+        "--home",
+        default=d(None),
+        help="the lite-agent home (default: $LITE_AGENT_HOME or ~/.lite-agent)",
+    )
+    group.add_argument(
+        "--backend",
+        choices=("file", "sqlite"),
+        default=d("file"),
+        help="the session store (default: file)",
+    )
+    group.add_argument(
+        "--db",
+        default=d(None),
+        help="the SQLite file for --backend sqlite (default: <home>/projects/<hash>/sessions.db)",
+    )
+    group.add_argument(
+        "--provider",
+        default=d("anthropic"),
+        metavar="PROVIDER",
+        help="anthropic (default), scripted:FILE or replay:SESSION",
+    )
+    group.add_argument(
+        "--model", default=d(None), help="the model name (default: claude-sonnet-4-5 for anthropic)"
+    )
 
 
 def _sub(
@@ -93,8 +107,12 @@ def _sub(
     *,
     json: bool = True,
 ) -> _Parser:
-    parser = subs.add_parser(name, help=help_text, description=help_text,
-                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subs.add_parser(
+        name,
+        help=help_text,
+        description=help_text,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     if json:
         parser.add_argument("--json", action="store_true", help="print JSON for machines")
     _global_options(parser, defaults=False)
@@ -107,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="lite-agent",
         description="A coding agent whose sessions are event-sourced: time travel, "
-                    "compaction, replay.",
+        "compaction, replay.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -115,9 +133,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.set_defaults(command=cmd_interactive, json=False)
     subs = parser.add_subparsers(title="commands", metavar="COMMAND")
 
-    demo = _sub(subs, "demo", cmd_demo,
-                "an offline tour: a scripted model edits a project with the real tools, then "
-                "checkpoints, a restore, a compaction and the log", json=False)
+    demo = _sub(
+        subs,
+        "demo",
+        cmd_demo,
+        "an offline tour: a scripted model edits a project with the real tools, then "
+        "checkpoints, a restore, a compaction and the log",
+        json=False,
+    )
     demo.add_argument("--dir", help="where to create the demo (default: a new temp folder)")
 
     run = _sub(subs, "run", cmd_run, "run one prompt to the end of the model's turn")
@@ -129,41 +152,67 @@ def build_parser() -> argparse.ArgumentParser:
     cps = _sub(subs, "checkpoints", cmd_checkpoints, "list a session's checkpoints")
     cps.add_argument("session_id", metavar="ID")
 
-    restore = _sub(subs, "restore", cmd_restore,
-                   "restore a session to a checkpoint: the conversation and the files")
+    restore = _sub(
+        subs,
+        "restore",
+        cmd_restore,
+        "restore a session to a checkpoint: the conversation and the files",
+    )
     restore.add_argument("session_id", metavar="ID")
     restore.add_argument("seq", type=int, metavar="SEQ")
-    restore.add_argument("--conversation-only", action="store_true",
-                         help="leave the files as they are")
+    restore.add_argument(
+        "--conversation-only", action="store_true", help="leave the files as they are"
+    )
 
     compact = _sub(subs, "compact", cmd_compact, "compact a session's context now")
     compact.add_argument("session_id", metavar="ID")
     compact.add_argument("instructions", nargs="?", help="what a summary should keep")
 
-    rep = _sub(subs, "replay", cmd_replay,
-               "a session's events; --view: what the model saw; --verify: recompute every "
-               "recorded request from the log")
+    rep = _sub(
+        subs,
+        "replay",
+        cmd_replay,
+        "a session's events; --view: what the model saw; --verify: recompute every "
+        "recorded request from the log",
+    )
     rep.add_argument("session_id", metavar="ID")
     rep.add_argument("--at", type=int, metavar="SEQ", help="stop at this seq")
-    rep.add_argument("--view", action="store_true",
-                     help="the request the model saw at --at (default: the end)")
-    rep.add_argument("--verify", action="store_true",
-                     help="recompute each recorded request's view hash from the log")
+    rep.add_argument(
+        "--view", action="store_true", help="the request the model saw at --at (default: the end)"
+    )
+    rep.add_argument(
+        "--verify",
+        action="store_true",
+        help="recompute each recorded request's view hash from the log",
+    )
 
-    doctor = _sub(subs, "doctor", cmd_doctor,
-                  "check every session of the project: torn tails, interrupted restores, "
-                  "unknown kinds")
+    doctor = _sub(
+        subs,
+        "doctor",
+        cmd_doctor,
+        "check every session of the project: torn tails, interrupted restores, unknown kinds",
+    )
     doctor.add_argument("--repair", action="store_true", help="repair what can be repaired")
-    doctor.add_argument("--finish-restores", action="store_true",
-                        help="with --repair: finish interrupted restores instead of rolling "
-                             "them back")
+    doctor.add_argument(
+        "--finish-restores",
+        action="store_true",
+        help="with --repair: finish interrupted restores instead of rolling them back",
+    )
 
-    export = _sub(subs, "export", cmd_export,
-                  "a session's conversation as JSON Lines (Anthropic Messages shape)")
+    export = _sub(
+        subs,
+        "export",
+        cmd_export,
+        "a session's conversation as JSON Lines (Anthropic Messages shape)",
+    )
     export.add_argument("session_id", metavar="ID")
 
-    imp = _sub(subs, "import", cmd_import,
-               "a JSON Lines transcript (Anthropic Messages shape) becomes a session")
+    imp = _sub(
+        subs,
+        "import",
+        cmd_import,
+        "a JSON Lines transcript (Anthropic Messages shape) becomes a session",
+    )
     imp.add_argument("file", metavar="FILE", help="the transcript ('-' for stdin)")
     imp.add_argument("--session", help="the new session's id (default: a new one)")
     return parser
@@ -195,8 +244,9 @@ def _logging(as_json: bool) -> None:
     level = os.environ.get("LITE_AGENT_LOG_LEVEL", "WARNING").upper()
     console = make_console(sys.stderr)
     try:
-        configure_logging(json=as_json or not console.is_interactive or console.no_color,
-                          level=level)
+        configure_logging(
+            json=as_json or not console.is_interactive or console.no_color, level=level
+        )
     except InvalidArgumentError as e:
         raise UsageError(f"LITE_AGENT_LOG_LEVEL={level}: not a log level") from e
 
@@ -215,8 +265,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return e.code if isinstance(e.code, int) else 0
         as_json = bool(args.json)
         _logging(as_json)
-        env = CliEnv(workdir=args.workdir, home=args.home, backend=args.backend, db=args.db,
-                     provider_spec=args.provider, model=args.model)
+        env = CliEnv(
+            workdir=args.workdir,
+            home=args.home,
+            backend=args.backend,
+            db=args.db,
+            provider_spec=args.provider,
+            model=args.model,
+        )
         command: Command = args.command
         code = command(env, args)
         sys.stdout.flush()

@@ -35,8 +35,17 @@ from ._cli_output import (
 )
 from ._cli_terminal import run_live
 
-__all__ = ["CompactionOutcome", "checkpoint_seq", "cmd_checkpoints", "cmd_compact",
-           "cmd_restore", "cmd_run", "cmd_sessions", "compaction_outcome", "existing_session"]
+__all__ = [
+    "CompactionOutcome",
+    "checkpoint_seq",
+    "cmd_checkpoints",
+    "cmd_compact",
+    "cmd_restore",
+    "cmd_run",
+    "cmd_sessions",
+    "compaction_outcome",
+    "existing_session",
+]
 
 
 def existing_session(env: CliEnv, session_id: str) -> str:
@@ -45,8 +54,10 @@ def existing_session(env: CliEnv, session_id: str) -> str:
     try:
         sid = validate_session_id(session_id)
     except InvalidSessionIdError as e:
-        raise UsageError(f"{session_id!s} is not a session id: use 1-128 letters, digits, "
-                         "'.', '_' or '-', starting with a letter or digit") from e
+        raise UsageError(
+            f"{session_id!s} is not a session id: use 1-128 letters, digits, "
+            "'.', '_' or '-', starting with a letter or digit"
+        ) from e
     if env.checkpointer.head(sid) == 0:
         raise UsageError(f"no session {sid} in {env.location} (`lite-agent sessions` lists them)")
     return sid
@@ -57,9 +68,11 @@ def checkpoint_seq(agent: LiteAgent, session_id: str, seq: int) -> int:
     checkpoints = [c.seq for c in agent.list_checkpoints(session_id)]
     if seq not in checkpoints:
         listed = ", ".join(map(str, checkpoints)) or "none"
-        raise UsageError(f"seq {seq} is not a checkpoint of session {session_id} (its "
-                         f"checkpoints: {listed}; `lite-agent checkpoints {session_id}` shows "
-                         "them)")
+        raise UsageError(
+            f"seq {seq} is not a checkpoint of session {session_id} (its "
+            f"checkpoints: {listed}; `lite-agent checkpoints {session_id}` shows "
+            "them)"
+        )
     return seq
 
 
@@ -80,14 +93,22 @@ def cmd_run(env: CliEnv, args: argparse.Namespace) -> int:
     renderer = _renderer(args)
     result = run_live(agent, lambda token: agent.send(args.prompt, cancel=token), renderer)
     if args.json:
-        emit_json({"session_id": result.session_id, "text": result.text,
-                   "stop_reason": result.stop_reason, "usage": result.usage,
-                   "messages": len(result.messages)})
+        emit_json(
+            {
+                "session_id": result.session_id,
+                "text": result.text,
+                "stop_reason": result.stop_reason,
+                "usage": result.usage,
+                "messages": len(result.messages),
+            }
+        )
     else:
         u = result.usage
-        renderer.console.print(f"[session {result.session_id} · {result.stop_reason} · "
-                               f"{u.input_tokens} in / {u.output_tokens} out tokens]",
-                               style="dim")
+        renderer.console.print(
+            f"[session {result.session_id} · {result.stop_reason} · "
+            f"{u.input_tokens} in / {u.output_tokens} out tokens]",
+            style="dim",
+        )
     return 0
 
 
@@ -95,8 +116,12 @@ def cmd_sessions(env: CliEnv, args: argparse.Namespace) -> int:
     """List the stored sessions, most recently active first."""
     sessions = env.checkpointer.list()
     if args.json:
-        emit_json([{"id": s.id, "mtime": s.mtime, "events": env.checkpointer.head(s.id)}
-                   for s in sessions])
+        emit_json(
+            [
+                {"id": s.id, "mtime": s.mtime, "events": env.checkpointer.head(s.id)}
+                for s in sessions
+            ]
+        )
     else:
         console = make_console()
         show(console, session_table(console, sessions))
@@ -133,8 +158,10 @@ def cmd_restore(env: CliEnv, args: argparse.Namespace) -> int:
     else:
         names = ", ".join(result.restored_files) or "none"
         say = renderer.console.print
-        say(f"restored {len(result.restored_files)} files ({names}); the conversation is back "
-            f"to before seq {seq}")
+        say(
+            f"restored {len(result.restored_files)} files ({names}); the conversation is back "
+            f"to before seq {seq}"
+        )
         if files:
             say("note: shell commands and custom tools are not undone", style="yellow")
     return 0
@@ -149,31 +176,51 @@ class CompactionOutcome:
     note: str | None
 
 
-def compaction_outcome(env: CliEnv, session_id: str, instructions: str | None,
-                       stats: CompactStats, summary: SummaryModel | None, *,
-                       no_model: str | None = None) -> CompactionOutcome:
+def compaction_outcome(
+    env: CliEnv,
+    session_id: str,
+    instructions: str | None,
+    stats: CompactStats,
+    summary: SummaryModel | None,
+    *,
+    no_model: str | None = None,
+) -> CompactionOutcome:
     """Tell whether the compaction just recorded holds the model's summary, and if not, why
     the ``instructions`` were not used (``no_model``: why there was no model)."""
     summarized = False
     if summary is not None and summary.last_summary and stats.changed:
-        last = next((e.body for e in reversed(list(env.checkpointer.read(session_id)))
-                     if isinstance(e.body, Compaction)), None)
+        last = next(
+            (
+                e.body
+                for e in reversed(list(env.checkpointer.read(session_id)))
+                if isinstance(e.body, Compaction)
+            ),
+            None,
+        )
         summarized = last is not None and any(
             summary.last_summary in block.text
-            for message in last.replacement for block in message.content
-            if isinstance(block, TextBlock))
+            for message in last.replacement
+            for block in message.content
+            if isinstance(block, TextBlock)
+        )
     if not instructions or summarized:
         return CompactionOutcome(summarized, None)
     why = f"the instructions were not used: {no_model}"
     if summary is not None and summary.failures:
-        why = (f"the instructions were not used: the summary failed ({summary.failures[-1]}), "
-               "so the compaction went on without one")
+        why = (
+            f"the instructions were not used: the summary failed ({summary.failures[-1]}), "
+            "so the compaction went on without one"
+        )
     elif summary is not None and summary.calls:
-        why = ("the instructions were not used: the summary would not have made the context "
-               "smaller, so it was left out")
+        why = (
+            "the instructions were not used: the summary would not have made the context "
+            "smaller, so it was left out"
+        )
     elif summary is not None:
-        why = ("the instructions were not used: there is nothing old enough to summarize (the "
-               f"last {KEEP_TAIL_TURNS} turns are always kept as they are)")
+        why = (
+            "the instructions were not used: there is nothing old enough to summarize (the "
+            f"last {KEEP_TAIL_TURNS} turns are always kept as they are)"
+        )
     return CompactionOutcome(summarized, why)
 
 
@@ -181,16 +228,19 @@ def say_compacted(console: Console, stats: CompactStats, outcome: CompactionOutc
     """The human lines of a finished compaction."""
     if stats.changed:
         how = " with a summary by the model" if outcome.summarized else ""
-        console.print(f"compacted{how}: ~{stats.before} → ~{stats.after} tokens (the log keeps "
-                      "every event)")
+        console.print(
+            f"compacted{how}: ~{stats.before} → ~{stats.after} tokens (the log keeps every event)"
+        )
     else:
         console.print(f"nothing to reduce (~{stats.before} tokens)")
     if outcome.note:
         console.print(f"note: {outcome.note}", style="yellow")
 
 
-_NO_MODEL = ("no model to summarize with (set ANTHROPIC_API_KEY, or pass --provider); the "
-             "compaction was mechanical: large tool results moved out, older turns dropped")
+_NO_MODEL = (
+    "no model to summarize with (set ANTHROPIC_API_KEY, or pass --provider); the "
+    "compaction was mechanical: large tool results moved out, older turns dropped"
+)
 
 
 def cmd_compact(env: CliEnv, args: argparse.Namespace) -> int:
@@ -205,15 +255,21 @@ def cmd_compact(env: CliEnv, args: argparse.Namespace) -> int:
     summary = env.summary_model if no_model is None else None
     renderer = _renderer(args)
     stats = run_live(
-        agent, lambda token: agent.compact(args.instructions, session_id=sid, cancel=token),
-        renderer)
-    outcome = compaction_outcome(env, sid, args.instructions, stats, summary,
-                                 no_model=no_model)
+        agent,
+        lambda token: agent.compact(args.instructions, session_id=sid, cancel=token),
+        renderer,
+    )
+    outcome = compaction_outcome(env, sid, args.instructions, stats, summary, no_model=no_model)
     if args.json:
-        emit_json({"session_id": sid, **to_json(stats), "summarized": outcome.summarized,
-                   "instructions_used": (None if not args.instructions
-                                         else outcome.note is None),
-                   "note": outcome.note})
+        emit_json(
+            {
+                "session_id": sid,
+                **to_json(stats),
+                "summarized": outcome.summarized,
+                "instructions_used": (None if not args.instructions else outcome.note is None),
+                "note": outcome.note,
+            }
+        )
     else:
         say_compacted(renderer.console, stats, outcome)
     return 0

@@ -57,11 +57,11 @@ _CALC_V1 = '''"""A tiny calculator."""
 def add(a, b):
     return a + b
 '''
-_CHECK_V1 = '''from calc import add
+_CHECK_V1 = """from calc import add
 
 assert add(2, 3) == 5
 print("all checks pass")
-'''
+"""
 _NOTES = "# Notes\n\n- add() works\n- TODO: subtract\n"
 _README = "# calc\n\nA tiny calculator: add() and subtract(). Run `python3 check.py`.\n"
 
@@ -90,29 +90,56 @@ def demo_script(python: str) -> list[AssistantMessage]:
     """The scripted model's answers to :data:`PROMPTS`, in order."""
     return [
         # 1. create the project
-        _calls(_tool("write_file", "t1", path="calc.py", content=_CALC_V1),
-               text="I'll write the module first."),
-        _calls(_tool("write_file", "t2", path="check.py", content=_CHECK_V1),
-               _tool("write_file", "t3", path="NOTES.md", content=_NOTES)),
+        _calls(
+            _tool("write_file", "t1", path="calc.py", content=_CALC_V1),
+            text="I'll write the module first.",
+        ),
+        _calls(
+            _tool("write_file", "t2", path="check.py", content=_CHECK_V1),
+            _tool("write_file", "t3", path="NOTES.md", content=_NOTES),
+        ),
         _calls(_tool("bash", "t4", command=f"{python} check.py")),
         _say("Created calc.py with add(), check.py (it passes) and NOTES.md."),
         # 2. subtract
-        _calls(_tool("edit_file", "t5", path="calc.py", old_string="    return a + b\n",
-                     new_string="    return a + b\n\n\ndef subtract(a, b):\n    return a - b\n")),
-        _calls(_tool("edit_file", "t6", path="check.py", old_string="from calc import add\n",
-                     new_string="from calc import add, subtract\n\n"
-                                "assert subtract(5, 3) == 2\n")),
+        _calls(
+            _tool(
+                "edit_file",
+                "t5",
+                path="calc.py",
+                old_string="    return a + b\n",
+                new_string="    return a + b\n\n\ndef subtract(a, b):\n    return a - b\n",
+            )
+        ),
+        _calls(
+            _tool(
+                "edit_file",
+                "t6",
+                path="check.py",
+                old_string="from calc import add\n",
+                new_string="from calc import add, subtract\n\nassert subtract(5, 3) == 2\n",
+            )
+        ),
         _calls(_tool("bash", "t7", command=f"{python} check.py")),
         _say("Added subtract(); the checks pass."),
         # 3. notes -> README
-        _calls(_tool("delete_file", "t8", path="NOTES.md"),
-               _tool("write_file", "t9", path="README.md", content=_README)),
+        _calls(
+            _tool("delete_file", "t8", path="NOTES.md"),
+            _tool("write_file", "t9", path="README.md", content=_README),
+        ),
         _say("Deleted NOTES.md and wrote README.md."),
         # 4. after the restore: multiply
-        _calls(_tool("edit_file", "t10", path="calc.py", old_string="    return a + b\n",
-                     new_string="    return a + b\n\n\ndef multiply(a, b):\n    return a * b\n")),
-        _calls(_tool("bash", "t11",
-                     command=f"{python} -c 'import calc; print(calc.multiply(6, 7))'")),
+        _calls(
+            _tool(
+                "edit_file",
+                "t10",
+                path="calc.py",
+                old_string="    return a + b\n",
+                new_string="    return a + b\n\n\ndef multiply(a, b):\n    return a * b\n",
+            )
+        ),
+        _calls(
+            _tool("bash", "t11", command=f"{python} -c 'import calc; print(calc.multiply(6, 7))'")
+        ),
         _say("Added multiply(): 6 * 7 = 42."),
         # 5. the summary a compaction asks for
         _say("calc.py: add() and multiply(); check.py checks add(); NOTES.md: the notes."),
@@ -151,16 +178,24 @@ class _Tour:
     def conversation(self) -> None:
         state = fold(self.env.checkpointer.read(self.agent.session_id))
         messages = conversation(state)
-        prompts = [short(message_text(m.content), 50) for m in messages
-                   if m.role == "user" and any(type(b) is TextBlock for b in m.content)]
-        self.say(f"  conversation: {len(messages)} messages, {state.head} events; prompts: "
-                 + "; ".join(repr(p) for p in prompts))
+        prompts = [
+            short(message_text(m.content), 50)
+            for m in messages
+            if m.role == "user" and any(type(b) is TextBlock for b in m.content)
+        ]
+        self.say(
+            f"  conversation: {len(messages)} messages, {state.head} events; prompts: "
+            + "; ".join(repr(p) for p in prompts)
+        )
 
 
 def cmd_demo(env: CliEnv, args: argparse.Namespace) -> int:
     """Run the offline demo (see the module docstring)."""
-    base = Path(args.dir).expanduser().resolve() if args.dir else Path(
-        tempfile.mkdtemp(prefix="lite-agent-demo-"))
+    base = (
+        Path(args.dir).expanduser().resolve()
+        if args.dir
+        else Path(tempfile.mkdtemp(prefix="lite-agent-demo-"))
+    )
     work = base / "project"
     if work.exists():
         raise UsageError(f"--dir {base}: it already holds a demo (choose a new folder)")
@@ -171,12 +206,22 @@ def cmd_demo(env: CliEnv, args: argparse.Namespace) -> int:
     model = scripted(demo_script(python), stream_chunk=12, name="demo-script")
     demo_env.summary_model = SummaryModel(model)
     compactor = llm_compactor(
-        model=demo_env.summary_model, model_name="demo-script", token_threshold=0,
-        keep_tail_turns=KEEP_TAIL_TURNS, base=default_compactor(
-            [tool_result_budget_pass(200_000, blob_spill_store(demo_env.checkpointer.blobs))]))
+        model=demo_env.summary_model,
+        model_name="demo-script",
+        token_threshold=0,
+        keep_tail_turns=KEEP_TAIL_TURNS,
+        base=default_compactor(
+            [tool_result_budget_pass(200_000, blob_spill_store(demo_env.checkpointer.blobs))]
+        ),
+    )
     try:
-        with create_lite_agent(model=model, model_name="demo-script", workdir=work,
-                               checkpointer=demo_env.checkpointer, compactor=compactor) as agent:
+        with create_lite_agent(
+            model=model,
+            model_name="demo-script",
+            workdir=work,
+            checkpointer=demo_env.checkpointer,
+            compactor=compactor,
+        ) as agent:
             _run(_Tour(agent, demo_env, make_console()), agent, demo_env)
             model.assert_all_used()
     finally:
@@ -217,10 +262,16 @@ def _run(tour: _Tour, agent: LiteAgent, env: CliEnv) -> None:
     say(f"> /compact {instructions}", style="bold")
     stats = tour.live(lambda token: agent.compact(instructions, cancel=token))
     outcome = compaction_outcome(env, sid, instructions, stats, env.summary_model)
-    how = ("older turns summarized by the model, with the instructions"
-           if outcome.summarized else outcome.note or "no summary")
-    say(f"  the model's view: ~{stats.before} → ~{stats.after} tokens"
-        + ("" if stats.changed else " (nothing to reduce)") + f"; {how}")
+    how = (
+        "older turns summarized by the model, with the instructions"
+        if outcome.summarized
+        else outcome.note or "no summary"
+    )
+    say(
+        f"  the model's view: ~{stats.before} → ~{stats.after} tokens"
+        + ("" if stats.changed else " (nothing to reduce)")
+        + f"; {how}"
+    )
 
     tour.title("replay: every request recomputed from the log")
     checks = verify_session(list(env.checkpointer.read(sid)), cli_view_config())

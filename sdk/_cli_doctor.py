@@ -82,8 +82,13 @@ def _store_findings(cp: Checkpointer) -> list[Finding]:
     try:
         report = cp.check_integrity()
     except Exception as e:  # noqa: BLE001 -- doctor reports whatever a damaged store raises
-        return [Finding(session_id=None, kind="corrupt",
-                        detail=f"the store's integrity check failed: {_failure(e)}")]
+        return [
+            Finding(
+                session_id=None,
+                kind="corrupt",
+                detail=f"the store's integrity check failed: {_failure(e)}",
+            )
+        ]
     return [_finding(p) for p in report.problems]
 
 
@@ -96,8 +101,11 @@ def _session_findings(cp: Checkpointer, damaged: set[str]) -> tuple[list[Finding
     try:
         sessions = [info.id for info in cp.list()]
     except Exception as e:  # noqa: BLE001 -- doctor reports whatever a damaged store raises
-        return [Finding(session_id=None, kind="corrupt",
-                        detail=f"cannot list the sessions: {_failure(e)}")], len(damaged)
+        return [
+            Finding(
+                session_id=None, kind="corrupt", detail=f"cannot list the sessions: {_failure(e)}"
+            )
+        ], len(damaged)
     for sid in sessions:
         if sid in damaged:
             continue
@@ -108,23 +116,36 @@ def _session_findings(cp: Checkpointer, damaged: set[str]) -> tuple[list[Finding
             continue
         if state.pending_restore is not None:
             seq, started = state.pending_restore
-            findings.append(Finding(
-                session_id=sid, kind="interrupted_restore", seq=seq,
-                detail=f"a restore to seq {started.to_seq} was interrupted ({len(started.files)} "
-                       "files); the session refuses new turns until it is settled"))
+            findings.append(
+                Finding(
+                    session_id=sid,
+                    kind="interrupted_restore",
+                    seq=seq,
+                    detail=f"a restore to seq {started.to_seq} was interrupted "
+                    f"({len(started.files)} "
+                    "files); the session refuses new turns until it is settled",
+                )
+            )
         if state.open_tool_calls and state.pending_restore is None:
-            findings.append(Finding(
-                session_id=sid, kind="open_tool_calls",
-                detail=f"{len(state.open_tool_calls)} tool calls without a result (a turn cut "
-                       "short); the next prompt closes them as interrupted"))
+            findings.append(
+                Finding(
+                    session_id=sid,
+                    kind="open_tool_calls",
+                    detail=f"{len(state.open_tool_calls)} tool calls without a result (a turn cut "
+                    "short); the next prompt closes them as interrupted",
+                )
+            )
     return findings, len(set(sessions) | damaged)
 
 
 def _rewrite(cp: Checkpointer, sid: str, kind: str, lease: Lease) -> str:
     head, generation = cp.position(sid)
     cp.truncate(sid, head, expected_head=head, expected_generation=generation, lease=lease)
-    what = ("the unfinished write is gone" if kind == "torn_tail"
-            else "the temp file of the interrupted truncate is gone")
+    what = (
+        "the unfinished write is gone"
+        if kind == "torn_tail"
+        else "the temp file of the interrupted truncate is gone"
+    )
     return f"rewrote the log at its head, seq {head}: {what}"
 
 
@@ -137,11 +158,17 @@ def _salvage(cp: Checkpointer, finding: Finding) -> str:
     if not report.repaired:
         return f"nothing to repair: the session reads to seq {report.kept_head}"
     kept = f"kept seqs 1..{report.kept_head}" if report.kept_head else "kept no events"
-    lost = "; ".join(
-        f"lost seq {a} and any after it (how far the log went is unknown)" if b is None
-        else f"lost seq {a}" if a == b else f"lost seqs {a}..{b}"
-        for a, b in report.lost
-    ) or "lost nothing"
+    lost = (
+        "; ".join(
+            f"lost seq {a} and any after it (how far the log went is unknown)"
+            if b is None
+            else f"lost seq {a}"
+            if a == b
+            else f"lost seqs {a}..{b}"
+            for a, b in report.lost
+        )
+        or "lost nothing"
+    )
     where = f"; the damaged bytes are in {report.quarantine}" if report.quarantine else ""
     return f"salvaged: {kept}, {lost}{where}"
 
@@ -151,7 +178,8 @@ def _settle(env: CliEnv, sid: str, finish: bool) -> str:
     if started is not None and started.workdir != str(env.workdir):
         raise LiteAgentError(
             f"its workspace is {started.workdir}; run `lite-agent --workdir {started.workdir} "
-            "doctor --repair`")
+            "doctor --repair`"
+        )
     agent = env.agent(model=False)
     if finish:
         result = agent.finish_restore(sid)
@@ -174,8 +202,9 @@ def _leased(cp: Checkpointer, sid: str) -> Lease:
 def _repair(env: CliEnv, finding: Finding, finish: bool) -> None:
     sid = finding.session_id
     if sid is None or finding.kind not in _REPAIRABLE:
-        finding.action = ("kept as is (written by a newer liteagent)"
-                          if finding.kind == "unknown_kind" else "")
+        finding.action = (
+            "kept as is (written by a newer liteagent)" if finding.kind == "unknown_kind" else ""
+        )
         return
     cp = env.checkpointer
     try:
@@ -209,9 +238,13 @@ def cmd_doctor(env: CliEnv, args: argparse.Namespace) -> int:
             seen.add(key)
             _repair(env, f, args.finish_restores)
     remaining = [f for f in findings if f.kind not in _INFORMATIONAL and not f.repaired]
-    doc: dict[str, Any] = {"store": env.location, "sessions": count, "ok": not remaining,
-                           "repair": bool(args.repair),
-                           "findings": [msgspec.to_builtins(f) for f in findings]}
+    doc: dict[str, Any] = {
+        "store": env.location,
+        "sessions": count,
+        "ok": not remaining,
+        "repair": bool(args.repair),
+        "findings": [msgspec.to_builtins(f) for f in findings],
+    }
     if args.json:
         emit_json(doc)
     else:

@@ -83,8 +83,9 @@ class SummaryModel:
         """Forget the previous compaction."""
         self.calls, self.last_summary, self.failures = 0, "", []
 
-    def complete(self, request: ModelRequest, *, cancel: CancelToken | None = None
-                 ) -> ModelResponse:
+    def complete(
+        self, request: ModelRequest, *, cancel: CancelToken | None = None
+    ) -> ModelResponse:
         """Call the provider."""
         try:
             response = self.provider.complete(request, cancel=cancel)
@@ -103,8 +104,9 @@ def check_provider_spec(spec: str) -> None:
     for prefix in ("scripted:", "replay:"):
         if spec.startswith(prefix):
             if not spec.removeprefix(prefix):
-                raise UsageError(f"--provider {spec}: name the {prefix[:-1]} source after the "
-                                 "colon")
+                raise UsageError(
+                    f"--provider {spec}: name the {prefix[:-1]} source after the colon"
+                )
             return
     if spec != "anthropic":
         raise UsageError(f"--provider {spec}: expected {_PROVIDERS}")
@@ -179,8 +181,10 @@ class CliEnv:
             raise UsageError(f"--provider {spec}: {sid} is not a session id") from e
         events = list(self.checkpointer.read(sid))
         if not events:
-            raise UsageError(f"--provider {spec}: no session {sid} in {self.location} "
-                             "(`lite-agent sessions` lists them)")
+            raise UsageError(
+                f"--provider {spec}: no session {sid} in {self.location} "
+                "(`lite-agent sessions` lists them)"
+            )
         started = next((e.body for e in events if e.kind == "session_started"), None)
         name = self.model or getattr(started, "model", None) or "replay"
         return replay(events, stream_chunk=16, name=f"replay:{sid}"), name
@@ -195,16 +199,23 @@ class CliEnv:
             provider, name = self.provider()
             self.summary_model = SummaryModel(provider)
             compactor = llm_compactor(
-                model=self.summary_model, model_name=name, token_threshold=0,
+                model=self.summary_model,
+                model_name=name,
+                token_threshold=0,
                 keep_tail_turns=KEEP_TAIL_TURNS,
-                base=default_compactor([tool_result_budget_pass(_SPILL_BUDGET_BYTES, store)]))
+                base=default_compactor([tool_result_budget_pass(_SPILL_BUDGET_BYTES, store)]),
+            )
         else:
             provider, name = NoModel(), self.model or DEFAULT_MODEL
             compactor = default_compactor(max_tokens=None, store=store)
         with main_thread_signals():  # the agent's actor threads leave Ctrl-C to this one
             agent = create_lite_agent(
-                model=provider, model_name=name, workdir=self.workdir,
-                checkpointer=self.checkpointer, compactor=compactor)
+                model=provider,
+                model_name=name,
+                workdir=self.workdir,
+                checkpointer=self.checkpointer,
+                compactor=compactor,
+            )
         self._agents.append(agent)
         return agent
 

@@ -36,13 +36,23 @@ from liteagent.eventlog import (
 )
 from liteagent.providers import ProviderAuthError, ProviderError
 
-__all__ = ["NO_API_KEY", "EndOfInputError", "Failure", "NoApiKeyError", "OutputClosedError",
-           "UsageError", "failure", "one_line"]
+__all__ = [
+    "NO_API_KEY",
+    "EndOfInputError",
+    "Failure",
+    "NoApiKeyError",
+    "OutputClosedError",
+    "UsageError",
+    "failure",
+    "one_line",
+]
 
 _log = logging.getLogger("liteagent.cli")
 
-NO_API_KEY = ("no ANTHROPIC_API_KEY set: set it to talk to Claude, or try `lite-agent demo` "
-              "(offline, no key needed) or --provider scripted:FILE")
+NO_API_KEY = (
+    "no ANTHROPIC_API_KEY set: set it to talk to Claude, or try `lite-agent demo` "
+    "(offline, no key needed) or --provider scripted:FILE"
+)
 
 
 class UsageError(InvalidArgumentError):
@@ -101,10 +111,15 @@ def _busy(error: AgentBusyError) -> str:
     cause = error.__cause__
     if isinstance(cause, SessionLeasedError):
         holder = cause.holder
-        who = ("another process" if holder is None else
-               f"another process (pid {holder.pid} on {holder.host})")
-        return (f"session {cause.session_id} is running in {who}, which holds its lease; "
-                "nothing was changed: try again when it has finished")
+        who = (
+            "another process"
+            if holder is None
+            else f"another process (pid {holder.pid} on {holder.host})"
+        )
+        return (
+            f"session {cause.session_id} is running in {who}, which holds its lease; "
+            "nothing was changed: try again when it has finished"
+        )
     return one_line(error)
 
 
@@ -120,11 +135,17 @@ def failure(error: BaseException) -> Failure:
         return Failure("busy", one_line(error))
     if isinstance(error, RestoreRefusedError):
         refused = [f"{path or 'session'}: {reason}" for path, reason in error.problems]
-        return Failure("refused", "restore refused, nothing was changed: " + "; ".join(refused),
-                       details=refused)
+        return Failure(
+            "refused",
+            "restore refused, nothing was changed: " + "; ".join(refused),
+            details=refused,
+        )
     if isinstance(error, InterruptedRestoreError):
-        return Failure("interrupted_restore", "the session has an interrupted restore: run "
-                       "`lite-agent doctor --repair` to roll it back (or add --finish-restores)")
+        return Failure(
+            "interrupted_restore",
+            "the session has an interrupted restore: run "
+            "`lite-agent doctor --repair` to roll it back (or add --finish-restores)",
+        )
     if isinstance(error, OperationCancelledError):
         return Failure("cancelled", f"cancelled ({one_line(error)})")
     if isinstance(error, NoApiKeyError):
@@ -134,8 +155,10 @@ def failure(error: BaseException) -> Failure:
     if isinstance(error, ProviderError):
         return Failure("model", one_line(error))
     if isinstance(error, CheckpointConflictError):
-        return Failure("conflict", one_line(error) + " (another process wrote to the session; "
-                       "run the command again)")
+        return Failure(
+            "conflict",
+            one_line(error) + " (another process wrote to the session; run the command again)",
+        )
     if isinstance(error, (CorruptLogError, CodecError, NotADatabaseError, BlobError)):
         return Failure("damaged", one_line(error) + " (`lite-agent doctor` checks the store)")
     if isinstance(error, SchemaVersionError):
@@ -150,5 +173,8 @@ def failure(error: BaseException) -> Failure:
         what = error.strerror or one_line(error)
         return Failure("io", f"{what}: {error.filename}" if error.filename else what)
     _log.debug("internal error", exc_info=error)
-    return Failure("internal", f"internal error: {one_line(error)} (a bug in lite-agent; "
-                   "LITE_AGENT_LOG_LEVEL=DEBUG logs the traceback)")
+    return Failure(
+        "internal",
+        f"internal error: {one_line(error)} (a bug in lite-agent; "
+        "LITE_AGENT_LOG_LEVEL=DEBUG logs the traceback)",
+    )

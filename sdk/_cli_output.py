@@ -76,8 +76,14 @@ def make_console(stream: TextIO | None = None) -> Console:
         tty = file.isatty()
     except (AttributeError, ValueError):
         tty = False
-    return _Console(file=file, markup=False, emoji=False, highlight=False, soft_wrap=True,
-                    width=None if tty else _PLAIN_WIDTH)
+    return _Console(
+        file=file,
+        markup=False,
+        emoji=False,
+        highlight=False,
+        soft_wrap=True,
+        width=None if tty else _PLAIN_WIDTH,
+    )
 
 
 def quiet_console() -> Console:
@@ -97,6 +103,7 @@ def emit_json(value: Any, out: TextIO | None = None) -> None:
 
 def printable(text: str) -> str:
     """``text`` with its control characters (other than newline and tab) shown as ``^X``."""
+
     def caret(match: re.Match[str]) -> str:
         code = ord(match.group())
         return f"^{chr(code ^ 0x40)}" if code < 0x80 else f"\\x{code:02x}"
@@ -116,8 +123,12 @@ def short(text: str, limit: int = _SUMMARY) -> str:
 
 
 def _table(console: Console, *columns: str) -> Table:
-    table = Table(box=box.SIMPLE_HEAD if console.is_terminal else None, show_edge=False,
-                  pad_edge=False, header_style="bold")
+    table = Table(
+        box=box.SIMPLE_HEAD if console.is_terminal else None,
+        show_edge=False,
+        pad_edge=False,
+        header_style="bold",
+    )
     for name in columns:
         table.add_column(name, overflow="fold")
     return table
@@ -173,16 +184,26 @@ class _Bar:
         self.kind = kind
         self.percent = 0.0
         self.progress = Progress(
-            TextColumn("  {task.description}"), BarColumn(bar_width=20), TaskProgressColumn(),
-            TextColumn("{task.fields[detail]}"), console=console, auto_refresh=False,
-            redirect_stdout=False, redirect_stderr=False)
+            TextColumn("  {task.description}"),
+            BarColumn(bar_width=20),
+            TaskProgressColumn(),
+            TextColumn("{task.fields[detail]}"),
+            console=console,
+            auto_refresh=False,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
         self.task: TaskID = self.progress.add_task("", total=100, detail="")
         self.progress.start()
 
     def update(self, description: str, percent: float, detail: str) -> None:
         self.percent = max(self.percent, percent)
-        self.progress.update(self.task, description=description, completed=self.percent,
-                             detail=f"  {detail}" if detail else "")
+        self.progress.update(
+            self.task,
+            description=description,
+            completed=self.percent,
+            detail=f"  {detail}" if detail else "",
+        )
         self.progress.refresh()
 
     def stop(self) -> None:
@@ -256,8 +277,9 @@ class LiveRenderer:
         elif isinstance(event, CheckpointRestore):
             self._restore(event)
 
-    def _progress(self, kind: str, phase: str, description: str, percent: float,
-                  detail: str) -> None:
+    def _progress(
+        self, kind: str, phase: str, description: str, percent: float, detail: str
+    ) -> None:
         """One step of a compaction or restore: a bar on an interactive terminal, a line
         elsewhere."""
         if phase == "start":
@@ -277,8 +299,10 @@ class LiveRenderer:
         self._end_bar()
         if phase in ("progress", "done"):
             description = f"{description} {self._percent:.0f}%"
-        self.line(f"  {description}" + (f"  {detail}" if detail else ""),
-                  style="red" if phase == "error" else None)
+        self.line(
+            f"  {description}" + (f"  {detail}" if detail else ""),
+            style="red" if phase == "error" else None,
+        )
 
     def _compaction(self, event: CompactionProgress) -> None:
         stage = f" {event.stage}" if event.stage else ""

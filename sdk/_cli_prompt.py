@@ -112,8 +112,9 @@ class TerminalPrompt:
             else:
                 event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
 
-        self.session: PromptSession[str] = PromptSession(history=ProjectHistory(history),
-                                                         key_bindings=keys)
+        self.session: PromptSession[str] = PromptSession(
+            history=ProjectHistory(history), key_bindings=keys
+        )
 
     def _interrupt(self) -> None:
         app = get_app_or_none()

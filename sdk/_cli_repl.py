@@ -53,8 +53,14 @@ Handler = Callable[[str], Awaitable[str | None]]
 class Repl:
     """The read-eval loop over one agent."""
 
-    def __init__(self, env: CliEnv, agent: LiteAgent, interrupts: Interrupts, prompt: Prompt,
-                 console: Console) -> None:
+    def __init__(
+        self,
+        env: CliEnv,
+        agent: LiteAgent,
+        interrupts: Interrupts,
+        prompt: Prompt,
+        console: Console,
+    ) -> None:
         self.env = env
         self.agent = agent
         self.interrupts = interrupts
@@ -104,8 +110,9 @@ class Repl:
             return
         self.agent.resume(rest)
         events = self.env.checkpointer.head(rest)
-        self.say(f"resumed {rest} ({events} events)" if events else
-                 f"session {rest} is new and empty")
+        self.say(
+            f"resumed {rest} ({events} events)" if events else f"session {rest} is new and empty"
+        )
 
     async def restore(self, rest: str) -> None:
         """/restore <seq> [--conversation-only]."""
@@ -118,14 +125,19 @@ class Repl:
         seq, sid = int(words[0]), self.agent.session_id
         checkpoints = [c.seq for c in self.agent.list_checkpoints()]
         if seq not in checkpoints:
-            self.say(f"  seq {seq} is not a checkpoint of this session (/checkpoints lists "
-                     "them)", style="red")
+            self.say(
+                f"  seq {seq} is not a checkpoint of this session (/checkpoints lists them)",
+                style="red",
+            )
             return
         result = await self._live(
-            lambda token: self.agent.restore(sid, seq, files=not only, cancel=token))
+            lambda token: self.agent.restore(sid, seq, files=not only, cancel=token)
+        )
         names = ", ".join(result.restored_files) or "no files"
-        self.say(f"restored to before seq {seq}: {names} put back; the conversation is as it "
-                 "was then" + ("" if only else " (shell commands are not undone)"))
+        self.say(
+            f"restored to before seq {seq}: {names} put back; the conversation is as it "
+            "was then" + ("" if only else " (shell commands are not undone)")
+        )
 
     async def compact(self, rest: str) -> None:
         """/compact [instructions]."""
@@ -133,8 +145,9 @@ class Repl:
         if self.env.summary_model is not None:
             self.env.summary_model.reset()
         stats = await self._live(lambda token: self.agent.compact(instructions, cancel=token))
-        outcome = compaction_outcome(self.env, self.agent.session_id, instructions, stats,
-                                     self.env.summary_model)
+        outcome = compaction_outcome(
+            self.env, self.agent.session_id, instructions, stats, self.env.summary_model
+        )
         say_compacted(self.console, stats, outcome)
 
     async def command(self, line: str) -> str | None:
@@ -150,8 +163,9 @@ class Repl:
         """Send one prompt, streaming the answer."""
         result = await self._live(lambda token: self.agent.send(text, cancel=token))
         u = result.usage
-        self.say(f"  ({result.stop_reason} · {u.input_tokens} in / {u.output_tokens} out)",
-                 style="dim")
+        self.say(
+            f"  ({result.stop_reason} · {u.input_tokens} in / {u.output_tokens} out)", style="dim"
+        )
 
     async def step(self, line: str) -> str | None:
         """Handle one input line, reporting refusals and errors readably."""
@@ -160,16 +174,20 @@ class Repl:
                 return await self.command(line)
             await self.turn(line)
         except OperationCancelledError:
-            self.say("  cancelled: the log records the aborted turn; the session continues.",
-                     style="yellow")
+            self.say(
+                "  cancelled: the log records the aborted turn; the session continues.",
+                style="yellow",
+            )
         except LiteAgentError as e:
             self.say(f"  {failure(e).message}", style="red")
         return None
 
     async def loop(self) -> int:
         """Read and run lines until /exit, Ctrl-D, or Ctrl-C twice at the prompt."""
-        self.say(f"lite-agent · {self.env.workdir} · session {self.agent.session_id}\n"
-                 "Type a request, or /help. Ctrl-C cancels a turn; twice at the prompt quits.")
+        self.say(
+            f"lite-agent · {self.env.workdir} · session {self.agent.session_id}\n"
+            "Type a request, or /help. Ctrl-C cancels a turn; twice at the prompt quits."
+        )
         interrupted = False
         try:
             while True:
@@ -188,8 +206,9 @@ class Repl:
                         self.say("")
                         return 0
                     interrupted = True
-                    self.say(("" if self.prompt.ends_line else "\n")
-                             + "(Ctrl-C again to quit, or /exit)")
+                    self.say(
+                        ("" if self.prompt.ends_line else "\n") + "(Ctrl-C again to quit, or /exit)"
+                    )
                     continue
                 interrupted = False
                 assert line is not None

@@ -44,8 +44,9 @@ __all__ = ["cli_view_config", "cmd_replay", "describe_event"]
 def cli_view_config() -> ViewConfig:
     """The request configuration of the CLI's agents (default tools, prompt and max_tokens)."""
     config = ViewConfig.of_tools(default_tools())
-    return ViewConfig(tools=config.tools, max_tokens=config.max_tokens,
-                      system=DEFAULT_SYSTEM_PROMPT)
+    return ViewConfig(
+        tools=config.tools, max_tokens=config.max_tokens, system=DEFAULT_SYSTEM_PROMPT
+    )
 
 
 def describe_block(block: Block) -> str:
@@ -53,8 +54,9 @@ def describe_block(block: Block) -> str:
     if isinstance(block, TextBlock):
         return f"text {short(block.text)!r}"
     if isinstance(block, ToolUseBlock):
-        arg = next((str(block.input[k]) for k in ("path", "command", "pattern")
-                    if k in block.input), "")
+        arg = next(
+            (str(block.input[k]) for k in ("path", "command", "pattern") if k in block.input), ""
+        )
         return f"{block.name}({short(arg, 40)})"
     if isinstance(block, ToolResultBlock):
         content = block.content if isinstance(block.content, str) else "<blocks>"
@@ -85,23 +87,33 @@ def describe_event(event: StoredEvent) -> str:
     if isinstance(body, ToolResult):
         return f"{body.tool_name or '?'} {body.block.tool_use_id}: {describe_block(body.block)}"
     if isinstance(body, FileSnapshot):
-        change = ("created" if body.pre_hash is None else
-                  "deleted" if body.post_hash is None else "changed")
+        change = (
+            "created"
+            if body.pre_hash is None
+            else "deleted"
+            if body.post_hash is None
+            else "changed"
+        )
         return f"{body.path} {change} by {body.tool_call_id}"
     if isinstance(body, Compaction):
-        return (f"seqs {body.first_seq}..{body.last_seq}: ~{body.tokens_before} → "
-                f"~{body.tokens_after} tokens, {len(body.replacement)} messages")
+        return (
+            f"seqs {body.first_seq}..{body.last_seq}: ~{body.tokens_before} → "
+            f"~{body.tokens_after} tokens, {len(body.replacement)} messages"
+        )
     if isinstance(body, ModelRequestRecord):
         return f"view {body.view_hash[:16]}…, ~{body.token_estimate} tokens"
     if isinstance(body, ContextStatus):
         return describe_status(body)
     if isinstance(body, ContentArchived):
-        return (f"the result of {body.tool_use_id} moved to the blob store ({body.chars} "
-                f"characters, {body.size} bytes)")
+        return (
+            f"the result of {body.tool_use_id} moved to the blob store ({body.chars} "
+            f"characters, {body.size} bytes)"
+        )
     if isinstance(body, BackgroundCompleted):
         outcome = "finished" if body.ok else "failed"
         return f"background task {body.task_id} {outcome}" + (
-            f": {short(body.summary)}" if body.summary else "")
+            f": {short(body.summary)}" if body.summary else ""
+        )
     if isinstance(body, TurnAborted):
         return short(body.reason, 80)
     if isinstance(body, RestoreStarted):
@@ -123,30 +135,44 @@ def _view(env: CliEnv, sid: str, at: int | None, as_json: bool) -> int:
     events = list(env.checkpointer.read(sid))
     seq = events[-1].seq if at is None else at
     request, record = request_at(events, seq, cli_view_config())
-    computed = next((c for c in verify_session(events, cli_view_config())
-                     if c.seq == seq), None) if record else None
+    computed = (
+        next((c for c in verify_session(events, cli_view_config()) if c.seq == seq), None)
+        if record
+        else None
+    )
     matches = None if computed is None else computed.ok
     doc: dict[str, Any] = {
-        "session_id": sid, "seq": seq, "recorded": record is not None,
-        "model": request.model, "system": request.system,
-        "tools": [t.name for t in request.tools], "max_tokens": request.max_tokens,
+        "session_id": sid,
+        "seq": seq,
+        "recorded": record is not None,
+        "model": request.model,
+        "system": request.system,
+        "tools": [t.name for t in request.tools],
+        "max_tokens": request.max_tokens,
         "messages": messages_to_dicts(request.messages),
         "view_hash": computed.computed if computed else None,
-        "recorded_hash": record.view_hash if record else None, "matches": matches,
+        "recorded_hash": record.view_hash if record else None,
+        "matches": matches,
     }
     if as_json:
         emit_json(doc)
     else:
         console = make_console()
-        what = ("the request recorded at" if record else
-                "the request a model call would be sent after")
-        console.print(f"{what} seq {seq}: model {request.model}, {len(request.messages)} "
-                      f"messages, tools: {', '.join(doc['tools'])}", style="bold")
+        what = (
+            "the request recorded at" if record else "the request a model call would be sent after"
+        )
+        console.print(
+            f"{what} seq {seq}: model {request.model}, {len(request.messages)} "
+            f"messages, tools: {', '.join(doc['tools'])}",
+            style="bold",
+        )
         console.print("\n".join(_message_lines(request.messages)))
         if record is not None:
             verdict = "matches" if matches else "DOES NOT match"
-            console.print(f"recomputed view hash {verdict} the recorded one "
-                          f"({record.view_hash[:16]}…)", style="green" if matches else "red")
+            console.print(
+                f"recomputed view hash {verdict} the recorded one ({record.view_hash[:16]}…)",
+                style="green" if matches else "red",
+            )
     return 0 if matches in (None, True) else 1
 
 
@@ -154,21 +180,35 @@ def _verify(env: CliEnv, sid: str, as_json: bool) -> int:
     checks = verify_session(list(env.checkpointer.read(sid)), cli_view_config())
     bad = [c for c in checks if not c.ok]
     if as_json:
-        emit_json({"session_id": sid, "ok": not bad, "requests": len(checks),
-                   "nothing_to_verify": not checks, "mismatches": [to_json(c) for c in bad]})
+        emit_json(
+            {
+                "session_id": sid,
+                "ok": not bad,
+                "requests": len(checks),
+                "nothing_to_verify": not checks,
+                "mismatches": [to_json(c) for c in bad],
+            }
+        )
     elif not checks:
-        make_console().print(f"nothing to verify: session {sid} has no recorded model requests "
-                             "(no turn of it has called the model)")
+        make_console().print(
+            f"nothing to verify: session {sid} has no recorded model requests "
+            "(no turn of it has called the model)"
+        )
     else:
         console = make_console()
         for c in checks:
             mark = "ok      " if c.ok else "MISMATCH"
             problem = f"  {c.problem}" if c.problem else ""
-            console.print(f"{c.seq:>6}  {mark}  {c.level}, {c.messages} messages in the log's "
-                          f"conversation{problem}", style=None if c.ok else "red")
-        console.print(f"{len(checks) - len(bad)} of {len(checks)} recorded requests recomputed "
-                      "from the log exactly" + ("" if not bad else f"; {len(bad)} differ"),
-                      style="green" if not bad else "red")
+            console.print(
+                f"{c.seq:>6}  {mark}  {c.level}, {c.messages} messages in the log's "
+                f"conversation{problem}",
+                style=None if c.ok else "red",
+            )
+        console.print(
+            f"{len(checks) - len(bad)} of {len(checks)} recorded requests recomputed "
+            "from the log exactly" + ("" if not bad else f"; {len(bad)} differ"),
+            style="green" if not bad else "red",
+        )
     return 0 if not bad else 1
 
 
@@ -178,16 +218,16 @@ def cmd_replay(env: CliEnv, args: argparse.Namespace) -> int:
     if args.at is not None:
         head = env.checkpointer.head(sid)
         if not 1 <= args.at <= head:
-            raise UsageError(f"--at {args.at} is outside the log: session {sid} has seqs "
-                             f"1..{head}")
+            raise UsageError(f"--at {args.at} is outside the log: session {sid} has seqs 1..{head}")
     if args.verify:
         return _verify(env, sid, args.json)
     if args.view:
         return _view(env, sid, args.at, args.json)
     events = [e for e in env.checkpointer.read(sid) if args.at is None or e.seq <= args.at]
     if args.json:
-        emit_json([{"seq": e.seq, "ts": e.ts, "kind": e.kind, "body": to_json(e.body)}
-                   for e in events])
+        emit_json(
+            [{"seq": e.seq, "ts": e.ts, "kind": e.kind, "body": to_json(e.body)} for e in events]
+        )
     else:
         console = make_console()
         for e in events:

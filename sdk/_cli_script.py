@@ -73,11 +73,11 @@ def _tool_calls(item: dict[str, Any], number: int, where: str) -> list[Block]:
     if calls is None:
         calls = [{"name": item["tool"], "input": item.get("input", {})}]
     if not isinstance(calls, list) or not calls:
-        raise InvalidArgumentError(f"{where}: \"tools\" must be a non-empty list")
+        raise InvalidArgumentError(f'{where}: "tools" must be a non-empty list')
     blocks: list[Block] = []
     for i, call in enumerate(calls, start=1):
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-            raise InvalidArgumentError(f"{where}: tool call {i} needs a \"name\"")
+            raise InvalidArgumentError(f'{where}: tool call {i} needs a "name"')
         tool_input = call.get("input", {})
         if not isinstance(tool_input, dict):
             raise InvalidArgumentError(f"{where}: the input of tool call {i} must be an object")
@@ -93,16 +93,16 @@ def _item(item: Any, number: int) -> tuple[ScriptItem, float]:
         raise InvalidArgumentError(f"{where}: expected an object, got {type(item).__name__}")
     delay = item.get("delay", 0)
     if not isinstance(delay, int | float) or delay < 0:
-        raise InvalidArgumentError(f"{where}: \"delay\" must be a number of seconds >= 0")
+        raise InvalidArgumentError(f'{where}: "delay" must be a number of seconds >= 0')
     if "error" in item:
         kind = item["error"]
         if kind not in _ERRORS:
             raise InvalidArgumentError(
-                f"{where}: unknown error {kind!r}; one of {', '.join(sorted(_ERRORS))}")
+                f"{where}: unknown error {kind!r}; one of {', '.join(sorted(_ERRORS))}"
+            )
         return _ERRORS[kind](str(item.get("message", f"scripted {kind} error"))), float(delay)
     if "content" in item:
-        message = message_from_dict({"role": "assistant", "content": item["content"]},
-                                    where=where)
+        message = message_from_dict({"role": "assistant", "content": item["content"]}, where=where)
         uses_tools = any(type(b) is ToolUseBlock for b in message.content)
         stop = item.get("stop_reason", "tool_use" if uses_tools else "end_turn")
         return AssistantMessage(content=message.content, stop_reason=stop), float(delay)
@@ -113,10 +113,12 @@ def _item(item: Any, number: int) -> tuple[ScriptItem, float]:
         blocks.extend(_tool_calls(item, number, where))
         return AssistantMessage(content=tuple(blocks), stop_reason="tool_use"), float(delay)
     if isinstance(item.get("text"), str):
-        return AssistantMessage(content=(TextBlock(item["text"]),),
-                                stop_reason="end_turn"), float(delay)
+        return AssistantMessage(content=(TextBlock(item["text"]),), stop_reason="end_turn"), float(
+            delay
+        )
     raise InvalidArgumentError(
-        f"{where}: needs one of \"text\", \"tool\", \"tools\", \"content\" or \"error\"")
+        f'{where}: needs one of "text", "tool", "tools", "content" or "error"'
+    )
 
 
 def load_script(path: str | Path) -> tuple[list[ScriptItem], list[float]]:
@@ -131,8 +133,8 @@ def load_script(path: str | Path) -> tuple[list[ScriptItem], list[float]]:
         data = data.get("responses")
     if not isinstance(data, list):
         raise InvalidArgumentError(
-            f"the script {str(path)!r} must be a JSON list of responses (or "
-            "{\"responses\": [...]})")
+            f'the script {str(path)!r} must be a JSON list of responses (or {{"responses": [...]}})'
+        )
     items: list[ScriptItem] = []
     delays: list[float] = []
     for number, raw in enumerate(data, start=1):
@@ -147,8 +149,14 @@ class ScriptFileProvider(ModelProvider):
     docstring). A call takes its response when it starts, so a call cancelled during its delay
     has used it: the next call gets the next response."""
 
-    def __init__(self, items: list[ScriptItem], delays: list[float], *, name: str,
-                 stream_chunk: int | None = 16) -> None:
+    def __init__(
+        self,
+        items: list[ScriptItem],
+        delays: list[float],
+        *,
+        name: str,
+        stream_chunk: int | None = 16,
+    ) -> None:
         self._items = items
         self._delays = delays
         self._name = name
@@ -175,7 +183,8 @@ class ScriptFileProvider(ModelProvider):
         if index >= len(self._items):
             raise UnexpectedRequestError(
                 f"{self._name}: unexpected call {index + 1}: the script has "
-                f"{len(self._items)} responses and all were used")
+                f"{len(self._items)} responses and all were used"
+            )
         if self._delays[index] and token.wait(self._delays[index]):
             raise OperationCancelledError(token.reason or "cancelled")
         item = self._items[index]

@@ -29,8 +29,7 @@ from liteagent.eventlog import CancelToken, OperationCancelledError
 from ._agent import LiteAgent
 from ._cli_output import LiveRenderer
 
-__all__ = ["Interrupts", "handling_ctrl_c", "live", "main_thread_signals", "run_live",
-           "run_loop"]
+__all__ = ["Interrupts", "handling_ctrl_c", "live", "main_thread_signals", "run_live", "run_loop"]
 
 T = TypeVar("T")
 
@@ -101,8 +100,9 @@ def main_thread_signals() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def _resolve(future: asyncio.Future[Any], value: Any = None,
-             error: BaseException | None = None) -> None:
+def _resolve(
+    future: asyncio.Future[Any], value: Any = None, error: BaseException | None = None
+) -> None:
     if future.done():
         return
     if error is not None:
@@ -175,6 +175,7 @@ async def live(
 def run_loop(main: Callable[[Interrupts], Coroutine[Any, Any, T]]) -> T:
     """Run ``main(interrupts)`` on a new event loop that handles Ctrl-C (see the module
     docstring)."""
+
     async def go() -> T:
         with handling_ctrl_c(asyncio.get_running_loop()) as interrupts:
             return await main(interrupts)

@@ -79,8 +79,10 @@ def cmd_export(env: CliEnv, args: argparse.Namespace) -> int:
     """Print the session's conversation as JSON Lines (or one JSON document with --json)."""
     sid = existing_session(env, args.session_id)
     events = list(env.checkpointer.read(sid))
-    dicts = [message_to_dict(m, where=f"message {i}")
-             for i, m in enumerate(export_messages(events, fold(events)), 1)]
+    dicts = [
+        message_to_dict(m, where=f"message {i}")
+        for i, m in enumerate(export_messages(events, fold(events)), 1)
+    ]
     if args.json:
         sys.stdout.write(json_line({"session_id": sid, "messages": dicts}, indent=2) + "\n")
     else:
@@ -96,7 +98,8 @@ def export_messages(events: list[StoredEvent], state: SessionState) -> list[Mess
         body = events[entry.seq - 1].body
         m = entry.message
         joins = type(body) is ToolResult or (
-            type(body) is UserPrompt and body.origin in ("reminder", "repair"))
+            type(body) is UserPrompt and body.origin in ("reminder", "repair")
+        )
         if joins and out and out[-1].role == m.role:
             out[-1] = Message(m.role, out[-1].content + m.content)
         else:
@@ -190,14 +193,20 @@ def _unkept(number: int, message: Message, previous: tuple[int, Message] | None)
     problems = []
     if message.extra:
         keys = ", ".join(repr(k) for k in message.extra)
-        problems.append(f"line {number}: a session keeps only a message's role and content, "
-                        f"not {keys}; remove them to import the transcript")
-    if (previous is not None and previous[1].role == message.role == "user"
-            and _has_results(message)):
+        problems.append(
+            f"line {number}: a session keeps only a message's role and content, "
+            f"not {keys}; remove them to import the transcript"
+        )
+    if (
+        previous is not None
+        and previous[1].role == message.role == "user"
+        and _has_results(message)
+    ):
         problems.append(
             f"line {number}: a user message with tool results right after the user message of "
             f"line {previous[0]}: a session would join them into one message; join the two "
-            "lines to import the transcript")
+            "lines to import the transcript"
+        )
     return problems
 
 
@@ -247,16 +256,18 @@ def cmd_import(env: CliEnv, args: argparse.Namespace) -> int:
     cp = env.checkpointer
     if cp.head(sid):
         raise InvalidArgumentError(f"session {sid!r} already exists; choose another --session")
-    events: list[Event] = [SessionStarted(workdir=str(env.workdir),
-                                          model=env.model or "imported")]
+    events: list[Event] = [SessionStarted(workdir=str(env.workdir), model=env.model or "imported")]
     for m in messages:
         events.extend(message_events(m))
     head = cp.append(sid, events, expected_head=0)
     prompts = sum(1 for e in events if isinstance(e, UserPrompt) and e.origin == "user")
     if args.json:
-        emit_json({"session_id": sid, "messages": len(messages), "events": head,
-                   "checkpoints": prompts})
+        emit_json(
+            {"session_id": sid, "messages": len(messages), "events": head, "checkpoints": prompts}
+        )
     else:
-        print(f"imported {len(messages)} messages as session {sid} ({head} events, "
-              f"{prompts} checkpoints)")
+        print(
+            f"imported {len(messages)} messages as session {sid} ({head} events, "
+            f"{prompts} checkpoints)"
+        )
     return 0

@@ -32,16 +32,16 @@ class CompactIterator:
     which the compaction's end closes, so the iteration ends exactly when the compaction does.
     """
 
-    def __init__(self, core: AgentCore, session_id: str, instructions: str | None,
-                 cancel: CancelToken | None) -> None:
+    def __init__(
+        self, core: AgentCore, session_id: str, instructions: str | None, cancel: CancelToken | None
+    ) -> None:
         self.stats: CompactStats | None = None
         """The compaction's stats, once the iteration has ended without an error."""
         self.session_id = session_id
         self._token = cancel or CancelToken()
         self._sub = core.hub.subscribe(COMPACT_BUFFER, session_id=session_id)
         try:
-            self._future = core.submit(core.compact, session_id, instructions,
-                                       self._token)
+            self._future = core.submit(core.compact, session_id, instructions, self._token)
         except BaseException:
             self._sub.close()
             raise
@@ -97,8 +97,9 @@ class AsyncCompactIterator:
     compaction does, raising what ``compact`` would; then ``stats`` holds its
     :class:`CompactStats`. Also an async context manager (leaving it early cancels)."""
 
-    def __init__(self, core: AgentCore, session_id: str, instructions: str | None,
-                 cancel: CancelToken | None) -> None:
+    def __init__(
+        self, core: AgentCore, session_id: str, instructions: str | None, cancel: CancelToken | None
+    ) -> None:
         self.stats: CompactStats | None = None
         """The compaction's stats, once the iteration has ended without an error."""
         self.session_id = session_id
@@ -106,8 +107,7 @@ class AsyncCompactIterator:
         self._token = cancel or CancelToken()
         self._sub = core.hub.subscribe_async(COMPACT_BUFFER, session_id=session_id)
         try:
-            self._future = core.submit(core.compact, session_id, instructions,
-                                       self._token)
+            self._future = core.submit(core.compact, session_id, instructions, self._token)
         except BaseException:
             self._sub.close()
             raise

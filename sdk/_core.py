@@ -88,7 +88,8 @@ class AgentCore:
         self.name = f"liteagent-agent{next(_AGENT_IDS)}"
         """The prefix of this agent's own threads (its pool's are ``<name>-pool_<n>``)."""
         self.pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=POOL_WORKERS, thread_name_prefix=f"{self.name}-pool")
+            max_workers=POOL_WORKERS, thread_name_prefix=f"{self.name}-pool"
+        )
         self._lock = threading.Lock()
         self._closed = False
         self._closing = CancelToken()  # fired by close(): cancels the compactions and restores
@@ -115,8 +116,12 @@ class AgentCore:
                 context=context,
             )
             self.host = self._host = SessionHost(
-                config, max_live_sessions=max_live_sessions, max_queued_sends=max_queued_sends,
-                idle_timeout_s=idle_timeout_s, lock_ref=lock_ref)
+                config,
+                max_live_sessions=max_live_sessions,
+                max_queued_sends=max_queued_sends,
+                idle_timeout_s=idle_timeout_s,
+                lock_ref=lock_ref,
+            )
             compactor_ref = CompactorActor.start(compactor)
             self._refs.append(compactor_ref)
             self.compaction = ManualCompaction(
@@ -138,9 +143,16 @@ class AgentCore:
                 forget=self.host.forget,
             )
             delay = context.idle_compact_after if context is not None else None
-            self.idle = None if delay is None else IdleCompaction(
-                delay, compact=lambda sid: self.compact(sid, None, None),
-                is_busy=self.host.is_busy, state=self.host.state)
+            self.idle = (
+                None
+                if delay is None
+                else IdleCompaction(
+                    delay,
+                    compact=lambda sid: self.compact(sid, None, None),
+                    is_busy=self.host.is_busy,
+                    state=self.host.state,
+                )
+            )
         except BaseException:
             if self._host is not None:
                 self._host.close()
@@ -158,8 +170,9 @@ class AgentCore:
             self.pool.submit(barrier.wait, 10)
         barrier.wait(10)
 
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any
-               ) -> concurrent.futures.Future[T]:
+    def submit(
+        self, fn: Callable[..., T], /, *args: Any, **kwargs: Any
+    ) -> concurrent.futures.Future[T]:
         """Run ``fn(*args, **kwargs)`` on the agent's pool (never blocks, once prestarted);
         :class:`AgentClosedError` after close()."""
         self.check_open()
@@ -179,18 +192,27 @@ class AgentCore:
         finally:
             unregister()
 
-    def compact(self, session_id: str, instructions: str | None,
-                cancel: CancelToken | None) -> CompactStats:
+    def compact(
+        self, session_id: str, instructions: str | None, cancel: CancelToken | None
+    ) -> CompactStats:
         """Run a compaction of ``session_id`` (cancelled by close())."""
         with self._until_closed(cancel) as token:
             return self.compaction.compact(session_id, instructions, token)
 
-    def restore(self, session_id: str, seq: int, *, files: bool, conversation: bool,
-                cancel: CancelToken | None) -> RestoreResult:
+    def restore(
+        self,
+        session_id: str,
+        seq: int,
+        *,
+        files: bool,
+        conversation: bool,
+        cancel: CancelToken | None,
+    ) -> RestoreResult:
         """Run a restore of ``session_id`` (cancelled by close(): it puts back what it changed)."""
         with self._until_closed(cancel) as token:
-            return self.restorer.restore(session_id, seq, files=files,
-                                         conversation=conversation, cancel=token)
+            return self.restorer.restore(
+                session_id, seq, files=files, conversation=conversation, cancel=token
+            )
 
     def _held(self, session_id: str, held: bool) -> None:
         """The maintenance lock of ``session_id`` changed hands (told by its actor)."""

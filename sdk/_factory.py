@@ -65,7 +65,8 @@ def _check_middleware(use: object) -> list[Any]:
         if not any(callable(h) for h in hooks):
             raise InvalidArgumentError(
                 f"use[{i}] must have a before_model or wrap_model_call method, "
-                f"got {type(item).__name__}")
+                f"got {type(item).__name__}"
+            )
     return items
 
 
@@ -96,8 +97,11 @@ def _core(
         raise InvalidArgumentError(f"model must be a ModelProvider, got {type(model).__name__}")
     if not check_text(model_name, "model_name"):
         raise InvalidArgumentError("model_name must be a non-empty string")
-    for name, value in (("max_turns", max_turns), ("max_tokens", max_tokens),
-                        ("max_live_sessions", max_live_sessions)):
+    for name, value in (
+        ("max_turns", max_turns),
+        ("max_tokens", max_tokens),
+        ("max_live_sessions", max_live_sessions),
+    ):
         check_count(value, name)
     check_count(max_queued_sends, "max_queued_sends", minimum=0)
     idle = check_seconds(idle_timeout_s, "idle_timeout_s")
@@ -108,15 +112,18 @@ def _core(
         if not isinstance(tool_env, ToolEnv):
             raise InvalidArgumentError(
                 f"tool_env must be None or a ToolEnv (see tool_env()), got "
-                f"{type(tool_env).__name__}")
+                f"{type(tool_env).__name__}"
+            )
         if checked_tools is not None:
             raise InvalidArgumentError(
                 "tool_env applies to the default tools; with tools=..., build the shell tool "
-                "with bash_tool(env) instead")
+                "with bash_tool(env) instead"
+            )
     checked_use = _check_middleware(middleware)
     if compactor is not None and not isinstance(compactor, Compactor):
         raise InvalidArgumentError(
-            f"compactor must be None or a Compactor, got {type(compactor).__name__}")
+            f"compactor must be None or a Compactor, got {type(compactor).__name__}"
+        )
     if checkpointer is not None and not isinstance(checkpointer, Checkpointer):
         raise InvalidArgumentError(
             f"checkpointer must be a Checkpointer, got {type(checkpointer).__name__}"
@@ -143,8 +150,9 @@ def _core(
             checkpointer=checkpointer,
             owns_checkpointer=owns,
             sessions=sessions,
-            tools=[*given, context_tool] if reader and all(
-                t.name != context_tool.name for t in given) else list(given),
+            tools=[*given, context_tool]
+            if reader and all(t.name != context_tool.name for t in given)
+            else list(given),
             system_prompt=system_prompt,
             middleware=checked_use,
             compactor=compactor,
@@ -161,16 +169,23 @@ def _core(
         raise
 
 
-def _offers_reader(tools: Sequence[Tool], middleware: Sequence[Any],
-                   compactor: Compactor | None, options: ContextOptions | None,
-                   spill_by_default: bool) -> bool:
+def _offers_reader(
+    tools: Sequence[Tool],
+    middleware: Sequence[Any],
+    compactor: Compactor | None,
+    options: ContextOptions | None,
+    spill_by_default: bool,
+) -> bool:
     """Whether the agent has the ``context`` tool: it was given one, or something it runs can
     show the model a marker naming it — the engine (archive markers), a middleware with a true
     ``spills`` attribute, or a compactor that spills (``Compactor.spills``; without a
     ``compactor``, whether the default one should: ``spill_by_default``)."""
-    return (options is not None or any(t.name == context_tool.name for t in tools)
-            or any(getattr(mw, "spills", False) is True for mw in middleware)
-            or (compactor.spills if compactor is not None else spill_by_default))
+    return (
+        options is not None
+        or any(t.name == context_tool.name for t in tools)
+        or any(getattr(mw, "spills", False) is True for mw in middleware)
+        or (compactor.spills if compactor is not None else spill_by_default)
+    )
 
 
 def _default_compactor(checkpointer: Checkpointer, *, spills: bool) -> Compactor:
@@ -179,8 +194,13 @@ def _default_compactor(checkpointer: Checkpointer, *, spills: bool) -> Compactor
     dropping the large results it moves out (so no marker names a tool that is not there)."""
     if spills:
         return default_compactor(max_tokens=None, store=blob_spill_store(checkpointer.blobs))
-    return default_compactor([tool_result_budget_pass(200_000, None), snip_pass(max_tokens=None),
-                              micro_pass(max_tokens=None)])
+    return default_compactor(
+        [
+            tool_result_budget_pass(200_000, None),
+            snip_pass(max_tokens=None),
+            micro_pass(max_tokens=None),
+        ]
+    )
 
 
 ContextArg = ContextOptions | Mapping[str, Any] | bool | None
@@ -202,9 +222,7 @@ def context_options(context: ContextArg) -> ContextOptions | None:
         raise InvalidArgumentError(f"context: {e}") from e
 
 
-def _lite_core(
-    *, context: ContextArg, system_prompt: str | None, **kwargs: Any
-) -> AgentCore:
+def _lite_core(*, context: ContextArg, system_prompt: str | None, **kwargs: Any) -> AgentCore:
     """The core of a create_lite_agent / create_async_lite_agent agent: defaults filled in."""
     prompt = DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
     return _core(system_prompt=prompt, middleware=(), context=context, **kwargs)
@@ -255,13 +273,26 @@ def create_lite_agent(
     the engine on, or a ``compactor`` that spills (the default one does; see
     :attr:`~liteagent.context.Compactor.spills`).
     """
-    return LiteAgent(_lite_core(
-        model=model, model_name=model_name, workdir=workdir, checkpointer=checkpointer,
-        sessions=sessions, tools=tools, system_prompt=system_prompt, context=context, home=home,
-        max_turns=max_turns, max_tokens=max_tokens, max_live_sessions=max_live_sessions,
-        compactor=compactor, max_queued_sends=max_queued_sends, idle_timeout_s=idle_timeout_s,
-        tool_env=tool_env,
-    ))
+    return LiteAgent(
+        _lite_core(
+            model=model,
+            model_name=model_name,
+            workdir=workdir,
+            checkpointer=checkpointer,
+            sessions=sessions,
+            tools=tools,
+            system_prompt=system_prompt,
+            context=context,
+            home=home,
+            max_turns=max_turns,
+            max_tokens=max_tokens,
+            max_live_sessions=max_live_sessions,
+            compactor=compactor,
+            max_queued_sends=max_queued_sends,
+            idle_timeout_s=idle_timeout_s,
+            tool_env=tool_env,
+        )
+    )
 
 
 def create_async_lite_agent(
@@ -284,13 +315,26 @@ def create_async_lite_agent(
     tool_env: ToolEnv | None = None,
 ) -> AsyncLiteAgent:
     """Like :func:`create_lite_agent`, for asyncio: the methods are coroutines."""
-    return AsyncLiteAgent(_lite_core(
-        model=model, model_name=model_name, workdir=workdir, checkpointer=checkpointer,
-        sessions=sessions, tools=tools, system_prompt=system_prompt, context=context, home=home,
-        max_turns=max_turns, max_tokens=max_tokens, max_live_sessions=max_live_sessions,
-        compactor=compactor, max_queued_sends=max_queued_sends, idle_timeout_s=idle_timeout_s,
-        tool_env=tool_env,
-    ))
+    return AsyncLiteAgent(
+        _lite_core(
+            model=model,
+            model_name=model_name,
+            workdir=workdir,
+            checkpointer=checkpointer,
+            sessions=sessions,
+            tools=tools,
+            system_prompt=system_prompt,
+            context=context,
+            home=home,
+            max_turns=max_turns,
+            max_tokens=max_tokens,
+            max_live_sessions=max_live_sessions,
+            compactor=compactor,
+            max_queued_sends=max_queued_sends,
+            idle_timeout_s=idle_timeout_s,
+            tool_env=tool_env,
+        )
+    )
 
 
 def create_agent(
@@ -319,10 +363,23 @@ def create_agent(
     results it moves out are dropped (``tool_result_budget_pass(200_000, None)``), then it
     drops the middle turns and clears old tool results, as ``default_compactor(max_tokens=None)``
     does."""
-    return LiteAgent(_core(
-        model=model, model_name=model_name, workdir=workdir,
-        checkpointer=checkpointer, sessions=True, tools=tools,
-        system_prompt=system_prompt, home=None, max_turns=max_turns, max_tokens=8192,
-        max_live_sessions=256, middleware=use, compactor=compactor, memory_default=True,
-        spill_by_default=False, context=context,
-    ))
+    return LiteAgent(
+        _core(
+            model=model,
+            model_name=model_name,
+            workdir=workdir,
+            checkpointer=checkpointer,
+            sessions=True,
+            tools=tools,
+            system_prompt=system_prompt,
+            home=None,
+            max_turns=max_turns,
+            max_tokens=8192,
+            max_live_sessions=256,
+            middleware=use,
+            compactor=compactor,
+            memory_default=True,
+            spill_by_default=False,
+            context=context,
+        )
+    )

@@ -19,8 +19,16 @@ if TYPE_CHECKING:
 
     from ._core import AgentCore
 
-__all__ = ["SETTLE_TIMEOUT", "await_job", "await_reply", "cancel_off_loop", "post", "resolve",
-           "retrieve", "settle"]
+__all__ = [
+    "SETTLE_TIMEOUT",
+    "await_job",
+    "await_reply",
+    "cancel_off_loop",
+    "post",
+    "resolve",
+    "retrieve",
+    "settle",
+]
 
 SETTLE_TIMEOUT = 60.0  # how long a cancelled call waits for its work to stop
 
@@ -39,8 +47,9 @@ def cancel_off_loop(core: AgentCore, token: CancelToken, reason: str) -> None:
         token.cancel(reason)
 
 
-async def await_job(core: AgentCore, future: concurrent.futures.Future[Any],
-                    token: CancelToken | None = None) -> Any:
+async def await_job(
+    core: AgentCore, future: concurrent.futures.Future[Any], token: CancelToken | None = None
+) -> Any:
     """Await ``future`` of the agent's pool; when the awaiting task is cancelled, a job that has
     not started never starts, and one that has gets ``token`` cancelled and is waited for
     (bounded). One loop future and one thread-safe wake-up per call (``wrap_future`` plus
@@ -97,15 +106,17 @@ async def await_reply(reply: Reply) -> Any:
         raise
 
 
-def _wake(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any],
-          future: concurrent.futures.Future[Any] | Reply) -> None:
+def _wake(
+    loop: asyncio.AbstractEventLoop,
+    waiter: asyncio.Future[Any],
+    future: concurrent.futures.Future[Any] | Reply,
+) -> None:
     """In the thread that completed ``future``: hand its outcome to ``waiter`` on the loop."""
     with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
         loop.call_soon_threadsafe(_hand_over, waiter, future)
 
 
-def _hand_over(waiter: asyncio.Future[Any], future: concurrent.futures.Future[Any] | Reply
-               ) -> None:
+def _hand_over(waiter: asyncio.Future[Any], future: concurrent.futures.Future[Any] | Reply) -> None:
     if waiter.done():  # the awaiting task was cancelled
         return
     if future.cancelled():

@@ -30,8 +30,14 @@ class IdleCompaction:
     ``agent.compact()``), one session at a time.
     """
 
-    def __init__(self, delay: float, *, compact: Callable[[str], Any],
-                 is_busy: Callable[[str], bool], state: Callable[[str], Any]) -> None:
+    def __init__(
+        self,
+        delay: float,
+        *,
+        compact: Callable[[str], Any],
+        is_busy: Callable[[str], bool],
+        state: Callable[[str], Any],
+    ) -> None:
         self.delay = delay
         self._compact = compact
         self._is_busy = is_busy
@@ -84,8 +90,12 @@ class IdleCompaction:
             status = self._state(session_id).context_status
             if status is None or status.tokens <= status.budget:
                 return
-            _log.info("context.idle_compaction", session_id=session_id, tokens=status.tokens,
-                      budget=status.budget)
+            _log.info(
+                "context.idle_compaction",
+                session_id=session_id,
+                tokens=status.tokens,
+                budget=status.budget,
+            )
             self._compact(session_id)
         except LiteAgentError as e:  # busy again, closed meanwhile, ...: try after the next turn
             _log.info("context.idle_compaction_skipped", session_id=session_id, reason=repr(e))

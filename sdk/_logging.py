@@ -21,7 +21,8 @@ def configure_logging(*, json: bool = False, level: str | int = "INFO") -> None:
     names = logging.getLevelNamesMapping()
     if not ((type(level) is int and level >= 0) or (isinstance(level, str) and level in names)):
         raise InvalidArgumentError(
-            f"level must be one of {sorted(names)} or an int >= 0, got {level!r}")
+            f"level must be one of {sorted(names)} or an int >= 0, got {level!r}"
+        )
     shared: list[structlog.types.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,

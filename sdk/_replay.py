@@ -40,8 +40,14 @@ from liteagent.eventlog import (
 from liteagent.providers._contract import ModelRequest, ToolSchema
 from liteagent.tools import Tool
 
-__all__ = ["RequestCheck", "ViewConfig", "iter_requests", "request_at", "verify_requests",
-           "verify_session"]
+__all__ = [
+    "RequestCheck",
+    "ViewConfig",
+    "iter_requests",
+    "request_at",
+    "verify_requests",
+    "verify_session",
+]
 
 
 class ViewConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -57,8 +63,10 @@ class ViewConfig(msgspec.Struct, frozen=True, kw_only=True):
     def of_tools(tools: Sequence[Tool], max_tokens: int = 8192) -> ViewConfig:
         """The configuration of an agent with ``tools`` (as the session actor builds it)."""
         return ViewConfig(
-            tools=tuple(ToolSchema(name=t.name, description=t.description,
-                                   input_schema=t.input_schema) for t in tools),
+            tools=tuple(
+                ToolSchema(name=t.name, description=t.description, input_schema=t.input_schema)
+                for t in tools
+            ),
             max_tokens=max_tokens,
         )
 
@@ -83,14 +91,20 @@ class RequestCheck(msgspec.Struct, frozen=True, kw_only=True):
         return self.recorded == self.computed
 
 
-def _request(state: SessionState, view: ConversationView, config: ViewConfig,
-             model: str | None) -> ModelRequest:
+def _request(
+    state: SessionState, view: ConversationView, config: ViewConfig, model: str | None
+) -> ModelRequest:
     system = config.system
     if system is None and state.started is not None:
         system = state.started.system_prompt
     name = config.model or model or (state.started.model if state.started else "")
-    return ModelRequest(model=name, messages=view.sync(state), system=system,
-                        tools=config.tools, max_tokens=config.max_tokens)
+    return ModelRequest(
+        model=name,
+        messages=view.sync(state),
+        system=system,
+        tools=config.tools,
+        max_tokens=config.max_tokens,
+    )
 
 
 def iter_requests(
@@ -111,13 +125,20 @@ def iter_requests(
                 computed = combine_view_hash(recorded_head, digest)
             else:
                 computed = view_hash(request, digest)
-            yield event, request, RequestCheck(
-                seq=event.seq, recorded=body.view_hash, computed=computed,
-                recorded_tokens=body.token_estimate,
-                computed_tokens=view.total_tokens + request_overhead_tokens(request.system,
-                                                                            request.tools),
-                messages=len(request.messages),
-                request_matches=None if not recorded_head else recorded_head == head)
+            yield (
+                event,
+                request,
+                RequestCheck(
+                    seq=event.seq,
+                    recorded=body.view_hash,
+                    computed=computed,
+                    recorded_tokens=body.token_estimate,
+                    computed_tokens=view.total_tokens
+                    + request_overhead_tokens(request.system, request.tools),
+                    messages=len(request.messages),
+                    request_matches=None if not recorded_head else recorded_head == head,
+                ),
+            )
         state = apply(state, event)
 
 
@@ -164,7 +185,13 @@ def verify_session(events: Sequence[StoredEvent], config: ViewConfig) -> list[Re
         if c.computed is None and "no request digest" in c.problem:
             checks.append(old)
         else:
-            checks.append(msgspec.structs.replace(
-                old, computed=c.computed or "", level=c.level, problem=c.problem,
-                computed_tokens=old.computed_tokens if c.tokens is None else c.tokens))
+            checks.append(
+                msgspec.structs.replace(
+                    old,
+                    computed=c.computed or "",
+                    level=c.level,
+                    problem=c.problem,
+                    computed_tokens=old.computed_tokens if c.tokens is None else c.tokens,
+                )
+            )
     return checks

@@ -66,7 +66,8 @@ def check_cancel(value: object) -> CancelToken | None:
     """``None`` or a :class:`CancelToken`."""
     if value is not None and not isinstance(value, CancelToken):
         raise InvalidArgumentError(
-            f"cancel must be None or a CancelToken, got {type(value).__name__}")
+            f"cancel must be None or a CancelToken, got {type(value).__name__}"
+        )
     return value
 
 
@@ -86,7 +87,8 @@ def check_count(value: object, name: str, minimum: int = 1) -> int:
     """An int in ``[minimum, MAX_COUNT]`` (bools are not ints here)."""
     if type(value) is not int or not minimum <= value <= MAX_COUNT:
         raise InvalidArgumentError(
-            f"{name} must be an int from {minimum} to {MAX_COUNT}, got {value!r}")
+            f"{name} must be an int from {minimum} to {MAX_COUNT}, got {value!r}"
+        )
     return value
 
 
@@ -101,10 +103,15 @@ def check_seconds(value: object, name: str) -> float | None:
     """``None`` or a finite number of seconds > 0 (at most ten years)."""
     if value is None:
         return None
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value)
-            or not 0 < value <= _MAX_SECONDS):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or math.isnan(value)
+        or not 0 < value <= _MAX_SECONDS
+    ):
         raise InvalidArgumentError(
-            f"{name} must be None or a number of seconds > 0 (at most ten years), got {value!r}")
+            f"{name} must be None or a number of seconds > 0 (at most ten years), got {value!r}"
+        )
     return float(value)
 
 
@@ -143,13 +150,14 @@ def check_workdir(value: object) -> Path:
 def check_sequence(value: object, name: str, kind: type | tuple[type, ...]) -> list[Any]:
     """A list or tuple (not a string) whose items are instances of ``kind``."""
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise InvalidArgumentError(
-            f"{name} must be a list or tuple, got {type(value).__name__}")
+        raise InvalidArgumentError(f"{name} must be a list or tuple, got {type(value).__name__}")
     items = list(value)
     for i, item in enumerate(items):
         if not isinstance(item, kind):
-            expected = kind.__name__ if isinstance(kind, type) else " or ".join(
-                k.__name__ for k in kind)
+            expected = (
+                kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            )
             raise InvalidArgumentError(
-                f"{name}[{i}] must be a {expected}, got {type(item).__name__}")
+                f"{name}[{i}] must be a {expected}, got {type(item).__name__}"
+            )
     return items

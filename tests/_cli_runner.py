@@ -81,12 +81,22 @@ class CliServer:
     """The fork server (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", _SERVER], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _SERVER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.tmp = tempfile.TemporaryDirectory(prefix="lite-agent-cli-")
 
-    def run(self, *argv: str, cwd: Path | None = None, stdin: str = "",
-            env: dict[str, str] | None = None, prelude: str = "") -> Result:
+    def run(
+        self,
+        *argv: str,
+        cwd: Path | None = None,
+        stdin: str = "",
+        env: dict[str, str] | None = None,
+        prelude: str = "",
+    ) -> Result:
         """Run ``lite-agent *argv`` in a forked child (after running the Python code
         ``prelude`` there); return its exit code and output."""
         assert self.proc.stdin is not None
@@ -96,17 +106,24 @@ class CliServer:
         paths["stdin"].write_text(stdin, encoding="utf-8")
         paths["stdout"].write_text("")
         paths["stderr"].write_text("")
-        job = {"argv": list(argv), "cwd": str(cwd or folder), "env": env or clean_env(),
-               "prelude": prelude,
-               **{k: str(v) for k, v in paths.items()}}
+        job = {
+            "argv": list(argv),
+            "cwd": str(cwd or folder),
+            "env": env or clean_env(),
+            "prelude": prelude,
+            **{k: str(v) for k, v in paths.items()},
+        }
         self.proc.stdin.write(json.dumps(job) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         assert line, "the fork server ended"
         status = json.loads(line)["status"]
         code = os.waitstatus_to_exitcode(status)
-        return Result(code, paths["stdout"].read_text(encoding="utf-8"),
-                      paths["stderr"].read_text(encoding="utf-8"))
+        return Result(
+            code,
+            paths["stdout"].read_text(encoding="utf-8"),
+            paths["stderr"].read_text(encoding="utf-8"),
+        )
 
     def close(self) -> None:
         """Stop the server."""
@@ -118,12 +135,22 @@ class CliServer:
         self.tmp.cleanup()
 
 
-_NOT_PASSED = frozenset({
-    "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "LITE_AGENT_HOME", "LITE_AGENT_LOG_LEVEL",
-    # what changes how output looks: each test sets what it needs
-    "NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "LINES",
-    "PROMPT_TOOLKIT_NO_CPR",
-})
+_NOT_PASSED = frozenset(
+    {
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "LITE_AGENT_HOME",
+        "LITE_AGENT_LOG_LEVEL",
+        # what changes how output looks: each test sets what it needs
+        "NO_COLOR",
+        "FORCE_COLOR",
+        "TTY_COMPATIBLE",
+        "TTY_INTERACTIVE",
+        "COLUMNS",
+        "LINES",
+        "PROMPT_TOOLKIT_NO_CPR",
+    }
+)
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -151,8 +178,14 @@ class Cli:
         self.work.mkdir()
         self._scripts = 0
 
-    def __call__(self, *argv: str, provider: str | None = None, stdin: str = "",
-                 env: dict[str, str] | None = None, prelude: str = "") -> Result:
+    def __call__(
+        self,
+        *argv: str,
+        provider: str | None = None,
+        stdin: str = "",
+        env: dict[str, str] | None = None,
+        prelude: str = "",
+    ) -> Result:
         args = ["--workdir", str(self.work), "--home", str(self.home)]
         if provider:
             args += ["--provider", provider]
@@ -185,14 +218,26 @@ def write(path: str, content: str, say: str = "") -> dict[str, Any]:
 
 def two_prompts(cli: Cli, sid: str = "s1") -> None:
     """Session ``sid``: prompt 1 writes a.txt "one", prompt 2 rewrites it "two"."""
-    cli.ok("run", "write one", "--session", sid,
-           provider=cli.script(write("a.txt", "one\n"), {"text": "Wrote one."}))
-    cli.ok("run", "write two", "--session", sid,
-           provider=cli.script(write("a.txt", "two\n"), {"text": "Wrote two."}))
+    cli.ok(
+        "run",
+        "write one",
+        "--session",
+        sid,
+        provider=cli.script(write("a.txt", "one\n"), {"text": "Wrote one."}),
+    )
+    cli.ok(
+        "run",
+        "write two",
+        "--session",
+        sid,
+        provider=cli.script(write("a.txt", "two\n"), {"text": "Wrote two."}),
+    )
 
 
-_ESCAPE = re.compile(r"\x1b(?:\[([0-?]*)[ -/]*([@-~])|\][^\x07\x1b]*(?:\x07|\x1b\\)"
-                     r"|[()][0-9A-Za-z]|[@-Z\\-_=>78])")
+_ESCAPE = re.compile(
+    r"\x1b(?:\[([0-?]*)[ -/]*([@-~])|\][^\x07\x1b]*(?:\x07|\x1b\\)"
+    r"|[()][0-9A-Za-z]|[@-Z\\-_=>78])"
+)
 _INCOMPLETE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*|\][^\x07\x1b]*|\x1b?|[()])?\Z")
 
 
@@ -217,7 +262,7 @@ class Screen:
 
     def _put(self, char: str) -> None:
         line = self.rows[self.row].ljust(self.col)
-        self.rows[self.row] = line[: self.col] + char + line[self.col + 1:]
+        self.rows[self.row] = line[: self.col] + char + line[self.col + 1 :]
         self.col += 1
 
     def _down(self, n: int) -> None:
@@ -241,11 +286,16 @@ class Screen:
             self.col = n - 1
         elif final == "K":
             mode = numbers[0]
-            self.rows[self.row] = (line[: self.col] if mode == 0 else
-                                   " " * self.col + line[self.col:] if mode == 1 else "")
+            self.rows[self.row] = (
+                line[: self.col]
+                if mode == 0
+                else " " * self.col + line[self.col :]
+                if mode == 1
+                else ""
+            )
         elif final == "J" and numbers[0] == 0:
             self.rows[self.row] = line[: self.col]
-            del self.rows[self.row + 1:]
+            del self.rows[self.row + 1 :]
 
     def feed(self, data: str) -> None:
         """Take more output."""
@@ -330,9 +380,10 @@ class Terminal:
                 self.pos = match.end()
                 return match
             left = deadline - time.monotonic()
-            assert left > 0, f"no {pattern!r} in:\n{self.seen[self.pos:]}"
-            assert self._read(left), f"the process ended before {pattern!r}:\n" + \
-                self.seen[self.pos:]
+            assert left > 0, f"no {pattern!r} in:\n{self.seen[self.pos :]}"
+            assert self._read(left), (
+                f"the process ended before {pattern!r}:\n" + self.seen[self.pos :]
+            )
 
     def wait(self, timeout: float = 30) -> int:
         """Read to the end and return the exit code."""
@@ -346,7 +397,7 @@ class Terminal:
             self._read(0.1)
         os.kill(self.pid, signal.SIGKILL)
         os.waitpid(self.pid, 0)
-        raise AssertionError(f"the process did not exit:\n{self.seen[self.pos:]}")
+        raise AssertionError(f"the process did not exit:\n{self.seen[self.pos :]}")
 
     def close(self) -> None:
         """Kill the process if it still runs; close the terminal."""

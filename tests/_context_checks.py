@@ -59,16 +59,21 @@ def assistant(text: str, *calls: str) -> Message:
 
 
 def results(*bodies: tuple[str, Body]) -> Message:
-    return Message(role="user", content=tuple(
-        ToolResultBlock(tool_use_id=i, content=c) for i, c in bodies))
+    return Message(
+        role="user", content=tuple(ToolResultBlock(tool_use_id=i, content=c) for i, c in bodies)
+    )
 
 
 def turn(name: str, **bodies: Body) -> list[Message]:
     """A prompt, one assistant message calling a tool per body, the results, a final reply."""
     if not bodies:
         return [user(f"prompt {name}"), assistant(f"reply {name}")]
-    return [user(f"prompt {name}"), assistant(f"working on {name}", *bodies),
-            results(*bodies.items()), assistant(f"done {name}")]
+    return [
+        user(f"prompt {name}"),
+        assistant(f"working on {name}", *bodies),
+        results(*bodies.items()),
+        assistant(f"done {name}"),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -76,8 +81,9 @@ def turn(name: str, **bodies: Body) -> list[Message]:
 
 _ALPHABET = st.characters(codec="utf-8", categories=("L", "N", "P", "Zs"))
 _SHORT = st.text(_ALPHABET, max_size=20)
-_LARGE = st.builds(lambda unit, n: unit * n, st.text(_ALPHABET, min_size=1, max_size=5),
-                   st.integers(100, 2500))
+_LARGE = st.builds(
+    lambda unit, n: unit * n, st.text(_ALPHABET, min_size=1, max_size=5), st.integers(100, 2500)
+)
 
 
 @st.composite
@@ -100,12 +106,17 @@ def conversations(draw: st.DrawFn, max_turns: int = 6, max_steps: int = 3) -> li
             return f"r{next(counter)} " + draw(_LARGE)
         if kind == "blocks":
             n = draw(st.integers(1, 3))
-            return tuple(TextBlock(text=text() + draw(st.sampled_from(["", "x" * 3000])))
-                         for _ in range(n))
+            return tuple(
+                TextBlock(text=text() + draw(st.sampled_from(["", "x" * 3000]))) for _ in range(n)
+            )
         if kind == "image":
             data = "QUJD" * draw(st.integers(1, 800))
-            image = RawBlock(data={"type": "image", "source": {
-                "type": "base64", "media_type": "image/png", "data": data}})
+            image = RawBlock(
+                data={
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/png", "data": data},
+                }
+            )
             return (TextBlock(text=text()), image)
         return UNSET
 
@@ -130,8 +141,11 @@ def conversations(draw: st.DrawFn, max_turns: int = 6, max_steps: int = 3) -> li
             if last and s == steps - 1 and draw(st.booleans()):
                 return messages  # the final calls stay unanswered
             results: list[Block] = [
-                ToolResultBlock(tool_use_id=i, content=body(),
-                                is_error=draw(st.sampled_from([UNSET, False, True])))
+                ToolResultBlock(
+                    tool_use_id=i,
+                    content=body(),
+                    is_error=draw(st.sampled_from([UNSET, False, True])),
+                )
                 for i in draw(st.permutations(ids))
             ]
             if draw(st.booleans()):
@@ -152,6 +166,7 @@ def _pass(make: Callable[[], Any]) -> Run:
     def run(messages: Sequence[Message]) -> tuple[list[Message], Any]:
         out, detail = make()(messages)
         return out, detail
+
     return run
 
 
@@ -159,6 +174,7 @@ def _compactor(make: Callable[[], Any]) -> Run:
     def run(messages: Sequence[Message]) -> tuple[list[Message], Any]:
         result = make().maybe_compact(messages)
         return list(result.messages), result
+
     return run
 
 
@@ -178,10 +194,12 @@ def pass_subjects(budget_bytes: int, snip_tokens: int) -> dict[str, Run]:
 def compactor_subjects(budget_bytes: int, max_tokens: int) -> dict[str, Run]:
     """Every compactor, with settings that make it act on conversations of the given scale."""
     return {
-        "default": _compactor(lambda: default_compactor(budget_bytes=budget_bytes,
-                                                        max_tokens=max_tokens)),
-        "default-untriggered": _compactor(lambda: default_compactor(budget_bytes=budget_bytes,
-                                                                    max_tokens=None)),
+        "default": _compactor(
+            lambda: default_compactor(budget_bytes=budget_bytes, max_tokens=max_tokens)
+        ),
+        "default-untriggered": _compactor(
+            lambda: default_compactor(budget_bytes=budget_bytes, max_tokens=None)
+        ),
         "token-budget": _compactor(lambda: token_budget_compactor(max_tokens)),
         "token-budget-tiny": _compactor(lambda: token_budget_compactor(1)),
     }
@@ -201,7 +219,8 @@ def _is_marker_text(block: Block) -> bool:
 
 def _strip_markers(message: Message) -> Message:
     return msgspec.structs.replace(
-        message, content=tuple(b for b in message.content if not _is_marker_text(b)))
+        message, content=tuple(b for b in message.content if not _is_marker_text(b))
+    )
 
 
 def _rewritten_from(new: Message, old: Message) -> bool:
@@ -216,8 +235,9 @@ def _rewritten_from(new: Message, old: Message) -> bool:
             return False
         if (a.tool_use_id, a.is_error, a.extra) != (b.tool_use_id, b.is_error, b.extra):
             return False
-        if not (isinstance(a.content, str)
-                and a.content.startswith((SPILL_PREFIX, CLEARED_PREFIX))):
+        if not (
+            isinstance(a.content, str) and a.content.startswith((SPILL_PREFIX, CLEARED_PREFIX))
+        ):
             return False
     return True
 
@@ -257,8 +277,9 @@ def check_kept_in_order(before: Sequence[Message], after: Sequence[Message]) -> 
     return problems
 
 
-def check_whole_turns(before: Sequence[Message], after: Sequence[Message], *,
-                      may_trim_first_turn: bool = False) -> list[str]:
+def check_whole_turns(
+    before: Sequence[Message], after: Sequence[Message], *, may_trim_first_turn: bool = False
+) -> list[str]:
     """The output is the input with whole turns removed (or, when allowed, everything of the
     first prompt's turn after the prompt), kept messages verbatim or pass-rewritten, plus markers.
 
@@ -272,7 +293,8 @@ def check_whole_turns(before: Sequence[Message], after: Sequence[Message], *,
     def same(k: int, lo: int, hi: int) -> bool:
         return k + hi - lo <= len(after) and all(
             after[k + n] == before[i] or _rewritten_from(after[k + n], before[i])
-            for n, i in enumerate(range(lo, hi)))
+            for n, i in enumerate(range(lo, hi))
+        )
 
     @functools.cache
     def fits(t: int, k: int) -> bool:
@@ -283,8 +305,13 @@ def check_whole_turns(before: Sequence[Message], after: Sequence[Message], *,
         lo, hi = starts[t], starts[t + 1]
         if same(k, lo, hi) and fits(t + 1, k + hi - lo):
             return True
-        if (may_trim_first_turn and first is not None and lo <= first < hi
-                and same(k, lo, first + 1) and fits(t + 1, k + first + 1 - lo)):
+        if (
+            may_trim_first_turn
+            and first is not None
+            and lo <= first < hi
+            and same(k, lo, first + 1)
+            and fits(t + 1, k + first + 1 - lo)
+        ):
             return True
         return fits(t + 1, k)
 
@@ -298,8 +325,9 @@ def check_pairs(before: Sequence[Message], after: Sequence[Message]) -> list[str
     for i, m in enumerate(after):
         uses = sorted(b.id for b in m.content if type(b) is ToolUseBlock)
         if m.role == "assistant" and i + 1 < len(after):
-            answers = sorted(b.tool_use_id for b in after[i + 1].content
-                             if type(b) is ToolResultBlock)
+            answers = sorted(
+                b.tool_use_id for b in after[i + 1].content if type(b) is ToolResultBlock
+            )
             if uses != answers:
                 problems.append(f"message {i} calls {uses}, message {i + 1} answers {answers}")
         results = [b for b in m.content if type(b) is ToolResultBlock]
@@ -307,8 +335,12 @@ def check_pairs(before: Sequence[Message], after: Sequence[Message]) -> list[str
             problems.append(f"message {i} has tool results with no assistant message before it")
     final = after[-1] if after else None
     same_end = bool(before) and final == before[-1]
-    if (final is not None and final.role == "assistant" and not same_end
-            and any(type(b) is ToolUseBlock for b in final.content)):
+    if (
+        final is not None
+        and final.role == "assistant"
+        and not same_end
+        and any(type(b) is ToolUseBlock for b in final.content)
+    ):
         problems.append("the final message has unanswered calls the input did not have")
     return problems
 
@@ -320,7 +352,7 @@ def check_protected(before: Sequence[Message], after: Sequence[Message]) -> list
     if not before:
         return [] if not after else ["output from an empty conversation"]
     last = split_turns(before)[-1]
-    if list(after[-len(last):]) != last:
+    if list(after[-len(last) :]) != last:
         problems.append("the most recent turn is not the verbatim tail of the output")
     first = next((m for m in before if is_prompt(m)), None)
     if first is not None and first not in after:
@@ -335,8 +367,11 @@ def check_alternation(after: Sequence[Message]) -> list[str]:
     problems = []
     if after and after[0].role != "user":
         problems.append("the output starts with an assistant message")
-    problems += [f"messages {i - 1} and {i} are both {after[i].role}"
-                 for i in range(1, len(after)) if after[i].role == after[i - 1].role]
+    problems += [
+        f"messages {i - 1} and {i} are both {after[i].role}"
+        for i in range(1, len(after))
+        if after[i].role == after[i - 1].role
+    ]
     return problems
 
 
@@ -359,8 +394,9 @@ def invariant_problems(name: str, run: Run, before: Sequence[Message]) -> dict[s
     after, report = run(before)
     found = {
         "kept in order": check_kept_in_order(before, after),
-        "whole turns": check_whole_turns(before, after,
-                                         may_trim_first_turn=name in TRIMS_FIRST_TURN),
+        "whole turns": check_whole_turns(
+            before, after, may_trim_first_turn=name in TRIMS_FIRST_TURN
+        ),
         "tool pairs": check_pairs(before, after),
         "first prompt and last turn verbatim": check_protected(before, after),
         "alternation": check_alternation(after),
@@ -378,8 +414,14 @@ def count_changed(runs: dict[str, Run], examples: int = 100) -> dict[str, int]:
     derandomized, so the counts are the same on every run."""
     changed = dict.fromkeys(runs, 0)
 
-    @settings(max_examples=examples, database=None, deadline=None, phases=[Phase.generate],
-              derandomize=True, suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(conversations())
     def probe(conv: list[Message]) -> None:
         for name, run in runs.items():

@@ -112,8 +112,11 @@ class ForkServer:
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__)), "serve"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, text=True)
+            [sys.executable, str(Path(__file__)), "serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.children: set[int] = set()
 
     def _ask(self, request: dict[str, Any]) -> Any:
@@ -215,18 +218,27 @@ def _agent(job: dict[str, Any], cp: Checkpointer) -> LiteAgent:
             _block(folder, spec.get("block"))
             calls = spec.get("tools")
             if calls:
-                return AssistantMessage(content=tuple(
-                    ToolUseBlock(f"toolu_{name}_{index}_{j}", c["name"], c["input"])
-                    for j, c in enumerate(calls)), stop_reason="tool_use")
-            return AssistantMessage(content=(TextBlock(spec.get("text", f"{name} done")),),
-                                    stop_reason="end_turn")
+                return AssistantMessage(
+                    content=tuple(
+                        ToolUseBlock(f"toolu_{name}_{index}_{j}", c["name"], c["input"])
+                        for j, c in enumerate(calls)
+                    ),
+                    stop_reason="tool_use",
+                )
+            return AssistantMessage(
+                content=(TextBlock(spec.get("text", f"{name} done")),), stop_reason="end_turn"
+            )
 
         return answer
 
     return create_lite_agent(
-        model=scripted([step(i, s) for i, s in enumerate(job["steps"])]), model_name="m",
-        workdir=job["work"], checkpointer=cp, tools=[mark, bash],
-        context=bool(job.get("context", False)))
+        model=scripted([step(i, s) for i, s in enumerate(job["steps"])]),
+        model_name="m",
+        workdir=job["work"],
+        checkpointer=cp,
+        tools=[mark, bash],
+        context=bool(job.get("context", False)),
+    )
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:

@@ -36,8 +36,9 @@ _IDS = iter(range(10**9))
 
 def use(name: str, **input: Any) -> AssistantMessage:
     """An assistant message calling one tool (a fresh id each time)."""
-    return AssistantMessage(content=(ToolUseBlock(f"toolu_{next(_IDS)}", name, input),),
-                            stop_reason="tool_use")
+    return AssistantMessage(
+        content=(ToolUseBlock(f"toolu_{next(_IDS)}", name, input),), stop_reason="tool_use"
+    )
 
 
 def api_problems(request: ModelRequest) -> list[str]:
@@ -61,18 +62,22 @@ def wire_problems(messages: list[dict[str, Any]]) -> list[str]:
             problems.append(f"message {i}: two {m['role']} messages in a row")
         if not blocks:
             problems.append(f"message {i}: no content")
-        problems.extend(f"message {i}: an empty text block" for b in blocks
-                        if b["type"] == "text" and not b["text"].strip())
+        problems.extend(
+            f"message {i}: an empty text block"
+            for b in blocks
+            if b["type"] == "text" and not b["text"].strip()
+        )
         uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
         if seen.intersection(uses) or len(set(uses)) != len(uses):
             problems.append(f"message {i}: a tool_use id used twice")
         seen.update(uses)
         answers = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
-        asked = ([b["id"] for b in messages[i - 1]["content"] if b["type"] == "tool_use"]
-                 if i else [])
+        asked = (
+            [b["id"] for b in messages[i - 1]["content"] if b["type"] == "tool_use"] if i else []
+        )
         if sorted(answers) != sorted(asked):
             problems.append(f"message {i}: tool results {answers} do not answer {asked}")
-        if answers and any(b["type"] != "tool_result" for b in blocks[:len(answers)]):
+        if answers and any(b["type"] != "tool_result" for b in blocks[: len(answers)]):
             problems.append(f"message {i}: tool results must come first")
     return problems
 
@@ -229,9 +234,11 @@ class Tokens:
 
     def cancelling(self, message: AssistantMessage) -> Callable[[ModelRequest], AssistantMessage]:
         """An action that fires the turn's token while the model answers ``message``."""
+
         def act(_request: ModelRequest) -> AssistantMessage:
             self.current.cancel("cancelled mid-stream")
             return message
+
         return act
 
 

@@ -85,14 +85,26 @@ def test_turn_runs_tools_and_records_snapshots(workdir: Path) -> None:
     assert "done" == result.text
     assert "end_turn" == result.stop_reason
     assert "hi" == (workdir / "a.txt").read_text()
-    assert ["session_started", "user_prompt", "context_status", "model_request",
-            "assistant_message", "file_snapshot", "tool_result", "context_status",
-            "model_request", "assistant_message"] == [
-        e.kind for e in events]
+    assert [
+        "session_started",
+        "user_prompt",
+        "context_status",
+        "model_request",
+        "assistant_message",
+        "file_snapshot",
+        "tool_result",
+        "context_status",
+        "model_request",
+        "assistant_message",
+    ] == [e.kind for e in events]
     snap = events[5].body
     assert isinstance(snap, FileSnapshot)
     assert ("a.txt", None, None, hashlib.sha256(b"hi").hexdigest()) == (
-        snap.path, snap.pre_image, snap.pre_hash, snap.post_hash)
+        snap.path,
+        snap.pre_image,
+        snap.pre_hash,
+        snap.post_hash,
+    )
     assert events[5].ts == events[6].ts  # one append
     provider.assert_all_used()
 
@@ -190,11 +202,15 @@ def test_delete_session(workdir: Path) -> None:
 
 def test_sessions_disabled(workdir: Path) -> None:
     """With sessions=False, send works in memory and the session methods refuse."""
-    with create_lite_agent(model=scripted([reply("a")]), model_name="m", workdir=workdir,
-                           sessions=False) as agent:
+    with create_lite_agent(
+        model=scripted([reply("a")]), model_name="m", workdir=workdir, sessions=False
+    ) as agent:
         assert "a" == agent.send("x").text
-        for method in (agent.list_sessions, lambda: agent.resume("s1"),
-                       lambda: agent.delete_session("s1")):
+        for method in (
+            agent.list_sessions,
+            lambda: agent.resume("s1"),
+            lambda: agent.delete_session("s1"),
+        ):
             with pytest.raises(SessionsDisabledError):
                 method()
 
@@ -269,8 +285,13 @@ def test_provider_error_aborts_the_turn_and_the_session_continues(workdir: Path)
     """A provider error is raised, the log records the abort and closes the dangling call, and
     the next send works."""
     cp = memory_checkpointer()
-    provider = scripted([call("write_file", path="a.txt", content="x"),
-                         ContextOverflowError("too long", tokens=10, maximum=5), reply("ok")])
+    provider = scripted(
+        [
+            call("write_file", path="a.txt", content="x"),
+            ContextOverflowError("too long", tokens=10, maximum=5),
+            reply("ok"),
+        ]
+    )
     with _agent(workdir, provider, checkpointer=cp) as agent:
         with pytest.raises(ContextOverflowError):
             agent.send("go")
@@ -301,9 +322,14 @@ def test_crash_mid_tool_is_repaired_on_next_send(workdir: Path) -> None:
     """A log ending in a tool call without a result (a killed process) gets a synthetic
     interrupted result before the next prompt, so the model sees a valid conversation."""
     cp = memory_checkpointer()
-    cp.append("s1", [SessionStarted(workdir=str(workdir), model="m"),
-                     UserPrompt(content=(TextBlock("go"),)),
-                     call("bash", command="sleep 1")])
+    cp.append(
+        "s1",
+        [
+            SessionStarted(workdir=str(workdir), model="m"),
+            UserPrompt(content=(TextBlock("go"),)),
+            call("bash", command="sleep 1"),
+        ],
+    )
     provider = scripted([reply("recovered")])
     with _agent(workdir, provider, checkpointer=cp) as agent:
         agent.resume("s1")
@@ -322,8 +348,13 @@ def test_background_task_completion_is_seen_next_turn(workdir: Path) -> None:
     """A background command's completion is recorded and shown to the model on the next turn,
     not as a checkpoint."""
     cp = memory_checkpointer()
-    provider = scripted([call("bash", command="echo background-done", run_in_background=True),
-                         reply("started"), reply("seen")])
+    provider = scripted(
+        [
+            call("bash", command="echo background-done", run_in_background=True),
+            reply("started"),
+            reply("seen"),
+        ]
+    )
     with _agent(workdir, provider, checkpointer=cp, tools=[bash]) as agent:
         agent.send("run it in the background")
         deadline = time.monotonic() + 10
@@ -338,7 +369,8 @@ def test_background_task_completion_is_seen_next_turn(workdir: Path) -> None:
     assert "background-done" in text
     prompts = [e.body for e in cp.read(agent.session_id) if isinstance(e.body, UserPrompt)]
     assert ["user", "user", "background"] == sorted(
-        (p.origin for p in prompts), key=lambda o: o == "background")
+        (p.origin for p in prompts), key=lambda o: o == "background"
+    )
 
 
 # -- hosting ------------------------------------------------------------------------------------
@@ -357,7 +389,8 @@ def test_idle_sessions_are_passivated_and_come_back(workdir: Path) -> None:
         agent.resume(ids[0])
         agent.send("back")
     assert [["p0"], ["r0"], ["back"]] == [
-        [getattr(b, "text", "") for b in m.content] for m in provider.requests[-1].messages]
+        [getattr(b, "text", "") for b in m.content] for m in provider.requests[-1].messages
+    ]
 
 
 def test_create_agent_runs_middleware(workdir: Path) -> None:
@@ -373,8 +406,9 @@ def test_create_agent_runs_middleware(workdir: Path) -> None:
             seen.append("wrap")
             return call_next(request)
 
-    with create_agent(model=scripted([reply("x")]), model_name="m", tools=[],
-                      use=[Tag()], workdir=workdir) as agent:
+    with create_agent(
+        model=scripted([reply("x")]), model_name="m", tools=[], use=[Tag()], workdir=workdir
+    ) as agent:
         assert "x" == agent.send("hi").text
     assert ["before", "wrap"] == seen
 
@@ -391,15 +425,13 @@ def test_default_tools_are_offered(workdir: Path) -> None:
         agent.send("hi")
     with _agent(workdir, provider, context=False) as agent:
         agent.send("hi")
-    with _agent(workdir, provider, context=False,
-                compactor=token_budget_compactor(1000)) as agent:
+    with _agent(workdir, provider, context=False, compactor=token_budget_compactor(1000)) as agent:
         agent.send("hi")
     names = {t.name for t in default_tools()}
     assert names | {"context"} == {t.name for t in provider.requests[0].tools}
     assert names | {"context"} == {t.name for t in provider.requests[1].tools}
     assert names == {t.name for t in provider.requests[2].tools}
     assert write_file.name in {t.name for t in provider.requests[0].tools}
-
 
 
 def test_recorded_view_hash_is_the_hash_of_what_the_model_got(workdir: Path) -> None:
@@ -458,8 +490,9 @@ def test_cancelling_an_async_restore_cancels_its_token(workdir: Path) -> None:
     """Cancelling the task awaiting restore() cancels the restore's token, and a restore that
     had not started never runs: the log is unchanged."""
     cp = memory_checkpointer()
-    agent = create_async_lite_agent(model=scripted([reply("a"), reply("b")]), model_name="m",
-                                    workdir=workdir, checkpointer=cp)
+    agent = create_async_lite_agent(
+        model=scripted([reply("a"), reply("b")]), model_name="m", workdir=workdir, checkpointer=cp
+    )
     token = CancelToken()
 
     async def main() -> int:

@@ -68,14 +68,28 @@ def test_turn_with_the_real_client_and_fake_server(workdir: Path) -> None:
     tool result, and live deltas reach a subscriber."""
     with FakeMessagesServer() as server:
         server.add(
-            message([text("Writing."), tool_use("toolu_1", "write_file",
-                                                {"path": "hello.py", "content": "print(1)\n"})]),
+            message(
+                [
+                    text("Writing."),
+                    tool_use(
+                        "toolu_1", "write_file", {"path": "hello.py", "content": "print(1)\n"}
+                    ),
+                ]
+            ),
             message([text("Done: hello.py")]),
         )
         provider = AnthropicProvider(server.client(), ())
-        with provider, create_lite_agent(model=provider, model_name="claude-test",
-                                         workdir=workdir, checkpointer=memory_checkpointer(),
-                                         tools=[write_file]) as agent, agent.subscribe() as sub:
+        with (
+            provider,
+            create_lite_agent(
+                model=provider,
+                model_name="claude-test",
+                workdir=workdir,
+                checkpointer=memory_checkpointer(),
+                tools=[write_file],
+            ) as agent,
+            agent.subscribe() as sub,
+        ):
             result = agent.send("write hello.py")
             events = []
             while (item := sub.get(0)) is not None:
@@ -89,7 +103,8 @@ def test_turn_with_the_real_client_and_fake_server(workdir: Path) -> None:
     kinds = [type(e.event) for e in events if isinstance(e, LiveEvent)]
     assert TextDelta in kinds
     assert [ToolCallStarted, ToolCallFinished, TurnFinished] == [
-        k for k in kinds if k in (ToolCallStarted, ToolCallFinished, TurnFinished)]
+        k for k in kinds if k in (ToolCallStarted, ToolCallFinished, TurnFinished)
+    ]
 
 
 def test_cancel_mid_stream(workdir: Path) -> None:
@@ -99,8 +114,12 @@ def test_cancel_mid_stream(workdir: Path) -> None:
     with FakeMessagesServer() as server:
         server.add(stalled_stream(seconds=30, after=4), message([text("again")]))
         provider = AnthropicProvider(server.client(), ())
-        with provider, create_lite_agent(model=provider, model_name="m", workdir=workdir,
-                                         checkpointer=cp) as agent:
+        with (
+            provider,
+            create_lite_agent(
+                model=provider, model_name="m", workdir=workdir, checkpointer=cp
+            ) as agent,
+        ):
             cancel = CancelToken()
             timer = threading.Timer(0.3, cancel.cancel)
             timer.start()
@@ -156,28 +175,41 @@ def test_restart_after_exit_and_after_sigkill(workdir: Path, tmp_path: Path) -> 
         proc.wait(30)
         proc.stdout.close()
     provider = scripted([reply("parent answer")])
-    with sqlite_checkpointer(db) as cp, create_lite_agent(
-        model=provider, model_name="m", workdir=workdir, checkpointer=cp
-    ) as agent:
+    with (
+        sqlite_checkpointer(db) as cp,
+        create_lite_agent(
+            model=provider, model_name="m", workdir=workdir, checkpointer=cp
+        ) as agent,
+    ):
         agent.resume("shared")
         agent.send("from the parent")
-    texts = [" ".join(getattr(b, "text", "") for b in m.content)
-             for m in provider.requests[0].messages]
-    assert ["from the child", "child answer", "from the child", "child answer",
-            "from the parent"] == texts
+    texts = [
+        " ".join(getattr(b, "text", "") for b in m.content) for m in provider.requests[0].messages
+    ]
+    assert [
+        "from the child",
+        "child answer",
+        "from the child",
+        "child answer",
+        "from the parent",
+    ] == texts
 
 
 @pytest.mark.processes
-def test_a_turn_after_another_process_turn_continues_from_it(
-    workdir: Path, tmp_path: Path
-) -> None:
+def test_a_turn_after_another_process_turn_continues_from_it(workdir: Path, tmp_path: Path) -> None:
     """With the SQLite backend, a process that ran a turn on the session in between (under the
     session's lease): this agent's next turn folds it first, and its request carries it."""
     db = tmp_path / "log.db"
     provider = scripted([reply("one"), reply("three")])
-    with sqlite_checkpointer(db) as cp, create_lite_agent(
-        model=provider, model_name="m", workdir=workdir, checkpointer=cp,
-    ) as agent:
+    with (
+        sqlite_checkpointer(db) as cp,
+        create_lite_agent(
+            model=provider,
+            model_name="m",
+            workdir=workdir,
+            checkpointer=cp,
+        ) as agent,
+    ):
         agent.resume("s")
         agent.send("first")
         proc = _child(db, workdir, "s", "exit")
@@ -189,9 +221,11 @@ def test_a_turn_after_another_process_turn_continues_from_it(
         events = list(cp.read("s"))
     assert list(range(1, len(events) + 1)) == [e.seq for e in events]
     assert ["first", "from the child", "second"] == [
-        e.body.text for e in events if isinstance(e.body, UserPrompt)]
-    texts = [" ".join(getattr(b, "text", "") for b in m.content)
-             for m in provider.requests[1].messages]
+        e.body.text for e in events if isinstance(e.body, UserPrompt)
+    ]
+    texts = [
+        " ".join(getattr(b, "text", "") for b in m.content) for m in provider.requests[1].messages
+    ]
     assert ["first", "one", "from the child", "child answer", "second"] == texts
 
 
@@ -214,8 +248,9 @@ def test_fifty_sessions_from_asyncio_never_stall_the_loop(workdir: Path) -> None
     provider = scripted([slow_reply] * 50)
 
     async def main() -> tuple[float, list[str]]:
-        agent = create_async_lite_agent(model=provider, model_name="m", workdir=workdir,
-                                        checkpointer=memory_checkpointer())
+        agent = create_async_lite_agent(
+            model=provider, model_name="m", workdir=workdir, checkpointer=memory_checkpointer()
+        )
         lag = 0.0
         done = asyncio.Event()
 
@@ -229,7 +264,8 @@ def test_fifty_sessions_from_asyncio_never_stall_the_loop(workdir: Path) -> None
         async with agent:
             beat = asyncio.create_task(heartbeat())
             results = await asyncio.gather(
-                *(agent.send(f"hi {i}", session_id=f"s{i}") for i in range(50)))
+                *(agent.send(f"hi {i}", session_id=f"s{i}") for i in range(50))
+            )
             done.set()
             await beat
             sessions = await agent.list_sessions()
@@ -258,9 +294,12 @@ def test_cancelling_the_awaiting_task_cancels_the_turn(workdir: Path) -> None:
     cp = memory_checkpointer()
 
     async def main() -> None:
-        async with create_async_lite_agent(model=scripted([blocking, reply("next")]),
-                                           model_name="m", workdir=workdir,
-                                           checkpointer=cp) as agent:
+        async with create_async_lite_agent(
+            model=scripted([blocking, reply("next")]),
+            model_name="m",
+            workdir=workdir,
+            checkpointer=cp,
+        ) as agent:
             task = asyncio.create_task(agent.send("slow"))
             while not started.is_set():
                 await asyncio.sleep(0.01)
@@ -288,9 +327,12 @@ def test_slow_subscriber_is_told_what_it_missed(workdir: Path) -> None:
     missed."""
     provider = scripted([reply("x" * 50)], stream_chunk=1)
     items: list[Any] = []
-    with create_lite_agent(model=provider, model_name="m", workdir=workdir,
-                           checkpointer=memory_checkpointer()) as agent, \
-            agent.subscribe(maxsize=5) as sub:
+    with (
+        create_lite_agent(
+            model=provider, model_name="m", workdir=workdir, checkpointer=memory_checkpointer()
+        ) as agent,
+        agent.subscribe(maxsize=5) as sub,
+    ):
         agent.send("go")
         while (item := sub.get(0)) is not None:
             items.append(item)

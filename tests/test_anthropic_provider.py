@@ -93,8 +93,9 @@ def _request(*texts: str, **kw: Any) -> ModelRequest:
     messages = tuple(
         Message("user" if i % 2 == 0 else "assistant", (TextBlock(t),)) for i, t in enumerate(texts)
     )
-    return ModelRequest(model=MODEL, messages=messages or (Message("user", (TextBlock("hi"),)),),
-                        **kw)
+    return ModelRequest(
+        model=MODEL, messages=messages or (Message("user", (TextBlock("hi"),)),), **kw
+    )
 
 
 def _complete(server: FakeMessagesServer, request: ModelRequest, **kw: Any) -> ModelResponse:
@@ -116,8 +117,11 @@ def test_streamed_tool_use_is_assembled_exactly(server: FakeMessagesServer) -> N
     tool_input = {"path": "src/ü.py", "edits": [{"old": "a\n", "new": "b"}], "n": 3, "ok": None}
     server.add_stream(
         message(
-            [thinking("Let me look.", "sig-1"), text("Reading the file."),
-             tool_use("toolu_1", "edit", tool_input)],
+            [
+                thinking("Let me look.", "sig-1"),
+                text("Reading the file."),
+                tool_use("toolu_1", "edit", tool_input),
+            ],
             usage=usage(377, 65, cache_creation_input_tokens=100, cache_read_input_tokens=200),
         ),
         text_chunk=3,
@@ -132,8 +136,12 @@ def test_streamed_tool_use_is_assembled_exactly(server: FakeMessagesServer) -> N
             TextBlock("Reading the file."),
             ToolUseBlock("toolu_1", "edit", tool_input),
         ),
-        usage=Usage(input_tokens=377, output_tokens=65, cache_creation_input_tokens=100,
-                    cache_read_input_tokens=200),
+        usage=Usage(
+            input_tokens=377,
+            output_tokens=65,
+            cache_creation_input_tokens=100,
+            cache_read_input_tokens=200,
+        ),
         stop_reason="tool_use",
         model=final.response.message.model,
     )
@@ -152,26 +160,41 @@ def test_request_carries_the_conversation_verbatim(server: FakeMessagesServer) -
     server.add(message([text("ok")]))
     convo = (
         Message("user", (TextBlock("go"),)),
-        Message("assistant", (
-            CompactionBlock(content="summary", encrypted_content="enc", extra={"signature": "s"}),
-            ThinkingBlock("hmm", "sig"),
-            ToolUseBlock("t1", "bash", {"command": "ls"}),
-        )),
+        Message(
+            "assistant",
+            (
+                CompactionBlock(
+                    content="summary", encrypted_content="enc", extra={"signature": "s"}
+                ),
+                ThinkingBlock("hmm", "sig"),
+                ToolUseBlock("t1", "bash", {"command": "ls"}),
+            ),
+        ),
         Message("user", (ToolResultBlock("t1", "boom", is_error=True),)),
     )
     _complete(server, ModelRequest(model=MODEL, messages=convo, cache=False))
     (req,) = server.requests
     assert [
         {"role": "user", "content": [{"type": "text", "text": "go"}]},
-        {"role": "assistant", "content": [
-            {"type": "compaction", "content": "summary", "encrypted_content": "enc",
-             "signature": "s"},
-            {"type": "thinking", "thinking": "hmm", "signature": "sig"},
-            {"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "ls"}},
-        ]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "t1", "content": "boom", "is_error": True},
-        ]},
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "compaction",
+                    "content": "summary",
+                    "encrypted_content": "enc",
+                    "signature": "s",
+                },
+                {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                {"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "ls"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "boom", "is_error": True},
+            ],
+        },
     ] == req.body["messages"]
 
 
@@ -201,31 +224,51 @@ def test_blank_text_and_emptied_messages_are_not_sent(server: FakeMessagesServer
     _complete(server, ModelRequest(model=MODEL, messages=convo, cache=False))
     assert [
         {"role": "user", "content": [{"type": "text", "text": "go"}]},
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "t1", "name": "ls", "input": {}}]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "t1",
-             "content": [{"type": "text", "text": "out"}]},
-            {"type": "text", "text": "more"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "ls", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": [{"type": "text", "text": "out"}],
+                },
+                {"type": "text", "text": "more"},
+            ],
+        },
     ] == server.requests[0].body["messages"]
 
 
-@pytest.mark.parametrize("value", [2**64, -(2**63) - 1, 10**30],
-                         ids=["2**64", "-2**63-1", "10**30"])
+@pytest.mark.parametrize(
+    "value", [2**64, -(2**63) - 1, 10**30], ids=["2**64", "-2**63-1", "10**30"]
+)
 def test_a_tool_input_the_log_cannot_store_is_kept_as_its_json_text(
-        server: FakeMessagesServer, value: int) -> None:
+    server: FakeMessagesServer, value: int
+) -> None:
     """A streamed tool input holding an integer beyond 64 bits arrives as input_json (its exact
     canonical JSON), and goes back to the API as the exact value."""
-    server.add(message([tool_use("toolu_1", "calc", {"n": value, "s": "é"})],
-                       stop_reason="tool_use"))
+    server.add(
+        message([tool_use("toolu_1", "calc", {"n": value, "s": "é"})], stop_reason="tool_use")
+    )
     server.add(message([text("ok")]))
     with _provider(server) as provider:
         got = provider.complete(_request("go")).message
         expected = json.dumps({"n": value, "s": "é"}, separators=(",", ":"))
         assert (ToolUseBlock("toolu_1", "calc", {}, input_json=expected),) == got.content
-        provider.complete(ModelRequest(model=MODEL, messages=(
-            Message("user", (TextBlock("go"),)), Message("assistant", got.content),
-            Message("user", (ToolResultBlock("toolu_1", "done"),))), cache=False))
+        provider.complete(
+            ModelRequest(
+                model=MODEL,
+                messages=(
+                    Message("user", (TextBlock("go"),)),
+                    Message("assistant", got.content),
+                    Message("user", (ToolResultBlock("toolu_1", "done"),)),
+                ),
+                cache=False,
+            )
+        )
     assert {"n": value, "s": "é"} == server.requests[1].body["messages"][1]["content"][0]["input"]
 
 
@@ -234,11 +277,25 @@ def test_values_json_on_the_wire_cannot_carry_go_out_replaced(server: FakeMessag
     non-finite number, go out as U+FFFD and null: the SDK's encoder would refuse the whole
     request (and every later one) otherwise."""
     server.add(message([text("ok")]))
-    kept = message_from_dict({"role": "assistant", "content": [
-        {"type": "tool_use", "id": "t1", "name": "a", "input": {"s": "x\ud800", "n": 2**64}},
-        {"type": "tool_use", "id": "t2", "name": "b", "input": {"f": float("inf")}}]})
-    convo = (Message("user", (TextBlock("go"),)), kept,
-             Message("user", (ToolResultBlock("t1", "r1"), ToolResultBlock("t2", "r2"))))
+    kept = message_from_dict(
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "t1",
+                    "name": "a",
+                    "input": {"s": "x\ud800", "n": 2**64},
+                },
+                {"type": "tool_use", "id": "t2", "name": "b", "input": {"f": float("inf")}},
+            ],
+        }
+    )
+    convo = (
+        Message("user", (TextBlock("go"),)),
+        kept,
+        Message("user", (ToolResultBlock("t1", "r1"), ToolResultBlock("t2", "r2"))),
+    )
     _complete(server, ModelRequest(model=MODEL, messages=convo, cache=False))
     sent = server.requests[0].body["messages"][1]["content"]
     assert [{"s": "x\ufffd", "n": 2**64}, {"f": None}] == [b["input"] for b in sent]
@@ -247,8 +304,9 @@ def test_values_json_on_the_wire_cannot_carry_go_out_replaced(server: FakeMessag
 def test_a_lone_surrogate_in_text_is_kept_as_json_text(server: FakeMessagesServer) -> None:
     """A text block holding a lone surrogate (a JSON escape) becomes a raw block with its exact
     JSON; usage numbers beyond 63 bits are bounded."""
-    server.add(message([text("a\ud800b"), text("fine")],
-                       usage=usage(input_tokens=2**70, output_tokens=3)))
+    server.add(
+        message([text("a\ud800b"), text("fine")], usage=usage(input_tokens=2**70, output_tokens=3))
+    )
     got = _complete(server, _request("go")).message
     assert (type(got.content[0]), TextBlock("fine")) == (type(got.content[0]), got.content[1])
     assert {"type": "text", "text": "a\ud800b"} == json.loads(got.content[0].json)  # type: ignore
@@ -271,9 +329,13 @@ def test_tools_system_thinking_and_stop_sequences_are_sent(server: FakeMessagesS
     server.add(message([text("ok")]))
     schema = {"type": "object", "properties": {"path": {"type": "string"}}}
     request = _request(
-        "hi", system="be brief", tools=(ToolSchema(name="read", description="d",
-                                                   input_schema=schema),),
-        thinking_budget=2048, stop_sequences=("END",), max_tokens=3000, cache=False,
+        "hi",
+        system="be brief",
+        tools=(ToolSchema(name="read", description="d", input_schema=schema),),
+        thinking_budget=2048,
+        stop_sequences=("END",),
+        max_tokens=3000,
+        cache=False,
     )
     _complete(server, request)
     body = server.requests[0].body
@@ -286,15 +348,15 @@ def test_tools_system_thinking_and_stop_sequences_are_sent(server: FakeMessagesS
 def test_prompt_caching_marks_the_stable_prefix(server: FakeMessagesServer) -> None:
     """Cache breakpoints go on the system prompt, the newest message and the user turn before."""
     server.add(message([text("ok")]))
-    request = _request("first", "answer", "second", system="sys",
-                       tools=(ToolSchema(name="t"),))
+    request = _request("first", "answer", "second", system="sys", tools=(ToolSchema(name="t"),))
     _complete(server, request)
     body = server.requests[0].body
     ephemeral = {"type": "ephemeral"}
     assert [{"type": "text", "text": "sys", "cache_control": ephemeral}] == body["system"]
     assert "cache_control" not in body["tools"][0]
-    marked = [i for i, m in enumerate(body["messages"])
-              if any("cache_control" in b for b in m["content"])]
+    marked = [
+        i for i, m in enumerate(body["messages"]) if any("cache_control" in b for b in m["content"])
+    ]
     assert [0, 2] == marked
 
 
@@ -307,11 +369,14 @@ def test_no_cache_markers_when_caching_is_off(server: FakeMessagesServer) -> Non
 
 def test_compaction_block_comes_back_verbatim(server: FakeMessagesServer) -> None:
     """With native compaction on, the compaction block and its extra keys come back verbatim."""
-    server.add_stream(message([compaction("summary", encrypted_content="enc", signature="s"),
-                               text("go on")]))
+    server.add_stream(
+        message([compaction("summary", encrypted_content="enc", signature="s"), text("go on")])
+    )
     response = _complete(server, _request("hi", context_edits=(Compact(),)))
-    assert CompactionBlock(content="summary", encrypted_content="enc",
-                           extra={"signature": "s"}) == response.message.content[0]
+    assert (
+        CompactionBlock(content="summary", encrypted_content="enc", extra={"signature": "s"})
+        == response.message.content[0]
+    )
 
 
 BLOCKS = st.one_of(
@@ -337,8 +402,10 @@ def test_responses_round_trip_through_the_wire(content: list[dict[str, Any]], ch
         srv.add_stream(message(content), text_chunk=chunk, seed=chunk)
         with AnthropicProvider(srv.client(), ()) as provider:
             response = provider.complete(_request("hi"))
-    assert message_from_dict({"role": "assistant", "content": content}).content == \
-        response.message.content
+    assert (
+        message_from_dict({"role": "assistant", "content": content}).content
+        == response.message.content
+    )
 
 
 # -- native context editing and token counting -----------------------------------------------------
@@ -347,25 +414,40 @@ def test_responses_round_trip_through_the_wire(content: list[dict[str, Any]], ch
 def test_context_edits_go_to_the_beta_endpoint(server: FakeMessagesServer) -> None:
     """Native edits are sent as context_management with their betas, clear_thinking first, and
     the applied edits the response reports are surfaced."""
-    applied = [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 4,
-                "cleared_input_tokens": 20000}]
+    applied = [
+        {"type": "clear_tool_uses_20250919", "cleared_tool_uses": 4, "cleared_input_tokens": 20000}
+    ]
     server.add_stream(message([text("ok")], context_management={"applied_edits": applied}))
-    edits = (ClearToolUses(trigger_tokens=30000, keep_tool_uses=3, exclude_tools=("memory",)),
-             Compact(trigger_tokens=150000), ClearThinking(keep_turns=1))
+    edits = (
+        ClearToolUses(trigger_tokens=30000, keep_tool_uses=3, exclude_tools=("memory",)),
+        Compact(trigger_tokens=150000),
+        ClearThinking(keep_turns=1),
+    )
     response = _complete(server, _request("hi", context_edits=edits))
     (req,) = server.requests
     assert {"context-management-2025-06-27", "compact-2026-01-12"} == set(
-        req.headers["anthropic-beta"].split(","))
+        req.headers["anthropic-beta"].split(",")
+    )
     assert [
         {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}},
-        {"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 30000},
-         "keep": {"type": "tool_uses", "value": 3}, "exclude_tools": ["memory"],
-         "clear_tool_inputs": False},
-        {"type": "compact_20260112", "pause_after_compaction": False,
-         "trigger": {"type": "input_tokens", "value": 150000}},
+        {
+            "type": "clear_tool_uses_20250919",
+            "trigger": {"type": "input_tokens", "value": 30000},
+            "keep": {"type": "tool_uses", "value": 3},
+            "exclude_tools": ["memory"],
+            "clear_tool_inputs": False,
+        },
+        {
+            "type": "compact_20260112",
+            "pause_after_compaction": False,
+            "trigger": {"type": "input_tokens", "value": 150000},
+        },
     ] == req.body["context_management"]["edits"]
-    assert (AppliedEdit(type="clear_tool_uses_20250919", cleared_tool_uses=4,
-                        cleared_input_tokens=20000),) == response.applied_edits
+    assert (
+        AppliedEdit(
+            type="clear_tool_uses_20250919", cleared_tool_uses=4, cleared_input_tokens=20000
+        ),
+    ) == response.applied_edits
 
 
 def test_count_tokens(server: FakeMessagesServer) -> None:
@@ -531,7 +613,8 @@ def test_factory_without_a_key_raises(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_capabilities_are_declared() -> None:
     """The Anthropic provider declares token counting and all three native edits."""
     assert {"token_counting", "clear_tool_uses", "clear_thinking", "compact"} == set(
-        AnthropicProvider.capabilities)
+        AnthropicProvider.capabilities
+    )
 
 
 def _strip_cache(value: Any) -> Any:
@@ -545,11 +628,17 @@ def _strip_cache(value: Any) -> Any:
 OUT_BLOCKS = st.one_of(
     st.builds(TextBlock, st.text(max_size=20).filter(str.strip)),
     st.builds(ThinkingBlock, st.text(max_size=20), st.text(min_size=1, max_size=8)),
-    st.builds(ToolUseBlock, st.text(min_size=1, max_size=8), st.sampled_from(["a", "b"]),
-              st.dictionaries(st.text(max_size=5),
-                              st.integers(-(2**63), 2**63) | st.text(max_size=5), max_size=3)),
-    st.builds(ToolResultBlock, st.text(min_size=1, max_size=8), st.text(max_size=20),
-              st.booleans()),
+    st.builds(
+        ToolUseBlock,
+        st.text(min_size=1, max_size=8),
+        st.sampled_from(["a", "b"]),
+        st.dictionaries(
+            st.text(max_size=5), st.integers(-(2**63), 2**63) | st.text(max_size=5), max_size=3
+        ),
+    ),
+    st.builds(
+        ToolResultBlock, st.text(min_size=1, max_size=8), st.text(max_size=20), st.booleans()
+    ),
     st.builds(CompactionBlock, st.none() | st.text(max_size=20), st.text(max_size=8)),
 )
 
@@ -557,9 +646,13 @@ OUT_BLOCKS = st.one_of(
 @settings(max_examples=60, deadline=None)
 @given(
     messages=st.lists(
-        st.builds(Message, st.sampled_from(["user", "assistant"]),
-                  st.lists(OUT_BLOCKS, min_size=1, max_size=4).map(tuple)),
-        min_size=1, max_size=5,
+        st.builds(
+            Message,
+            st.sampled_from(["user", "assistant"]),
+            st.lists(OUT_BLOCKS, min_size=1, max_size=4).map(tuple),
+        ),
+        min_size=1,
+        max_size=5,
     ),
     cache=st.booleans(),
 )

@@ -34,7 +34,11 @@ example = importlib.import_module("session_files_backend")
 PUBLIC_MODULES = {"liteagent.eventlog", "liteagent.eventlog.backend"}
 
 OPTIONAL_HOOKS = {
-    "_repair", "_acquire_lease", "_release_lease", "_lease_holder", "_append_leased",
+    "_repair",
+    "_acquire_lease",
+    "_release_lease",
+    "_lease_holder",
+    "_append_leased",
     "_truncate_leased",
 }
 """The hooks a backend may override (the abstract ones are ``Checkpointer.__abstractmethods__``)."""
@@ -76,7 +80,8 @@ def _private_imports(source: str) -> list[str]:
             if node.level or module.split(".")[0] == "liteagent":
                 found += [(module, a.name) for a in node.names]
     return [
-        f"{module}:{name}" for module, name in found
+        f"{module}:{name}"
+        for module, name in found
         if module not in PUBLIC_MODULES or (name or "").startswith("_")
     ]
 
@@ -89,14 +94,17 @@ def test_example_imports_only_public_names() -> None:
     assert [] == _private_imports(source)
 
 
-@pytest.mark.parametrize("source", [
-    "from liteagent.eventlog._contract import EncodedEvent",
-    "from liteagent.eventlog import _memory",
-    "import liteagent.eventlog._lease",
-    "from liteagent.eventlog.backend import _private",
-    "from .._contract import Checkpointer",
-    "from liteagent.sdk import create_agent",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from liteagent.eventlog._contract import EncodedEvent",
+        "from liteagent.eventlog import _memory",
+        "import liteagent.eventlog._lease",
+        "from liteagent.eventlog.backend import _private",
+        "from .._contract import Checkpointer",
+        "from liteagent.sdk import create_agent",
+    ],
+)
 def test_private_import_check_finds_private_imports(source: str) -> None:
     """The check above reports private and foreign imports."""
     assert 1 == len(_private_imports(source))
@@ -108,12 +116,15 @@ def test_example_touches_only_its_own_private_attributes() -> None:
     tree = ast.parse(EXAMPLE.read_text())
     defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
     defined |= {
-        t.attr for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign))
+        t.attr
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Assign, ast.AnnAssign))
         for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
         if isinstance(t, ast.Attribute)
     }
     used = {
-        n.attr for n in ast.walk(tree)
+        n.attr
+        for n in ast.walk(tree)
         if isinstance(n, ast.Attribute) and n.attr.startswith("_") and not n.attr.endswith("__")
     }
     assert used
@@ -126,7 +137,10 @@ def test_example_implements_every_required_hook() -> None:
     assert issubclass(cls, Checkpointer)
     assert set() == cls.__abstractmethods__
     hooks = set(Checkpointer.__abstractmethods__) | {
-        "_acquire_lease", "_release_lease", "_lease_holder"}
+        "_acquire_lease",
+        "_release_lease",
+        "_lease_holder",
+    }
     assert [] == [h for h in sorted(hooks) if getattr(cls, h) is getattr(Checkpointer, h)]
 
 

@@ -24,8 +24,14 @@ pytestmark = pytest.mark.processes
 def test_usage_errors_exit_2_and_help_exits_0(server: CliServer) -> None:
     """The installed script: a usage error exits 2 with argparse's message; --help exits 0
     and documents the script format."""
-    bad = subprocess.run([str(LITE_AGENT), "restore", "only-an-id"], capture_output=True,
-                         text=True, env=clean_env(), timeout=60, check=False)
+    bad = subprocess.run(
+        [str(LITE_AGENT), "restore", "only-an-id"],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=60,
+        check=False,
+    )
     assert 2 == bad.returncode
     assert "the following arguments are required: SEQ" in bad.stderr
     helped = server.run("--help")
@@ -35,8 +41,13 @@ def test_usage_errors_exit_2_and_help_exits_0(server: CliServer) -> None:
 
 def test_run_streams_text_and_tool_calls_and_edits_real_files(cli: Cli) -> None:
     """run: the model's text and one line per tool call; the tool really wrote the file."""
-    result = cli.ok("run", "make hello", provider=cli.script(
-        write("hello.py", "print('hi')\n", say="Writing it."), {"text": "Created hello.py."}))
+    result = cli.ok(
+        "run",
+        "make hello",
+        provider=cli.script(
+            write("hello.py", "print('hi')\n", say="Writing it."), {"text": "Created hello.py."}
+        ),
+    )
     assert "Writing it.\n  → write_file hello.py\nCreated hello.py.\n" in result.out
     assert "print('hi')\n" == (cli.work / "hello.py").read_text()
     assert "[session " in result.out
@@ -44,10 +55,14 @@ def test_run_streams_text_and_tool_calls_and_edits_real_files(cli: Cli) -> None:
 
 def test_run_json_and_continuing_a_session(cli: Cli) -> None:
     """run --json prints the result; --session continues the same log."""
-    first = cli.ok("run", "hi", "--session", "s1", "--json",
-                   provider=cli.script({"text": "Hello."})).json()
-    assert {"session_id": "s1", "text": "Hello.", "stop_reason": "end_turn"}.items() <= \
-        first.items()
+    first = cli.ok(
+        "run", "hi", "--session", "s1", "--json", provider=cli.script({"text": "Hello."})
+    ).json()
+    assert {
+        "session_id": "s1",
+        "text": "Hello.",
+        "stop_reason": "end_turn",
+    }.items() <= first.items()
     cli.ok("run", "again", "--session", "s1", provider=cli.script({"text": "Again."}))
     prompts = [e.body.text for e in cli.events("s1") if e.kind == "user_prompt"]
     assert ["hi", "again"] == prompts
@@ -106,8 +121,13 @@ def test_compact_records_a_compaction_and_replay_still_verifies(cli: Cli) -> Non
     """compact --json: a compaction event; later requests use it and --verify recomputes every
     request (before and after the compaction) exactly."""
     for i in range(4):
-        cli.ok("run", f"step {i}", "--session", "s1", provider=cli.script(
-            write(f"f{i}.txt", "x" * 200), {"text": f"Done {i}."}))
+        cli.ok(
+            "run",
+            f"step {i}",
+            "--session",
+            "s1",
+            provider=cli.script(write(f"f{i}.txt", "x" * 200), {"text": f"Done {i}."}),
+        )
     stats = cli.ok("compact", "s1", "--json").json()
     assert stats["changed"] is True
     assert stats["after"] < stats["before"]
@@ -129,15 +149,17 @@ def test_replay_events_view_and_verify(cli: Cli) -> None:
     assert "session_started" == events[0]["kind"]
     requests = [e["seq"] for e in events if e["kind"] == "model_request"]
     assert 4 == len(requests)
-    assert requests[1] == cli.ok("replay", "s1", "--at", str(requests[1]),
-                                 "--json").json()[-1]["seq"]
+    assert (
+        requests[1] == cli.ok("replay", "s1", "--at", str(requests[1]), "--json").json()[-1]["seq"]
+    )
     view = cli.ok("replay", "s1", "--view", "--at", str(requests[2]), "--json").json()
     assert view["matches"] is True
     assert view["recorded"] is True
     assert [{"type": "text", "text": "write one"}] == view["messages"][0]["content"]
     assert "write two" == view["messages"][-1]["content"][0]["text"]
-    assert "matches the recorded one" in cli.ok("replay", "s1", "--view", "--at",
-                                                str(requests[2])).out
+    assert (
+        "matches the recorded one" in cli.ok("replay", "s1", "--view", "--at", str(requests[2])).out
+    )
     assert "4 of 4 recorded requests" in cli.ok("replay", "s1", "--verify").out
 
 
@@ -152,10 +174,18 @@ class Inject:
 def test_verify_reports_requests_that_differ_from_the_log(cli: Cli) -> None:
     """Requests whose messages a middleware changed do not recompute from the log: --verify
     names each one and exits 1."""
-    with file_checkpointer(workdir=cli.work, home=cli.home) as cp, create_agent(
-            model=scripted([AssistantMessage(content=(TextBlock("hi"),))] * 2), model_name="m",
-            tools=default_tools(), use=[Inject()], checkpointer=cp, workdir=cli.work,
-            system_prompt=DEFAULT_SYSTEM_PROMPT) as agent:
+    with (
+        file_checkpointer(workdir=cli.work, home=cli.home) as cp,
+        create_agent(
+            model=scripted([AssistantMessage(content=(TextBlock("hi"),))] * 2),
+            model_name="m",
+            tools=default_tools(),
+            use=[Inject()],
+            checkpointer=cp,
+            workdir=cli.work,
+            system_prompt=DEFAULT_SYSTEM_PROMPT,
+        ) as agent,
+    ):
         agent.send("hello", session_id="lib")
         agent.send("again", session_id="lib")
     result = cli("replay", "lib", "--verify", "--json")
@@ -198,11 +228,13 @@ def test_export_and_import_round_trip(cli: Cli) -> None:
 
 def test_import_reports_bad_lines_and_writes_nothing(cli: Cli) -> None:
     """Every bad line is named with its number; exit 1; no session is created."""
-    transcript = "\n".join([
-        json.dumps({"role": "user", "content": "hi"}),
-        "{not json",
-        json.dumps({"role": "robot", "content": []}),
-    ])
+    transcript = "\n".join(
+        [
+            json.dumps({"role": "user", "content": "hi"}),
+            "{not json",
+            json.dumps({"role": "robot", "content": []}),
+        ]
+    )
     result = cli("import", "-", "--session", "bad", stdin=transcript)
     assert 1 == result.code
     assert result.err.startswith("lite-agent: line 2: not JSON")
@@ -222,15 +254,22 @@ def test_unknown_sessions_and_checkpoints_are_usage_errors(cli: Cli) -> None:
     head = cli.events("s1")[-1].seq
     wrong = cli("restore", "s1", "3")
     assert 2 == wrong.code
-    assert ("lite-agent: seq 3 is not a checkpoint of session s1 (its checkpoints: 2, 11; "
-            "`lite-agent checkpoints s1` shows them)\n") == wrong.err
+    assert (
+        "lite-agent: seq 3 is not a checkpoint of session s1 (its checkpoints: 2, 11; "
+        "`lite-agent checkpoints s1` shows them)\n"
+    ) == wrong.err
     assert head == cli.events("s1")[-1].seq
 
 
 def test_a_provider_error_exits_1_and_the_log_records_the_abort(cli: Cli) -> None:
     """A scripted overload: exit 1 naming it; the session records the aborted turn."""
-    result = cli("run", "hi", "--session", "s1", provider=cli.script(
-        {"error": "overloaded", "message": "try later"}))
+    result = cli(
+        "run",
+        "hi",
+        "--session",
+        "s1",
+        provider=cli.script({"error": "overloaded", "message": "try later"}),
+    )
     assert 1 == result.code
     assert "lite-agent: try later\n" == result.err
     assert "turn_aborted" == cli.events("s1")[-1].kind
@@ -239,11 +278,21 @@ def test_a_provider_error_exits_1_and_the_log_records_the_abort(cli: Cli) -> Non
 def test_the_sqlite_backend(cli: Cli) -> None:
     """--backend sqlite --db PATH keeps the sessions in that database."""
     db = cli.root / "s.db"
-    cli.ok("--backend", "sqlite", "--db", str(db), "run", "hi", "--session", "q",
-           provider=cli.script({"text": "Hello."}))
+    cli.ok(
+        "--backend",
+        "sqlite",
+        "--db",
+        str(db),
+        "run",
+        "hi",
+        "--session",
+        "q",
+        provider=cli.script({"text": "Hello."}),
+    )
     assert db.exists()
-    assert ["q"] == [s["id"] for s in cli.ok("--backend", "sqlite", "--db", str(db),
-                                             "sessions", "--json").json()]
+    assert ["q"] == [
+        s["id"] for s in cli.ok("--backend", "sqlite", "--db", str(db), "sessions", "--json").json()
+    ]
     assert [] == cli.ok("sessions", "--json").json()  # the file store is another store
 
 
@@ -260,8 +309,12 @@ def test_run_with_claude_over_the_real_client(cli: Cli) -> None:
     """The default provider: the real anthropic client, here against the fake server."""
     with FakeMessagesServer() as fake:
         fake.add(message([text("Hello from Claude.")]))
-        result = cli("run", "hi", "--json", env=clean_env(
-            ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.base_url))
+        result = cli(
+            "run",
+            "hi",
+            "--json",
+            env=clean_env(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.base_url),
+        )
         assert 0 == result.code, result
         assert "Hello from Claude." == result.json()["text"]
         [request] = fake.requests

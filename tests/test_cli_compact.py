@@ -59,12 +59,15 @@ def test_compact_with_instructions_summarizes_with_them(cli: Cli) -> None:
         [request] = fake.requests
     assert _INSTRUCTIONS in json.dumps(request.body)
     outcome = result.json()
-    assert {"changed": True, "summarized": True, "instructions_used": True,
-            "note": None}.items() <= outcome.items()
+    assert {
+        "changed": True,
+        "summarized": True,
+        "instructions_used": True,
+        "note": None,
+    }.items() <= outcome.items()
     [compaction] = [e.body for e in cli.events("s1") if isinstance(e.body, Compaction)]
     assert _INSTRUCTIONS == compaction.instructions
-    texts = [b.text for m in compaction.replacement for b in m.content
-             if isinstance(b, TextBlock)]
+    texts = [b.text for m in compaction.replacement for b in m.content if isinstance(b, TextBlock)]
     assert any("SUMMARY: the API decisions so far" in t for t in texts)
     assert cli.ok("replay", "s1", "--verify", "--json").json()["ok"] is True
 
@@ -72,8 +75,7 @@ def test_compact_with_instructions_summarizes_with_them(cli: Cli) -> None:
 def test_compact_says_it_summarized(cli: Cli) -> None:
     """The human form: the compaction line says the model wrote a summary; no note."""
     two_prompts(cli)
-    out = cli.ok("compact", "s1", _INSTRUCTIONS,
-                 provider=cli.script({"text": "SUMMARY: kept"})).out
+    out = cli.ok("compact", "s1", _INSTRUCTIONS, provider=cli.script({"text": "SUMMARY: kept"})).out
     assert "compacted with a summary by the model: ~" in out
     assert "note:" not in out
 
@@ -83,8 +85,10 @@ def test_compact_without_a_model_says_the_instructions_were_not_used(cli: Cli) -
     instructions were not used and why (exit 0: the compaction itself worked)."""
     two_prompts(cli)
     result = cli.ok("compact", "s1", _INSTRUCTIONS)
-    assert ("note: the instructions were not used: no model to summarize with (set "
-            "ANTHROPIC_API_KEY, or pass --provider)") in result.out
+    assert (
+        "note: the instructions were not used: no model to summarize with (set "
+        "ANTHROPIC_API_KEY, or pass --provider)"
+    ) in result.out
     outcome = cli.ok("compact", "s1", _INSTRUCTIONS, "--json").json()
     assert outcome["summarized"] is False
     assert outcome["instructions_used"] is False
@@ -95,30 +99,43 @@ def test_compact_with_nothing_to_summarize_says_so(cli: Cli) -> None:
     """A model, but a conversation no longer than the turns a summary keeps: nothing is sent
     to the model, and the CLI says that the instructions were not used and why."""
     cli.ok("run", "hi", "--session", "s1", provider=cli.script({"text": "Hello."}))
-    outcome = cli.ok("compact", "s1", _INSTRUCTIONS, "--json", provider=cli.script(
-        {"text": "never asked"})).json()
+    outcome = cli.ok(
+        "compact", "s1", _INSTRUCTIONS, "--json", provider=cli.script({"text": "never asked"})
+    ).json()
     assert outcome["instructions_used"] is False
     assert outcome["note"].startswith(
-        "the instructions were not used: there is nothing old enough to summarize")
+        "the instructions were not used: there is nothing old enough to summarize"
+    )
 
 
 def test_compact_after_a_failed_summary_says_why(cli: Cli) -> None:
     """The model fails: the compaction goes on without a summary, and the CLI says that the
     instructions were not used because the summary failed."""
     two_prompts(cli)
-    outcome = cli.ok("compact", "s1", _INSTRUCTIONS, "--json", provider=cli.script(
-        {"error": "overloaded", "message": "busy now"})).json()
+    outcome = cli.ok(
+        "compact",
+        "s1",
+        _INSTRUCTIONS,
+        "--json",
+        provider=cli.script({"error": "overloaded", "message": "busy now"}),
+    ).json()
     assert outcome["instructions_used"] is False
     assert outcome["note"].startswith(
-        "the instructions were not used: the summary failed (busy now)")
+        "the instructions were not used: the summary failed (busy now)"
+    )
 
 
 def test_compaction_progress_never_goes_back(cli: Cli) -> None:
     """Off a terminal, each compaction step is a line with its percentage: the percentages
     never go down, the last is 100 %, and the persisting stage is there."""
     for i in range(4):
-        cli.ok("run", f"step {i}", "--session", "s1", provider=cli.script(
-            write(f"f{i}.txt", "x" * 200), {"text": f"Done {i}."}))
+        cli.ok(
+            "run",
+            f"step {i}",
+            "--session",
+            "s1",
+            provider=cli.script(write(f"f{i}.txt", "x" * 200), {"text": f"Done {i}."}),
+        )
     out = cli.ok("compact", "s1").out
     steps = re.findall(r"^  compact(?:ing|ion done) (\w+) (\d+)%", out, flags=re.MULTILINE)
     percents = [int(p) for _, p in steps]
@@ -133,24 +150,31 @@ def test_replay_shows_context_status_level_and_numbers(cli: Cli) -> None:
     two_prompts(cli)
     events = cli.ok("replay", "s1", "--json").json()
     rows = cli.ok("replay", "s1").out.splitlines()
-    statuses = [(e, row) for e, row in zip(events, rows, strict=True)
-                if e["kind"] == "context_status"]
+    statuses = [
+        (e, row) for e, row in zip(events, rows, strict=True) if e["kind"] == "context_status"
+    ]
     assert statuses
     for event, row in statuses:
         body = event["body"]
-        assert row.endswith(f"context_status       level {body['level']}: ~{body['tokens']} → "
-                            f"~{body['tokens_after']} tokens of {body['budget']}")
+        assert row.endswith(
+            f"context_status       level {body['level']}: ~{body['tokens']} → "
+            f"~{body['tokens_after']} tokens of {body['budget']}"
+        )
 
 
 def test_replay_verify_with_no_recorded_requests_says_so(cli: Cli) -> None:
     """A session whose log holds no model request (an imported transcript): --verify says
     there was nothing to verify, exit 0; --json says so too."""
-    transcript = "\n".join(json.dumps(m) for m in (
-        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}))
+    transcript = "\n".join(
+        json.dumps(m)
+        for m in ({"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"})
+    )
     cli.ok("import", "-", "--session", "imp", stdin=transcript)
     out = cli.ok("replay", "imp", "--verify").out
-    assert ("nothing to verify: session imp has no recorded model requests (no turn of it has "
-            "called the model)\n") == out
+    assert (
+        "nothing to verify: session imp has no recorded model requests (no turn of it has "
+        "called the model)\n"
+    ) == out
     report = cli.ok("replay", "imp", "--verify", "--json").json()
     assert {"ok": True, "requests": 0, "nothing_to_verify": True}.items() <= report.items()
 
@@ -160,17 +184,21 @@ _SAMPLES: list[Event | OpaqueEvent] = [
     UserPrompt(content=(TextBlock("hi"),)),
     AssistantMessage(content=(TextBlock("hello"),), stop_reason="end_turn"),
     ToolResult(block=ToolResultBlock("t1", "ok"), tool_name="bash"),
-    FileSnapshot(path="a.txt", tool_call_id="t1", pre_image=None, pre_hash=None,
-                 post_hash="0" * 64),
+    FileSnapshot(
+        path="a.txt", tool_call_id="t1", pre_image=None, pre_hash=None, post_hash="0" * 64
+    ),
     Compaction(first_seq=1, last_seq=4, tokens_before=100, tokens_after=10),
-    ContextStatus(level="select", tokens=500, budget=400, tokens_after=380,
-                  actions=("archive",)),
+    ContextStatus(level="select", tokens=500, budget=400, tokens_after=380, actions=("archive",)),
     ModelRequestRecord(view_hash="ab" * 32, token_estimate=42),
     BackgroundCompleted(task_id="bg1", ok=False, summary="exit 1"),
     TurnAborted(reason="interrupted"),
-    RestoreStarted(to_seq=2, conversation=True, files=(
-        RestoreFile(path="a.txt", target=None, target_hash=None, backup=None,
-                    backup_hash=None),)),
+    RestoreStarted(
+        to_seq=2,
+        conversation=True,
+        files=(
+            RestoreFile(path="a.txt", target=None, target_hash=None, backup=None, backup_hash=None),
+        ),
+    ),
     RestoreFinished(started_seq=5, outcome="completed"),
     ContentArchived(tool_use_id="t1", ref="blob:abc", chars=10, size=10),
     OpaqueEvent(kind="from_the_future", data=b"\x01\x02"),
@@ -192,13 +220,24 @@ def test_nothing_off_a_terminal_holds_an_escape_code(cli: Cli) -> None:
     env = clean_env(TERM="xterm-256color")
     two_prompts(cli)
     results = [
-        cli("run", "more", "--session", "s1", env=env,
-            provider=cli.script({"text": "\x1b[31mred\x1b[0m from the model"})),
-        cli("checkpoints", "s1", env=env), cli("sessions", env=env),
-        cli("restore", "s1", "2", env=env), cli("compact", "s1", "x", env=env),
-        cli("replay", "s1", env=env), cli("replay", "s1", "--view", env=env),
-        cli("replay", "s1", "--verify", env=env), cli("doctor", env=env),
-        cli("restore", "s1", "999", env=env), cli(env=env),
+        cli(
+            "run",
+            "more",
+            "--session",
+            "s1",
+            env=env,
+            provider=cli.script({"text": "\x1b[31mred\x1b[0m from the model"}),
+        ),
+        cli("checkpoints", "s1", env=env),
+        cli("sessions", env=env),
+        cli("restore", "s1", "2", env=env),
+        cli("compact", "s1", "x", env=env),
+        cli("replay", "s1", env=env),
+        cli("replay", "s1", "--view", env=env),
+        cli("replay", "s1", "--verify", env=env),
+        cli("doctor", env=env),
+        cli("restore", "s1", "999", env=env),
+        cli(env=env),
     ]
     for result in results:
         assert "\x1b" not in result.out + result.err, result
@@ -208,9 +247,15 @@ def test_nothing_off_a_terminal_holds_an_escape_code(cli: Cli) -> None:
 def test_json_run_prints_only_its_document(cli: Cli) -> None:
     """run --json with text and a tool call: stdout is the one JSON document and nothing else
     (the streamed text and the tool line are not printed)."""
-    result = cli.ok("run", "go", "--json", provider=cli.script(
-        {"tool": "write_file", "input": {"path": "a.txt", "content": "x"}, "text": "Writing."},
-        {"text": "Done."}))
+    result = cli.ok(
+        "run",
+        "go",
+        "--json",
+        provider=cli.script(
+            {"tool": "write_file", "input": {"path": "a.txt", "content": "x"}, "text": "Writing."},
+            {"text": "Done."},
+        ),
+    )
     document = msgspec.json.decode(result.out)
     assert "Done." == document["text"]
     assert "" == result.err
@@ -219,8 +264,14 @@ def test_json_run_prints_only_its_document(cli: Cli) -> None:
 def test_logs_off_a_terminal_are_json_lines_without_escape_codes(cli: Cli) -> None:
     """With LITE_AGENT_LOG_LEVEL=DEBUG and stderr a file: every log line is a JSON object (no
     colour codes), and stdout still holds only the command's output."""
-    result = cli("run", "hi", "--session", "s1", provider=cli.script({"text": "Hello."}),
-                 env=clean_env(LITE_AGENT_LOG_LEVEL="DEBUG", TERM="xterm-256color"))
+    result = cli(
+        "run",
+        "hi",
+        "--session",
+        "s1",
+        provider=cli.script({"text": "Hello."}),
+        env=clean_env(LITE_AGENT_LOG_LEVEL="DEBUG", TERM="xterm-256color"),
+    )
     assert 0 == result.code, result
     lines = result.err.splitlines()
     assert lines

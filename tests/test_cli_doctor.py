@@ -127,8 +127,9 @@ def _sessions(cli: Cli) -> Path:
 def _frame_offsets(log: Path) -> list[int]:
     """Where each frame of a log starts."""
     with log.open("rb") as f:
-        return [item.offset for item in FrameScanner(f.fileno(), FILE_HEADER_SIZE,
-                                                     log.stat().st_size)]
+        return [
+            item.offset for item in FrameScanner(f.fileno(), FILE_HEADER_SIZE, log.stat().st_size)
+        ]
 
 
 def test_repair_salvages_a_damaged_session(cli: Cli) -> None:
@@ -169,8 +170,10 @@ def test_repair_leaves_a_session_another_process_runs_alone(cli: Cli) -> None:
     with log.open("ab") as f:
         f.write(b"garbage that is not a frame" * 3)
     before = log.read_bytes()
-    with file_checkpointer(project_dir(cli.work, cli.home) / "sessions") as cp, \
-            cp.acquire_lease("s1"):
+    with (
+        file_checkpointer(project_dir(cli.work, cli.home) / "sessions") as cp,
+        cp.acquire_lease("s1"),
+    ):
         refused = cli("doctor", "--repair", "--json")
         assert before == log.read_bytes()
     assert 1 == refused.code

@@ -47,11 +47,15 @@ def session(cli: Cli) -> Cli:
 
 
 USAGE_ERRORS = [
-    (["--provider", "bogus", "run", "hi"],
-     "--provider bogus: expected anthropic, scripted:FILE or replay:SESSION"),
+    (
+        ["--provider", "bogus", "run", "hi"],
+        "--provider bogus: expected anthropic, scripted:FILE or replay:SESSION",
+    ),
     (["--provider", "scripted:", "run", "hi"], "--provider scripted:: name the scripted source"),
-    (["--provider", "scripted:/no/such/script.json", "run", "hi"],
-     "--provider scripted:/no/such/script.json: cannot read the script"),
+    (
+        ["--provider", "scripted:/no/such/script.json", "run", "hi"],
+        "--provider scripted:/no/such/script.json: cannot read the script",
+    ),
     (["--provider", "replay:nope", "run", "hi"], "--provider replay:nope: no session nope in"),
     (["replay", "s1", "--at", "999"], "--at 999 is outside the log: session s1 has seqs 1..19"),
     (["replay", "s1", "--at", "0", "--view"], "--at 0 is outside the log"),
@@ -66,10 +70,12 @@ USAGE_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize(("argv", "reason"), USAGE_ERRORS,
-                         ids=[" ".join(a) for a, _ in USAGE_ERRORS])
-def test_usage_errors_exit_2_with_one_line_in_cli_words(session: Cli, argv: list[str],
-                                                         reason: str) -> None:
+@pytest.mark.parametrize(
+    ("argv", "reason"), USAGE_ERRORS, ids=[" ".join(a) for a, _ in USAGE_ERRORS]
+)
+def test_usage_errors_exit_2_with_one_line_in_cli_words(
+    session: Cli, argv: list[str], reason: str
+) -> None:
     """A command line that asks for what cannot be: exit 2, nothing on stdout, the reason on
     the last line of stderr (after the usage, for the parser's own errors)."""
     head = session.events("s1")[-1].seq
@@ -81,10 +87,12 @@ def test_usage_errors_exit_2_with_one_line_in_cli_words(session: Cli, argv: list
     assert head == session.events("s1")[-1].seq
 
 
-@pytest.mark.parametrize(("argv", "reason"), USAGE_ERRORS,
-                         ids=[" ".join(a) for a, _ in USAGE_ERRORS])
-def test_usage_errors_under_json_are_one_document(session: Cli, argv: list[str],
-                                                  reason: str) -> None:
+@pytest.mark.parametrize(
+    ("argv", "reason"), USAGE_ERRORS, ids=[" ".join(a) for a, _ in USAGE_ERRORS]
+)
+def test_usage_errors_under_json_are_one_document(
+    session: Cli, argv: list[str], reason: str
+) -> None:
     """The same usage errors with --json: exit 2 and one JSON document on stdout."""
     error = assert_one_json_error(session(*argv, "--json"), 2, "usage")
     assert error["message"].startswith(reason)
@@ -95,9 +103,10 @@ def test_no_api_key_says_what_to_do(cli: Cli) -> None:
     not the Python keyword argument the library mentions."""
     result = cli("run", "hi")
     assert 1 == result.code
-    assert ("lite-agent: no ANTHROPIC_API_KEY set: set it to talk to Claude, or try "
-            "`lite-agent demo` (offline, no key needed) or --provider scripted:FILE\n"
-            ) == result.err
+    assert (
+        "lite-agent: no ANTHROPIC_API_KEY set: set it to talk to Claude, or try "
+        "`lite-agent demo` (offline, no key needed) or --provider scripted:FILE\n"
+    ) == result.err
     error = assert_one_json_error(cli("run", "hi", "--json"), 1, "no_api_key")
     assert "set it to talk to Claude, or try `lite-agent demo`" in error["message"]
 
@@ -108,21 +117,37 @@ def test_failures_under_json_are_one_document(session: Cli) -> None:
     (session.work / "a.txt").write_text("mine\n")
     refused = assert_one_json_error(session("restore", "s1", "2", "--json"), 1, "refused")
     assert refused["message"].startswith("restore refused, nothing was changed: a.txt: ")
-    assert [refused["message"].removeprefix("restore refused, nothing was changed: ")] == \
-        refused["details"]
+    assert [refused["message"].removeprefix("restore refused, nothing was changed: ")] == refused[
+        "details"
+    ]
     model = assert_one_json_error(
-        session("run", "hi", "--json", provider=session.script(
-            {"error": "overloaded", "message": "try later"})), 1, "model")
+        session(
+            "run",
+            "hi",
+            "--json",
+            provider=session.script({"error": "overloaded", "message": "try later"}),
+        ),
+        1,
+        "model",
+    )
     assert "try later" == model["message"]
 
 
 def test_a_cancelled_run_is_reported_in_cli_words(cli: Cli) -> None:
     """A turn cancelled by SIGINT (sent by the scripted model's own process after it started):
     exit 1, one line saying it was cancelled, and the log records the aborted turn."""
-    prelude = ("import os, signal, threading\n"
-               "threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()\n")
-    result = cli("run", "hi", "--session", "s1", provider=cli.script(
-        {"text": "too late", "delay": 60}), prelude=prelude)
+    prelude = (
+        "import os, signal, threading\n"
+        "threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+    )
+    result = cli(
+        "run",
+        "hi",
+        "--session",
+        "s1",
+        provider=cli.script({"text": "too late", "delay": 60}),
+        prelude=prelude,
+    )
     assert 1 == result.code
     assert "lite-agent: cancelled (interrupted (Ctrl-C))\n" == result.err
     assert "turn_aborted" == cli.events("s1")[-1].kind
@@ -130,19 +155,30 @@ def test_a_cancelled_run_is_reported_in_cli_words(cli: Cli) -> None:
 
 def _big_session(cli: Cli) -> None:
     """Session big: more output than a pipe holds (its export, and its replay --json)."""
-    cli.ok("run", "write it", "--session", "big", provider=cli.script(
-        *[write(f"f{i}.txt", "x" * 20_000) for i in range(8)], {"text": "y" * 100_000}))
+    cli.ok(
+        "run",
+        "write it",
+        "--session",
+        "big",
+        provider=cli.script(
+            *[write(f"f{i}.txt", "x" * 20_000) for i in range(8)], {"text": "y" * 100_000}
+        ),
+    )
 
 
-@pytest.mark.parametrize("command", [["export", "big"], ["replay", "big", "--json"]],
-                         ids=["export", "replay --json"])
+@pytest.mark.parametrize(
+    "command", [["export", "big"], ["replay", "big", "--json"]], ids=["export", "replay --json"]
+)
 def test_a_closed_stdout_ends_the_command_quietly(cli: Cli, command: list[str]) -> None:
     """``lite-agent export ID | head -1``: the reader takes one line and goes away; the command
     stops with exit code 0 and writes nothing to stderr (no "Broken pipe")."""
     _big_session(cli)
     with subprocess.Popen(
-            [str(LITE_AGENT), "--workdir", str(cli.work), "--home", str(cli.home), *command],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env()) as proc:
+        [str(LITE_AGENT), "--workdir", str(cli.work), "--home", str(cli.home), *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=clean_env(),
+    ) as proc:
         assert proc.stdout is not None
         assert proc.stderr is not None
         first = proc.stdout.readline()
@@ -160,7 +196,12 @@ def test_the_shell_pipeline_exits_quietly(cli: Cli) -> None:
     flags = f"--workdir {cli.work} --home {cli.home}"
     run = subprocess.run(
         ["/bin/bash", "-c", f"set -o pipefail; {LITE_AGENT} {flags} export big | head -1"],
-        capture_output=True, text=True, env=clean_env(), timeout=60, check=False)
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=60,
+        check=False,
+    )
     assert 0 == run.returncode, run.stderr
     assert "" == run.stderr
     assert 1 == len(run.stdout.splitlines())
@@ -172,19 +213,31 @@ def test_a_session_running_in_another_process_is_busy(cli: Cli, tmp_path: Path) 
     two_prompts(cli)
     slow = write_slow_script(tmp_path / "slow.json")
     holder = subprocess.Popen(
-        [str(LITE_AGENT), "--workdir", str(cli.work), "--home", str(cli.home), "--provider",
-         slow, "run", "slow", "--session", "s1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=clean_env())
+        [
+            str(LITE_AGENT),
+            "--workdir",
+            str(cli.work),
+            "--home",
+            str(cli.home),
+            "--provider",
+            slow,
+            "run",
+            "slow",
+            "--session",
+            "s1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=clean_env(),
+    )
     try:
         deadline = time.monotonic() + 60
-        while not any(e.kind == "user_prompt" and e.body.text == "slow"
-                      for e in cli.events("s1")):
+        while not any(e.kind == "user_prompt" and e.body.text == "slow" for e in cli.events("s1")):
             assert time.monotonic() < deadline, "the holder did not start its turn"
             assert holder.poll() is None, "the holder ended early"
             time.sleep(0.1)
         head = cli.events("s1")[-1].seq
-        for argv in (["run", "hi", "--session", "s1"], ["restore", "s1", "2"],
-                     ["compact", "s1"]):
+        for argv in (["run", "hi", "--session", "s1"], ["restore", "s1", "2"], ["compact", "s1"]):
             provider = cli.script({"text": "unused"})
             result = cli(*argv, provider=provider)
             assert 1 == result.code, (argv, result)
@@ -207,17 +260,57 @@ def write_slow_script(path: Path) -> str:
     return f"scripted:{path}"
 
 
-_WORDS = st.sampled_from([
-    "run", "sessions", "checkpoints", "restore", "compact", "replay", "doctor", "export",
-    "import", "demo", "s1", "nope", "2", "11", "999", "-1", "0", "x", "--at", "--view",
-    "--verify", "--session", "--repair", "--conversation-only", "--provider", "bogus",
-    "scripted:", "replay:s1", "--backend", "sqlite", "--db", "--model", "--dir", "-",
-    "keep the API decisions", "--finish-restores", "--home", "--workdir",
-])
+_WORDS = st.sampled_from(
+    [
+        "run",
+        "sessions",
+        "checkpoints",
+        "restore",
+        "compact",
+        "replay",
+        "doctor",
+        "export",
+        "import",
+        "demo",
+        "s1",
+        "nope",
+        "2",
+        "11",
+        "999",
+        "-1",
+        "0",
+        "x",
+        "--at",
+        "--view",
+        "--verify",
+        "--session",
+        "--repair",
+        "--conversation-only",
+        "--provider",
+        "bogus",
+        "scripted:",
+        "replay:s1",
+        "--backend",
+        "sqlite",
+        "--db",
+        "--model",
+        "--dir",
+        "-",
+        "keep the API decisions",
+        "--finish-restores",
+        "--home",
+        "--workdir",
+    ]
+)
 
 
-@settings(max_examples=25, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(argv=st.lists(_WORDS, max_size=6))
 def test_any_command_line_under_json_is_one_document(session: Cli, argv: list[str]) -> None:
     """Whatever the command line (commands, options and values drawn at random, --json added):
@@ -234,8 +327,13 @@ def test_any_command_line_under_json_is_one_document(session: Cli, argv: list[st
     assert "Traceback" not in result.err
 
 
-@settings(max_examples=25, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(argv=st.lists(_WORDS, max_size=6))
 def test_any_failing_command_line_says_why_in_cli_words(session: Cli, argv: list[str]) -> None:
     """Whatever the command line: the exit code is 0, 1 or 2, and a failure's last line on

@@ -29,12 +29,22 @@ def test_the_demo_runs_offline_and_its_restore_changed_the_files_back(tmp_path: 
     output (a pipe) holds no escape code; the replay command it prints verifies every
     request."""
     demo = tmp_path / "demo"
-    run = subprocess.run([str(LITE_AGENT), "demo", "--dir", str(demo)], capture_output=True,
-                         text=True, env=clean_env(), timeout=120, check=False)
+    run = subprocess.run(
+        [str(LITE_AGENT), "demo", "--dir", str(demo)],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=120,
+        check=False,
+    )
     assert 0 == run.returncode, run.stderr
     out = run.stdout
-    for step in ("checkpoints (one per prompt)", "restore to seq", "compaction (the log keeps",
-                 "the log"):
+    for step in (
+        "checkpoints (one per prompt)",
+        "restore to seq",
+        "compaction (the log keeps",
+        "the log",
+    ):
         assert step in out
     assert "\x1b" not in out
     assert "calc.py has subtract(): False" in out
@@ -50,25 +60,40 @@ def test_the_demo_runs_offline_and_its_restore_changed_the_files_back(tmp_path: 
     assert (project / "NOTES.md").exists()  # the restore brought the deleted file back
     assert not (project / "README.md").exists()  # and removed the one created after
     assert "from calc import add\n" in (project / "check.py").read_text()
-    [command] = [line.strip() for line in out.splitlines()
-                 if line.strip().startswith("lite-agent ") and line.strip().endswith(
-                     tuple("0123456789abcdef"))]
+    [command] = [
+        line.strip()
+        for line in out.splitlines()
+        if line.strip().startswith("lite-agent ")
+        and line.strip().endswith(tuple("0123456789abcdef"))
+    ]
     argv = shlex.split(command)
-    verify = subprocess.run([str(LITE_AGENT), *argv[1:], "--verify"], capture_output=True,
-                            text=True, env=clean_env(), timeout=120, check=False)
+    verify = subprocess.run(
+        [str(LITE_AGENT), *argv[1:], "--verify"],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=120,
+        check=False,
+    )
     assert 0 == verify.returncode, verify.stderr
-    assert re.search(r"(\d+) of \1 recorded requests recomputed from the log exactly",
-                     verify.stdout)
+    assert re.search(
+        r"(\d+) of \1 recorded requests recomputed from the log exactly", verify.stdout
+    )
 
 
-def start(tmp_path: Path, responses: list[dict[str, Any]], **env: str,
-          ) -> tuple[Terminal, Path, Path]:
+def start(
+    tmp_path: Path,
+    responses: list[dict[str, Any]],
+    **env: str,
+) -> tuple[Terminal, Path, Path]:
     """``lite-agent`` on an empty workspace with a scripted model, in a terminal."""
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir(parents=True, exist_ok=True)
     provider = write_script(tmp_path / "script.json", responses)
-    term = Terminal([str(LITE_AGENT), "--workdir", str(work), "--home", str(home),
-                     "--provider", provider], clean_env(**{"TERM": "xterm-256color", **env}))
+    term = Terminal(
+        [str(LITE_AGENT), "--workdir", str(work), "--home", str(home), "--provider", provider],
+        clean_env(**{"TERM": "xterm-256color", **env}),
+    )
     return term, work, home
 
 
@@ -76,11 +101,16 @@ def test_turns_ctrl_c_and_restore_in_a_terminal(tmp_path: Path) -> None:
     """A streamed turn with a tool call; Ctrl-C cancels a slow turn (the log records it and the
     session continues); a restore with its progress bar and a refusal in CLI words; two Ctrl-C
     at the prompt quit with exit code 0."""
-    term, work, home = start(tmp_path, [
-        write("a.txt", "one\n", say="Writing."), {"text": "Wrote a.txt."},
-        {"text": "too late", "delay": 60},
-        write("b.txt", "two\n"), {"text": "Back."},
-    ])
+    term, work, home = start(
+        tmp_path,
+        [
+            write("a.txt", "one\n", say="Writing."),
+            {"text": "Wrote a.txt."},
+            {"text": "too late", "delay": 60},
+            write("b.txt", "two\n"),
+            {"text": "Back."},
+        ],
+    )
     try:
         sid = term.expect(r"session (\S+)\n").group(1)
         term.expect("> ")
@@ -276,9 +306,15 @@ def test_colour_on_a_terminal_and_none_with_no_color(tmp_path: Path) -> None:
 def test_a_dumb_terminal_gets_no_escape_codes(tmp_path: Path) -> None:
     """With TERM=dumb: a turn with a tool call, a restore with its progress, Ctrl-C during a
     turn and two Ctrl-C at the prompt all work, and not one escape code is written."""
-    term, work, _ = start(tmp_path, [
-        write("a.txt", "one\n"), {"text": "Wrote."}, {"text": "too late", "delay": 60},
-    ], TERM="dumb")
+    term, work, _ = start(
+        tmp_path,
+        [
+            write("a.txt", "one\n"),
+            {"text": "Wrote."},
+            {"text": "too late", "delay": 60},
+        ],
+        TERM="dumb",
+    )
     try:
         term.expect("> ")
         term.type("hello\r")
@@ -329,8 +365,20 @@ def test_ctrl_c_cancels_a_manual_compaction(tmp_path: Path) -> None:
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
     provider = write_script(tmp_path / "script.json", [{"text": "Hi."}])
-    term = Terminal([sys.executable, "-c", _SLOW_COMPACTOR, "--workdir", str(work), "--home",
-                     str(home), "--provider", provider], clean_env(TERM="xterm"))
+    term = Terminal(
+        [
+            sys.executable,
+            "-c",
+            _SLOW_COMPACTOR,
+            "--workdir",
+            str(work),
+            "--home",
+            str(home),
+            "--provider",
+            provider,
+        ],
+        clean_env(TERM="xterm"),
+    )
     try:
         sid = term.expect(r"session (\S+)\n").group(1)
         term.type("hello\r")

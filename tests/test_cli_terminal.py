@@ -94,13 +94,17 @@ def test_a_press_kept_before_a_turn_starts_cancels_it(tmp_path: Path) -> None:
     """A Ctrl-C pressed after a line was entered but before its turn started is not lost: the
     turn starts cancelled, and the log records the aborted turn."""
     model = scripted([], name="never-called")
-    with create_lite_agent(model=model, model_name="m", workdir=tmp_path,
-                           sessions=False) as agent:
+    with create_lite_agent(model=model, model_name="m", workdir=tmp_path, sessions=False) as agent:
+
         async def main(interrupts: Interrupts) -> str:
             interrupts.keep()
             try:
-                await live(agent, lambda token: agent.send("hi", cancel=token),
-                           LiveRenderer(quiet_console()), interrupts)
+                await live(
+                    agent,
+                    lambda token: agent.send("hi", cancel=token),
+                    LiveRenderer(quiet_console()),
+                    interrupts,
+                )
             except OperationCancelledError as e:
                 return str(e)
             return "not cancelled"
@@ -112,8 +116,8 @@ def test_live_returns_the_result_after_showing_the_events(tmp_path: Path) -> Non
     """``live`` returns the work's result once the agent's events of it were shown."""
     model = scripted([AssistantMessage(content=(TextBlock("hello there"),))], stream_chunk=2)
     out = io.StringIO()
-    with create_lite_agent(model=model, model_name="m", workdir=tmp_path,
-                           sessions=False) as agent:
+    with create_lite_agent(model=model, model_name="m", workdir=tmp_path, sessions=False) as agent:
+
         def work(token: CancelToken) -> str:
             return agent.send("hi", cancel=token).text
 
@@ -140,11 +144,13 @@ def test_presses_while_the_work_is_cancelling_change_nothing(tmp_path: Path) -> 
         time.sleep(0.5)
         os.kill(os.getpid(), signal.SIGINT)
 
-    with create_lite_agent(model=scripted([]), model_name="m", workdir=tmp_path,
-                           sessions=False) as agent:
+    with create_lite_agent(
+        model=scripted([]), model_name="m", workdir=tmp_path, sessions=False
+    ) as agent:
         threading.Thread(target=first_press, daemon=True).start()
-        result = run_loop(lambda interrupts: live(agent, work, LiveRenderer(make_console(out)),
-                                                  interrupts))
+        result = run_loop(
+            lambda interrupts: live(agent, work, LiveRenderer(make_console(out)), interrupts)
+        )
     assert "stopped: interrupted (Ctrl-C)" == result
     assert "  cancelling…\n" == out.getvalue()
 
@@ -159,7 +165,11 @@ def test_piped_prompt_two_sigints_quit_with_zero(tmp_path: Path) -> None:
     provider = write_script(tmp_path / "script.json", [{"text": "unused"}])
     proc = subprocess.Popen(
         [str(LITE_AGENT), "--workdir", str(work), "--home", str(home), "--provider", provider],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env())
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=clean_env(),
+    )
     try:
         assert proc.stdout is not None
         while b"Type a request" not in proc.stdout.readline():  # the banner: it is reading
@@ -183,11 +193,16 @@ def test_piped_prompt_ctrl_c_cancels_a_turn_and_the_next_line_runs(tmp_path: Pat
     line then runs, and the end of the input quits with exit code 0."""
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
-    provider = write_script(tmp_path / "script.json",
-                            [{"text": "too late", "delay": 60}, {"text": "Second answer."}])
+    provider = write_script(
+        tmp_path / "script.json", [{"text": "too late", "delay": 60}, {"text": "Second answer."}]
+    )
     proc = subprocess.Popen(
         [str(LITE_AGENT), "--workdir", str(work), "--home", str(home), "--provider", provider],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env())
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=clean_env(),
+    )
     try:
         assert proc.stdin is not None
         assert proc.stdout is not None
@@ -216,6 +231,11 @@ def test_piped_prompt_end_of_input_quits_with_zero(tmp_path: Path) -> None:
     provider = write_script(tmp_path / "script.json", [{"text": "unused"}])
     run = subprocess.run(
         [str(LITE_AGENT), "--workdir", str(work), "--home", str(home), "--provider", provider],
-        input=b"/help\n", capture_output=True, env=clean_env(), timeout=60, check=False)
+        input=b"/help\n",
+        capture_output=True,
+        env=clean_env(),
+        timeout=60,
+        check=False,
+    )
     assert 0 == run.returncode, run.stderr
     assert b"/checkpoints" in run.stdout

@@ -71,9 +71,12 @@ def _keepable(ds: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _results_after_user(ds: list[dict[str, Any]]) -> bool:
-    return any(a["role"] == b["role"] == "user" and isinstance(b["content"], list)
-               and any(x["type"] == "tool_result" for x in b["content"])
-               for a, b in itertools.pairwise(ds))
+    return any(
+        a["role"] == b["role"] == "user"
+        and isinstance(b["content"], list)
+        and any(x["type"] == "tool_result" for x in b["content"])
+        for a, b in itertools.pairwise(ds)
+    )
 
 
 def _as_stored(d: dict[str, Any]) -> dict[str, Any]:
@@ -94,8 +97,9 @@ _SESSIONS: Iterator[int] = itertools.count()
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ds=transcripts)
-def test_import_then_export_gives_any_transcript_back(module_cli: Cli,
-                                                      ds: list[dict[str, Any]]) -> None:
+def test_import_then_export_gives_any_transcript_back(
+    module_cli: Cli, ds: list[dict[str, Any]]
+) -> None:
     """Any valid transcript a session can keep, imported and exported by real processes, comes
     back line by line: every block and value exact (lone surrogates, integers beyond 64 bits),
     consecutive messages of one role apart, a string content as its one text block."""
@@ -108,8 +112,13 @@ def test_import_then_export_gives_any_transcript_back(module_cli: Cli,
 
 def test_consecutive_messages_of_one_role_come_back_apart(cli: Cli) -> None:
     """Two prompts in a row and two answers in a row are four messages after import/export."""
-    ds = [_user(_text("a")), _user(_text("b")), _assistant(_text("c")), _assistant(_text("d")),
-          _user(_text("e"), {"type": "image", "source": {"type": "url", "url": "u"}})]
+    ds = [
+        _user(_text("a")),
+        _user(_text("b")),
+        _assistant(_text("c")),
+        _assistant(_text("d")),
+        _user(_text("e"), {"type": "image", "source": {"type": "url", "url": "u"}}),
+    ]
     cli.ok("import", "-", "--session", "s", stdin=_jsonl(ds))
     assert ds == _exported(cli, "s")
 
@@ -117,9 +126,12 @@ def test_consecutive_messages_of_one_role_come_back_apart(cli: Cli) -> None:
 def test_tool_results_and_text_of_one_message_stay_one_message(cli: Cli) -> None:
     """A user message of two tool results and a text is one message after import/export,
     and the text after the results is not a checkpoint."""
-    ds = [_user(_text("go")), _assistant({**_CALL, "id": "t1"}, {**_CALL, "id": "t2"}),
-          _user(_result("t1"), _result("t2", "no"), _text("note")),
-          _user(_text("next prompt"))]
+    ds = [
+        _user(_text("go")),
+        _assistant({**_CALL, "id": "t1"}, {**_CALL, "id": "t2"}),
+        _user(_result("t1"), _result("t2", "no"), _text("note")),
+        _user(_text("next prompt")),
+    ]
     imported = cli.ok("import", "-", "--session", "s", "--json", stdin=_jsonl(ds)).json()
     assert (ds, 2) == (_exported(cli, "s"), imported["checkpoints"])
 
@@ -136,21 +148,28 @@ def test_message_keys_a_session_cannot_keep_are_refused_naming_the_line(cli: Cli
     ds = [_user(_text("a")), {"role": "assistant", "content": "b", "id": "msg_1", "usage": {}}]
     result = cli("import", "-", "--session", "s", stdin=_jsonl(ds))
     assert 1 == result.code
-    assert ("lite-agent: line 2: a session keeps only a message's role and content, not "
-            "'id', 'usage'; remove them to import the transcript\n") in result.err
+    assert (
+        "lite-agent: line 2: a session keeps only a message's role and content, not "
+        "'id', 'usage'; remove them to import the transcript\n"
+    ) in result.err
     assert [] == cli.ok("sessions", "--json").json()
 
 
-def test_tool_results_right_after_a_user_message_are_refused_naming_both_lines(
-        cli: Cli) -> None:
+def test_tool_results_right_after_a_user_message_are_refused_naming_both_lines(cli: Cli) -> None:
     """A user message with tool results after another user message would be joined to it by
     the log: refused naming both lines, nothing written."""
-    ds = [_user(_text("go")), _assistant(_CALL), _user(_result("toolu_1")),
-          _user(_result("toolu_1"))]
+    ds = [
+        _user(_text("go")),
+        _assistant(_CALL),
+        _user(_result("toolu_1")),
+        _user(_result("toolu_1")),
+    ]
     result = cli("import", "-", "--session", "s", stdin=_jsonl(ds))
     assert 1 == result.code
-    assert ("lite-agent: line 4: a user message with tool results right after the user "
-            "message of line 3") in result.err
+    assert (
+        "lite-agent: line 4: a user message with tool results right after the user "
+        "message of line 3"
+    ) in result.err
     assert [] == cli.ok("sessions", "--json").json()
 
 
@@ -178,17 +197,25 @@ def test_export_writes_lone_surrogates_as_json_escapes(cli: Cli) -> None:
 
 @pytest.mark.parametrize(
     ("line", "why"),
-    [('{"role": "user", "content": [{"type": "text", "text": "a", "n": NaN}]}',
-      "not JSON (NaN is not JSON)"),
-     ('{"role": "user", "content": "a", "content": "b"}',
-      "not JSON (the key 'content' appears twice in one object)"),
-     ("[" * 100_000 + "]" * 100_000, "not JSON (nested too deeply)")],
-    ids=["nan", "duplicate-key", "deep"])
+    [
+        (
+            '{"role": "user", "content": [{"type": "text", "text": "a", "n": NaN}]}',
+            "not JSON (NaN is not JSON)",
+        ),
+        (
+            '{"role": "user", "content": "a", "content": "b"}',
+            "not JSON (the key 'content' appears twice in one object)",
+        ),
+        ("[" * 100_000 + "]" * 100_000, "not JSON (nested too deeply)"),
+    ],
+    ids=["nan", "duplicate-key", "deep"],
+)
 def test_what_json_lines_cannot_hold_exactly_is_refused(cli: Cli, line: str, why: str) -> None:
     """NaN, a key given twice and absurd nesting are refused naming the line; nothing is
     written and there is no traceback."""
-    result = cli("import", "-", "--session", "s", stdin=f'{{"role": "user", "content": "x"}}\n'
-                 f"{line}\n")
+    result = cli(
+        "import", "-", "--session", "s", stdin=f'{{"role": "user", "content": "x"}}\n{line}\n'
+    )
     assert (1, f"lite-agent: line 2: {why}\n") == (result.code, result.err.splitlines(True)[0])
     assert [] == cli.ok("sessions", "--json").json()
 
@@ -202,43 +229,69 @@ def _write(cli: Cli, sid: str, events: list[Event]) -> None:
 
 
 def test_export_gives_a_stopped_turn_and_a_background_notice_as_messages_of_their_own(
-        cli: Cli) -> None:
+    cli: Cli,
+) -> None:
     """The notice closing a stopped turn is an assistant message after the interrupted
     results; a background notice and the next prompt are two user messages."""
-    _write(cli, "s", [
-        UserPrompt(content=(TextBlock("go"),)),
-        AssistantMessage(content=(ToolUseBlock("t1", "bash", {}),)),
-        ToolResult(block=ToolResultBlock("t1", "interrupted", is_error=True)),
-        TurnAborted(reason="cancelled", notice="[the turn was stopped]"),
-        UserPrompt(content=(TextBlock("task 1 done"),), origin="background"),
-        UserPrompt(content=(TextBlock("next"),))])
-    assert [_user(_text("go")), _assistant({**_CALL, "id": "t1", "input": {}}),
-            _user({**_result("t1", "interrupted"), "is_error": True}),
-            _assistant(_text("[the turn was stopped]")),
-            _user(_text("task 1 done")), _user(_text("next"))] == _exported(cli, "s")
+    _write(
+        cli,
+        "s",
+        [
+            UserPrompt(content=(TextBlock("go"),)),
+            AssistantMessage(content=(ToolUseBlock("t1", "bash", {}),)),
+            ToolResult(block=ToolResultBlock("t1", "interrupted", is_error=True)),
+            TurnAborted(reason="cancelled", notice="[the turn was stopped]"),
+            UserPrompt(content=(TextBlock("task 1 done"),), origin="background"),
+            UserPrompt(content=(TextBlock("next"),)),
+        ],
+    )
+    assert [
+        _user(_text("go")),
+        _assistant({**_CALL, "id": "t1", "input": {}}),
+        _user({**_result("t1", "interrupted"), "is_error": True}),
+        _assistant(_text("[the turn was stopped]")),
+        _user(_text("task 1 done")),
+        _user(_text("next")),
+    ] == _exported(cli, "s")
 
 
 def test_export_gives_the_whole_history_of_a_compacted_session_with_archived_results(
-        cli: Cli) -> None:
+    cli: Cli,
+) -> None:
     """Compactions are not applied and an archived result is written in full: export is the
     log's conversation, not the model's last view."""
     big = "x" * 20_000
-    _write(cli, "s", [
-        UserPrompt(content=(TextBlock("go"),)),
-        AssistantMessage(content=(ToolUseBlock("t1", "bash", {}),)),
-        ToolResult(block=ToolResultBlock("t1", big)),
-        ContentArchived(tool_use_id="t1", ref="sha256-" + "0" * 64, chars=20_000, size=20_000),
-        AssistantMessage(content=(TextBlock("done"),)),
-        Compaction(first_seq=2, last_seq=6, tokens_before=9000, tokens_after=10,
-                   replacement=())])
-    assert [_user(_text("go")), _assistant({**_CALL, "id": "t1", "input": {}}),
-            _user(_result("t1", big)), _assistant(_text("done"))] == _exported(cli, "s")
+    _write(
+        cli,
+        "s",
+        [
+            UserPrompt(content=(TextBlock("go"),)),
+            AssistantMessage(content=(ToolUseBlock("t1", "bash", {}),)),
+            ToolResult(block=ToolResultBlock("t1", big)),
+            ContentArchived(tool_use_id="t1", ref="sha256-" + "0" * 64, chars=20_000, size=20_000),
+            AssistantMessage(content=(TextBlock("done"),)),
+            Compaction(
+                first_seq=2, last_seq=6, tokens_before=9000, tokens_after=10, replacement=()
+            ),
+        ],
+    )
+    assert [
+        _user(_text("go")),
+        _assistant({**_CALL, "id": "t1", "input": {}}),
+        _user(_result("t1", big)),
+        _assistant(_text("done")),
+    ] == _exported(cli, "s")
 
 
 def test_an_exported_session_imports_as_an_equal_conversation(cli: Cli, tmp_path: Path) -> None:
     """export, import, export: the same lines."""
-    ds = [_user(_text("go")), _assistant(_CALL), _user(_result("toolu_1"), _text("r")),
-          _assistant(_text("a")), _assistant(_text("b"))]
+    ds = [
+        _user(_text("go")),
+        _assistant(_CALL),
+        _user(_result("toolu_1"), _text("r")),
+        _assistant(_text("a")),
+        _assistant(_text("b")),
+    ]
     cli.ok("import", "-", "--session", "one", stdin=_jsonl(ds))
     first = cli.ok("export", "one").out
     (tmp_path / "t.jsonl").write_text(first, encoding="utf-8")

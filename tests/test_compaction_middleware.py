@@ -72,8 +72,9 @@ def conversation_of(turns: int, size: int = 600) -> list[Message]:
 
 def reply(text: str, usage: Usage | None = None) -> AssistantMessage:
     """A final assistant text."""
-    return AssistantMessage(content=(TextBlock(text),), usage=usage or Usage(),
-                            stop_reason="end_turn")
+    return AssistantMessage(
+        content=(TextBlock(text),), usage=usage or Usage(), stop_reason="end_turn"
+    )
 
 
 def request_of(messages: Sequence[Message]) -> ModelRequest:
@@ -98,7 +99,8 @@ def pairs_whole(messages: Sequence[Message]) -> bool:
     """Whether tool_use ids and tool_result ids match one to one."""
     blocks = [b for m in messages for b in m.content]
     return {b.id for b in blocks if type(b) is ToolUseBlock} == {
-        b.tool_use_id for b in blocks if type(b) is ToolResultBlock}
+        b.tool_use_id for b in blocks if type(b) is ToolResultBlock
+    }
 
 
 class KeepLastTurn(Compactor):
@@ -108,7 +110,9 @@ class KeepLastTurn(Compactor):
         self.usages: list[Usage | None] = []
 
     def maybe_compact(
-        self, messages: Sequence[Message], usage: Usage | None = None,
+        self,
+        messages: Sequence[Message],
+        usage: Usage | None = None,
         instructions: str | None = None,
     ) -> CompactResult:
         self.usages.append(usage)
@@ -119,9 +123,12 @@ class KeepLastTurn(Compactor):
             out = (Message("user", first.content + last[0].content), *last[1:])
         elif len(turns) >= 2:
             out = (first, *last)
-        return CompactResult(messages=out, changed=out != tuple(messages),
-                             tokens_before=estimate_tokens(messages),
-                             tokens_after=estimate_tokens(out))
+        return CompactResult(
+            messages=out,
+            changed=out != tuple(messages),
+            tokens_before=estimate_tokens(messages),
+            tokens_after=estimate_tokens(out),
+        )
 
 
 # -- compaction -----------------------------------------------------------------------------------
@@ -135,8 +142,9 @@ def test_compaction_returns_the_same_request_when_nothing_changes() -> None:
 
 def test_compaction_replaces_the_messages_only() -> None:
     """A changed result replaces the messages; everything else of the request stays."""
-    request = ModelRequest(model="m", messages=tuple(conversation_of(3)), system="sys",
-                           max_tokens=77)
+    request = ModelRequest(
+        model="m", messages=tuple(conversation_of(3)), system="sys", max_tokens=77
+    )
     new = compaction(KeepLastTurn()).before_model(request, SessionState())
     assert ("m", "sys", 77, 2) == (new.model, new.system, new.max_tokens, len(new.messages))
 
@@ -151,15 +159,23 @@ def test_agent_sends_compacted_messages_and_logs_everything(tmp_path: Path) -> N
     """The provider sees the compacted view; the session log keeps every message."""
     provider = scripted([reply("one"), reply("two"), reply("three")])
     cp = memory_checkpointer()
-    with create_agent(model=provider, model_name="m", tools=[], checkpointer=cp,
-                      workdir=tmp_path, use=[compaction(KeepLastTurn())]) as agent:
+    with create_agent(
+        model=provider,
+        model_name="m",
+        tools=[],
+        checkpointer=cp,
+        workdir=tmp_path,
+        use=[compaction(KeepLastTurn())],
+    ) as agent:
         for text_ in ("first", "second", "third"):
             agent.send(text_)
         logged = conversation(fold(cp.read(agent.session_id)))
-    assert [["first", "third"]] == [[b.text for b in m.content if type(b) is TextBlock]
-                                    for m in provider.requests[2].messages]
+    assert [["first", "third"]] == [
+        [b.text for b in m.content if type(b) is TextBlock] for m in provider.requests[2].messages
+    ]
     assert ["first", "one", "second", "two", "third", "three"] == [
-        message_text(m.content) for m in logged]
+        message_text(m.content) for m in logged
+    ]
 
 
 def test_agent_passes_the_last_response_usage_to_the_compactor(tmp_path: Path) -> None:
@@ -167,8 +183,9 @@ def test_agent_passes_the_last_response_usage_to_the_compactor(tmp_path: Path) -
     used = Usage(input_tokens=1234, cache_read_input_tokens=5)
     provider = scripted([reply("one", used), reply("two")])
     compactor = KeepLastTurn()
-    with create_agent(model=provider, model_name="m", tools=[], workdir=tmp_path,
-                      use=[compaction(compactor)]) as agent:
+    with create_agent(
+        model=provider, model_name="m", tools=[], workdir=tmp_path, use=[compaction(compactor)]
+    ) as agent:
         agent.send("first")
         agent.send("second")
     assert [None, used] == compactor.usages
@@ -179,11 +196,18 @@ def test_agent_with_llm_compactor_sends_a_summary(tmp_path: Path) -> None:
     long = "a long answer " * 40
     provider = scripted([reply(f"{long}1"), reply(f"{long}2"), reply(f"{long}3")])
     summarizer = scripted([reply("summary A"), reply("summary B")])
-    compactor = llm_compactor(model=summarizer, model_name="s", token_threshold=0,
-                              keep_tail_turns=1)
+    compactor = llm_compactor(
+        model=summarizer, model_name="s", token_threshold=0, keep_tail_turns=1
+    )
     cp = memory_checkpointer()
-    with create_agent(model=provider, model_name="m", tools=[], checkpointer=cp,
-                      workdir=tmp_path, use=[compaction(compactor)]) as agent:
+    with create_agent(
+        model=provider,
+        model_name="m",
+        tools=[],
+        checkpointer=cp,
+        workdir=tmp_path,
+        use=[compaction(compactor)],
+    ) as agent:
         for text_ in ("first", "second", "third"):
             agent.send(text_)
         logged = conversation(fold(cp.read(agent.session_id)))
@@ -294,7 +318,8 @@ def test_reactive_recovers_against_the_fake_server() -> None:
     with FakeMessagesServer() as server, server.client() as client:
         server.add(context_overflow(tokens=40_000, maximum=20_000), message([text("fine")]))
         response = reactive_compaction().wrap_model_call(
-            request_of(conversation_of(10)), AnthropicProvider(client, ()).complete)
+            request_of(conversation_of(10)), AnthropicProvider(client, ()).complete
+        )
         sizes = [len(r.raw_body) for r in server.requests]
     assert "fine" == message_text(response.message.content)
     assert 2 == len(sizes)
@@ -307,7 +332,8 @@ def test_reactive_gives_up_after_two_overflows_against_the_fake_server() -> None
         server.add(context_overflow(), context_overflow(), message([text("never")]))
         with pytest.raises(ContextOverflowError):
             reactive_compaction().wrap_model_call(
-                request_of(conversation_of(10)), AnthropicProvider(client, ()).complete)
+                request_of(conversation_of(10)), AnthropicProvider(client, ()).complete
+            )
         assert (2, 1) == (len(server.requests), server.pending)
 
 
@@ -318,9 +344,14 @@ def test_agent_recovers_from_an_overflow_in_a_long_conversation(tmp_path: Path) 
     with FakeMessagesServer() as server, server.client() as client:
         server.add(*[message([text(f"{long}{i}")]) for i in range(5)])
         server.add(context_overflow(tokens=30_000, maximum=10_000), message([text("last")]))
-        with create_agent(model=AnthropicProvider(client, ()), model_name="m", tools=[],
-                          checkpointer=cp, workdir=tmp_path,
-                          use=[reactive_compaction(floor_tokens=0)]) as agent:
+        with create_agent(
+            model=AnthropicProvider(client, ()),
+            model_name="m",
+            tools=[],
+            checkpointer=cp,
+            workdir=tmp_path,
+            use=[reactive_compaction(floor_tokens=0)],
+        ) as agent:
             for i in range(5):
                 agent.send(f"question {i}")
             result = agent.send("final question")
@@ -339,13 +370,19 @@ class TokenRecorder(Compactor):
     def __init__(self) -> None:
         self.tokens: list[CancelToken | None] = []
 
-    def maybe_compact(self, messages: Sequence[Message], usage: Usage | None = None,
-                      instructions: str | None = None, *,
-                      cancel: CancelToken | None = None) -> CompactResult:
+    def maybe_compact(
+        self,
+        messages: Sequence[Message],
+        usage: Usage | None = None,
+        instructions: str | None = None,
+        *,
+        cancel: CancelToken | None = None,
+    ) -> CompactResult:
         self.tokens.append(cancel)
         before = estimate_tokens(messages)
-        return CompactResult(messages=tuple(messages), changed=False, tokens_before=before,
-                             tokens_after=before)
+        return CompactResult(
+            messages=tuple(messages), changed=False, tokens_before=before, tokens_after=before
+        )
 
 
 def test_the_compaction_middleware_passes_the_turns_cancel_token(tmp_path: Path) -> None:
@@ -353,8 +390,12 @@ def test_the_compaction_middleware_passes_the_turns_cancel_token(tmp_path: Path)
     turn stops a summarizer's call too."""
     recorder = TokenRecorder()
     token = CancelToken()
-    with create_agent(model=scripted([AssistantMessage(content=(TextBlock("ok"),))]),
-                      model_name="m", workdir=tmp_path, tools=[],
-                      use=[compaction(recorder)]) as agent:
+    with create_agent(
+        model=scripted([AssistantMessage(content=(TextBlock("ok"),))]),
+        model_name="m",
+        workdir=tmp_path,
+        tools=[],
+        use=[compaction(recorder)],
+    ) as agent:
         agent.send("go", cancel=token)
     assert [token] == recorder.tokens

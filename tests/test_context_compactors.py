@@ -85,7 +85,8 @@ def test_default_clears_old_results_when_snipping_is_not_enough() -> None:
     assert ["snip", "micro"] == [r.name for r in result.passes if r.changed]
     kept = [b.content for m in result.messages for b in m.content if type(b) is ToolResultBlock]
     assert ["cleared", "cleared", "7", "8", "9"] == [
-        "cleared" if str(c).startswith("[liteagent:cleared") else str(c)[0] for c in kept]
+        "cleared" if str(c).startswith("[liteagent:cleared") else str(c)[0] for c in kept
+    ]
 
 
 def test_default_runs_budget_then_snip_then_micro() -> None:
@@ -99,7 +100,10 @@ def test_default_result_is_the_pipeline_result() -> None:
     conv = big_turns(8)
     result = default_compactor(budget_bytes=10_000).maybe_compact(conv)
     assert (True, estimate_tokens(conv), estimate_tokens(result.messages)) == (
-        result.changed, result.tokens_before, result.tokens_after)
+        result.changed,
+        result.tokens_before,
+        result.tokens_after,
+    )
 
 
 def test_default_spills_into_the_given_store() -> None:
@@ -123,7 +127,8 @@ def test_default_ignores_instructions() -> None:
     conv = big_turns(8)
     plain = default_compactor(budget_bytes=10_000).maybe_compact(conv)
     steered = default_compactor(budget_bytes=10_000).maybe_compact(
-        conv, Usage(input_tokens=1), "keep the file names")
+        conv, Usage(input_tokens=1), "keep the file names"
+    )
     assert plain == steered
 
 
@@ -170,10 +175,13 @@ def test_token_budget_reports_one_pass() -> None:
     """The report holds one token_budget stage with its estimates."""
     conv = big_turns(3)
     result = token_budget_compactor(1).maybe_compact(conv)
-    expected = PassReport(name="token_budget", changed=True, tokens_before=estimate_tokens(conv),
-                          tokens_after=result.tokens_after,
-                          detail="removed 7 messages from 4 turns after the first prompt; "
-                                 "kept the newest 4 messages")
+    expected = PassReport(
+        name="token_budget",
+        changed=True,
+        tokens_before=estimate_tokens(conv),
+        tokens_after=result.tokens_after,
+        detail="removed 7 messages from 4 turns after the first prompt; kept the newest 4 messages",
+    )
     assert (expected,) == result.passes
 
 
@@ -181,7 +189,8 @@ def test_token_budget_ignores_instructions() -> None:
     """Instructions do not change the cut."""
     conv = big_turns(4)
     assert token_budget_compactor(500).maybe_compact(conv) == token_budget_compactor(
-        500).maybe_compact(conv, instructions="summarize the errors")
+        500
+    ).maybe_compact(conv, instructions="summarize the errors")
 
 
 def test_token_budget_rejects_a_budget_below_one() -> None:
@@ -202,8 +211,11 @@ def test_compact_results_encode() -> None:
 
 SUBJECTS = compactor_subjects(budget_bytes=3000, max_tokens=500)
 NAMES = sorted(SUBJECTS)
-PROPERTY = settings(max_examples=80, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPERTY = settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @pytest.mark.parametrize("name", NAMES)

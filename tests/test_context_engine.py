@@ -51,16 +51,18 @@ def settings(budget: int, **kw: int) -> ContextSettings:
 
 
 def call(i: int, path: str = "a.py", tool: str = "read_file") -> Message:
-    return Message("assistant", (TextBlock(f"step {i}"),
-                                 ToolUseBlock(f"t{i}", tool, {"path": path})))
+    return Message(
+        "assistant", (TextBlock(f"step {i}"), ToolUseBlock(f"t{i}", tool, {"path": path}))
+    )
 
 
 def result(i: int, body: str) -> Message:
     return Message("user", (ToolResultBlock(f"t{i}", body),))
 
 
-def task(steps: int, size: int = 4000, prompt: str = "fix the bug", first: int = 0
-         ) -> list[Message]:
+def task(
+    steps: int, size: int = 4000, prompt: str = "fix the bug", first: int = 0
+) -> list[Message]:
     """One prompt, ``steps`` reads of different files, a final reply."""
     msgs = [Message("user", (TextBlock(prompt),))]
     for i in range(first, first + steps):
@@ -102,11 +104,19 @@ def test_normalize_clears_old_results_and_keeps_the_recent_ones() -> None:
 
 def test_normalize_leaves_out_superseded_reads() -> None:
     """A read of a file written later is left out, even among the recent results."""
-    msgs = [Message("user", (TextBlock("go"),)), call(0, "a.py"), result(0, "old a" * 500),
-            call(1, "a.py", "write_file"), result(1, "ok"), call(2, "b.py"),
-            result(2, "b" * 3000), Message("assistant", (TextBlock("done"),))]
-    view = project_context(fold(log_of(msgs)),
-                           settings(estimate_tokens(msgs) - 100, keep_recent_results=10))
+    msgs = [
+        Message("user", (TextBlock("go"),)),
+        call(0, "a.py"),
+        result(0, "old a" * 500),
+        call(1, "a.py", "write_file"),
+        result(1, "ok"),
+        call(2, "b.py"),
+        result(2, "b" * 3000),
+        Message("assistant", (TextBlock("done"),)),
+    ]
+    view = project_context(
+        fold(log_of(msgs)), settings(estimate_tokens(msgs) - 100, keep_recent_results=10)
+    )
     body = view.messages[2].content[0]
     assert isinstance(body, ToolResultBlock)
     assert str(body.content).startswith("[liteagent:superseded t0: a.py")
@@ -129,7 +139,8 @@ def test_select_keeps_the_latest_prompt() -> None:
     assert "select" == view.level
     first = view.messages[0]
     assert ["fix the bug", "now add tests"] == [
-        b.text for b in first.content if type(b) is TextBlock and not b.text.startswith("[")]
+        b.text for b in first.content if type(b) is TextBlock and not b.text.startswith("[")
+    ]
 
 
 def test_a_budget_below_the_protected_parts_raises() -> None:
@@ -185,8 +196,10 @@ def test_the_incremental_engine_equals_a_fresh_projection() -> None:
     """Step by step through a long task with reads, rewrites and large results."""
     msgs = [Message("user", (TextBlock("go"),))]
     for i in range(60):
-        msgs += [call(i, f"f{i % 7}.py", "write_file" if i % 5 == 4 else "read_file"),
-                 result(i, f"{i}" * (20_000 if i % 11 == 0 else 1500))]
+        msgs += [
+            call(i, f"f{i % 7}.py", "write_file" if i % 5 == 4 else "read_file"),
+            result(i, f"{i}" * (20_000 if i % 11 == 0 else 1500)),
+        ]
     for budget in (6_000, 20_000, 1_000_000):
         assert replay_incrementally(msgs, settings(budget, keep_recent_results=3)) > 0
 
@@ -220,8 +233,9 @@ def refusal_problems(error: ContextBudgetError, budget: int, folded: list[Messag
 
 @pytest.mark.realdata
 @pytest.mark.parametrize("budget", BUDGETS)
-def test_every_trajectory_within_budget_or_refused(budget: int,
-                                                   trajectory_files: list[Path]) -> None:
+def test_every_trajectory_within_budget_or_refused(
+    budget: int, trajectory_files: list[Path]
+) -> None:
     """Every recorded trajectory, projected at the end: within budget, pairs whole, the first
     prompt and the latest turn (externalized) verbatim — or a ContextBudgetError only when the
     messages the view must keep do not fit."""
@@ -241,8 +255,9 @@ def test_every_trajectory_within_budget_or_refused(budget: int,
     assert {} == problems
 
 
-def replay_as_a_session(msgs: list[Message], s: ContextSettings
-                        ) -> tuple[list[StoredEvent], list[str], int]:
+def replay_as_a_session(
+    msgs: list[Message], s: ContextSettings
+) -> tuple[list[StoredEvent], list[str], int]:
     """Replay ``msgs`` the way a session runs them: before each assistant message, project the
     view with one live engine, check it (or the refusal), and record it (context status and
     request record, as the session appends them) with the message. Returns the log, the
@@ -264,12 +279,21 @@ def replay_as_a_session(msgs: list[Message], s: ContextSettings
                 problems += refusal_problems(e, s.budget_tokens, folded)
             else:
                 problems += view_problems(view, folded, externalized(last_turn(folded)))
-                new += [ContextStatus(level=view.level, tokens=view.tokens_before,
-                                      budget=view.budget, tokens_after=view.tokens_after,
-                                      actions=view.actions, settings=s),
-                        ModelRequestRecord(view_hash=combine_view_hash(digest, view.digest),
-                                           token_estimate=view.tokens_after,
-                                           request_digest=digest)]
+                new += [
+                    ContextStatus(
+                        level=view.level,
+                        tokens=view.tokens_before,
+                        budget=view.budget,
+                        tokens_after=view.tokens_after,
+                        actions=view.actions,
+                        settings=s,
+                    ),
+                    ModelRequestRecord(
+                        view_hash=combine_view_hash(digest, view.digest),
+                        token_estimate=view.tokens_after,
+                        request_digest=digest,
+                    ),
+                ]
         batch = stored([*new, *events_for(m)], len(events) + 1)
         events += batch
         state = apply_all(state, batch)
@@ -278,8 +302,9 @@ def replay_as_a_session(msgs: list[Message], s: ContextSettings
 
 @pytest.mark.realdata
 @pytest.mark.parametrize("budget", BUDGETS)
-def test_every_trajectory_replayed_through_the_engine(budget: int,
-                                                      trajectory_files: list[Path]) -> None:
+def test_every_trajectory_replayed_through_the_engine(
+    budget: int, trajectory_files: list[Path]
+) -> None:
     """Every recorded trajectory, replayed request by request through one live engine: each
     view within budget, pairs whole, the first prompt and the latest turn (externalized)
     verbatim, or a ContextBudgetError only when the messages it must keep do not fit; every
@@ -303,7 +328,8 @@ def test_every_trajectory_replayed_through_the_engine(budget: int,
 
 @pytest.mark.realdata
 def test_the_incremental_engine_equals_a_fresh_projection_on_trajectories(
-        trajectory_files: list[Path]) -> None:
+    trajectory_files: list[Path],
+) -> None:
     """On every trajectory, every tenth step, at 32k tokens."""
     for path in trajectory_files:
         replay_incrementally(load_messages(path), settings(32_000), every=10)

@@ -39,11 +39,18 @@ from liteagent.eventlog import (
 from liteagent.tools import UnknownReferenceError
 
 MODULES = [
-    *(f"liteagent.context.{p.stem}" for p in
-      sorted((Path(context.__file__).parent).glob("_*.py")) if p.stem != "__init__"),
-    "liteagent.actors._turn", "liteagent.actors._turn_tools", "liteagent.actors._context",
-    "liteagent.actors._compactor", "liteagent.providers._anthropic_convert",
-    "liteagent.providers._scripted", "liteagent.providers._replay",
+    *(
+        f"liteagent.context.{p.stem}"
+        for p in sorted((Path(context.__file__).parent).glob("_*.py"))
+        if p.stem != "__init__"
+    ),
+    "liteagent.actors._turn",
+    "liteagent.actors._turn_tools",
+    "liteagent.actors._context",
+    "liteagent.actors._compactor",
+    "liteagent.providers._anthropic_convert",
+    "liteagent.providers._scripted",
+    "liteagent.providers._replay",
 ]
 
 
@@ -52,9 +59,14 @@ def test_every_exception_class_defined_here_is_a_liteagent_error(module: str) ->
     """No module of the context layer or the turn loop defines an exception outside the
     tree."""
     loaded = importlib.import_module(module)
-    outside = [name for name, obj in vars(loaded).items()
-               if inspect.isclass(obj) and issubclass(obj, BaseException)
-               and obj.__module__ == loaded.__name__ and not issubclass(obj, LiteAgentError)]
+    outside = [
+        name
+        for name, obj in vars(loaded).items()
+        if inspect.isclass(obj)
+        and issubclass(obj, BaseException)
+        and obj.__module__ == loaded.__name__
+        and not issubclass(obj, LiteAgentError)
+    ]
     assert [] == outside
 
 
@@ -66,9 +78,13 @@ def test_native_compaction_error_is_a_liteagent_error() -> None:
 
 @pytest.mark.parametrize(
     "call",
-    [lambda: archive_marker("sha256:" + "0" * 64, "text", preview_chars=-1),
-     lambda: slice_text("text", 5, 1), lambda: slice_text("text", 0, 0),
-     lambda: slice_text("text", -1, 3), lambda: render_slice("sha256:" + "0" * 64, "t", 2, 1)],
+    [
+        lambda: archive_marker("sha256:" + "0" * 64, "text", preview_chars=-1),
+        lambda: slice_text("text", 5, 1),
+        lambda: slice_text("text", 0, 0),
+        lambda: slice_text("text", -1, 3),
+        lambda: render_slice("sha256:" + "0" * 64, "t", 2, 1),
+    ],
     ids=["preview", "offset-past", "limit", "offset-negative", "render"],
 )
 def test_the_archive_formats_refuse_bad_numbers_with_invalid_argument(call: Any) -> None:
@@ -91,8 +107,16 @@ def test_non_utf8_content_is_a_codec_error() -> None:
         ref = cp.blobs.put(b"\xff\xfe not text")
         with pytest.raises(CodecError):
             blob_spill_store(cp.blobs).get(ref)
-        state = fold([StoredEvent(1, 1.0, "content_archived",
-                                  ContentArchived(tool_use_id="t", ref=ref, chars=1, size=1))])
+        state = fold(
+            [
+                StoredEvent(
+                    1,
+                    1.0,
+                    "content_archived",
+                    ContentArchived(tool_use_id="t", ref=ref, chars=1, size=1),
+                )
+            ]
+        )
         with pytest.raises(CodecError):
             LogArchiveReader(lambda: state, cp.blobs).read_archived(ref)
 
@@ -117,11 +141,28 @@ def test_a_context_engine_needs_settings() -> None:
         ContextEngine(5)  # type: ignore[arg-type]
 
 
-_WRONG: list[Any] = [None, 0, -1, 2**70, 1.5, float("nan"), float("inf"), "x", "\ud800", b"x",
-                     [], {}, (), object(), True, [None], (Message("user", (TextBlock("a"),)),),
-                     [Message("assistant", ())], {"role": "user"}]
-_FUNCTIONS = sorted(name for name in context.__all__
-                    if inspect.isfunction(getattr(context, name)))
+_WRONG: list[Any] = [
+    None,
+    0,
+    -1,
+    2**70,
+    1.5,
+    float("nan"),
+    float("inf"),
+    "x",
+    "\ud800",
+    b"x",
+    [],
+    {},
+    (),
+    object(),
+    True,
+    [None],
+    (Message("user", (TextBlock("a"),)),),
+    [Message("assistant", ())],
+    {"role": "user"},
+]
+_FUNCTIONS = sorted(name for name in context.__all__ if inspect.isfunction(getattr(context, name)))
 
 
 @settings(max_examples=400, deadline=None)
@@ -130,10 +171,16 @@ def test_public_functions_raise_only_liteagent_errors(name: str, data: st.DataOb
     """Every public function of liteagent.context, called with wrong types and extreme values,
     returns or raises a LiteAgentError, never a foreign exception."""
     fn = getattr(context, name)
-    params = [p for p in inspect.signature(fn).parameters.values()
-              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    kwargs = {p.name: data.draw(st.sampled_from(_WRONG), label=p.name) for p in params
-              if p.default is p.empty or data.draw(st.booleans(), label=f"set {p.name}")}
+    params = [
+        p
+        for p in inspect.signature(fn).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+    kwargs = {
+        p.name: data.draw(st.sampled_from(_WRONG), label=p.name)
+        for p in params
+        if p.default is p.empty or data.draw(st.booleans(), label=f"set {p.name}")
+    }
     try:
         result = fn(**kwargs)
         if inspect.isgenerator(result):

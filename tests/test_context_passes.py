@@ -80,16 +80,21 @@ def test_budget_stops_once_within_budget() -> None:
     conv = turn("a", t1="a" * 5000, t2="b" * 4000, t3="c" * 100) + turn("b")
     out, _ = tool_result_budget_pass(5000, memory_spill_store())(conv)
     assert ["spilled", "b" * 4000, "c" * 100] == [
-        "spilled" if str(body_of(out, 2, k)).startswith("[liteagent:spilled ")
-        else body_of(out, 2, k) for k in range(3)]
+        "spilled"
+        if str(body_of(out, 2, k)).startswith("[liteagent:spilled ")
+        else body_of(out, 2, k)
+        for k in range(3)
+    ]
 
 
 def test_budget_breaks_ties_by_position() -> None:
     """Of two equally large bodies, the earlier one is spilled."""
     conv = turn("a", t1="a" * 3000) + turn("b", t2="b" * 3000) + turn("c")
     out, _ = tool_result_budget_pass(3500, memory_spill_store())(conv)
-    assert (True, "b" * 3000) == (str(body_of(out, 2)).startswith("[liteagent:spilled "),
-                                  body_of(out, 6))
+    assert (True, "b" * 3000) == (
+        str(body_of(out, 2)).startswith("[liteagent:spilled "),
+        body_of(out, 6),
+    )
 
 
 def test_budget_spilled_text_reads_back_from_the_store() -> None:
@@ -139,10 +144,19 @@ def test_budget_leaves_bodies_shorter_than_their_marker() -> None:
 
 def test_budget_keeps_id_error_flag_and_extra() -> None:
     """Only the content of a spilled tool result changes."""
-    block = ToolResultBlock(tool_use_id="t1", content="x" * 5000, is_error=True,
-                            extra={"cache_control": {"type": "ephemeral"}})
-    conv = [user("p"), assistant("go", "t1"), Message(role="user", content=(block,)),
-            assistant("done"), user("next")]
+    block = ToolResultBlock(
+        tool_use_id="t1",
+        content="x" * 5000,
+        is_error=True,
+        extra={"cache_control": {"type": "ephemeral"}},
+    )
+    conv = [
+        user("p"),
+        assistant("go", "t1"),
+        Message(role="user", content=(block,)),
+        assistant("done"),
+        user("next"),
+    ]
     out, _ = tool_result_budget_pass(1000, memory_spill_store())(conv)
     new = out[2].content[0]
     assert isinstance(new, ToolResultBlock)
@@ -172,6 +186,7 @@ def test_budget_rejects_a_negative_budget() -> None:
 
 # ---------------------------------------------------------------------------------------------
 # snip_pass
+
 
 def note(turns: int, messages: int) -> str:
     t, verb = ("turn", "was") if turns == 1 else ("turns", "were")
@@ -282,7 +297,8 @@ def test_snip_detail_names_turns_and_messages() -> None:
 
 
 @pytest.mark.parametrize(
-    "settings_", [{"keep_head_turns": 0}, {"keep_tail_turns": 0}, {"max_tokens": -1}])
+    "settings_", [{"keep_head_turns": 0}, {"keep_tail_turns": 0}, {"max_tokens": -1}]
+)
 def test_snip_rejects_bad_settings(settings_: dict[str, int]) -> None:
     """Head and tail keep at least one turn; max_tokens is not negative."""
     with pytest.raises(InvalidArgumentError):
@@ -305,8 +321,11 @@ def test_micro_clears_all_but_the_most_recent() -> None:
     """The two most recent results stay; older bodies become placeholders."""
     conv = three_turns()
     out, _ = micro_pass(keep_recent=2)(conv)
-    expected = [*conv[:2], with_body(with_body(conv[2], 0, cleared("t1", 500)), 1,
-                                     cleared("t2", 500)), *conv[3:]]
+    expected = [
+        *conv[:2],
+        with_body(with_body(conv[2], 0, cleared("t1", 500)), 1, cleared("t2", 500)),
+        *conv[3:],
+    ]
     assert expected == out
 
 
@@ -316,14 +335,20 @@ def test_micro_never_clears_the_most_recent_turn() -> None:
     out, _ = micro_pass(keep_recent=0)(three_turns()[:-1])
     assert ["cleared", "cleared", "cleared", "d" * 500] == [
         "cleared" if str(body).startswith("[liteagent:cleared ") else body
-        for body in (body_of(out, 2, 0), body_of(out, 2, 1), body_of(out, 6), body_of(out, 10))]
+        for body in (body_of(out, 2, 0), body_of(out, 2, 1), body_of(out, 6), body_of(out, 10))
+    ]
 
 
 def test_micro_keeps_ids_and_error_flags() -> None:
     """A cleared result keeps its tool_use_id and is_error."""
     block = ToolResultBlock(tool_use_id="t1", content="x" * 900, is_error=True)
-    conv = [user("p"), assistant("go", "t1"), Message(role="user", content=(block,)),
-            assistant("done"), user("next")]
+    conv = [
+        user("p"),
+        assistant("go", "t1"),
+        Message(role="user", content=(block,)),
+        assistant("done"),
+        user("next"),
+    ]
     out, _ = micro_pass(keep_recent=0)(conv)
     expected = ToolResultBlock(tool_use_id="t1", content=cleared("t1", 900), is_error=True)
     assert expected == out[2].content[0]
@@ -344,9 +369,13 @@ def test_micro_leaves_short_bodies() -> None:
 
 def test_micro_leaves_absent_bodies() -> None:
     """A result without content stays as it is."""
-    conv = [user("p"), assistant("go", "t1"),
-            Message(role="user", content=(ToolResultBlock(tool_use_id="t1", content=UNSET),)),
-            assistant("done"), user("next")]
+    conv = [
+        user("p"),
+        assistant("go", "t1"),
+        Message(role="user", content=(ToolResultBlock(tool_use_id="t1", content=UNSET),)),
+        assistant("done"),
+        user("next"),
+    ]
     assert (conv, "") == micro_pass(keep_recent=0)(conv)
 
 
@@ -380,8 +409,9 @@ def test_micro_rejects_a_negative_count() -> None:
 def test_passes_have_names() -> None:
     """Each pass names itself for reports."""
     assert ["tool_result_budget", "snip", "micro"] == [
-        p.name for p in (tool_result_budget_pass(1, memory_spill_store()), snip_pass(),
-                         micro_pass())]
+        p.name
+        for p in (tool_result_budget_pass(1, memory_spill_store()), snip_pass(), micro_pass())
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -389,8 +419,11 @@ def test_passes_have_names() -> None:
 
 SUBJECTS = pass_subjects(budget_bytes=3000, snip_tokens=800)
 NAMES = sorted(SUBJECTS)
-PROPERTY = settings(max_examples=80, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPERTY = settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -441,17 +474,20 @@ def _spill_without_marker(conv: list[Message]) -> list[Message]:
     return [*conv[:2], with_body(conv[2], 0, "gone"), *conv[3:]]
 
 
-@pytest.mark.parametrize(("broken", "invariant"), [
-    (_drop_results, "tool pairs"),
-    (_drop_results, "whole turns"),
-    (_drop_part_of_a_turn, "whole turns"),
-    (_edit_last_turn, "first prompt and last turn verbatim"),
-    (_repeat_a_prompt, "alternation"),
-    (_pad_a_reply, "estimate non-increasing"),
-    (_pad_a_reply, "kept in order"),
-    (_spill_without_marker, "kept in order"),
-    (_count_calls, "deterministic"),
-])
+@pytest.mark.parametrize(
+    ("broken", "invariant"),
+    [
+        (_drop_results, "tool pairs"),
+        (_drop_results, "whole turns"),
+        (_drop_part_of_a_turn, "whole turns"),
+        (_edit_last_turn, "first prompt and last turn verbatim"),
+        (_repeat_a_prompt, "alternation"),
+        (_pad_a_reply, "estimate non-increasing"),
+        (_pad_a_reply, "kept in order"),
+        (_spill_without_marker, "kept in order"),
+        (_count_calls, "deterministic"),
+    ],
+)
 def test_the_checkers_catch_a_broken_pass(
     broken: Callable[[list[Message]], list[Message]], invariant: str
 ) -> None:

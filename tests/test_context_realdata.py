@@ -31,8 +31,10 @@ from liteagent.eventlog import Message, ToolResultBlock, messages_from_dicts
 
 pytestmark = pytest.mark.realdata
 
-SUBJECTS = {**pass_subjects(budget_bytes=50_000, snip_tokens=50_000),
-            **compactor_subjects(budget_bytes=50_000, max_tokens=20_000)}
+SUBJECTS = {
+    **pass_subjects(budget_bytes=50_000, snip_tokens=50_000),
+    **compactor_subjects(budget_bytes=50_000, max_tokens=20_000),
+}
 NAMES = sorted(SUBJECTS)
 TURNS_NEEDED = {"snip": 6, "snip-1-1": 3, "snip-tokens": 3}
 """The fewest turns a file needs for the subject to have something to cut (head + tail + 1);
@@ -49,15 +51,22 @@ def load(path: Path) -> tuple[Message, ...]:
 @pytest.mark.parametrize("name", NAMES)
 def test_realdata_keeps_the_contract_invariants(name: str, trajectory_files: list[Path]) -> None:
     """Each invariant holds on every trajectory (the failure names file and invariant)."""
-    problems = {path.name: found for path in trajectory_files
-                if (found := invariant_problems(name, SUBJECTS[name], list(load(path))))}
+    problems = {
+        path.name: found
+        for path in trajectory_files
+        if (found := invariant_problems(name, SUBJECTS[name], list(load(path))))
+    }
     assert {} == problems
 
 
 def _result_bytes(messages: list[Message]) -> int:
     """UTF-8 bytes of the string tool-result bodies in ``messages``."""
-    return sum(len(b.content.encode("utf-8", "surrogatepass")) for m in messages
-               for b in m.content if type(b) is ToolResultBlock and isinstance(b.content, str))
+    return sum(
+        len(b.content.encode("utf-8", "surrogatepass"))
+        for m in messages
+        for b in m.content
+        if type(b) is ToolResultBlock and isinstance(b.content, str)
+    )
 
 
 def scaled_subjects(messages: list[Message]) -> dict[str, Run]:
@@ -66,8 +75,10 @@ def scaled_subjects(messages: list[Message]) -> dict[str, Run]:
     token limits at a quarter of the estimate."""
     movable = _result_bytes([m for t in split_turns(messages)[:-1] for m in t])
     tokens = estimate_tokens(messages)
-    return {**pass_subjects(budget_bytes=max(movable // 4, 1), snip_tokens=tokens // 4),
-            **compactor_subjects(budget_bytes=max(movable // 4, 1), max_tokens=tokens // 4)}
+    return {
+        **pass_subjects(budget_bytes=max(movable // 4, 1), snip_tokens=tokens // 4),
+        **compactor_subjects(budget_bytes=max(movable // 4, 1), max_tokens=tokens // 4),
+    }
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -122,8 +133,12 @@ def _block_bytes(block: dict[str, Any]) -> int:
 
 def _content_bytes(dicts: list[dict[str, Any]]) -> int:
     """UTF-8 bytes of what the messages of a trajectory carry (a string content is one text)."""
-    return sum(_utf8(m["content"]) if isinstance(m["content"], str)
-               else sum(_block_bytes(b) for b in m["content"]) for m in dicts)
+    return sum(
+        _utf8(m["content"])
+        if isinstance(m["content"], str)
+        else sum(_block_bytes(b) for b in m["content"])
+        for m in dicts
+    )
 
 
 def test_the_estimate_is_the_content_at_3_bytes_per_token_plus_fixed_overheads(
@@ -136,8 +151,11 @@ def test_the_estimate_is_the_content_at_3_bytes_per_token_plus_fixed_overheads(
     totals = [0, 0, 0]
     outside = []
     for path in trajectory_files:
-        dicts = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
-                 if line.strip()]
+        dicts = [
+            json.loads(line)
+            for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
         messages = load(path)
         content = _content_bytes(dicts)
         size = path.stat().st_size

@@ -45,9 +45,13 @@ _TEXT = st.text(alphabet="ab東\n", max_size=6)
 #: Bodies over the archive threshold used below (100 bytes), and small ones.
 _BODY = st.one_of(_TEXT, st.builds(lambda c, n: c * n, st.sampled_from("xy"), st.integers(90, 300)))
 _MESSAGES = st.lists(
-    st.builds(Message, st.sampled_from(["user", "assistant"]),
-              st.lists(st.builds(TextBlock, _TEXT), min_size=1, max_size=2).map(tuple)),
-    max_size=3).map(tuple)
+    st.builds(
+        Message,
+        st.sampled_from(["user", "assistant"]),
+        st.lists(st.builds(TextBlock, _TEXT), min_size=1, max_size=2).map(tuple),
+    ),
+    max_size=3,
+).map(tuple)
 
 
 @st.composite
@@ -58,28 +62,47 @@ def _logs(draw: st.DrawFn) -> list[Event]:
     for _ in range(draw(st.integers(0, 30))):
         choice = draw(st.integers(0, 9))
         if choice <= 1:
-            events.append(UserPrompt(content=(TextBlock(draw(_TEXT) or "go"),),
-                                     origin=draw(st.sampled_from(["user", "reminder"]))))
+            events.append(
+                UserPrompt(
+                    content=(TextBlock(draw(_TEXT) or "go"),),
+                    origin=draw(st.sampled_from(["user", "reminder"])),
+                )
+            )
         elif choice <= 3:
-            blocks = draw(st.lists(st.one_of(st.builds(TextBlock, _TEXT),
-                                             st.builds(ToolUseBlock, _IDS, st.just("bash"),
-                                                       st.just({}))), max_size=3))
+            blocks = draw(
+                st.lists(
+                    st.one_of(
+                        st.builds(TextBlock, _TEXT),
+                        st.builds(ToolUseBlock, _IDS, st.just("bash"), st.just({})),
+                    ),
+                    max_size=3,
+                )
+            )
             events.append(AssistantMessage(content=tuple(blocks)))
         elif choice <= 6:
             block = ToolResultBlock(draw(_IDS), draw(_BODY))
             events.append(ToolResult(block=block))
-            if (isinstance(block.content, str) and len(block.content) > 100
-                    and draw(st.booleans())):
-                events.append(ContentArchived(tool_use_id=block.tool_use_id,
-                                              ref=archive_ref(block.content),
-                                              chars=len(block.content),
-                                              size=len(block.content.encode())))
+            if isinstance(block.content, str) and len(block.content) > 100 and draw(st.booleans()):
+                events.append(
+                    ContentArchived(
+                        tool_use_id=block.tool_use_id,
+                        ref=archive_ref(block.content),
+                        chars=len(block.content),
+                        size=len(block.content.encode()),
+                    )
+                )
         elif choice == 7:
             events.append(TurnAborted(reason="x", notice=draw(_TEXT) or None))
         else:
-            events.append(Compaction(first_seq=1, last_seq=draw(st.integers(0, len(events))),
-                                     tokens_before=0, tokens_after=0,
-                                     replacement=draw(_MESSAGES)))
+            events.append(
+                Compaction(
+                    first_seq=1,
+                    last_seq=draw(st.integers(0, len(events))),
+                    tokens_before=0,
+                    tokens_after=0,
+                    replacement=draw(_MESSAGES),
+                )
+            )
     return events
 
 
@@ -128,14 +151,17 @@ def test_the_incremental_view_is_the_conversation(events: list[Event], walk: lis
         assert [message_digest(m) for m in expected] == view.digests
         assert messages_digest(view.digests) == view.messages_digest()
         assert (estimate_tokens(expected), [estimate_tokens((m,)) for m in expected]) == (
-            view.total_tokens, view.tokens)
+            view.total_tokens,
+            view.tokens,
+        )
         assert messages is view.sync(state)  # unchanged: the same tuple
 
 
 @_SETTINGS
 @given(events=_logs(), walk=st.lists(st.integers(0, 40), min_size=1, max_size=12))
 def test_the_engine_base_agrees_with_the_raw_view_byte_for_byte(
-        events: list[Event], walk: list[int]) -> None:
+    events: list[Event], walk: list[int]
+) -> None:
     """Along the same walk, the engine (incremental, one instance) projects what a fresh
     projection does; with nothing archived its view is the raw view, digest for digest."""
     stored = _stored(events)
@@ -146,8 +172,7 @@ def test_the_engine_base_agrees_with_the_raw_view_byte_for_byte(
         state = fold(stored[: min(step, len(stored))])
         projected = engine.project(state)
         assert project_context(state, settings_) == projected
-        assert messages_digest(message_digest(m) for m in projected.messages) == (
-            projected.digest)
+        assert messages_digest(message_digest(m) for m in projected.messages) == (projected.digest)
         raw = view.sync(state)
         if not state.archived:
             assert (raw, view.messages_digest()) == (projected.messages, projected.digest)
@@ -165,9 +190,14 @@ def test_raw_requests_recorded_from_the_view_verify(events: list[Event], cuts: s
             messages = view.sync(fold(_stored(log)))
             request = ModelRequest(model="m", messages=messages, system="s")
             head = request_digest(request)
-            log.append(ModelRequestRecord(
-                view_hash=combine_view_hash(head, view.messages_digest()), token_estimate=0,
-                model="m", request_digest=head))
+            log.append(
+                ModelRequestRecord(
+                    view_hash=combine_view_hash(head, view.messages_digest()),
+                    token_estimate=0,
+                    model="m",
+                    request_digest=head,
+                )
+            )
         if event is not None:
             log.append(event)
     report = verify_replay(_stored(log))
@@ -180,8 +210,9 @@ def test_a_deep_copy_goes_on_by_itself() -> None:
     import copy
 
     first = _stored([UserPrompt(content=(TextBlock("a"),))])
-    more = _stored([UserPrompt(content=(TextBlock("a"),)),
-                    AssistantMessage(content=(TextBlock("b"),))])
+    more = _stored(
+        [UserPrompt(content=(TextBlock("a"),)), AssistantMessage(content=(TextBlock("b"),))]
+    )
     view = ConversationView()
     view.sync(fold(first))
     clone = copy.deepcopy(view)
@@ -192,7 +223,7 @@ def test_a_deep_copy_goes_on_by_itself() -> None:
     engine = ContextEngine(_OPTIONS.settings(max_tokens=1))
     engine.project(fold(first))
     twin = copy.deepcopy(engine)
-    assert project_context(fold(more), _OPTIONS.settings(max_tokens=1)) == twin.project(
-        fold(more))
+    assert project_context(fold(more), _OPTIONS.settings(max_tokens=1)) == twin.project(fold(more))
     assert project_context(fold(first), _OPTIONS.settings(max_tokens=1)) == engine.project(
-        fold(first))
+        fold(first)
+    )

@@ -61,9 +61,14 @@ def reply(text: str) -> AssistantMessage:
 
 def write(path: str, content: str) -> AssistantMessage:
     """An assistant message calling write_file."""
-    return AssistantMessage(content=(ToolUseBlock(f"toolu_{path}_{content}", "write_file",
-                                                  {"path": path, "content": content}),),
-                            stop_reason="tool_use")
+    return AssistantMessage(
+        content=(
+            ToolUseBlock(
+                f"toolu_{path}_{content}", "write_file", {"path": path, "content": content}
+            ),
+        ),
+        stop_reason="tool_use",
+    )
 
 
 class KeepLast(Compactor):
@@ -74,9 +79,14 @@ class KeepLast(Compactor):
         self.gate = gate
         self.entered = threading.Event()
 
-    def maybe_compact(self, messages: Sequence[Message], usage: Usage | None = None,
-                      instructions: str | None = None, *,
-                      cancel: CancelToken | None = None) -> CompactResult:
+    def maybe_compact(
+        self,
+        messages: Sequence[Message],
+        usage: Usage | None = None,
+        instructions: str | None = None,
+        *,
+        cancel: CancelToken | None = None,
+    ) -> CompactResult:
         self.entered.set()
         if self.gate is not None:
             if cancel is not None:
@@ -88,9 +98,20 @@ class KeepLast(Compactor):
         kept = (Message("user", (TextBlock("[summary]"),)), *messages[-2:])
         after = estimate_tokens(kept)
         return CompactResult(
-            messages=kept, changed=True, tokens_before=before, tokens_after=after,
-            passes=(PassReport(name="snip", changed=True, tokens_before=before,
-                               tokens_after=after, detail="kept the last exchange"),))
+            messages=kept,
+            changed=True,
+            tokens_before=before,
+            tokens_after=after,
+            passes=(
+                PassReport(
+                    name="snip",
+                    changed=True,
+                    tokens_before=before,
+                    tokens_after=after,
+                    detail="kept the last exchange",
+                ),
+            ),
+        )
 
 
 @pytest.fixture
@@ -106,11 +127,22 @@ def store(tmp_path: Path, workdir: Path) -> Path:
     """A SQLite store an earlier agent left: session s1 (two prompts, each writing a.txt) and
     s2 (two plain exchanges)."""
     path = tmp_path / "sessions.db"
-    provider = scripted([write("a.txt", "1"), reply("one done"), write("a.txt", "2"),
-                         reply("two done"), reply("hello"), reply("back")])
-    with sqlite_checkpointer(path) as cp, create_lite_agent(
-            model=provider, model_name="m", workdir=workdir, checkpointer=cp,
-            tools=[write_file]) as agent:
+    provider = scripted(
+        [
+            write("a.txt", "1"),
+            reply("one done"),
+            write("a.txt", "2"),
+            reply("two done"),
+            reply("hello"),
+            reply("back"),
+        ]
+    )
+    with (
+        sqlite_checkpointer(path) as cp,
+        create_lite_agent(
+            model=provider, model_name="m", workdir=workdir, checkpointer=cp, tools=[write_file]
+        ) as agent,
+    ):
         agent.send("one", session_id="s1")
         agent.send("two", session_id="s1")
         agent.send("hi", session_id="s2")
@@ -121,8 +153,12 @@ def store(tmp_path: Path, workdir: Path) -> Path:
 def _interrupt_a_restore(store: Path, workdir: Path) -> int:
     """Leave s1 with a restore to its first checkpoint cut short (its intent at the end of the
     log, a.txt already gone); return that checkpoint's seq."""
-    with sqlite_checkpointer(store) as cp, create_lite_agent(
-            model=scripted([]), model_name="m", workdir=workdir, checkpointer=cp) as agent:
+    with (
+        sqlite_checkpointer(store) as cp,
+        create_lite_agent(
+            model=scripted([]), model_name="m", workdir=workdir, checkpointer=cp
+        ) as agent,
+    ):
         seq = agent.list_checkpoints("s1")[0].seq
         plans = _restore_files.backup_files(workdir, [("a.txt", None, None)], cp.blobs)
         cp.append("s1", [RestoreStarted(to_seq=seq, conversation=True, files=tuple(plans))])
@@ -161,8 +197,9 @@ class Shell:
     def drain(self, sub: Subscription | AsyncSubscription) -> list[Any]:
         """What a subscription holds now."""
         items = []
-        while (item := sub.get(0) if isinstance(sub, Subscription)
-               else sub.get_nowait()) is not None:
+        while (
+            item := sub.get(0) if isinstance(sub, Subscription) else sub.get_nowait()
+        ) is not None:
             items.append(item)
         return items
 
@@ -183,8 +220,16 @@ def shell(kind: str, cp: Checkpointer, workdir: Path, **kwargs: Any) -> Iterator
     """A fresh agent of ``kind`` ("sync" or "async") on ``cp``."""
     kwargs.setdefault("model", scripted([]))
     create = create_lite_agent if kind == "sync" else create_async_lite_agent
-    s = Shell(kind, create(model_name="m", workdir=workdir, checkpointer=cp,  # type: ignore[operator]
-                           tools=[write_file], **kwargs))
+    s = Shell(
+        kind,
+        create(
+            model_name="m",
+            workdir=workdir,
+            checkpointer=cp,  # type: ignore[operator]
+            tools=[write_file],
+            **kwargs,
+        ),
+    )
     try:
         yield s
     finally:
@@ -262,10 +307,16 @@ def _subscribe(a: Shell, cp: Checkpointer, workdir: Path, seq: int | None) -> No
 
 
 CASES: dict[str, Callable[[Shell, Checkpointer, Path, int | None], None]] = {
-    "send": _send, "list_checkpoints": _list_checkpoints, "compact": _compact,
-    "iter_compact": _iter_compact, "restore": _restore, "pending_restore": _pending_restore,
-    "finish_restore": _finish_restore, "rollback_restore": _rollback_restore,
-    "delete_session": _delete_session, "subscribe": _subscribe,
+    "send": _send,
+    "list_checkpoints": _list_checkpoints,
+    "compact": _compact,
+    "iter_compact": _iter_compact,
+    "restore": _restore,
+    "pending_restore": _pending_restore,
+    "finish_restore": _finish_restore,
+    "rollback_restore": _rollback_restore,
+    "delete_session": _delete_session,
+    "subscribe": _subscribe,
 }
 INTERRUPTED = {"pending_restore", "finish_restore", "rollback_restore"}
 
@@ -281,8 +332,9 @@ def test_a_session_method_works_on_a_fresh_agent_without_resume(
     seq = _interrupt_a_restore(store, workdir) if case in INTERRUPTED else None
     with sqlite_checkpointer(store) as cp:
         other = list(cp.read("s2"))
-        with shell(kind, cp, workdir, model=scripted([reply("r1"), reply("r2")]),
-                   compactor=KeepLast()) as a:
+        with shell(
+            kind, cp, workdir, model=scripted([reply("r1"), reply("r2")]), compactor=KeepLast()
+        ) as a:
             current = a.agent.session_id
             CASES[case](a, cp, workdir, seq)
             assert current == a.agent.session_id
@@ -317,9 +369,12 @@ def test_restore_leaves_the_current_session(store: Path, workdir: Path, kind: st
 def test_compacting_another_session_needs_sessions(workdir: Path) -> None:
     """With sessions=False, compact(session_id=<another id>) raises SessionsDisabledError that
     names compact()."""
-    with create_lite_agent(model=scripted([]), model_name="m", workdir=workdir,
-                           sessions=False) as agent, \
-            pytest.raises(SessionsDisabledError, match=r"compact\(session_id"):
+    with (
+        create_lite_agent(
+            model=scripted([]), model_name="m", workdir=workdir, sessions=False
+        ) as agent,
+        pytest.raises(SessionsDisabledError, match=r"compact\(session_id"),
+    ):
         agent.compact(session_id="other")
 
 
@@ -333,9 +388,16 @@ def _turn_script() -> Any:
 def test_async_subscription_delivers_a_turns_events_in_order(workdir: Path) -> None:
     """``async for`` over AsyncLiteAgent.subscribe() yields the live events of a turn as the
     blocking subscription sees them, in the same order, while the turn runs."""
-    with create_lite_agent(model=_turn_script(), model_name="m", workdir=workdir,
-                           checkpointer=memory_checkpointer(), tools=[write_file]) as agent, \
-            agent.subscribe() as sub:
+    with (
+        create_lite_agent(
+            model=_turn_script(),
+            model_name="m",
+            workdir=workdir,
+            checkpointer=memory_checkpointer(),
+            tools=[write_file],
+        ) as agent,
+        agent.subscribe() as sub,
+    ):
         agent.send("go", session_id="s")
         expected = []
         while (item := sub.get(0)) is not None:
@@ -343,8 +405,12 @@ def test_async_subscription_delivers_a_turns_events_in_order(workdir: Path) -> N
 
     async def main() -> list[Any]:
         async with create_async_lite_agent(
-                model=_turn_script(), model_name="m", workdir=workdir,
-                checkpointer=memory_checkpointer(), tools=[write_file]) as agent:
+            model=_turn_script(),
+            model_name="m",
+            workdir=workdir,
+            checkpointer=memory_checkpointer(),
+            tools=[write_file],
+        ) as agent:
             sub = agent.subscribe()
             seen: list[Any] = []
 
@@ -371,8 +437,13 @@ def test_async_subscription_ends_on_close_and_on_agent_close(workdir: Path) -> N
     when its ``async with`` block is left, and when the agent closes."""
 
     async def main() -> tuple[list[Any], list[Any], bool]:
-        agent = create_async_lite_agent(model=_turn_script(), model_name="m", workdir=workdir,
-                                        checkpointer=memory_checkpointer(), tools=[write_file])
+        agent = create_async_lite_agent(
+            model=_turn_script(),
+            model_name="m",
+            workdir=workdir,
+            checkpointer=memory_checkpointer(),
+            tools=[write_file],
+        )
         first, second = agent.subscribe(), agent.subscribe()
         got: dict[int, list[Any]] = {1: [], 2: []}
 
@@ -380,8 +451,10 @@ def test_async_subscription_ends_on_close_and_on_agent_close(workdir: Path) -> N
             async for item in sub:
                 got[n].append(item)
 
-        tasks = [asyncio.ensure_future(consume(1, first)),
-                 asyncio.ensure_future(consume(2, second))]
+        tasks = [
+            asyncio.ensure_future(consume(1, first)),
+            asyncio.ensure_future(consume(2, second)),
+        ]
         await agent.send("go")
         first.close()
         await asyncio.wait_for(tasks[0], GUARD)
@@ -400,10 +473,14 @@ def test_async_subscription_ends_on_close_and_on_agent_close(workdir: Path) -> N
 def test_async_subscription_overflow_is_that_of_the_blocking_one(workdir: Path) -> None:
     """A subscriber that does not read keeps its first ``maxsize`` events and is told how many
     it missed, exactly like a blocking one; the session is never slowed down."""
+
     async def main() -> list[Any]:
         async with create_async_lite_agent(
-                model=scripted([reply("x" * 50)], stream_chunk=1), model_name="m",
-                workdir=workdir, checkpointer=memory_checkpointer()) as agent:
+            model=scripted([reply("x" * 50)], stream_chunk=1),
+            model_name="m",
+            workdir=workdir,
+            checkpointer=memory_checkpointer(),
+        ) as agent:
             with_room = agent.subscribe(maxsize=5)
             await agent.send("go")
             with_room.close()
@@ -420,8 +497,12 @@ def test_a_cancelled_wait_leaves_the_subscription_usable(workdir: Path) -> None:
     then delivers the next events to the next ``get()``."""
 
     async def main() -> Any:
-        agent = create_async_lite_agent(model=scripted([reply("hello")]), model_name="m",
-                                        workdir=workdir, checkpointer=memory_checkpointer())
+        agent = create_async_lite_agent(
+            model=scripted([reply("hello")]),
+            model_name="m",
+            workdir=workdir,
+            checkpointer=memory_checkpointer(),
+        )
         async with agent, agent.subscribe(session_id="s") as sub:
             waiting = asyncio.ensure_future(sub.get())
             await asyncio.sleep(0)
@@ -584,8 +665,13 @@ def test_close_stops_the_threads_of_the_agents_pool(store: Path, workdir: Path) 
     """A blocking agent's pool starts a thread for an iter_compact; close() leaves no thread
     named for the agent."""
     with sqlite_checkpointer(store) as cp:
-        agent = create_lite_agent(model=scripted([]), model_name="m", workdir=workdir,
-                                  checkpointer=cp, compactor=KeepLast())
+        agent = create_lite_agent(
+            model=scripted([]),
+            model_name="m",
+            workdir=workdir,
+            checkpointer=cp,
+            compactor=KeepLast(),
+        )
         name = agent._core.name
         assert [] == _threads(f"{name}-")
         list(agent.iter_compact(session_id="s1"))
@@ -597,8 +683,9 @@ def test_close_stops_the_threads_of_the_agents_pool(store: Path, workdir: Path) 
 def test_async_close_stops_the_pool_and_its_own_thread(workdir: Path) -> None:
     """An async agent starts its pool's threads with itself (never on the loop later); after
     ``await close()`` they are all gone, and so is the thread that closed it once it ends."""
-    agent = create_async_lite_agent(model=scripted([]), model_name="m", workdir=workdir,
-                                    checkpointer=memory_checkpointer())
+    agent = create_async_lite_agent(
+        model=scripted([]), model_name="m", workdir=workdir, checkpointer=memory_checkpointer()
+    )
     name = agent._core.name
     started = sorted(t.name for t in _threads(f"{name}-"))
     asyncio.run(agent.close())
@@ -612,10 +699,12 @@ def test_async_close_stops_the_pool_and_its_own_thread(workdir: Path) -> None:
 def test_two_agents_do_not_share_a_pool(workdir: Path) -> None:
     """With every thread of one agent's pool busy, another agent's calls still run, while the
     first agent's own call waits for its pool."""
-    first = create_async_lite_agent(model=scripted([]), model_name="m", workdir=workdir,
-                                    checkpointer=memory_checkpointer())
-    second = create_async_lite_agent(model=scripted([]), model_name="m", workdir=workdir,
-                                     checkpointer=memory_checkpointer())
+    first = create_async_lite_agent(
+        model=scripted([]), model_name="m", workdir=workdir, checkpointer=memory_checkpointer()
+    )
+    second = create_async_lite_agent(
+        model=scripted([]), model_name="m", workdir=workdir, checkpointer=memory_checkpointer()
+    )
     release = threading.Event()
     busy = [first._core.pool.submit(release.wait, GUARD) for _ in range(POOL_WORKERS)]
 
@@ -643,8 +732,9 @@ def test_calls_after_close_raise_agent_closed(workdir: Path) -> None:
     """After close(), the async methods that would use the pool raise AgentClosedError."""
 
     async def main() -> None:
-        agent = create_async_lite_agent(model=scripted([]), model_name="m", workdir=workdir,
-                                        checkpointer=memory_checkpointer())
+        agent = create_async_lite_agent(
+            model=scripted([]), model_name="m", workdir=workdir, checkpointer=memory_checkpointer()
+        )
         await agent.close()
         await agent.close()  # a second close is a no-op
         with pytest.raises(AgentClosedError):

@@ -67,8 +67,10 @@ def test_exception_classes_derive_from_lite_agent_error(name: str) -> None:
     foreign = [
         obj.__qualname__
         for obj in vars(module).values()
-        if inspect.isclass(obj) and issubclass(obj, BaseException)
-        and obj.__module__ == name and not issubclass(obj, LiteAgentError)
+        if inspect.isclass(obj)
+        and issubclass(obj, BaseException)
+        and obj.__module__ == name
+        and not issubclass(obj, LiteAgentError)
     ]
     assert [] == foreign
 
@@ -95,8 +97,11 @@ def test_raised_classes_derive_from_lite_agent_error(name: str) -> None:
             obj = eval(expr, vars(module))  # noqa: S307 -- a dotted name from our own source
         except Exception:  # noqa: BLE001 -- a local variable (a re-raise): not a class
             obj = None
-        if (inspect.isclass(obj) and issubclass(obj, BaseException)
-                and not issubclass(obj, LiteAgentError)
-                and (name, obj.__name__) not in ALLOWED_RAISES):
+        if (
+            inspect.isclass(obj)
+            and issubclass(obj, BaseException)
+            and not issubclass(obj, LiteAgentError)
+            and (name, obj.__name__) not in ALLOWED_RAISES
+        ):
             foreign.append(f"line {line}: raise {expr}")
     assert [] == foreign

@@ -54,9 +54,11 @@ SID = "s1"
 
 # One event per kind, with every optional field set to a non-default value.
 
+
 def decode_body(kind: str, data: bytes | memoryview) -> Event | OpaqueEvent:
     """The body ``decode_stored`` (every backend's decoder) reads from ``data`` of ``kind``."""
     return decode_stored("s", 1, 0.0, kind, data).body
+
 
 SAMPLES: dict[str, Event] = {
     "session_started": SessionStarted(workdir="/w", model="m", system_prompt="be brief"),
@@ -109,22 +111,36 @@ SAMPLES: dict[str, Event] = {
         spilled=("sha256:" + "3" * 64,),
     ),
     "context_status": ContextStatus(
-        level="high", tokens=90, budget=100, tokens_after=50, actions=("compact",),
+        level="high",
+        tokens=90,
+        budget=100,
+        tokens_after=50,
+        actions=("compact",),
         settings=ContextSettings(budget_tokens=100, keep_recent_results=2, fixed_tokens=7),
     ),
-    "model_request": ModelRequestRecord(view_hash="abc", token_estimate=42, model="claude",
-                                        request_digest="d" * 64,
-                                        native_edits=("clear_tool_uses: 3 tool uses",)),
-    "content_archived": ContentArchived(tool_use_id="t1", ref="sha256:" + "0" * 64, chars=5,
-                                        size=6),
+    "model_request": ModelRequestRecord(
+        view_hash="abc",
+        token_estimate=42,
+        model="claude",
+        request_digest="d" * 64,
+        native_edits=("clear_tool_uses: 3 tool uses",),
+    ),
+    "content_archived": ContentArchived(
+        tool_use_id="t1", ref="sha256:" + "0" * 64, chars=5, size=6
+    ),
     "background_completed": BackgroundCompleted(task_id="bg1", ok=False, summary="failed"),
     "turn_aborted": TurnAborted(reason="cancelled", notice="[liteagent: stopped]"),
     "restore_started": RestoreStarted(
         to_seq=3,
         conversation=True,
         files=(
-            RestoreFile(path="a.py", target="sha256:" + "0" * 64, target_hash="1" * 64,
-                        backup=None, backup_hash=None),
+            RestoreFile(
+                path="a.py",
+                target="sha256:" + "0" * 64,
+                target_hash="1" * 64,
+                backup=None,
+                backup_hash=None,
+            ),
         ),
     ),
     "restore_finished": RestoreFinished(started_seq=7, outcome="rolled_back", reason="disk full"),
@@ -224,9 +240,7 @@ _BAD_OPAQUE = [b"", b"\x01\x02", b"hello", b"\xc1", b"\x92\x01"]
 
 
 @pytest.mark.parametrize("data", _BAD_OPAQUE)
-@pytest.mark.parametrize(
-    "backend", ["memory", "file", "sqlite"]
-)
+@pytest.mark.parametrize("backend", ["memory", "file", "sqlite"])
 def test_opaque_event_with_non_msgpack_bytes_never_poisons_session(
     tmp_path: Path, backend: str, data: bytes
 ) -> None:
@@ -399,7 +413,11 @@ _MINIMAL: list[tuple[dict[str, Any], Event]] = [
             "pre_hash": None,
         },
         FileSnapshot(
-            path="a", tool_call_id="t", pre_image=None, pre_hash=None, post_hash=None,
+            path="a",
+            tool_call_id="t",
+            pre_image=None,
+            pre_hash=None,
+            post_hash=None,
             truncated=False,
         ),
     ),
@@ -452,7 +470,11 @@ def test_default_fields_are_not_written() -> None:
 
 
 class _UserPromptV2(
-    msgspec.Struct, frozen=True, tag_field="kind", tag="user_prompt", omit_defaults=True,
+    msgspec.Struct,
+    frozen=True,
+    tag_field="kind",
+    tag="user_prompt",
+    omit_defaults=True,
     kw_only=True,
 ):
     """A newer writer's user_prompt: one more defaulted field."""
@@ -471,7 +493,11 @@ class _UsageV2(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
 
 
 class _AssistantMessageV2(
-    msgspec.Struct, frozen=True, tag_field="kind", tag="assistant_message", omit_defaults=True,
+    msgspec.Struct,
+    frozen=True,
+    tag_field="kind",
+    tag="assistant_message",
+    omit_defaults=True,
     kw_only=True,
 ):
     """A newer writer's assistant_message: a new top-level field and a new field inside usage."""

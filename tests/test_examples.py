@@ -23,15 +23,23 @@ def _block_after(heading: str) -> str:
 def test_quickstart_runs(tmp_path: Path, backend: str) -> None:
     """examples/eventlog_quickstart.py runs and shows the restore and the refused stale writer."""
     result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "eventlog_quickstart.py"),
-         "--backend", backend, "--root", str(tmp_path)],
+        [
+            sys.executable,
+            str(ROOT / "examples" / "eventlog_quickstart.py"),
+            "--backend",
+            backend,
+            "--root",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
     )
-    assert "after restore: ['session_started', 'user_prompt', 'assistant_message', " \
+    assert (
+        "after restore: ['session_started', 'user_prompt', 'assistant_message', "
         "'tool_result']" in result.stdout
+    )
     assert "stale writer refused" in result.stdout
     assert "integrity: True sessions: ['demo']" in result.stdout
 
@@ -83,7 +91,10 @@ def test_time_travel_example_runs() -> None:
     """examples/time_travel.py refuses over a user's edit, then restores files and conversation."""
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "time_travel.py")],
-        capture_output=True, text=True, timeout=120, check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     assert "refused: [('app.py'" in result.stdout
     assert "restored: ['app.py', 'notes.md']" in result.stdout

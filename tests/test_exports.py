@@ -16,84 +16,279 @@ import liteagent.sdk
 import liteagent.tools
 
 EVENTLOG = {
-    "AppliedEdit", "AssistantMessage", "BackgroundCompleted", "BlobError", "BlobNotFoundError",
-    "BlobStore", "Block", "CancelToken", "CheckpointConflictError", "Checkpointer",
-    "CheckpointerClosedError", "CheckpointerError", "ClearThinking", "ClearToolUses", "Codec",
-    "CodecError", "Compact", "Compaction", "CompactionBlock", "ContentArchived", "ContextEdit",
-    "ContextLimitError", "ContextSettings", "ContextStatus", "ConversationEntry",
-    "CorruptBlobError", "CorruptLogError", "Event", "FileSnapshot", "IntegrityProblem",
-    "IntegrityReport", "InvalidArgumentError", "InvalidBlobRefError", "InvalidEventError",
-    "InvalidMessageError", "InvalidSessionIdError", "Lease", "LeaseInfo", "LeaseLostError",
-    "LiteAgentError", "Message", "ModelRequest", "ModelRequestRecord", "ModelResponse",
-    "NotADatabaseError", "OpaqueEvent", "OperationCancelledError", "PassRecord", "Position",
-    "RawBlock", "RedactedThinkingBlock", "RepairReport", "ResponseComplete", "RestoreFile",
-    "RestoreFinished", "RestoreStarted", "SchemaVersionError", "SessionInfo",
-    "SessionLeasedError", "SessionStarted", "SessionState", "StorageIOError", "StoredEvent",
-    "StreamEvent", "TextBlock", "TextDelta", "ThinkingBlock", "ThinkingDelta",
-    "ToolInputDelta", "ToolResult", "ToolResultBlock", "ToolSchema", "ToolUseBlock",
-    "ToolUseStart", "TruncateRangeError", "TurnAborted", "Usage", "UserPrompt", "apply",
-    "conversation", "file_checkpointer", "fold", "memory_checkpointer", "messages_from_dicts",
-    "messages_to_dicts", "project_dir", "sqlite_checkpointer", "validate_session_id",
+    "AppliedEdit",
+    "AssistantMessage",
+    "BackgroundCompleted",
+    "BlobError",
+    "BlobNotFoundError",
+    "BlobStore",
+    "Block",
+    "CancelToken",
+    "CheckpointConflictError",
+    "Checkpointer",
+    "CheckpointerClosedError",
+    "CheckpointerError",
+    "ClearThinking",
+    "ClearToolUses",
+    "Codec",
+    "CodecError",
+    "Compact",
+    "Compaction",
+    "CompactionBlock",
+    "ContentArchived",
+    "ContextEdit",
+    "ContextLimitError",
+    "ContextSettings",
+    "ContextStatus",
+    "ConversationEntry",
+    "CorruptBlobError",
+    "CorruptLogError",
+    "Event",
+    "FileSnapshot",
+    "IntegrityProblem",
+    "IntegrityReport",
+    "InvalidArgumentError",
+    "InvalidBlobRefError",
+    "InvalidEventError",
+    "InvalidMessageError",
+    "InvalidSessionIdError",
+    "Lease",
+    "LeaseInfo",
+    "LeaseLostError",
+    "LiteAgentError",
+    "Message",
+    "ModelRequest",
+    "ModelRequestRecord",
+    "ModelResponse",
+    "NotADatabaseError",
+    "OpaqueEvent",
+    "OperationCancelledError",
+    "PassRecord",
+    "Position",
+    "RawBlock",
+    "RedactedThinkingBlock",
+    "RepairReport",
+    "ResponseComplete",
+    "RestoreFile",
+    "RestoreFinished",
+    "RestoreStarted",
+    "SchemaVersionError",
+    "SessionInfo",
+    "SessionLeasedError",
+    "SessionStarted",
+    "SessionState",
+    "StorageIOError",
+    "StoredEvent",
+    "StreamEvent",
+    "TextBlock",
+    "TextDelta",
+    "ThinkingBlock",
+    "ThinkingDelta",
+    "ToolInputDelta",
+    "ToolResult",
+    "ToolResultBlock",
+    "ToolSchema",
+    "ToolUseBlock",
+    "ToolUseStart",
+    "TruncateRangeError",
+    "TurnAborted",
+    "Usage",
+    "UserPrompt",
+    "apply",
+    "conversation",
+    "file_checkpointer",
+    "fold",
+    "memory_checkpointer",
+    "messages_from_dicts",
+    "messages_to_dicts",
+    "project_dir",
+    "sqlite_checkpointer",
+    "validate_session_id",
     "zlib_codec",
 }
 CONFORMANCE = {
-    "BAD_SESSION_IDS", "TAIL_LOSS", "CheckpointerConformance", "CorruptionConformance",
-    "CorruptionTrialError", "CrashConformance", "DurableConformance", "Factory",
-    "damage_file_log", "damage_sqlite", "prompt", "prompts", "texts",
+    "BAD_SESSION_IDS",
+    "TAIL_LOSS",
+    "CheckpointerConformance",
+    "CorruptionConformance",
+    "CorruptionTrialError",
+    "CrashConformance",
+    "DurableConformance",
+    "Factory",
+    "damage_file_log",
+    "damage_sqlite",
+    "prompt",
+    "prompts",
+    "texts",
 }
 BACKEND = {
-    "BLOB_REF_PATTERN", "DAMAGE_PROBLEMS", "EncodedEvent", "FileBlobStore",
-    "INFORMATIONAL_PROBLEMS", "MAX_SEQ", "MemoryBlobStore", "blob_ref", "check_blob_data",
-    "check_lease_held", "check_position", "decode_stored", "integrity_report",
-    "mark_lease_lost", "parse_blob_ref", "verify_blob",
+    "BLOB_REF_PATTERN",
+    "DAMAGE_PROBLEMS",
+    "EncodedEvent",
+    "FileBlobStore",
+    "INFORMATIONAL_PROBLEMS",
+    "MAX_SEQ",
+    "MemoryBlobStore",
+    "blob_ref",
+    "check_blob_data",
+    "check_lease_held",
+    "check_position",
+    "decode_stored",
+    "integrity_report",
+    "mark_lease_lost",
+    "parse_blob_ref",
+    "verify_blob",
 }
 
 
 PROVIDERS = {
-    "AnthropicProvider", "CLEAR_THINKING", "CLEAR_TOOL_USES", "COMPACT",
-    "CapabilityNotSupportedError", "ContextOverflowError", "ModelProvider", "OverloadedError",
-    "ProviderAuthError", "ProviderError", "ProviderRequestError", "ProviderStreamError",
-    "ProviderUnavailableError", "RateLimitError", "ReplayMismatchError", "ReplayProvider",
-    "ScriptError", "ScriptItem", "ScriptedProvider", "TOKEN_COUNTING",
-    "UnexpectedRequestError", "UnusedResponsesError", "anthropic", "replay", "scripted",
+    "AnthropicProvider",
+    "CLEAR_THINKING",
+    "CLEAR_TOOL_USES",
+    "COMPACT",
+    "CapabilityNotSupportedError",
+    "ContextOverflowError",
+    "ModelProvider",
+    "OverloadedError",
+    "ProviderAuthError",
+    "ProviderError",
+    "ProviderRequestError",
+    "ProviderStreamError",
+    "ProviderUnavailableError",
+    "RateLimitError",
+    "ReplayMismatchError",
+    "ReplayProvider",
+    "ScriptError",
+    "ScriptItem",
+    "ScriptedProvider",
+    "TOKEN_COUNTING",
+    "UnexpectedRequestError",
+    "UnusedResponsesError",
+    "anthropic",
+    "replay",
+    "scripted",
 }
 
 
 TOOLS = {
-    "FunctionTool", "InvalidPathError", "PathOutsideWorkspaceError", "Tool", "ToolContext",
-    "ToolDefinitionError", "ToolEnv", "ToolError", "ToolOutput", "ToolSpec",
-    "UnknownReferenceError", "bash", "bash_tool", "context", "default_tools", "delete_file",
-    "edit_file", "glob", "grep", "read_file", "read_spilled", "resolve_in_workspace", "tool",
-    "tool_env", "write_file",
+    "FunctionTool",
+    "InvalidPathError",
+    "PathOutsideWorkspaceError",
+    "Tool",
+    "ToolContext",
+    "ToolDefinitionError",
+    "ToolEnv",
+    "ToolError",
+    "ToolOutput",
+    "ToolSpec",
+    "UnknownReferenceError",
+    "bash",
+    "bash_tool",
+    "context",
+    "default_tools",
+    "delete_file",
+    "edit_file",
+    "glob",
+    "grep",
+    "read_file",
+    "read_spilled",
+    "resolve_in_workspace",
+    "tool",
+    "tool_env",
+    "write_file",
 }
 ACTORS = {
-    "CompactorActor", "EventHub", "FileSnapshotActor", "MaintenanceLockActor",
-    "ManualCompaction", "Restorer", "SessionConfig", "SessionHost",
+    "CompactorActor",
+    "EventHub",
+    "FileSnapshotActor",
+    "MaintenanceLockActor",
+    "ManualCompaction",
+    "Restorer",
+    "SessionConfig",
+    "SessionHost",
 }
 
 
 SDK = {
-    "ActorStoppedError", "ActorTimeoutError", "AgentBusyError", "AgentClosedError",
-    "AsyncLiteAgent", "AsyncSubscription", "BackgroundTask", "BackgroundTaskFinished",
-    "CancelToken", "Checkpoint", "CheckpointConflictError", "CheckpointRestore",
-    "CompactStats", "CompactionProgress", "ContextBudgetError", "HostSaturatedError",
-    "HostStats", "InterruptedRestoreError", "InvalidArgumentError", "InvalidCheckpointError",
-    "LiteAgent", "LiteAgentError", "LiteAgentResult", "LiveEvent", "Middleware", "Missed",
-    "OperationCancelledError", "ProviderError", "RestoreFailedError", "RestoreRefusedError",
-    "RestoreResult", "SessionsDisabledError", "Subscription", "ToolCallFinished",
-    "ToolCallStarted", "TurnFailed", "TurnFailedError", "TurnFinished", "configure_logging",
-    "create_agent", "create_async_lite_agent", "create_lite_agent",
+    "ActorStoppedError",
+    "ActorTimeoutError",
+    "AgentBusyError",
+    "AgentClosedError",
+    "AsyncLiteAgent",
+    "AsyncSubscription",
+    "BackgroundTask",
+    "BackgroundTaskFinished",
+    "CancelToken",
+    "Checkpoint",
+    "CheckpointConflictError",
+    "CheckpointRestore",
+    "CompactStats",
+    "CompactionProgress",
+    "ContextBudgetError",
+    "HostSaturatedError",
+    "HostStats",
+    "InterruptedRestoreError",
+    "InvalidArgumentError",
+    "InvalidCheckpointError",
+    "LiteAgent",
+    "LiteAgentError",
+    "LiteAgentResult",
+    "LiveEvent",
+    "Middleware",
+    "Missed",
+    "OperationCancelledError",
+    "ProviderError",
+    "RestoreFailedError",
+    "RestoreRefusedError",
+    "RestoreResult",
+    "SessionsDisabledError",
+    "Subscription",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "TurnFailed",
+    "TurnFailedError",
+    "TurnFinished",
+    "configure_logging",
+    "create_agent",
+    "create_async_lite_agent",
+    "create_lite_agent",
 }
 
 
 CONTEXT = {
-    "CompactResult", "Compactor", "ContextBudgetError", "ContextEngine", "ContextOptions",
-    "ContextView", "NativeCompactionError", "Pass", "PassReport", "Planner", "ReplayCheck",
-    "ReplayReport", "SPILL_PREFIX", "SpillStore", "SummarizerModel", "blob_spill_store",
-    "compaction", "default_compactor", "estimate_tokens", "llm_compactor",
-    "memory_spill_store", "micro_pass", "project_context", "provider_compaction_planner",
-    "reactive_compaction", "request_digest", "run_pipeline", "snip_pass", "split_turns",
-    "token_budget_compactor", "tool_result_budget_pass", "verify_replay", "view_hash",
+    "CompactResult",
+    "Compactor",
+    "ContextBudgetError",
+    "ContextEngine",
+    "ContextOptions",
+    "ContextView",
+    "NativeCompactionError",
+    "Pass",
+    "PassReport",
+    "Planner",
+    "ReplayCheck",
+    "ReplayReport",
+    "SPILL_PREFIX",
+    "SpillStore",
+    "SummarizerModel",
+    "blob_spill_store",
+    "compaction",
+    "default_compactor",
+    "estimate_tokens",
+    "llm_compactor",
+    "memory_spill_store",
+    "micro_pass",
+    "project_context",
+    "provider_compaction_planner",
+    "reactive_compaction",
+    "request_digest",
+    "run_pipeline",
+    "snip_pass",
+    "split_turns",
+    "token_budget_compactor",
+    "tool_result_budget_pass",
+    "verify_replay",
+    "view_hash",
 }
 
 
@@ -140,10 +335,18 @@ def test_backend_exports() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["liteagent.eventlog", "liteagent.eventlog.backend",
-               "liteagent.eventlog.conformance", "liteagent.providers",
-               "liteagent.providers.testing", "liteagent.context", "liteagent.tools",
-               "liteagent.actors", "liteagent.sdk"]
+    "module",
+    [
+        "liteagent.eventlog",
+        "liteagent.eventlog.backend",
+        "liteagent.eventlog.conformance",
+        "liteagent.providers",
+        "liteagent.providers.testing",
+        "liteagent.context",
+        "liteagent.tools",
+        "liteagent.actors",
+        "liteagent.sdk",
+    ],
 )
 def test_every_exported_name_exists(module: str) -> None:
     """Each name in __all__ is an attribute of the package."""
@@ -154,7 +357,8 @@ def test_every_exported_name_exists(module: str) -> None:
 def test_errors_share_one_root() -> None:
     """Every exported error class derives from LiteAgentError."""
     errors = [
-        getattr(liteagent.eventlog, n) for n in EVENTLOG
+        getattr(liteagent.eventlog, n)
+        for n in EVENTLOG
         if n.endswith("Error") and isinstance(getattr(liteagent.eventlog, n), type)
     ]
     assert errors
@@ -164,10 +368,24 @@ def test_errors_share_one_root() -> None:
 
 # The facade re-exports what users of an agent catch and pass; every other public name has one
 # home, the package that lists it.
-FACADE = {"CancelToken", "CheckpointConflictError", "ContextBudgetError", "InvalidArgumentError",
-          "LiteAgentError", "OperationCancelledError", "ProviderError"}
-PACKAGES = ["liteagent.eventlog", "liteagent.eventlog.backend", "liteagent.context",
-            "liteagent.providers", "liteagent.tools", "liteagent.actors", "liteagent.sdk"]
+FACADE = {
+    "CancelToken",
+    "CheckpointConflictError",
+    "ContextBudgetError",
+    "InvalidArgumentError",
+    "LiteAgentError",
+    "OperationCancelledError",
+    "ProviderError",
+}
+PACKAGES = [
+    "liteagent.eventlog",
+    "liteagent.eventlog.backend",
+    "liteagent.context",
+    "liteagent.providers",
+    "liteagent.tools",
+    "liteagent.actors",
+    "liteagent.sdk",
+]
 
 
 def test_each_public_name_has_one_home() -> None:
@@ -181,9 +399,14 @@ def test_each_public_name_has_one_home() -> None:
             if isinstance(obj, (str, int, float, frozenset, tuple)):
                 continue  # constants: equal values are not one object exported twice
             homes.setdefault(id(obj), []).append(f"{module}.{name}")
-    shared = [h for h in homes.values() if len(h) > 1
-              and not (len(h) == 2 and h[1].startswith("liteagent.sdk.")
-                       and h[1].rsplit(".", 1)[1] in FACADE)]
+    shared = [
+        h
+        for h in homes.values()
+        if len(h) > 1
+        and not (
+            len(h) == 2 and h[1].startswith("liteagent.sdk.") and h[1].rsplit(".", 1)[1] in FACADE
+        )
+    ]
     assert [] == shared
 
 
@@ -193,4 +416,3 @@ def test_the_facade_reexports_its_names_from_their_home() -> None:
     for name in FACADE:
         obj = getattr(liteagent.sdk, name)
         assert [obj] == [getattr(m, name) for m in homes if name in m.__all__]
-

@@ -110,34 +110,55 @@ def test_stream_flag_chooses_sse(server: FakeMessagesServer) -> None:
         stream = client.messages.create(model="m", max_tokens=9, messages=USER, stream=True)
         with stream:
             kinds = [event.type for event in stream]
-    expected = ["message_start", "content_block_start", "content_block_delta",
-                "content_block_delta", "content_block_stop", "message_delta", "message_stop"]
+    expected = [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
     assert expected == kinds
 
 
 def test_event_sequence_follows_the_api() -> None:
     """stream_events emits message_start, ping, the blocks, message_delta and message_stop."""
     names = [name for name, _ in stream_events(message([thinking("a", "s"), text("b")]))]
-    expected = ["message_start", "ping",
-                "content_block_start", "content_block_delta", "content_block_delta",
-                "content_block_stop",
-                "content_block_start", "content_block_delta", "content_block_stop",
-                "message_delta", "message_stop"]
+    expected = [
+        "message_start",
+        "ping",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_delta",
+        "content_block_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
     assert expected == names
 
 
 def test_tool_input_is_cut_at_the_given_sizes() -> None:
     """fragments= sets the input_json_delta sizes, after the API's leading empty delta."""
     reply = message([tool_use("t", "f", {"a": [1, 2]})])
-    deltas = [d["delta"]["partial_json"] for name, d in stream_events(reply, fragments=(1, 4))
-              if name == "content_block_delta"]
-    assert ["", "{", '"a":', ' [1, 2]}'] == deltas
+    deltas = [
+        d["delta"]["partial_json"]
+        for name, d in stream_events(reply, fragments=(1, 4))
+        if name == "content_block_delta"
+    ]
+    assert ["", "{", '"a":', " [1, 2]}"] == deltas
 
 
 def test_text_is_split_into_several_deltas() -> None:
     """Text goes out as text_delta pieces of text_chunk characters."""
-    deltas = [d["delta"]["text"] for name, d in stream_events(message("abcdefg"), text_chunk=3)
-              if name == "content_block_delta"]
+    deltas = [
+        d["delta"]["text"]
+        for name, d in stream_events(message("abcdefg"), text_chunk=3)
+        if name == "content_block_delta"
+    ]
     assert ["abc", "def", "g"] == deltas
 
 
@@ -154,31 +175,52 @@ def test_beta_stream_carries_compaction_and_context_management(
     server: FakeMessagesServer,
 ) -> None:
     """compaction and redacted_thinking blocks, iterations and applied_edits reach the beta type."""
-    edits = [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 4,
-              "cleared_input_tokens": 20000}]
+    edits = [
+        {"type": "clear_tool_uses_20250919", "cleared_tool_uses": 4, "cleared_input_tokens": 20000}
+    ]
     iterations = [iteration("compaction", 900, 80), iteration("message", 300, 20)]
-    blocks = [compaction("Summary of the work so far", encrypted_content="enc", signature="sg"),
-              redacted_thinking("opaque"), text("Continuing.")]
-    reply = message(blocks, stop_reason="compaction", usage=usage(300, 20, iterations=iterations),
-                    context_management={"applied_edits": edits})
+    blocks = [
+        compaction("Summary of the work so far", encrypted_content="enc", signature="sg"),
+        redacted_thinking("opaque"),
+        text("Continuing."),
+    ]
+    reply = message(
+        blocks,
+        stop_reason="compaction",
+        usage=usage(300, 20, iterations=iterations),
+        context_management={"applied_edits": edits},
+    )
     server.add(reply)
-    with server.client() as client, client.beta.messages.stream(
-        model="m", max_tokens=100, messages=USER, betas=["compact-2026-01-12"]
-    ) as stream:
+    with (
+        server.client() as client,
+        client.beta.messages.stream(
+            model="m", max_tokens=100, messages=USER, betas=["compact-2026-01-12"]
+        ) as stream,
+    ):
         final = stream.get_final_message()
-    got = ([b.to_dict() for b in final.content], final.stop_reason,
-           final.context_management.to_dict(), [i.to_dict() for i in final.usage.iterations])
+    got = (
+        [b.to_dict() for b in final.content],
+        final.stop_reason,
+        final.context_management.to_dict(),
+        [i.to_dict() for i in final.usage.iterations],
+    )
     assert (blocks, "compaction", {"applied_edits": edits}, iterations) == got
 
 
 def test_json_reply_carries_context_management(server: FakeMessagesServer) -> None:
     """context_management is a top-level field of a non-streamed reply."""
-    edits = [{"type": "clear_thinking_20251015", "cleared_thinking_turns": 2,
-              "cleared_input_tokens": 3000}]
+    edits = [
+        {
+            "type": "clear_thinking_20251015",
+            "cleared_thinking_turns": 2,
+            "cleared_input_tokens": 3000,
+        }
+    ]
     server.add(message("ok", context_management={"applied_edits": edits}))
     with server.client() as client:
-        reply = client.beta.messages.create(model="m", max_tokens=9, messages=USER,
-                                            betas=["context-management-2025-06-27"])
+        reply = client.beta.messages.create(
+            model="m", max_tokens=9, messages=USER, betas=["context-management-2025-06-27"]
+        )
     assert edits == [e.to_dict() for e in reply.context_management.applied_edits]
 
 
@@ -237,8 +279,10 @@ def test_overloaded_then_success_is_retried(server: FakeMessagesServer) -> None:
     server.add(overloaded(), message("recovered"))
     with server.client() as client:
         final = _stream_final(client)
-    assert ("recovered", [0, 1]) == (final.content[0].text,
-                                     [r.retry_count for r in server.requests])
+    assert ("recovered", [0, 1]) == (
+        final.content[0].text,
+        [r.retry_count for r in server.requests],
+    )
 
 
 def test_dropped_stream_raises_remote_protocol_error(server: FakeMessagesServer) -> None:
@@ -303,7 +347,9 @@ def test_beta_count_tokens_reports_original_tokens(server: FakeMessagesServer) -
     server.add_count_tokens(42, original_input_tokens=100)
     with server.client() as client:
         counted = client.beta.messages.count_tokens(
-            model="m", messages=USER, betas=["context-management-2025-06-27"],
+            model="m",
+            messages=USER,
+            betas=["context-management-2025-06-27"],
             context_management={"edits": [{"type": "clear_tool_uses_20250919"}]},
         )
     assert (42, 100) == (counted.input_tokens, counted.context_management.original_input_tokens)
@@ -322,8 +368,14 @@ def test_requests_are_recorded(server: FakeMessagesServer) -> None:
     with server.client() as client:
         reply = client.messages.create(model="m", max_tokens=7, messages=USER, system="sys")
     [request] = server.requests
-    got = (request.method, request.path, request.headers["authorization"], request.body,
-           request.request_id, request.stream)
+    got = (
+        request.method,
+        request.path,
+        request.headers["authorization"],
+        request.body,
+        request.request_id,
+        request.stream,
+    )
     body = {"max_tokens": 7, "messages": USER, "model": "m", "system": "sys"}
     assert ("POST", "/v1/messages", "Bearer test", body, reply._request_id, False) == got
 
@@ -368,9 +420,10 @@ def test_async_client_streams(server: FakeMessagesServer) -> None:
     server.add(MessageResponse(FULL, fragments=ODD_FRAGMENTS))
 
     async def run() -> Any:
-        async with server.async_client() as client, client.messages.stream(
-            model="m", max_tokens=100, messages=USER
-        ) as stream:
+        async with (
+            server.async_client() as client,
+            client.messages.stream(model="m", max_tokens=100, messages=USER) as stream,
+        ):
             return await stream.get_final_message()
 
     assert FULL["content"] == [block.to_dict() for block in asyncio.run(run()).content]
@@ -388,9 +441,10 @@ def test_close_during_a_stall_returns_fast() -> None:
     """close() ends a stalled stream at once; the reader then sees a broken stream."""
     server = FakeMessagesServer()
     server.add(stalled_stream(FULL, seconds=30, after=1))
-    with server.client(max_retries=0) as client, client.messages.stream(
-        model="m", max_tokens=100, messages=USER
-    ) as stream:
+    with (
+        server.client(max_retries=0) as client,
+        client.messages.stream(model="m", max_tokens=100, messages=USER) as stream,
+    ):
         first = next(iter(stream))
         started = time.monotonic()
         server.close()
@@ -411,13 +465,41 @@ def test_close_is_idempotent() -> None:
 def test_exported_names() -> None:
     """The package exports exactly its documented names, each one present."""
     expected = {
-        "COUNT_TOKENS_PATH", "DEFAULT_MODEL", "MESSAGES_PATH", "Drop", "FakeMessagesServer",
-        "JSONResponse", "MessageResponse", "RecordedRequest", "Response", "SSEEvent", "Stall",
-        "StreamResponse", "StreamStep", "api_error", "authentication_error", "compaction",
-        "context_overflow", "dropped_stream", "encode_event", "error_body", "error_response",
-        "fake_messages_server", "iteration", "message", "overloaded", "rate_limited",
-        "redacted_thinking", "stalled_stream", "stream_error", "stream_events", "text", "thinking",
-        "tool_use", "truncated_stream", "usage",
+        "COUNT_TOKENS_PATH",
+        "DEFAULT_MODEL",
+        "MESSAGES_PATH",
+        "Drop",
+        "FakeMessagesServer",
+        "JSONResponse",
+        "MessageResponse",
+        "RecordedRequest",
+        "Response",
+        "SSEEvent",
+        "Stall",
+        "StreamResponse",
+        "StreamStep",
+        "api_error",
+        "authentication_error",
+        "compaction",
+        "context_overflow",
+        "dropped_stream",
+        "encode_event",
+        "error_body",
+        "error_response",
+        "fake_messages_server",
+        "iteration",
+        "message",
+        "overloaded",
+        "rate_limited",
+        "redacted_thinking",
+        "stalled_stream",
+        "stream_error",
+        "stream_events",
+        "text",
+        "thinking",
+        "tool_use",
+        "truncated_stream",
+        "usage",
     }
     present = {name for name in testing.__all__ if hasattr(testing, name)}
     assert (expected, expected) == (set(testing.__all__), present)
@@ -426,8 +508,11 @@ def test_exported_names() -> None:
 @pytest.mark.processes
 def test_package_imports_without_pytest() -> None:
     """The package imports in an interpreter where pytest cannot be imported."""
-    code = ("import sys; sys.modules['pytest'] = None; "
-            "import liteagent.providers.testing as t; print(t.FakeMessagesServer.__name__)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=False, timeout=60)
+    code = (
+        "import sys; sys.modules['pytest'] = None; "
+        "import liteagent.providers.testing as t; print(t.FakeMessagesServer.__name__)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
+    )
     assert ("FakeMessagesServer\n", "") == (result.stdout, result.stderr)

@@ -477,9 +477,17 @@ def test_many_sessions_keep_a_bounded_number_of_open_files(tmp_path: Path) -> No
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"root": 5}, {"root": b"x"}, {"root": "a\0b"}, {"root": None, "workdir": None},
-     {"root": None, "home": 5}, {"durability": ["full"]}, {"durability": None},
-     {"codec": 5}, {"codec": zlib_codec}],
+    [
+        {"root": 5},
+        {"root": b"x"},
+        {"root": "a\0b"},
+        {"root": None, "workdir": None},
+        {"root": None, "home": 5},
+        {"durability": ["full"]},
+        {"durability": None},
+        {"codec": 5},
+        {"codec": zlib_codec},
+    ],
     ids=str,
 )
 def test_bad_argument_types_are_invalid_argument_errors(
@@ -585,13 +593,17 @@ def test_disk_full_is_a_storage_io_error_with_enospc(tmp_path: Path) -> None:
     unshare = shutil.which("unshare")
     if unshare is None:
         pytest.skip("needs unshare(1) to mount a private tmpfs")
-    probe = subprocess.run([unshare, "-m", sys.executable, "-c", ""], capture_output=True,
-                           check=False)
+    probe = subprocess.run(
+        [unshare, "-m", sys.executable, "-c", ""], capture_output=True, check=False
+    )
     if probe.returncode != 0:
         pytest.skip("cannot make a private mount namespace here")
     result = subprocess.run(
         [unshare, "-m", sys.executable, "-c", _FILL_TMPFS, str(target)],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert 0 == result.returncode, result.stderr
     assert [f"append {errno.ENOSPC}", f"blob {errno.ENOSPC}"] == result.stdout.split("\n")[:2]
@@ -599,9 +611,14 @@ def test_disk_full_is_a_storage_io_error_with_enospc(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "call",
-    [lambda cp: cp.append(SID, prompts("a")), lambda cp: list(cp.read(SID)),
-     lambda cp: cp.position(SID), lambda cp: cp.truncate(SID, 0), lambda cp: cp.delete(SID),
-     lambda cp: cp.repair(SID)],
+    [
+        lambda cp: cp.append(SID, prompts("a")),
+        lambda cp: list(cp.read(SID)),
+        lambda cp: cp.position(SID),
+        lambda cp: cp.truncate(SID, 0),
+        lambda cp: cp.delete(SID),
+        lambda cp: cp.repair(SID),
+    ],
     ids=["append", "read", "position", "truncate", "delete", "repair"],
 )
 def test_a_folder_in_place_of_a_log_is_a_storage_io_error(

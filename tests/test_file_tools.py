@@ -239,7 +239,7 @@ def test_edit_with_several_matches_is_an_error(ws: Path, ctx: ToolContext) -> No
 
 
 def test_edit_counts_overlapping_matches_as_ambiguous(ws: Path, ctx: ToolContext) -> None:
-    """"aa" occurs at two positions of "aaa", so it is not unique."""
+    """ "aa" occurs at two positions of "aaa", so it is not unique."""
     (ws / "a.txt").write_text("aaa")
     out = edit_file.run({"path": "a.txt", "old_string": "aa", "new_string": "b"}, ctx)
     assert (True, "aaa") == (out.is_error, (ws / "a.txt").read_text())

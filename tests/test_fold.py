@@ -160,9 +160,7 @@ def test_usage_is_summed_over_assistant_messages() -> None:
     a = AssistantMessage(content=(), usage=Usage(input_tokens=1, output_tokens=2))
     b = AssistantMessage(
         content=(),
-        usage=Usage(
-            input_tokens=10, cache_creation_input_tokens=3, cache_read_input_tokens=4
-        ),
+        usage=Usage(input_tokens=10, cache_creation_input_tokens=3, cache_read_input_tokens=4),
     )
     expected = Usage(
         input_tokens=11, output_tokens=2, cache_creation_input_tokens=3, cache_read_input_tokens=4
@@ -217,10 +215,21 @@ def test_turn_aborted_is_counted() -> None:
 def test_a_turn_aborted_notice_closes_the_turn_as_an_assistant_message() -> None:
     """A TurnAborted with a notice adds it as an assistant message, so the next prompt is a
     message of its own instead of joining the stopped turn's tool results."""
-    state = fold(_numbered([_prompt("go"), _calls("t1"), _result("t1"),
-                            TurnAborted(reason="failed", notice="[stopped]"), _prompt("next")]))
-    assert [Message("assistant", (TextBlock("[stopped]"),)),
-            Message("user", (TextBlock("next"),))] == conversation(state)[-2:]
+    state = fold(
+        _numbered(
+            [
+                _prompt("go"),
+                _calls("t1"),
+                _result("t1"),
+                TurnAborted(reason="failed", notice="[stopped]"),
+                _prompt("next"),
+            ]
+        )
+    )
+    assert [
+        Message("assistant", (TextBlock("[stopped]"),)),
+        Message("user", (TextBlock("next"),)),
+    ] == conversation(state)[-2:]
 
 
 def test_a_turn_aborted_without_notice_adds_nothing() -> None:
@@ -231,17 +240,24 @@ def test_a_turn_aborted_without_notice_adds_nothing() -> None:
 
 @pytest.mark.parametrize(
     ("bodies", "expected"),
-    [([], False),
-     ([_prompt("go")], True),
-     ([_prompt("go"), _calls("t1")], False),
-     ([_prompt("go"), _calls("t1"), _result("t1")], True),
-     ([_prompt("go"), AssistantMessage(content=(TextBlock("done"),))], False),
-     ([_prompt("go"), AssistantMessage(content=(TextBlock("done"),)),
-       _prompt("[bg done]", "background")], False),
-     ([_prompt("go"), TurnAborted(reason="x")], True),
-     ([_prompt("go"), TurnAborted(reason="x", notice="[stopped]")], False)],
-    ids=["empty", "prompt", "calls", "results", "answered", "background", "old-abort",
-         "closed"],
+    [
+        ([], False),
+        ([_prompt("go")], True),
+        ([_prompt("go"), _calls("t1")], False),
+        ([_prompt("go"), _calls("t1"), _result("t1")], True),
+        ([_prompt("go"), AssistantMessage(content=(TextBlock("done"),))], False),
+        (
+            [
+                _prompt("go"),
+                AssistantMessage(content=(TextBlock("done"),)),
+                _prompt("[bg done]", "background"),
+            ],
+            False,
+        ),
+        ([_prompt("go"), TurnAborted(reason="x")], True),
+        ([_prompt("go"), TurnAborted(reason="x", notice="[stopped]")], False),
+    ],
+    ids=["empty", "prompt", "calls", "results", "answered", "background", "old-abort", "closed"],
 )
 def test_turn_open_follows_the_conversation(bodies: list[Body], expected: bool) -> None:
     """turn_open: a prompt or tool result opens a turn, an answer or an abort notice ends it,

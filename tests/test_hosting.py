@@ -101,14 +101,16 @@ class ToolThenReply:
 
 def _agent(workdir: Path, model: ToolThenReply, calls: int, **kw: Any) -> LiteAgent:
     kw.setdefault("checkpointer", memory_checkpointer())
-    return create_lite_agent(model=model.provider(calls), model_name="m", workdir=workdir,
-                             tools=[write_file], **kw)
+    return create_lite_agent(
+        model=model.provider(calls), model_name="m", workdir=workdir, tools=[write_file], **kw
+    )
 
 
 def _async_agent(workdir: Path, model: ToolThenReply, calls: int, **kw: Any) -> AsyncLiteAgent:
     kw.setdefault("checkpointer", memory_checkpointer())
-    return create_async_lite_agent(model=model.provider(calls), model_name="m", workdir=workdir,
-                                   tools=[write_file], **kw)
+    return create_async_lite_agent(
+        model=model.provider(calls), model_name="m", workdir=workdir, tools=[write_file], **kw
+    )
 
 
 def _until(condition: Callable[[], bool]) -> bool:
@@ -131,8 +133,7 @@ async def _until_async(condition: Callable[[], bool]) -> bool:
 
 
 def _prompts(cp: Checkpointer, session_id: str) -> list[str]:
-    return [e.body.content[0].text for e in cp.read(session_id)
-            if isinstance(e.body, UserPrompt)]
+    return [e.body.content[0].text for e in cp.read(session_id) if isinstance(e.body, UserPrompt)]
 
 
 async def _run_sessions(agent: AsyncLiteAgent, sessions: int, turns: int) -> list[Any]:
@@ -173,8 +174,7 @@ def test_eviction_race_every_send_completes(workdir: Path, sessions: int, cap: i
     log holds its three prompts."""
     model = ToolThenReply(sleep=0.002)
     cp = memory_checkpointer()
-    agent = _async_agent(workdir, model, sessions * 3 * 2, checkpointer=cp,
-                         max_live_sessions=cap)
+    agent = _async_agent(workdir, model, sessions * 3 * 2, checkpointer=cp, max_live_sessions=cap)
 
     async def main() -> list[Any]:
         async with agent:
@@ -184,7 +184,8 @@ def test_eviction_race_every_send_completes(workdir: Path, sessions: int, cap: i
     assert [] == [o for o in outcomes if not hasattr(o, "text")]
     assert sessions * 3 == len(outcomes)
     assert [["turn 0", "turn 1", "turn 2"]] * sessions == [
-        _prompts(cp, f"s{i}") for i in range(sessions)]
+        _prompts(cp, f"s{i}") for i in range(sessions)
+    ]
 
 
 class Hold(ActorMessage, tag="hold", frozen=True):
@@ -250,8 +251,9 @@ def test_an_ask_without_reply_raises_a_library_timeout() -> None:
 # -- the queue ------------------------------------------------------------------------------------
 
 
-def _send_in_thread(agent: LiteAgent, text: str, sid: str, cancel: CancelToken | None = None
-                    ) -> concurrent.futures.Future[Any]:
+def _send_in_thread(
+    agent: LiteAgent, text: str, sid: str, cancel: CancelToken | None = None
+) -> concurrent.futures.Future[Any]:
     """``agent.send`` in a thread; its outcome in the returned future."""
     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
@@ -302,8 +304,10 @@ def test_host_stats_show_live_running_and_queued(held_agent: Any) -> None:
     stats = agent.host_stats()
     held_agent[1].release.set()
     waiting.result(WAIT)
-    assert HostStats(live=1, running=1, queued=1, stopping=0, max_live_sessions=1,
-                     max_queued_sends=2) == stats
+    assert (
+        HostStats(live=1, running=1, queued=1, stopping=0, max_live_sessions=1, max_queued_sends=2)
+        == stats
+    )
 
 
 def test_beyond_max_queued_sends_a_send_is_refused_at_once(held_agent: Any) -> None:
@@ -427,13 +431,24 @@ def test_a_passivated_session_comes_back_with_its_conversation(workdir: Path) ->
     """A session passivated by the idle timeout folds its log on its next send."""
     model = ToolThenReply()
     provider = model.provider(4)
-    with create_lite_agent(model=provider, model_name="m", workdir=workdir, tools=[write_file],
-                           checkpointer=memory_checkpointer(), idle_timeout_s=0.05) as agent:
+    with create_lite_agent(
+        model=provider,
+        model_name="m",
+        workdir=workdir,
+        tools=[write_file],
+        checkpointer=memory_checkpointer(),
+        idle_timeout_s=0.05,
+    ) as agent:
         agent.send("first", session_id="s")
         assert _until(lambda: 0 == agent.host_stats().live)
         agent.send("second", session_id="s")
-    texts = [b.text for m in provider.requests[-1].messages if m.role == "user"
-             for b in m.content if isinstance(b, TextBlock)]
+    texts = [
+        b.text
+        for m in provider.requests[-1].messages
+        if m.role == "user"
+        for b in m.content
+        if isinstance(b, TextBlock)
+    ]
     assert ["first", "second"] == texts
 
 
@@ -442,9 +457,14 @@ def test_a_passivated_session_comes_back_with_its_conversation(workdir: Path) ->
 
 def _thousand(workdir: Path, checkpointer: Checkpointer | None, home: Path) -> list[Any]:
     model = ToolThenReply()
-    agent = create_async_lite_agent(model=model.provider(1000 * 2), model_name="m",
-                                    workdir=workdir, tools=[write_file],
-                                    checkpointer=checkpointer, home=home)
+    agent = create_async_lite_agent(
+        model=model.provider(1000 * 2),
+        model_name="m",
+        workdir=workdir,
+        tools=[write_file],
+        checkpointer=checkpointer,
+        home=home,
+    )
 
     async def main() -> list[Any]:
         async with agent:
@@ -474,9 +494,14 @@ def test_a_thousand_concurrent_sessions_on_sqlite(workdir: Path, tmp_path: Path)
 
 def _busy_daemon(workdir: Path, checkpointer: Checkpointer | None, home: Path) -> list[Any]:
     model = ToolThenReply(sleep=0.05)
-    agent = create_async_lite_agent(model=model.provider(1000 * 3 * 2), model_name="m",
-                                    workdir=workdir, tools=[write_file],
-                                    checkpointer=checkpointer, home=home)
+    agent = create_async_lite_agent(
+        model=model.provider(1000 * 3 * 2),
+        model_name="m",
+        workdir=workdir,
+        tools=[write_file],
+        checkpointer=checkpointer,
+        home=home,
+    )
 
     async def main() -> list[Any]:
         async with agent:
@@ -505,16 +530,21 @@ def test_a_thousand_busy_sessions_on_sqlite(workdir: Path, tmp_path: Path) -> No
 # -- property: every send completes or raises a library error -------------------------------------
 
 
-@settings(max_examples=20, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     limits=st.tuples(st.integers(1, 4), st.integers(0, 20), st.sampled_from([None, 0.001, 0.05])),
-    plan=st.lists(st.lists(st.sampled_from(["ok", "ok", "ok", "token", "task"]), min_size=1,
-                           max_size=4), min_size=2, max_size=24),
+    plan=st.lists(
+        st.lists(st.sampled_from(["ok", "ok", "ok", "token", "task"]), min_size=1, max_size=4),
+        min_size=2,
+        max_size=24,
+    ),
     delays=st.lists(st.integers(0, 3), min_size=1, max_size=8),
 )
-def test_every_send_completes_or_raises(workdir: Path, limits: tuple[int, int, float | None],
-                                        plan: list[list[str]], delays: list[int]) -> None:
+def test_every_send_completes_or_raises(
+    workdir: Path, limits: tuple[int, int, float | None], plan: list[list[str]], delays: list[int]
+) -> None:
     """Concurrent sessions of a few turns each over few slots (``max_live_sessions``,
     ``max_queued_sends``, ``idle_timeout_s`` in ``limits``), some sends cancelled (token or
     task) while waiting or running: every send ends with a result, HostSaturatedError, or a
@@ -524,8 +554,15 @@ def test_every_send_completes_or_raises(workdir: Path, limits: tuple[int, int, f
     model = ToolThenReply(sleep=0.001)
     cp = memory_checkpointer()
     calls = sum(len(turns) for turns in plan) * 2
-    agent = _async_agent(workdir, model, calls, checkpointer=cp, max_live_sessions=cap,
-                         max_queued_sends=queue_bound, idle_timeout_s=idle)
+    agent = _async_agent(
+        workdir,
+        model,
+        calls,
+        checkpointer=cp,
+        max_live_sessions=cap,
+        max_queued_sends=queue_bound,
+        idle_timeout_s=idle,
+    )
     ticks = itertools.cycle(delays)
     outcomes: dict[str, Any] = {}
 
@@ -549,13 +586,19 @@ def test_every_send_completes_or_raises(workdir: Path, limits: tuple[int, int, f
 
     async def main() -> None:
         async with agent:
-            await asyncio.wait([asyncio.ensure_future(session(i, actions))
-                                for i, actions in enumerate(plan)], timeout=WAIT)
+            await asyncio.wait(
+                [asyncio.ensure_future(session(i, actions)) for i, actions in enumerate(plan)],
+                timeout=WAIT,
+            )
 
     asyncio.run(main())
     assert sum(len(turns) for turns in plan) == len(outcomes)
-    assert [] == [o for o in outcomes.values() if isinstance(o, BaseException)
-                  and not isinstance(o, (OperationCancelledError, HostSaturatedError))]
+    assert [] == [
+        o
+        for o in outcomes.values()
+        if isinstance(o, BaseException)
+        and not isinstance(o, (OperationCancelledError, HostSaturatedError))
+    ]
     for i, actions in enumerate(plan):
         sent = [f"s{i}t{t}" for t in range(len(actions))]
         answered = [p for p in sent if hasattr(outcomes[p], "text")]
@@ -599,8 +642,13 @@ def _probe_agent(workdir: Path, model: Observed, in_tool: list[bool]) -> LiteAge
         in_tool.append(GATE.holding())
         return "probed"
 
-    return create_lite_agent(model=scripted([model] * 4), model_name="m", workdir=workdir,
-                             tools=[probe], checkpointer=memory_checkpointer())
+    return create_lite_agent(
+        model=scripted([model] * 4),
+        model_name="m",
+        workdir=workdir,
+        tools=[probe],
+        checkpointer=memory_checkpointer(),
+    )
 
 
 def test_model_calls_and_tools_run_outside_the_cpu_gate(workdir: Path) -> None:
@@ -671,11 +719,17 @@ def test_the_cpu_gate_serves_in_arrival_order() -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.lists(st.sampled_from(["held", "released", "raise", "nest"]), max_size=6),
-                min_size=1, max_size=6),
-       st.integers(1, 3))
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["held", "released", "raise", "nest"]), max_size=6),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(1, 3),
+)
 def test_the_cpu_gate_is_free_after_any_mix_of_holds_releases_and_errors(
-        plans: list[list[str]], permits: int) -> None:
+    plans: list[list[str]], permits: int
+) -> None:
     """Threads nesting held() and released() blocks, some raising from inside, never hold more
     permits than there are, hold one exactly while inside held() and outside released(), and
     leave every permit free."""
@@ -723,8 +777,11 @@ def _cyclic_garbage(run: Callable[[], None]) -> list[str]:
     try:
         run()
         gc.collect()
-        return [type(o).__name__ for o in gc.garbage
-                if isinstance(o, (Request, Reply, CancelToken, TurnResult))]
+        return [
+            type(o).__name__
+            for o in gc.garbage
+            if isinstance(o, (Request, Reply, CancelToken, TurnResult))
+        ]
     finally:
         gc.set_debug(0)
         gc.garbage.clear()
@@ -829,9 +886,14 @@ def test_passivated_sessions_leave_their_threads_to_the_next_ones(workdir: Path)
         started.add(threading.current_thread().name)
         return model(request)
 
-    agent = create_lite_agent(model=scripted([record] * 40), model_name="m", workdir=workdir,
-                              tools=[write_file], checkpointer=memory_checkpointer(),
-                              max_live_sessions=2)
+    agent = create_lite_agent(
+        model=scripted([record] * 40),
+        model_name="m",
+        workdir=workdir,
+        tools=[write_file],
+        checkpointer=memory_checkpointer(),
+        max_live_sessions=2,
+    )
     with agent:
         for i in range(10):
             assert "ok" == agent.send(f"turn {i}", session_id=f"s{i}").text

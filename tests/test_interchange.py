@@ -228,7 +228,8 @@ def test_string_content_becomes_one_text_block_marked_as_a_string() -> None:
 def test_empty_string_content_becomes_one_empty_text_block() -> None:
     """An empty string content still becomes one (empty) text block."""
     assert Message("user", (TextBlock(""),), string_content=True) == message_from_dict(
-        {"role": "user", "content": ""})
+        {"role": "user", "content": ""}
+    )
 
 
 def test_string_content_converts_back_as_a_string() -> None:
@@ -240,8 +241,10 @@ def test_string_content_converts_back_as_a_string() -> None:
 def test_list_content_of_one_text_block_stays_a_list() -> None:
     """A list holding one text block is not turned into a string."""
     d = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
-    assert (False, d) == (message_from_dict(d).string_content,
-                          message_to_dict(message_from_dict(d)))
+    assert (False, d) == (
+        message_from_dict(d).string_content,
+        message_to_dict(message_from_dict(d)),
+    )
 
 
 def test_string_content_with_a_lone_surrogate_is_stored_losslessly() -> None:
@@ -256,9 +259,15 @@ def test_string_content_with_a_lone_surrogate_is_stored_losslessly() -> None:
 
 @pytest.mark.parametrize(
     "content",
-    [(TextBlock("a"), TextBlock("b")), (), (TextBlock("a", extra={"citations": []}),),
-     (RawBlock({"type": "x", "text": "a"}),), (ThinkingBlock("a"),)],
-    ids=["two-texts", "empty", "text-with-extra", "raw-with-text-key", "thinking"])
+    [
+        (TextBlock("a"), TextBlock("b")),
+        (),
+        (TextBlock("a", extra={"citations": []}),),
+        (RawBlock({"type": "x", "text": "a"}),),
+        (ThinkingBlock("a"),),
+    ],
+    ids=["two-texts", "empty", "text-with-extra", "raw-with-text-key", "thinking"],
+)
 def test_a_string_content_mark_on_other_content_gives_a_list(content: tuple[Block, ...]) -> None:
     """A message marked string_content whose content is not one plain text block (e.g. a pass
     added a block) converts with list content, as an unmarked one."""
@@ -274,8 +283,10 @@ def test_a_string_content_mark_that_is_not_a_bool_is_refused() -> None:
 
 def test_consecutive_messages_of_one_role_stay_separate() -> None:
     """Two user messages in a row stay two messages, in both directions."""
-    ds = [{"role": "user", "content": "a"},
-          {"role": "user", "content": [{"type": "text", "text": "b"}]}]
+    ds = [
+        {"role": "user", "content": "a"},
+        {"role": "user", "content": [{"type": "text", "text": "b"}]},
+    ]
     assert (2, ds) == (len(messages_from_dicts(ds)), messages_to_dicts(messages_from_dicts(ds)))
 
 
@@ -485,9 +496,7 @@ def test_unencodable_value_in_input_raises(value: Any) -> None:
 def test_unencodable_value_in_extra_raises() -> None:
     """A value in an extra key that is not plain data raises naming the block."""
     block = {"type": "text", "text": "a", "cache_control": object()}
-    _raises_naming(
-        re.escape("message 0 content[0] (text): not plain JSON data"), [_user(block)]
-    )
+    _raises_naming(re.escape("message 0 content[0] (text): not plain JSON data"), [_user(block)])
 
 
 @pytest.mark.parametrize(
@@ -601,9 +610,7 @@ def _extra_keys(known: frozenset[str]) -> st.SearchStrategy[dict[str, Any]]:
 
 
 def _dict_block(kind: str, required: dict[str, Any], optional: dict[str, Any] | None = None) -> Any:
-    base = st.fixed_dictionaries(
-        {"type": st.just(kind), **required}, optional=optional or {}
-    )
+    base = st.fixed_dictionaries({"type": st.just(kind), **required}, optional=optional or {})
     return st.tuples(_extra_keys(_KNOWN_KEYS[kind]), base).map(lambda t: {**t[0], **t[1]})
 
 
@@ -776,9 +783,15 @@ def test_an_unstorable_tool_input_is_kept_as_its_json_text(value: Any) -> None:
     input_json, its canonical JSON text, and converts back to the exact input."""
     block = {**_TOOL_USE, "input": {"x": [value], "ok": 1}}
     got = _one_block(block)
-    assert ToolUseBlock("toolu_1", "bash", {},
-                        input_json=json.dumps({"x": [value], "ok": 1}, separators=(",", ":"))
-                        ) == got
+    assert (
+        ToolUseBlock(
+            "toolu_1",
+            "bash",
+            {},
+            input_json=json.dumps({"x": [value], "ok": 1}, separators=(",", ":")),
+        )
+        == got
+    )
     assert block == _round_trip(block)
 
 
@@ -793,8 +806,11 @@ def test_a_lone_surrogate_in_a_key_is_kept_as_json_text() -> None:
 def test_any_other_unstorable_block_is_a_raw_block_with_its_json_text(value: Any) -> None:
     """A text block with a lone surrogate, or a block whose extra holds a huge integer, is kept
     whole as RawBlock(json=...) naming its type, and converts back exactly."""
-    block = ({"type": "text", "text": value} if isinstance(value, str)
-             else {"type": "text", "text": "hi", "citations": [value]})
+    block = (
+        {"type": "text", "text": value}
+        if isinstance(value, str)
+        else {"type": "text", "text": "hi", "citations": [value]}
+    )
     got = _one_block(block)
     assert RawBlock({"type": "text"}, json=json.dumps(block, separators=(",", ":"))) == got
     assert block == _round_trip(block)
@@ -811,37 +827,50 @@ def test_an_unstorable_id_keeps_the_whole_tool_use_as_json() -> None:
 def test_an_unstorable_block_inside_a_tool_result_is_converted_alone() -> None:
     """In a tool_result's list content only the unstorable inner block becomes a raw block."""
     inner = {"type": "text", "text": "\ud800"}
-    block = {"type": "tool_result", "tool_use_id": "t", "content": [inner, {"type": "text",
-                                                                          "text": "ok"}]}
+    block = {
+        "type": "tool_result",
+        "tool_use_id": "t",
+        "content": [inner, {"type": "text", "text": "ok"}],
+    }
     got = _one_block(block)
     assert isinstance(got, ToolResultBlock)
-    assert (RawBlock({"type": "text"}, json='{"type":"text","text":"\\ud800"}'),
-            TextBlock("ok")) == got.content
+    assert (
+        RawBlock({"type": "text"}, json='{"type":"text","text":"\\ud800"}'),
+        TextBlock("ok"),
+    ) == got.content
     assert block == _round_trip(block)
 
 
-@pytest.mark.parametrize("block", [{"type": "text", "text": "a\ud800\udc00"},
-                                   {**_TOOL_USE, "input": {"\udbff\udfff": 1}}],
-                         ids=["text", "input-key"])
+@pytest.mark.parametrize(
+    "block",
+    [{"type": "text", "text": "a\ud800\udc00"}, {**_TOOL_USE, "input": {"\udbff\udfff": 1}}],
+    ids=["text", "input-key"],
+)
 def test_a_surrogate_pair_as_two_code_points_is_refused(block: dict[str, Any]) -> None:
     """A string holding a high surrogate followed by a low one (which JSON text cannot write:
     an escaped pair reads back as one character) is refused naming the block."""
-    _raises_naming(re.escape("message 0 content[0] (") + ".*a high surrogate followed by a low",
-                   [_user(block)])
+    _raises_naming(
+        re.escape("message 0 content[0] (") + ".*a high surrogate followed by a low", [_user(block)]
+    )
 
 
 def test_an_unstorable_message_extra_is_refused() -> None:
     """A message-level extra key holding a value the log cannot store raises, naming it."""
-    _raises_naming(re.escape("message 0: an extra key holds an integer beyond 64 bits"),
-                   [{"role": "user", "content": [], "meta": 2**64}])
+    _raises_naming(
+        re.escape("message 0: an extra key holds an integer beyond 64 bits"),
+        [{"role": "user", "content": [], "meta": 2**64}],
+    )
 
 
 @pytest.mark.parametrize("where", ["input", "extra"])
 def test_an_integer_too_long_to_write_as_json_is_refused(where: str) -> None:
     """An integer of more digits than Python writes as JSON is InvalidMessageError naming the
     block, not a bare ValueError."""
-    block = ({**_TOOL_USE, "input": {"n": 10**5000}} if where == "input"
-             else {"type": "text", "text": "x", "n": 10**5000})
+    block = (
+        {**_TOOL_USE, "input": {"n": 10**5000}}
+        if where == "input"
+        else {"type": "text", "text": "x", "n": 10**5000}
+    )
     with pytest.raises(InvalidMessageError, match=re.escape("message 0 content[0] (")):
         messages_from_dicts([_user(block)])
 
@@ -861,15 +890,24 @@ def test_a_native_unstorable_value_converts_to_its_storable_form() -> None:
 
 @pytest.mark.parametrize(
     "block",
-    [ToolUseBlock("t", "n", {}, input_json='{"n": 18446744073709551616}'),
-     ToolUseBlock("t", "n", {}, input_json='{"n":1}'),
-     ToolUseBlock("t", "n", {}, input_json="[18446744073709551616]"),
-     ToolUseBlock("t", "n", {}, input_json="{"),
-     ToolUseBlock("t", "n", {"a": 1}, input_json='{"n":18446744073709551616}'),
-     RawBlock({"type": "x"}, json='{"type":"text","text":"\\ud800"}'),
-     RawBlock({"type": "text"}, json='{"type":"text","text":"fine"}')],
-    ids=["not-canonical", "storable", "not-an-object", "not-json", "input-not-empty",
-         "wrong-data", "raw-storable"],
+    [
+        ToolUseBlock("t", "n", {}, input_json='{"n": 18446744073709551616}'),
+        ToolUseBlock("t", "n", {}, input_json='{"n":1}'),
+        ToolUseBlock("t", "n", {}, input_json="[18446744073709551616]"),
+        ToolUseBlock("t", "n", {}, input_json="{"),
+        ToolUseBlock("t", "n", {"a": 1}, input_json='{"n":18446744073709551616}'),
+        RawBlock({"type": "x"}, json='{"type":"text","text":"\\ud800"}'),
+        RawBlock({"type": "text"}, json='{"type":"text","text":"fine"}'),
+    ],
+    ids=[
+        "not-canonical",
+        "storable",
+        "not-an-object",
+        "not-json",
+        "input-not-empty",
+        "wrong-data",
+        "raw-storable",
+    ],
 )
 def test_a_lossless_form_that_would_not_convert_back_is_refused(block: Block) -> None:
     """input_json / json that message_from_dict would not have made raises InvalidMessageError."""
@@ -885,29 +923,44 @@ def _json_text(text: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
     return text.filter(lambda t: _SURROGATE_PAIR.search(t) is None)
 
 
-_wild_text = _json_text(st.text(alphabet=st.characters(categories=["Cs", "Ll"]), min_size=1,
-                                max_size=4))
+_wild_text = _json_text(
+    st.text(alphabet=st.characters(categories=["Cs", "Ll"]), min_size=1, max_size=4)
+)
 _wild_scalar = st.integers(min_value=2**64) | st.integers(max_value=-(2**63) - 1) | _wild_text
 _wild_json: st.SearchStrategy[Any] = st.recursive(
     _wild_scalar | st.integers(-5, 5) | st.text(max_size=4),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-        _json_text(st.text(alphabet=st.characters(categories=["Cs", "Ll"]), max_size=3)), inner,
-        max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            _json_text(st.text(alphabet=st.characters(categories=["Cs", "Ll"]), max_size=3)),
+            inner,
+            max_size=3,
+        )
+    ),
     max_leaves=6,
 )
 _wild_block = st.one_of(
-    st.fixed_dictionaries({"type": st.just("tool_use"), "id": st.text(max_size=3),
-                           "name": st.text(max_size=3),
-                           "input": st.dictionaries(st.text(max_size=3), _wild_json,
-                                                    max_size=3)}),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("tool_use"),
+            "id": st.text(max_size=3),
+            "name": st.text(max_size=3),
+            "input": st.dictionaries(st.text(max_size=3), _wild_json, max_size=3),
+        }
+    ),
     st.fixed_dictionaries({"type": st.just("text"), "text": _wild_text | st.text(max_size=3)}),
-    st.fixed_dictionaries({"type": st.just("thinking"), "thinking": st.text(max_size=3)},
-                          optional={"signature": _wild_text}),
+    st.fixed_dictionaries(
+        {"type": st.just("thinking"), "thinking": st.text(max_size=3)},
+        optional={"signature": _wild_text},
+    ),
     st.fixed_dictionaries({"type": st.just("image"), "source": _wild_json}),
 )
-_wild_message = st.fixed_dictionaries({
-    "role": st.sampled_from(["user", "assistant"]),
-    "content": st.lists(_wild_block | _leaf_dict, max_size=4)})
+_wild_message = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["user", "assistant"]),
+        "content": st.lists(_wild_block | _leaf_dict, max_size=4),
+    }
+)
 
 
 @_PROPERTY_SETTINGS
@@ -931,119 +984,253 @@ def test_any_json_message_is_stored_losslessly(ds: list[dict[str, Any]]) -> None
 _api_char = st.characters() | st.characters(categories=["Cs"])
 _api_text = _json_text(st.text(_api_char, max_size=8))
 _api_big = st.sampled_from([2**64, -(2**63) - 1, 10**40]) | st.integers(min_value=2**64)
-_api_scalar = (st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | _api_big
-               | st.floats(allow_nan=False, allow_infinity=False) | _api_text)
+_api_scalar = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | _api_big
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _api_text
+)
 _api_json: st.SearchStrategy[Any] = st.recursive(
     _api_scalar,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_api_text, inner, max_size=3),
-    max_leaves=5)
+    max_leaves=5,
+)
 _api_object = st.dictionaries(_api_text, _api_json, max_size=3)
 _storable_json: st.SearchStrategy[Any] = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=6),
-    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=4), inner,
-                                                                max_size=2),
-    max_leaves=4)
+    lambda inner: (
+        st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=4), inner, max_size=2)
+    ),
+    max_leaves=4,
+)
 _count = st.integers(0, 2**31)
 
 
-def _api_block(kind: str, required: dict[str, Any],
-               optional: dict[str, Any] | None = None) -> st.SearchStrategy[dict[str, Any]]:
+def _api_block(
+    kind: str, required: dict[str, Any], optional: dict[str, Any] | None = None
+) -> st.SearchStrategy[dict[str, Any]]:
     """A block of type ``kind`` with its fields and, maybe, keys the API may add later."""
     fields = {"type", *required, *(optional or {})}
-    unknown = st.dictionaries(_api_text.filter(lambda k: k not in fields), _api_json,
-                              max_size=1)
+    unknown = st.dictionaries(_api_text.filter(lambda k: k not in fields), _api_json, max_size=1)
     known = st.fixed_dictionaries({"type": st.just(kind), **required}, optional=optional or {})
     return st.tuples(known, unknown).map(lambda t: {**t[0], **t[1]})
 
 
-_cache = {"cache_control": st.fixed_dictionaries({"type": st.just("ephemeral")},
-                                                 optional={"ttl": st.sampled_from(["5m", "1h"])})}
+_cache = {
+    "cache_control": st.fixed_dictionaries(
+        {"type": st.just("ephemeral")}, optional={"ttl": st.sampled_from(["5m", "1h"])}
+    )
+}
 _citation = st.one_of(
-    st.fixed_dictionaries({"type": st.just("char_location"), "cited_text": _api_text,
-                           "document_index": _count, "document_title": st.none() | _api_text,
-                           "start_char_index": _count, "end_char_index": _count}),
-    st.fixed_dictionaries({"type": st.just("page_location"), "cited_text": _api_text,
-                           "document_index": _count, "start_page_number": _count,
-                           "end_page_number": _count}),
-    st.fixed_dictionaries({"type": st.just("web_search_result_location"),
-                           "cited_text": _api_text, "url": _api_text, "title": _api_text,
-                           "encrypted_index": _api_text}),
-    st.fixed_dictionaries({"type": st.just("search_result_location"), "cited_text": _api_text,
-                           "source": _api_text, "search_result_index": _count,
-                           "start_block_index": _count, "end_block_index": _count}),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("char_location"),
+            "cited_text": _api_text,
+            "document_index": _count,
+            "document_title": st.none() | _api_text,
+            "start_char_index": _count,
+            "end_char_index": _count,
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("page_location"),
+            "cited_text": _api_text,
+            "document_index": _count,
+            "start_page_number": _count,
+            "end_page_number": _count,
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("web_search_result_location"),
+            "cited_text": _api_text,
+            "url": _api_text,
+            "title": _api_text,
+            "encrypted_index": _api_text,
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("search_result_location"),
+            "cited_text": _api_text,
+            "source": _api_text,
+            "search_result_index": _count,
+            "start_block_index": _count,
+            "end_block_index": _count,
+        }
+    ),
 )
-_api_textblock = _api_block("text", {"text": _api_text},
-                            {**_cache, "citations": st.lists(_citation, max_size=2)})
+_api_textblock = _api_block(
+    "text", {"text": _api_text}, {**_cache, "citations": st.lists(_citation, max_size=2)}
+)
 _plain_text = st.fixed_dictionaries({"type": st.just("text"), "text": _api_text})
-_image = _api_block("image", {"source": st.one_of(
-    st.fixed_dictionaries({"type": st.just("base64"), "media_type": st.sampled_from(
-        ["image/png", "image/jpeg", "image/gif", "image/webp"]), "data": st.just("iVBORw0K")}),
-    st.fixed_dictionaries({"type": st.just("url"), "url": _api_text}),
-    st.fixed_dictionaries({"type": st.just("file"), "file_id": _api_text}))}, _cache)
-_document = _api_block("document", {"source": st.one_of(
-    st.fixed_dictionaries({"type": st.just("base64"), "media_type": st.just("application/pdf"),
-                           "data": st.just("JVBERi0x")}),
-    st.fixed_dictionaries({"type": st.just("text"), "media_type": st.just("text/plain"),
-                           "data": _api_text}),
-    st.fixed_dictionaries({"type": st.just("content"),
-                           "content": st.lists(_plain_text, max_size=2)}),
-    st.fixed_dictionaries({"type": st.just("url"), "url": _api_text}))},
-    {**_cache, "title": _api_text, "context": _api_text,
-     "citations": st.fixed_dictionaries({"enabled": st.booleans()})})
-_search_result = _api_block(
-    "search_result", {"source": _api_text, "title": _api_text,
-                      "content": st.lists(_plain_text, max_size=2)},
-    {**_cache, "citations": st.fixed_dictionaries({"enabled": st.booleans()})})
-_tool_result = _api_block(
-    "tool_result", {"tool_use_id": _api_text},
-    {**_cache, "is_error": st.booleans(), "content": _api_text | st.lists(
-        _api_textblock | _image | _document | _search_result, max_size=3)})
-_server_result_content = st.one_of(
-    st.lists(st.fixed_dictionaries({
-        "type": st.just("web_search_result"), "url": _api_text, "title": _api_text,
-        "encrypted_content": _api_text, "page_age": st.none() | _api_text}), max_size=2),
-    st.fixed_dictionaries({"type": st.just("web_search_tool_result_error"),
-                           "error_code": st.sampled_from(["unavailable", "max_uses_exceeded"])}),
-    st.fixed_dictionaries({"type": st.just("web_fetch_result"), "url": _api_text,
-                           "retrieved_at": _api_text, "content": _document}),
-    st.fixed_dictionaries({"type": st.just("code_execution_result"), "stdout": _api_text,
-                           "stderr": _api_text, "return_code": st.integers(),
-                           "content": st.lists(st.fixed_dictionaries({
-                               "type": st.just("code_execution_output"),
-                               "file_id": _api_text}), max_size=1)}),
+_image = _api_block(
+    "image",
+    {
+        "source": st.one_of(
+            st.fixed_dictionaries(
+                {
+                    "type": st.just("base64"),
+                    "media_type": st.sampled_from(
+                        ["image/png", "image/jpeg", "image/gif", "image/webp"]
+                    ),
+                    "data": st.just("iVBORw0K"),
+                }
+            ),
+            st.fixed_dictionaries({"type": st.just("url"), "url": _api_text}),
+            st.fixed_dictionaries({"type": st.just("file"), "file_id": _api_text}),
+        )
+    },
+    _cache,
 )
-_user_block = st.one_of(_api_textblock, _image, _document, _search_result, _tool_result,
-                        _api_block("container_upload", {"file_id": _api_text}))
+_document = _api_block(
+    "document",
+    {
+        "source": st.one_of(
+            st.fixed_dictionaries(
+                {
+                    "type": st.just("base64"),
+                    "media_type": st.just("application/pdf"),
+                    "data": st.just("JVBERi0x"),
+                }
+            ),
+            st.fixed_dictionaries(
+                {"type": st.just("text"), "media_type": st.just("text/plain"), "data": _api_text}
+            ),
+            st.fixed_dictionaries(
+                {"type": st.just("content"), "content": st.lists(_plain_text, max_size=2)}
+            ),
+            st.fixed_dictionaries({"type": st.just("url"), "url": _api_text}),
+        )
+    },
+    {
+        **_cache,
+        "title": _api_text,
+        "context": _api_text,
+        "citations": st.fixed_dictionaries({"enabled": st.booleans()}),
+    },
+)
+_search_result = _api_block(
+    "search_result",
+    {"source": _api_text, "title": _api_text, "content": st.lists(_plain_text, max_size=2)},
+    {**_cache, "citations": st.fixed_dictionaries({"enabled": st.booleans()})},
+)
+_tool_result = _api_block(
+    "tool_result",
+    {"tool_use_id": _api_text},
+    {
+        **_cache,
+        "is_error": st.booleans(),
+        "content": _api_text
+        | st.lists(_api_textblock | _image | _document | _search_result, max_size=3),
+    },
+)
+_server_result_content = st.one_of(
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "type": st.just("web_search_result"),
+                "url": _api_text,
+                "title": _api_text,
+                "encrypted_content": _api_text,
+                "page_age": st.none() | _api_text,
+            }
+        ),
+        max_size=2,
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("web_search_tool_result_error"),
+            "error_code": st.sampled_from(["unavailable", "max_uses_exceeded"]),
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("web_fetch_result"),
+            "url": _api_text,
+            "retrieved_at": _api_text,
+            "content": _document,
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("code_execution_result"),
+            "stdout": _api_text,
+            "stderr": _api_text,
+            "return_code": st.integers(),
+            "content": st.lists(
+                st.fixed_dictionaries(
+                    {"type": st.just("code_execution_output"), "file_id": _api_text}
+                ),
+                max_size=1,
+            ),
+        }
+    ),
+)
+_user_block = st.one_of(
+    _api_textblock,
+    _image,
+    _document,
+    _search_result,
+    _tool_result,
+    _api_block("container_upload", {"file_id": _api_text}),
+)
 _assistant_block = st.one_of(
     _api_textblock,
     _api_block("thinking", {"thinking": _api_text}, {"signature": _api_text}),
     _api_block("redacted_thinking", {"data": _api_text}),
     _api_block("tool_use", {"id": _api_text, "name": _api_text, "input": _api_object}, _cache),
-    _api_block("server_tool_use", {"id": _api_text, "name": st.sampled_from(
-        ["web_search", "web_fetch", "code_execution", "bash_code_execution"]),
-        "input": _api_object}),
-    *(_api_block(kind, {"tool_use_id": _api_text, "content": _server_result_content})
-      for kind in ("web_search_tool_result", "web_fetch_tool_result",
-                   "code_execution_tool_result", "bash_code_execution_tool_result")),
-    _api_block("mcp_tool_use", {"id": _api_text, "name": _api_text, "server_name": _api_text,
-                                "input": _api_object}),
-    _api_block("mcp_tool_result", {"tool_use_id": _api_text, "is_error": st.booleans(),
-                                   "content": _api_text | st.lists(_plain_text, max_size=2)}),
+    _api_block(
+        "server_tool_use",
+        {
+            "id": _api_text,
+            "name": st.sampled_from(
+                ["web_search", "web_fetch", "code_execution", "bash_code_execution"]
+            ),
+            "input": _api_object,
+        },
+    ),
+    *(
+        _api_block(kind, {"tool_use_id": _api_text, "content": _server_result_content})
+        for kind in (
+            "web_search_tool_result",
+            "web_fetch_tool_result",
+            "code_execution_tool_result",
+            "bash_code_execution_tool_result",
+        )
+    ),
+    _api_block(
+        "mcp_tool_use",
+        {"id": _api_text, "name": _api_text, "server_name": _api_text, "input": _api_object},
+    ),
+    _api_block(
+        "mcp_tool_result",
+        {
+            "tool_use_id": _api_text,
+            "is_error": st.booleans(),
+            "content": _api_text | st.lists(_plain_text, max_size=2),
+        },
+    ),
     _api_block("compaction", {"content": st.none() | _api_text}),
 )
 
 
 def _api_message(role: str, blocks: st.SearchStrategy[dict[str, Any]]) -> Any:
     content = _api_text | st.lists(blocks, max_size=4)
-    unknown = st.dictionaries(st.text(max_size=6).filter(lambda k: k not in _MESSAGE_KEYS),
-                              _storable_json, max_size=1)
-    return st.tuples(st.fixed_dictionaries({"role": st.just(role), "content": content}),
-                     unknown).map(lambda t: {**t[0], **t[1]})
+    unknown = st.dictionaries(
+        st.text(max_size=6).filter(lambda k: k not in _MESSAGE_KEYS), _storable_json, max_size=1
+    )
+    return st.tuples(
+        st.fixed_dictionaries({"role": st.just(role), "content": content}), unknown
+    ).map(lambda t: {**t[0], **t[1]})
 
 
-transcripts = st.lists(_api_message("user", _user_block) | _api_message("assistant",
-                                                                          _assistant_block),
-                       max_size=5)
+transcripts = st.lists(
+    _api_message("user", _user_block) | _api_message("assistant", _assistant_block), max_size=5
+)
 """Valid Messages-API transcripts (lists of message dicts); see the comment above."""
 
 
@@ -1067,9 +1254,21 @@ def test_every_api_transcript_is_stored_whole_in_the_log(ds: list[dict[str, Any]
     messages) and read back, are equal and convert to the same dicts."""
     messages = messages_from_dicts(ds)
     with memory_checkpointer() as cp:
-        cp.append("s", [Compaction(first_seq=1, last_seq=1, tokens_before=0, tokens_after=0,
-                                   replacement=tuple(messages))])
+        cp.append(
+            "s",
+            [
+                Compaction(
+                    first_seq=1,
+                    last_seq=1,
+                    tokens_before=0,
+                    tokens_after=0,
+                    replacement=tuple(messages),
+                )
+            ],
+        )
         (stored,) = cp.read("s")
     assert isinstance(stored.body, Compaction)
-    assert (messages, as_json(ds)) == (list(stored.body.replacement),
-                                       as_json(messages_to_dicts(stored.body.replacement)))
+    assert (messages, as_json(ds)) == (
+        list(stored.body.replacement),
+        as_json(messages_to_dicts(stored.body.replacement)),
+    )

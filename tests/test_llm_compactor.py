@@ -86,9 +86,13 @@ class _ClearResults:
         last = split_turns(messages)[-1]
         cut = len(messages) - len(last)
         out = [
-            Message(m.role, tuple(
-                ToolResultBlock(b.tool_use_id, "[cleared]") if type(b) is ToolResultBlock
-                else b for b in m.content))
+            Message(
+                m.role,
+                tuple(
+                    ToolResultBlock(b.tool_use_id, "[cleared]") if type(b) is ToolResultBlock else b
+                    for b in m.content
+                ),
+            )
             for m in messages[:cut]
         ]
         return [*out, *messages[cut:]], "cleared"
@@ -98,7 +102,9 @@ class StandInBase(Compactor):
     """A deterministic base compactor for these tests (the real ones live elsewhere)."""
 
     def maybe_compact(
-        self, messages: Sequence[Message], usage: Usage | None = None,
+        self,
+        messages: Sequence[Message],
+        usage: Usage | None = None,
         instructions: str | None = None,
     ) -> CompactResult:
         return run_pipeline(messages, [_ClearResults()])
@@ -126,10 +132,13 @@ def test_below_threshold_returns_the_base_result() -> None:
     """The base runs first; when its result fits, that result is returned."""
     messages = conversation(4)
     base = StandInBase().maybe_compact(messages)
-    result = compactor(scripted([]), token_threshold=base.tokens_after,
-                       base=StandInBase()).maybe_compact(messages)
-    assert (base.messages, ("clear_results",)) == (result.messages,
-                                                    tuple(p.name for p in result.passes))
+    result = compactor(
+        scripted([]), token_threshold=base.tokens_after, base=StandInBase()
+    ).maybe_compact(messages)
+    assert (base.messages, ("clear_results",)) == (
+        result.messages,
+        tuple(p.name for p in result.passes),
+    )
 
 
 def test_usage_larger_than_the_estimate_triggers_a_summary() -> None:
@@ -150,8 +159,10 @@ def test_above_threshold_replaces_older_turns_with_the_summary() -> None:
     result = compactor(scripted([summary("the summary")])).maybe_compact(messages)
     tail = messages[16:]
     expected = (
-        Message("user", (TextBlock("task 0"), TextBlock(f"{SUMMARY_HEADER}\nthe summary"),
-                         TextBlock("task 4"))),
+        Message(
+            "user",
+            (TextBlock("task 0"), TextBlock(f"{SUMMARY_HEADER}\nthe summary"), TextBlock("task 4")),
+        ),
         *tail[1:],
     )
     assert expected == result.messages
@@ -161,8 +172,7 @@ def test_above_threshold_replaces_older_turns_with_the_summary() -> None:
 
 def test_roles_alternate_after_compaction() -> None:
     """No two consecutive messages of the result have the same role."""
-    result = compactor(scripted([summary("S")]), keep_tail_turns=1).maybe_compact(
-        conversation(6))
+    result = compactor(scripted([summary("S")]), keep_tail_turns=1).maybe_compact(conversation(6))
     roles = [m.role for m in result.messages]
     assert all(a != b for a, b in itertools.pairwise(roles))
 
@@ -241,7 +251,8 @@ def test_history_larger_than_the_window_is_summarized_in_chunks() -> None:
     messages = conversation(20, size=1500)
     window = 2500
     compactor(model, summarizer_window_tokens=window, max_summary_tokens=200).maybe_compact(
-        messages)
+        messages
+    )
     requests = model.requests
     assert 1 < len(requests)
     assert all(window_size(r) <= window for r in requests)
@@ -253,18 +264,19 @@ def test_chunks_roll_over_the_previous_summary() -> None:
     """Each chunk after the first carries the previous chunk's summary."""
     model = scripted(numbered())
     compactor(model, summarizer_window_tokens=2500, max_summary_tokens=200).maybe_compact(
-        conversation(20, size=1500))
+        conversation(20, size=1500)
+    )
     requests = model.requests
-    assert all(f"summary-{k}" in request_text(requests[k + 1])
-               for k in range(len(requests) - 1))
+    assert all(f"summary-{k}" in request_text(requests[k + 1]) for k in range(len(requests) - 1))
     assert "summary-" not in request_text(requests[0])
 
 
 def test_chunk_reports_count_the_calls() -> None:
     """One summarize report per call, with its chunk number."""
     model = scripted(numbered())
-    result = compactor(model, summarizer_window_tokens=2500,
-                       max_summary_tokens=200).maybe_compact(conversation(20, size=1500))
+    result = compactor(model, summarizer_window_tokens=2500, max_summary_tokens=200).maybe_compact(
+        conversation(20, size=1500)
+    )
     details = [p.detail for p in result.passes if p.name == "summarize"]
     assert [f"chunk {i}/{model.calls}" for i in range(1, model.calls + 1)] == details
 
@@ -273,12 +285,16 @@ def test_one_message_larger_than_the_window_is_split_not_dropped() -> None:
     """A tool result larger than the window goes to the summarizer in consecutive pieces."""
     model = scripted(numbered())
     body = "".join(f"{i:06d}" for i in range(2000))  # 12,000 characters
-    messages = [*turn(0), prompt("task 1"),
-                Message("assistant", (ToolUseBlock("big", "read_file", {"path": "big"}),)),
-                Message("user", (ToolResultBlock("big", body),)),
-                Message("assistant", (TextBlock("read it"),)), *turn(2), *turn(3)]
-    compactor(model, summarizer_window_tokens=2500, max_summary_tokens=200).maybe_compact(
-        messages)
+    messages = [
+        *turn(0),
+        prompt("task 1"),
+        Message("assistant", (ToolUseBlock("big", "read_file", {"path": "big"}),)),
+        Message("user", (ToolResultBlock("big", body),)),
+        Message("assistant", (TextBlock("read it"),)),
+        *turn(2),
+        *turn(3),
+    ]
+    compactor(model, summarizer_window_tokens=2500, max_summary_tokens=200).maybe_compact(messages)
     text = "".join(request_text(r) for r in model.requests)
     assert 3 < model.calls
     assert all(window_size(r) <= 2500 for r in model.requests)
@@ -316,8 +332,7 @@ def test_new_turns_are_summarized_on_top_of_the_remembered_summary() -> None:
 def test_a_failing_summarizer_returns_the_base_result() -> None:
     """A raising summarizer call is reported and the base result is returned."""
     messages = conversation(5)
-    result = compactor(scripted([RuntimeError("down")]), base=StandInBase()).maybe_compact(
-        messages)
+    result = compactor(scripted([RuntimeError("down")]), base=StandInBase()).maybe_compact(messages)
     assert StandInBase().maybe_compact(messages).messages == result.messages
     assert "failed (1/2 consecutive): RuntimeError: down" in result.passes[-1].detail
 
@@ -332,7 +347,8 @@ def test_circuit_opens_after_max_failures_and_stops_calling() -> None:
     assert 2 == model.calls
     assert [base] * 4 == [r.messages for r in results]
     assert ["summarize", "summarize", "circuit_open", "circuit_open"] == [
-        r.passes[-1].name for r in results]
+        r.passes[-1].name for r in results
+    ]
 
 
 def test_a_success_resets_the_failure_count() -> None:
@@ -366,21 +382,23 @@ def test_cancellation_propagates_and_is_not_a_failure() -> None:
 def test_a_summary_that_does_not_shrink_is_not_used() -> None:
     """When the summary is larger than what it replaces, the base result is kept."""
     messages = conversation(4, size=0)
-    result = compactor(scripted([summary("y" * 5000)]), token_threshold=0).maybe_compact(
-        messages)
+    result = compactor(scripted([summary("y" * 5000)]), token_threshold=0).maybe_compact(messages)
     assert (tuple(messages), False) == (result.messages, result.changed)
 
 
 # -- arguments ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kw", [
-    {"model_name": ""},
-    {"token_threshold": -1},
-    {"max_failures": 0},
-    {"keep_tail_turns": 0},
-    {"summarizer_window_tokens": 500},
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"model_name": ""},
+        {"token_threshold": -1},
+        {"max_failures": 0},
+        {"keep_tail_turns": 0},
+        {"summarizer_window_tokens": 500},
+    ],
+)
 def test_bad_arguments_raise(kw: dict[str, object]) -> None:
     """Out-of-range arguments raise InvalidArgumentError."""
     with pytest.raises(InvalidArgumentError):
@@ -397,7 +415,8 @@ def test_a_model_without_complete_is_refused() -> None:
 
 
 def test_cancelling_a_compaction_stops_the_summarizer_call_and_frees_the_compactor(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """agent.compact() cancelled while the summarizer's call (the real client, a stalled fake
     server) is in flight: the call is stopped (the client hangs up), nothing is recorded, and
     the compactor actor takes the next compaction at once."""
@@ -405,11 +424,17 @@ def test_cancelling_a_compaction_stops_the_summarizer_call_and_frees_the_compact
     with FakeMessagesServer() as server, AnthropicProvider(server.client(), ()) as model:
         server.add(stalled_stream(message([text("never used")]), seconds=3600))
         server.add(message([text("the summary")]))
-        summarizer = llm_compactor(model=model, model_name="m", token_threshold=0,
-                                   keep_tail_turns=1)
-        with create_lite_agent(model=scripted([summary("one " + "y" * 3000), summary("two")]),
-                               model_name="m", workdir=tmp_path, tools=[], checkpointer=cp,
-                               compactor=summarizer) as agent:
+        summarizer = llm_compactor(
+            model=model, model_name="m", token_threshold=0, keep_tail_turns=1
+        )
+        with create_lite_agent(
+            model=scripted([summary("one " + "y" * 3000), summary("two")]),
+            model_name="m",
+            workdir=tmp_path,
+            tools=[],
+            checkpointer=cp,
+            compactor=summarizer,
+        ) as agent:
             agent.send("first")
             agent.send("second")
             head = cp.head(agent.session_id)
@@ -440,23 +465,34 @@ class CancelRecorder(Compactor):
     def __init__(self) -> None:
         self.tokens: list[CancelToken | None] = []
 
-    def maybe_compact(self, messages: Sequence[Message], usage: Usage | None = None,
-                      instructions: str | None = None, *,
-                      cancel: CancelToken | None = None) -> CompactResult:
+    def maybe_compact(
+        self,
+        messages: Sequence[Message],
+        usage: Usage | None = None,
+        instructions: str | None = None,
+        *,
+        cancel: CancelToken | None = None,
+    ) -> CompactResult:
         self.tokens.append(cancel)
         before = estimate_tokens(messages)
-        return CompactResult(messages=tuple(messages), changed=False, tokens_before=before,
-                             tokens_after=before)
+        return CompactResult(
+            messages=tuple(messages), changed=False, tokens_before=before, tokens_after=before
+        )
 
 
 class OldStyle(Compactor):
     """A compactor written before the cancel token existed."""
 
-    def maybe_compact(self, messages: Sequence[Message], usage: Usage | None = None,
-                      instructions: str | None = None) -> CompactResult:
+    def maybe_compact(
+        self,
+        messages: Sequence[Message],
+        usage: Usage | None = None,
+        instructions: str | None = None,
+    ) -> CompactResult:
         before = estimate_tokens(messages)
-        return CompactResult(messages=tuple(messages), changed=False, tokens_before=before,
-                             tokens_after=before)
+        return CompactResult(
+            messages=tuple(messages), changed=False, tokens_before=before, tokens_after=before
+        )
 
 
 def test_run_passes_the_token_to_compactors_that_take_it() -> None:
@@ -466,8 +502,9 @@ def test_run_passes_the_token_to_compactors_that_take_it() -> None:
     recorder = CancelRecorder()
     recorder.run([prompt("a")], cancel=token)
     inner = CancelRecorder()
-    llm_compactor(model=scripted([]), model_name="m", token_threshold=10**9,
-                  base=inner).run([prompt("a")], cancel=token)
+    llm_compactor(model=scripted([]), model_name="m", token_threshold=10**9, base=inner).run(
+        [prompt("a")], cancel=token
+    )
     assert [token, token] == [*recorder.tokens, *inner.tokens]
 
 
@@ -486,14 +523,16 @@ def test_the_summarizer_gets_the_cancel_token() -> None:
     seen: list[CancelToken | None] = []
 
     class Model:
-        def complete(self, request: ModelRequest, *,
-                     cancel: CancelToken | None = None) -> ModelResponse:
+        def complete(
+            self, request: ModelRequest, *, cancel: CancelToken | None = None
+        ) -> ModelResponse:
             seen.append(cancel)
             return ModelResponse(message=summary("short"))
 
     token = CancelToken()
-    llm_compactor(model=Model(), model_name="m", token_threshold=0,
-                  keep_tail_turns=1).run(conversation(3), cancel=token)
+    llm_compactor(model=Model(), model_name="m", token_threshold=0, keep_tail_turns=1).run(
+        conversation(3), cancel=token
+    )
     assert [token] == seen
 
 
@@ -504,6 +543,7 @@ def test_a_summarizer_model_without_cancel_is_still_called() -> None:
         def complete(self, request: ModelRequest) -> ModelResponse:
             return ModelResponse(message=summary("short"))
 
-    result = llm_compactor(model=Model(), model_name="m", token_threshold=0,
-                           keep_tail_turns=1).run(conversation(3), cancel=CancelToken())
+    result = llm_compactor(model=Model(), model_name="m", token_threshold=0, keep_tail_turns=1).run(
+        conversation(3), cancel=CancelToken()
+    )
     assert SUMMARY_HEADER in message_text(result.messages[0].content)

@@ -44,20 +44,35 @@ class KeepLast(Compactor):
         self.delay = delay
         self.seen: list[str | None] = []
 
-    def maybe_compact(self, messages: Sequence[Message], usage: Usage | None = None,
-                      instructions: str | None = None) -> CompactResult:
+    def maybe_compact(
+        self,
+        messages: Sequence[Message],
+        usage: Usage | None = None,
+        instructions: str | None = None,
+    ) -> CompactResult:
         self.seen.append(instructions)
         time.sleep(self.delay)
         before = estimate_tokens(messages)
         if len(messages) <= 3:
-            return CompactResult(messages=tuple(messages), changed=False,
-                                 tokens_before=before, tokens_after=before)
+            return CompactResult(
+                messages=tuple(messages), changed=False, tokens_before=before, tokens_after=before
+            )
         kept = (Message("user", (TextBlock("[summary of earlier turns]"),)), *messages[-2:])
         after = estimate_tokens(kept)
         return CompactResult(
-            messages=kept, changed=True, tokens_before=before, tokens_after=after,
-            passes=(PassReport(name="snip", changed=True, tokens_before=before,
-                               tokens_after=after, detail="kept the last exchange"),),
+            messages=kept,
+            changed=True,
+            tokens_before=before,
+            tokens_after=after,
+            passes=(
+                PassReport(
+                    name="snip",
+                    changed=True,
+                    tokens_before=before,
+                    tokens_after=after,
+                    detail="kept the last exchange",
+                ),
+            ),
         )
 
 
@@ -70,8 +85,14 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def _agent(workdir: Path, compactor: Compactor, provider: Any, cp: Any = None) -> Any:
-    return create_lite_agent(model=provider, model_name="m", workdir=workdir, tools=[],
-                             checkpointer=cp or memory_checkpointer(), compactor=compactor)
+    return create_lite_agent(
+        model=provider,
+        model_name="m",
+        workdir=workdir,
+        tools=[],
+        checkpointer=cp or memory_checkpointer(),
+        compactor=compactor,
+    )
 
 
 def test_compact_records_a_compaction_the_next_request_uses(workdir: Path) -> None:
@@ -92,8 +113,9 @@ def test_compact_records_a_compaction_the_next_request_uses(workdir: Path) -> No
     assert before == after[:-1]
     assert "compaction" == after[-1].kind
     assert ["keep the decisions"] == compactor.seen
-    texts = [" ".join(getattr(b, "text", "") for b in m.content)
-             for m in provider.requests[-1].messages]
+    texts = [
+        " ".join(getattr(b, "text", "") for b in m.content) for m in provider.requests[-1].messages
+    ]
     assert ["[summary of earlier turns] second", "two", "third"] == texts
 
 
@@ -105,11 +127,21 @@ def test_the_default_compactor_shortens_a_long_task(workdir: Path) -> None:
 
     for k in range(8):
         (workdir / f"f{k}.txt").write_text(f"line {k}\n" * 400)
-    steps = [AssistantMessage(content=(ToolUseBlock(f"t{k}", "read_file", {"path": f"f{k}.txt"}),),
-                              stop_reason="tool_use") for k in range(8)]
+    steps = [
+        AssistantMessage(
+            content=(ToolUseBlock(f"t{k}", "read_file", {"path": f"f{k}.txt"}),),
+            stop_reason="tool_use",
+        )
+        for k in range(8)
+    ]
     provider = scripted([*steps, reply("read them all"), reply("ok")])
-    with create_lite_agent(model=provider, model_name="m", workdir=workdir, tools=[read_file],
-                           checkpointer=memory_checkpointer()) as agent:
+    with create_lite_agent(
+        model=provider,
+        model_name="m",
+        workdir=workdir,
+        tools=[read_file],
+        checkpointer=memory_checkpointer(),
+    ) as agent:
         agent.send("read every file")
         stats = agent.compact()
         agent.send("and now?")
@@ -119,8 +151,9 @@ def test_the_default_compactor_shortens_a_long_task(workdir: Path) -> None:
     assert estimate_tokens(sent) < estimate_tokens(provider.requests[-2].messages)
     assert "read every file" == sent[0].content[0].text  # type: ignore[union-attr]
     assert provider.requests[-2].messages[-6:] == sent[-8:-2]  # the last steps, verbatim
-    assert 3 == sum(1 for m in sent for b in m.content
-                    if getattr(b, "content", "").startswith("     1\tline"))
+    assert 3 == sum(
+        1 for m in sent for b in m.content if getattr(b, "content", "").startswith("     1\tline")
+    )
 
 
 def test_nothing_to_reduce_records_nothing(workdir: Path) -> None:
@@ -146,8 +179,12 @@ def test_progress_events(workdir: Path) -> None:
             while (item := sub.get(0)) is not None:
                 if isinstance(item, LiveEvent) and isinstance(item.event, CompactionProgress):
                     events.append((item.event.phase, item.event.stage))
-    assert [("start", "measure"), ("progress", "normalize"), ("progress", "persist"),
-            ("done", "persist")] == events
+    assert [
+        ("start", "measure"),
+        ("progress", "normalize"),
+        ("progress", "persist"),
+        ("done", "persist"),
+    ] == events
 
 
 def test_iter_compact_yields_the_same_events(workdir: Path) -> None:
@@ -190,14 +227,25 @@ def test_compaction_needs_an_idle_session(workdir: Path) -> None:
     from liteagent.eventlog import ToolUseBlock
     from liteagent.tools import bash
 
-    provider = scripted([
-        AssistantMessage(content=(ToolUseBlock("t1", "bash", {"command": "sleep 1",
-                                                              "run_in_background": True}),),
-                         stop_reason="tool_use"),
-        reply("started"),
-    ])
-    with create_lite_agent(model=provider, model_name="m", workdir=workdir, tools=[bash],
-                           checkpointer=memory_checkpointer(), compactor=KeepLast()) as agent:
+    provider = scripted(
+        [
+            AssistantMessage(
+                content=(
+                    ToolUseBlock("t1", "bash", {"command": "sleep 1", "run_in_background": True}),
+                ),
+                stop_reason="tool_use",
+            ),
+            reply("started"),
+        ]
+    )
+    with create_lite_agent(
+        model=provider,
+        model_name="m",
+        workdir=workdir,
+        tools=[bash],
+        checkpointer=memory_checkpointer(),
+        compactor=KeepLast(),
+    ) as agent:
         agent.send("go")
         with pytest.raises(AgentBusyError):
             agent.compact()
@@ -226,8 +274,12 @@ def test_async_compact(workdir: Path) -> None:
 
     async def main() -> list[str]:
         async with create_async_lite_agent(
-            model=scripted([reply("a"), reply("b")]), model_name="m", workdir=workdir,
-            tools=[], checkpointer=memory_checkpointer(), compactor=KeepLast(),
+            model=scripted([reply("a"), reply("b")]),
+            model_name="m",
+            workdir=workdir,
+            tools=[],
+            checkpointer=memory_checkpointer(),
+            compactor=KeepLast(),
         ) as agent:
             await agent.send("x")
             await agent.send("y")

@@ -45,20 +45,30 @@ from liteagent.tools import default_tools, tool
 
 #: Over default_compactor()'s 200,000-byte budget (202,500 bytes), yet one slice of the context
 #: tool (77,500 characters, under its 100,000): 2,500 lines of mostly CJK characters.
-BIG = "".join(f"{i:04d}" + "東京の天気は晴れです。大阪は雨が降っていま" + "す。京都!\n"
-              for i in range(2500))
+BIG = "".join(
+    f"{i:04d}" + "東京の天気は晴れです。大阪は雨が降っていま" + "す。京都!\n" for i in range(2500)
+)
 _REFERENCE = re.compile(r"sha256:[0-9a-f]{64}")
 _NAMES_A_TOOL = re.compile(r"read it with the (\w+) tool")
 #: The marker kinds, by how their line starts.
-_KINDS = [(re.compile(pattern), kind) for pattern, kind in (
-    (r"\[liteagent:spilled ", "spilled"), (r"\[liteagent:archived ", "archived"),
-    (r"\[liteagent:cleared ", "cleared"), (r"\[liteagent:superseded ", "superseded"),
-    (r"\[liteagent: tool result of about ", "trimmed"), (r"\[liteagent: summary", "summary"),
-    (r"\[liteagent: \d+ earlier turns? \(", "removed turns"),
-    (r"\[liteagent: \d+ earlier messages? (is|are) left out", "left out"),
-    (r"\[liteagent: \d+ earlier message\(s\) dropped", "dropped"))]
-_SLICE = re.compile(r"\[liteagent:context ref=(sha256:[0-9a-f]{64}) chars (\d+)-(\d+) of (\d+); "
-                    r"next_offset=(\d+|none \(end\))\][^\n]*\n<<<DATA ([0-9a-f]{16})\n",)
+_KINDS = [
+    (re.compile(pattern), kind)
+    for pattern, kind in (
+        (r"\[liteagent:spilled ", "spilled"),
+        (r"\[liteagent:archived ", "archived"),
+        (r"\[liteagent:cleared ", "cleared"),
+        (r"\[liteagent:superseded ", "superseded"),
+        (r"\[liteagent: tool result of about ", "trimmed"),
+        (r"\[liteagent: summary", "summary"),
+        (r"\[liteagent: \d+ earlier turns? \(", "removed turns"),
+        (r"\[liteagent: \d+ earlier messages? (is|are) left out", "left out"),
+        (r"\[liteagent: \d+ earlier message\(s\) dropped", "dropped"),
+    )
+]
+_SLICE = re.compile(
+    r"\[liteagent:context ref=(sha256:[0-9a-f]{64}) chars (\d+)-(\d+) of (\d+); "
+    r"next_offset=(\d+|none \(end\))\][^\n]*\n<<<DATA ([0-9a-f]{16})\n",
+)
 
 
 @tool
@@ -100,8 +110,9 @@ def markers(request: ModelRequest) -> list[Marker]:
                     continue  # an answer of the context tool, not a marker
                 kind = next((k for pattern, k in _KINDS if pattern.match(line)), "other")
                 ref = _REFERENCE.search(line)
-                out.append(Marker(kind, ref.group(0) if ref else "",
-                                  named.group(1) if named else None))
+                out.append(
+                    Marker(kind, ref.group(0) if ref else "", named.group(1) if named else None)
+                )
     return out
 
 
@@ -113,7 +124,7 @@ def _slice_data(content: object) -> tuple[str, str] | None:
     if found is None or not found.group(5).startswith("none"):
         return None
     fence = found.group(6)
-    data = content[found.end():].removesuffix(f"\nDATA {fence}>>>")
+    data = content[found.end() :].removesuffix(f"\nDATA {fence}>>>")
     return found.group(1), data
 
 
@@ -133,11 +144,18 @@ class ReadingModel:
             if type(b) is ToolResultBlock and b.tool_use_id in self.asked:
                 ref = self.asked.pop(b.tool_use_id)
                 answer = _slice_data(b.content)
-                self.read[ref] = answer[1] if answer is not None and answer[0] == ref else (
-                    f"not read: {str(b.content)[:200]}")
-        prompts = [t for m in request.messages if m.role == "user"
-                   for t in (b.text for b in m.content if type(b) is TextBlock)
-                   if t in ("dump", "read")]
+                self.read[ref] = (
+                    answer[1]
+                    if answer is not None and answer[0] == ref
+                    else (f"not read: {str(b.content)[:200]}")
+                )
+        prompts = [
+            t
+            for m in request.messages
+            if m.role == "user"
+            for t in (b.text for b in m.content if type(b) is TextBlock)
+            if t in ("dump", "read")
+        ]
         if prompts[-1] == "dump":
             if any(type(b) is ToolResultBlock for b in last.content):
                 return _reply("dumped")
@@ -146,8 +164,12 @@ class ReadingModel:
             self.overflow = False
             raise ContextOverflowError("prompt is too long")
         for marker in markers(request):
-            if (marker.tool and marker.ref and marker.ref not in self.read
-                    and marker.ref not in self.asked.values()):
+            if (
+                marker.tool
+                and marker.ref
+                and marker.ref not in self.read
+                and marker.ref not in self.asked.values()
+            ):
                 use = _use(marker.tool, ref=marker.ref, limit=100_000)
                 block = use.content[0]
                 assert isinstance(block, ToolUseBlock)
@@ -164,8 +186,9 @@ _IDS = itertools.count()
 
 
 def _use(name: str, **input: Any) -> AssistantMessage:
-    return AssistantMessage(content=(ToolUseBlock(f"toolu_{next(_IDS)}", name, input),),
-                            stop_reason="tool_use")
+    return AssistantMessage(
+        content=(ToolUseBlock(f"toolu_{next(_IDS)}", name, input),), stop_reason="tool_use"
+    )
 
 
 def _summarizer() -> Any:
@@ -177,71 +200,225 @@ Build = Callable[[Any, Path], LiteAgent]
 #: (id, how the agent is built, whether agent.compact() runs between the sends, whether the
 #: model overflows once, the marker kinds the requests must show).
 COMBINATIONS: list[tuple[str, Build, bool, bool, set[str]]] = [
-    ("compaction-readme", lambda m, w: create_agent(
-        model=m, model_name="m", workdir=w, tools=[*default_tools(), dump],
-        use=[compaction(default_compactor()), reactive_compaction()]), False, False,
-     {"spilled"}),
-    ("reactive-only", lambda m, w: create_agent(
-        model=m, model_name="m", workdir=w, tools=[dump], use=[reactive_compaction()]),
-     False, True, {"trimmed"}),
-    ("default-max-tokens-none", lambda m, w: create_agent(
-        model=m, model_name="m", workdir=w, tools=[dump],
-        use=[compaction(default_compactor(max_tokens=None))]), False, False, {"spilled"}),
-    ("budget-pass", lambda m, w: create_agent(
-        model=m, model_name="m", workdir=w, tools=[dump],
-        use=[compaction(default_compactor(
-            [tool_result_budget_pass(200_000, memory_spill_store())]))]),
-     False, False, {"spilled"}),
-    ("snip-micro-passes", lambda m, w: create_agent(
-        model=m, model_name="m", workdir=w, tools=[dump],
-        use=[compaction(default_compactor([snip_pass(), micro_pass(keep_recent=0)]))]),
-     False, False, {"cleared"}),
-    ("token-budget", lambda m, w: create_agent(
-        model=m, model_name="m", workdir=w, tools=[dump],
-        use=[compaction(token_budget_compactor(max_tokens=2_000))]), False, False,
-     {"removed turns"}),
-    ("llm-over-default", lambda m, w: create_agent(
-        model=m, model_name="m", workdir=w, tools=[dump],
-        use=[compaction(llm_compactor(model=_summarizer(), model_name="s",
-                                      token_threshold=100_000, base=default_compactor()))]),
-     False, False, {"spilled"}),
-    ("llm-summarizing", lambda m, w: create_agent(
-        model=m, model_name="m", workdir=w, tools=[dump],
-        use=[compaction(llm_compactor(model=_summarizer(), model_name="s",
-                                      token_threshold=0, base=default_compactor()))]),
-     False, False, {"summary"}),
-    ("create-agent-compact", lambda m, w: create_agent(
-        model=m, model_name="m", workdir=w, tools=[dump]), True, False, {"cleared"}),
-    ("create-agent-compactor", lambda m, w: create_agent(
-        model=m, model_name="m", workdir=w, tools=[dump], compactor=default_compactor()),
-     True, False, {"spilled"}),
-    ("create-agent-engine", lambda m, w: create_agent(
-        model=m, model_name="m", workdir=w, tools=[dump], context=ContextOptions()),
-     False, False, {"archived"}),
-    ("lite-engine", lambda m, w: create_lite_agent(
-        model=m, model_name="m", workdir=w, tools=[dump], checkpointer=memory_checkpointer()),
-     False, False, {"archived"}),
-    ("lite-engine-readme", lambda m, w: create_lite_agent(
-        model=m, model_name="m", workdir=w, tools=[dump], checkpointer=memory_checkpointer(),
-        context=ContextOptions(budget_tokens=120_000, idle_compact_after=300)),
-     False, False, {"archived"}),
-    ("lite-engine-compact", lambda m, w: create_lite_agent(
-        model=m, model_name="m", workdir=w, tools=[dump], checkpointer=memory_checkpointer()),
-     True, False, {"archived", "spilled"}),
-    ("lite-no-engine-compact", lambda m, w: create_lite_agent(
-        model=m, model_name="m", workdir=w, tools=[dump], checkpointer=memory_checkpointer(),
-        context=False), True, False, {"spilled"}),
-    ("lite-no-engine-memory-store", lambda m, w: create_lite_agent(
-        model=m, model_name="m", workdir=w, tools=[dump], checkpointer=memory_checkpointer(),
-        context=False, compactor=default_compactor(max_tokens=None)), True, False,
-     {"spilled"}),
+    (
+        "compaction-readme",
+        lambda m, w: create_agent(
+            model=m,
+            model_name="m",
+            workdir=w,
+            tools=[*default_tools(), dump],
+            use=[compaction(default_compactor()), reactive_compaction()],
+        ),
+        False,
+        False,
+        {"spilled"},
+    ),
+    (
+        "reactive-only",
+        lambda m, w: create_agent(
+            model=m, model_name="m", workdir=w, tools=[dump], use=[reactive_compaction()]
+        ),
+        False,
+        True,
+        {"trimmed"},
+    ),
+    (
+        "default-max-tokens-none",
+        lambda m, w: create_agent(
+            model=m,
+            model_name="m",
+            workdir=w,
+            tools=[dump],
+            use=[compaction(default_compactor(max_tokens=None))],
+        ),
+        False,
+        False,
+        {"spilled"},
+    ),
+    (
+        "budget-pass",
+        lambda m, w: create_agent(
+            model=m,
+            model_name="m",
+            workdir=w,
+            tools=[dump],
+            use=[
+                compaction(
+                    default_compactor([tool_result_budget_pass(200_000, memory_spill_store())])
+                )
+            ],
+        ),
+        False,
+        False,
+        {"spilled"},
+    ),
+    (
+        "snip-micro-passes",
+        lambda m, w: create_agent(
+            model=m,
+            model_name="m",
+            workdir=w,
+            tools=[dump],
+            use=[compaction(default_compactor([snip_pass(), micro_pass(keep_recent=0)]))],
+        ),
+        False,
+        False,
+        {"cleared"},
+    ),
+    (
+        "token-budget",
+        lambda m, w: create_agent(
+            model=m,
+            model_name="m",
+            workdir=w,
+            tools=[dump],
+            use=[compaction(token_budget_compactor(max_tokens=2_000))],
+        ),
+        False,
+        False,
+        {"removed turns"},
+    ),
+    (
+        "llm-over-default",
+        lambda m, w: create_agent(
+            model=m,
+            model_name="m",
+            workdir=w,
+            tools=[dump],
+            use=[
+                compaction(
+                    llm_compactor(
+                        model=_summarizer(),
+                        model_name="s",
+                        token_threshold=100_000,
+                        base=default_compactor(),
+                    )
+                )
+            ],
+        ),
+        False,
+        False,
+        {"spilled"},
+    ),
+    (
+        "llm-summarizing",
+        lambda m, w: create_agent(
+            model=m,
+            model_name="m",
+            workdir=w,
+            tools=[dump],
+            use=[
+                compaction(
+                    llm_compactor(
+                        model=_summarizer(),
+                        model_name="s",
+                        token_threshold=0,
+                        base=default_compactor(),
+                    )
+                )
+            ],
+        ),
+        False,
+        False,
+        {"summary"},
+    ),
+    (
+        "create-agent-compact",
+        lambda m, w: create_agent(model=m, model_name="m", workdir=w, tools=[dump]),
+        True,
+        False,
+        {"cleared"},
+    ),
+    (
+        "create-agent-compactor",
+        lambda m, w: create_agent(
+            model=m, model_name="m", workdir=w, tools=[dump], compactor=default_compactor()
+        ),
+        True,
+        False,
+        {"spilled"},
+    ),
+    (
+        "create-agent-engine",
+        lambda m, w: create_agent(
+            model=m, model_name="m", workdir=w, tools=[dump], context=ContextOptions()
+        ),
+        False,
+        False,
+        {"archived"},
+    ),
+    (
+        "lite-engine",
+        lambda m, w: create_lite_agent(
+            model=m, model_name="m", workdir=w, tools=[dump], checkpointer=memory_checkpointer()
+        ),
+        False,
+        False,
+        {"archived"},
+    ),
+    (
+        "lite-engine-readme",
+        lambda m, w: create_lite_agent(
+            model=m,
+            model_name="m",
+            workdir=w,
+            tools=[dump],
+            checkpointer=memory_checkpointer(),
+            context=ContextOptions(budget_tokens=120_000, idle_compact_after=300),
+        ),
+        False,
+        False,
+        {"archived"},
+    ),
+    (
+        "lite-engine-compact",
+        lambda m, w: create_lite_agent(
+            model=m, model_name="m", workdir=w, tools=[dump], checkpointer=memory_checkpointer()
+        ),
+        True,
+        False,
+        {"archived", "spilled"},
+    ),
+    (
+        "lite-no-engine-compact",
+        lambda m, w: create_lite_agent(
+            model=m,
+            model_name="m",
+            workdir=w,
+            tools=[dump],
+            checkpointer=memory_checkpointer(),
+            context=False,
+        ),
+        True,
+        False,
+        {"spilled"},
+    ),
+    (
+        "lite-no-engine-memory-store",
+        lambda m, w: create_lite_agent(
+            model=m,
+            model_name="m",
+            workdir=w,
+            tools=[dump],
+            checkpointer=memory_checkpointer(),
+            context=False,
+            compactor=default_compactor(max_tokens=None),
+        ),
+        True,
+        False,
+        {"spilled"},
+    ),
 ]
 
 
-@pytest.mark.parametrize(("build", "compact", "overflow", "kinds"),
-                         [c[1:] for c in COMBINATIONS], ids=[c[0] for c in COMBINATIONS])
+@pytest.mark.parametrize(
+    ("build", "compact", "overflow", "kinds"),
+    [c[1:] for c in COMBINATIONS],
+    ids=[c[0] for c in COMBINATIONS],
+)
 def test_every_marker_names_a_tool_the_agent_has_and_it_reads_the_content(
-        tmp_path: Path, build: Build, compact: bool, overflow: bool, kinds: set[str]) -> None:
+    tmp_path: Path, build: Build, compact: bool, overflow: bool, kinds: set[str]
+) -> None:
     """Each marker in each request names a tool of that request, and calling it with the
     marker's reference returns the original content; the expected markers were shown."""
     model = ReadingModel(overflow=overflow)
@@ -268,13 +445,15 @@ def test_every_marker_names_a_tool_the_agent_has_and_it_reads_the_content(
     assert kinds == {m.kind for m in shown}
     refs = {m.ref for m in shown if m.tool is not None}
     assert ({archive_ref(BIG)} if kinds & {"spilled", "archived"} else set()) == (
-        refs & {archive_ref(BIG)})
+        refs & {archive_ref(BIG)}
+    )
     assert {ref: bodies[ref] for ref in refs} == model.read
 
 
 def test_an_agent_that_cannot_show_a_marker_has_exactly_its_tools(tmp_path: Path) -> None:
     """create_agent adds the context tool only when something given can show a marker naming
     it; the README's compaction example does, a bare kernel or a non-spilling one does not."""
+
     def names(**kwargs: Any) -> list[str]:
         provider = scripted([_reply("ok")])
         with create_agent(model=provider, model_name="m", workdir=tmp_path, **kwargs) as agent:
@@ -282,11 +461,13 @@ def test_an_agent_that_cannot_show_a_marker_has_exactly_its_tools(tmp_path: Path
         return [t.name for t in provider.requests[0].tools]
 
     assert ["dump"] == names(tools=[dump])
-    assert ["dump"] == names(tools=[dump], use=[reactive_compaction(),
-                                                compaction(token_budget_compactor(1000))])
+    assert ["dump"] == names(
+        tools=[dump], use=[reactive_compaction(), compaction(token_budget_compactor(1000))]
+    )
     assert ["dump"] == names(tools=[dump], compactor=default_compactor([snip_pass()]))
-    assert ["dump", "context"] == names(tools=[dump], use=[compaction(default_compactor()),
-                                                           reactive_compaction()])
+    assert ["dump", "context"] == names(
+        tools=[dump], use=[compaction(default_compactor()), reactive_compaction()]
+    )
     assert ["dump", "context"] == names(tools=[dump], context=True)
 
 
@@ -295,10 +476,12 @@ def test_which_compactors_and_middleware_spill() -> None:
     from: a budget pass with a store, or a compactor or pass that does not say."""
 
     class Custom(Compactor):
-        def maybe_compact(self, messages: Any, usage: Any = None,
-                          instructions: str | None = None) -> CompactResult:
-            return CompactResult(messages=tuple(messages), changed=False, tokens_before=0,
-                                 tokens_after=0)
+        def maybe_compact(
+            self, messages: Any, usage: Any = None, instructions: str | None = None
+        ) -> CompactResult:
+            return CompactResult(
+                messages=tuple(messages), changed=False, tokens_before=0, tokens_after=0
+            )
 
     def custom_pass(messages: Any) -> tuple[list[Message], str]:
         return list(messages), ""
@@ -310,25 +493,30 @@ def test_which_compactors_and_middleware_spill() -> None:
         default_compactor([tool_result_budget_pass(1, memory_spill_store())]).spills,
         default_compactor([tool_result_budget_pass(1, None), snip_pass(), micro_pass()]).spills,
         token_budget_compactor(100).spills,
-        llm_compactor(model=summarizer, model_name="s", token_threshold=0,
-                      base=default_compactor()).spills,
+        llm_compactor(
+            model=summarizer, model_name="s", token_threshold=0, base=default_compactor()
+        ).spills,
         llm_compactor(model=summarizer, model_name="s", token_threshold=0).spills,
         Custom().spills,
         default_compactor([custom_pass]).spills,  # type: ignore[list-item]
         token_budget_compactor(100).spills,
     ]
-    assert (True, False, False) == (compaction(default_compactor()).spills,
-                                    compaction(token_budget_compactor(100)).spills,
-                                    reactive_compaction().spills)
+    assert (True, False, False) == (
+        compaction(default_compactor()).spills,
+        compaction(token_budget_compactor(100)).spills,
+        reactive_compaction().spills,
+    )
 
 
 def test_a_budget_pass_without_a_store_clears_instead() -> None:
     """tool_result_budget_pass(budget, None) drops the largest bodies, leaving the cleared
     placeholder (no reference, no tool named), and reports them as cleared."""
-    messages = [Message("user", (TextBlock("go"),)),
-                Message("assistant", (ToolUseBlock("t1", "dump", {}),)),
-                Message("user", (ToolResultBlock("t1", "x" * 5000),)),
-                Message("assistant", (TextBlock("done"),))]
+    messages = [
+        Message("user", (TextBlock("go"),)),
+        Message("assistant", (ToolUseBlock("t1", "dump", {}),)),
+        Message("user", (ToolResultBlock("t1", "x" * 5000),)),
+        Message("assistant", (TextBlock("done"),)),
+    ]
     out, detail = tool_result_budget_pass(1000, None)(messages)
     assert ToolResultBlock("t1", cleared_marker("t1", 5000)) == out[2].content[0]
     assert "cleared 1 tool result (5000 bytes); tool results now" in detail
@@ -337,27 +525,48 @@ def test_a_budget_pass_without_a_store_clears_instead() -> None:
 def test_spilled_text_finds_only_the_given_bodies() -> None:
     """spilled_text returns the text form of the body whose reference is asked (a tuple of
     text blocks joined by newlines), and None for any other reference."""
-    messages = [Message("user", (ToolResultBlock("t1", (TextBlock("a"), TextBlock("b"))),)),
-                Message("user", (ToolResultBlock("t2", "plain"),))]
+    messages = [
+        Message("user", (ToolResultBlock("t1", (TextBlock("a"), TextBlock("b"))),)),
+        Message("user", (ToolResultBlock("t2", "plain"),)),
+    ]
     assert ("a\nb", "plain", None) == (
-        spilled_text(messages, archive_ref("a\nb")), spilled_text(messages, archive_ref("plain")),
-        spilled_text(messages, archive_ref("elsewhere")))
+        spilled_text(messages, archive_ref("a\nb")),
+        spilled_text(messages, archive_ref("plain")),
+        spilled_text(messages, archive_ref("elsewhere")),
+    )
 
 
 def test_a_middleware_spill_reads_back_only_in_its_own_session(tmp_path: Path) -> None:
     """A reference compaction(...) spilled in one session reads back there; in another session
     of the same agent (whose log never held that body) it is refused, content unseen."""
     ref = archive_ref(BIG)
-    provider = scripted([_use("dump"), _reply("dumped"), _use("context", ref=ref, limit=100_000),
-                         _reply("read"), _use("context", ref=ref), _reply("refused")])
-    with create_agent(model=provider, model_name="m", workdir=tmp_path, tools=[dump],
-                      use=[compaction(default_compactor())]) as agent:
+    provider = scripted(
+        [
+            _use("dump"),
+            _reply("dumped"),
+            _use("context", ref=ref, limit=100_000),
+            _reply("read"),
+            _use("context", ref=ref),
+            _reply("refused"),
+        ]
+    )
+    with create_agent(
+        model=provider,
+        model_name="m",
+        workdir=tmp_path,
+        tools=[dump],
+        use=[compaction(default_compactor())],
+    ) as agent:
         agent.send("dump")
         agent.send("read")
         agent.clear()
         agent.send("read another session's")
-    answers = [b for r in provider.requests for b in r.messages[-1].content
-               if type(b) is ToolResultBlock and b.tool_use_id.startswith("toolu_")]
+    answers = [
+        b
+        for r in provider.requests
+        for b in r.messages[-1].content
+        if type(b) is ToolResultBlock and b.tool_use_id.startswith("toolu_")
+    ]
     mine, theirs = answers[-2].content, answers[-1].content
     assert _slice_data(mine) == (ref, BIG)
     assert isinstance(theirs, str)

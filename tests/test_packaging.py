@@ -58,8 +58,18 @@ def test_top_level_folders_are_mapped() -> None:
 def test_wheel_contains_only_liteagent(tmp_path: Path) -> None:
     """The built wheel holds liteagent/... and dist-info only: no top-level eventlog, tools..."""
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-         "-q", "-w", str(tmp_path), str(ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
         check=True,
         capture_output=True,
         timeout=300,
@@ -77,9 +87,12 @@ def test_wheel_contains_only_liteagent(tmp_path: Path) -> None:
 def test_the_anthropic_sdk_is_imported_only_when_used() -> None:
     """Importing the SDK and the CLI does not import ``anthropic`` (seconds of start-up);
     asking for the Anthropic provider does."""
-    code = ("import sys, liteagent.sdk, liteagent.sdk._cli; a = 'anthropic' in sys.modules; "
-            "from liteagent.providers import anthropic; print(a, 'anthropic' in sys.modules, "
-            "callable(anthropic))")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                         text=True, timeout=120).stdout.split()
+    code = (
+        "import sys, liteagent.sdk, liteagent.sdk._cli; a = 'anthropic' in sys.modules; "
+        "from liteagent.providers import anthropic; print(a, 'anthropic' in sys.modules, "
+        "callable(anthropic))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120
+    ).stdout.split()
     assert ["False", "True", "True"] == out

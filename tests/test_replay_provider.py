@@ -48,8 +48,10 @@ def _prompt(text: str) -> UserPrompt:
 
 
 def _result(tool_use_id: str, content: str, *, is_error: bool = False) -> ToolResult:
-    block = ToolResultBlock(tool_use_id, content, is_error) if is_error else ToolResultBlock(
-        tool_use_id, content
+    block = (
+        ToolResultBlock(tool_use_id, content, is_error)
+        if is_error
+        else ToolResultBlock(tool_use_id, content)
     )
     return ToolResult(block=block)
 
@@ -147,8 +149,9 @@ def test_replay_ignores_events_that_are_not_conversation() -> None:
 def test_replay_streams_the_recorded_message() -> None:
     """A replayed response streams like a scripted one, with the configured chunk size."""
     log = _recorded_log()
-    events = list(replay(log, stream_chunk=4).stream(_request(Message("user", (TextBlock(
-        "read a.txt"),)))))
+    events = list(
+        replay(log, stream_chunk=4).stream(_request(Message("user", (TextBlock("read a.txt"),))))
+    )
     expected = [
         TextDelta(0, "read"),
         TextDelta(0, "ing"),
@@ -164,6 +167,7 @@ def test_replay_streams_the_recorded_message() -> None:
 
 def test_a_different_tool_result_is_a_mismatch() -> None:
     """A tool result whose content differs from the recording raises ReplayMismatchError."""
+
     def edit(result: ToolResult) -> ToolResult:
         return _result("t1", "changed") if result.block.tool_use_id == "t1" else result
 
@@ -175,6 +179,7 @@ def test_a_different_tool_result_is_a_mismatch() -> None:
 
 def test_a_different_error_flag_is_a_mismatch() -> None:
     """A tool result that lost its is_error flag does not match the recording."""
+
     def edit(result: ToolResult) -> ToolResult:
         return _result("t3", "exit 1") if result.block.tool_use_id == "t3" else result
 
@@ -191,8 +196,9 @@ def test_tool_results_in_another_order_are_a_mismatch() -> None:
     )
     provider = replay(_recorded_log(), strict=True)
     provider.complete(_request(Message("user", (TextBlock("read a.txt"),))))
-    provider.complete(_request(Message("assistant", ()), Message("user", (
-        ToolResultBlock("t1", "hello"),))))
+    provider.complete(
+        _request(Message("assistant", ()), Message("user", (ToolResultBlock("t1", "hello"),)))
+    )
     with pytest.raises(ReplayMismatchError, match="call 3"):
         provider.complete(swapped)
 
@@ -207,8 +213,11 @@ def test_split_user_messages_match_their_merged_blocks() -> None:
     """Inputs are compared block by block, so splitting a user message does not matter."""
     provider = replay(_recorded_log())
     provider.complete(_request(Message("user", (TextBlock("read a.txt"),))))
-    provider.complete(_request(Message("assistant", ()), Message("user", (
-        ToolResultBlock("t1", "hello", False),))))
+    provider.complete(
+        _request(
+            Message("assistant", ()), Message("user", (ToolResultBlock("t1", "hello", False),))
+        )
+    )
     request = _request(
         Message("assistant", ()),
         Message("user", (ToolResultBlock("t2", "ok"),)),

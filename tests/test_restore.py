@@ -42,8 +42,9 @@ _IDS = iter(range(10**9))
 
 def call(tool: str, **input: Any) -> AssistantMessage:
     """An assistant message calling one tool."""
-    return AssistantMessage(content=(ToolUseBlock(f"toolu_{next(_IDS)}", tool, input),),
-                            stop_reason="tool_use")
+    return AssistantMessage(
+        content=(ToolUseBlock(f"toolu_{next(_IDS)}", tool, input),), stop_reason="tool_use"
+    )
 
 
 def write(path: str, content: str) -> list[AssistantMessage]:
@@ -61,20 +62,28 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def _agent(workdir: Path, script: list[Any], cp: Any = None) -> LiteAgent:
-    return create_lite_agent(model=scripted(script), model_name="m", workdir=workdir,
-                             checkpointer=cp or memory_checkpointer())
+    return create_lite_agent(
+        model=scripted(script),
+        model_name="m",
+        workdir=workdir,
+        checkpointer=cp or memory_checkpointer(),
+    )
 
 
 def _three_prompts(workdir: Path, cp: Any = None) -> LiteAgent:
     """p1 creates a.txt; p2 edits it and creates b.txt; p3 deletes a.txt."""
-    agent = _agent(workdir, [
-        *write("a.txt", "v1"),
-        call("write_file", path="a.txt", content="v2"),
-        call("write_file", path="sub/b.txt", content="b"),
-        reply("p2 done"),
-        call("delete_file", path="a.txt"),
-        reply("p3 done"),
-    ], cp)
+    agent = _agent(
+        workdir,
+        [
+            *write("a.txt", "v1"),
+            call("write_file", path="a.txt", content="v2"),
+            call("write_file", path="sub/b.txt", content="b"),
+            reply("p2 done"),
+            call("delete_file", path="a.txt"),
+            reply("p3 done"),
+        ],
+        cp,
+    )
     agent.send("p1")
     agent.send("p2")
     agent.send("p3")
@@ -91,13 +100,17 @@ def test_checkpoints_are_user_prompts_with_their_files(workdir: Path) -> None:
     assert cps[0].seq < cps[1].seq < cps[2].seq
 
 
-@pytest.mark.parametrize(("index", "expected"), [
-    (0, {"keep.txt": "user's own file\n"}),
-    (1, {"keep.txt": "user's own file\n", "a.txt": "v1"}),
-    (2, {"keep.txt": "user's own file\n", "a.txt": "v2", "sub/b.txt": "b"}),
-])
-def test_restore_puts_the_workspace_back(workdir: Path, index: int,
-                                         expected: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("index", "expected"),
+    [
+        (0, {"keep.txt": "user's own file\n"}),
+        (1, {"keep.txt": "user's own file\n", "a.txt": "v1"}),
+        (2, {"keep.txt": "user's own file\n", "a.txt": "v2", "sub/b.txt": "b"}),
+    ],
+)
+def test_restore_puts_the_workspace_back(
+    workdir: Path, index: int, expected: dict[str, str]
+) -> None:
     """Restoring to a checkpoint gives exactly the workspace as it was before that prompt, and
     a log whose head is seq - 1."""
     cp = memory_checkpointer()
@@ -105,8 +118,7 @@ def test_restore_puts_the_workspace_back(workdir: Path, index: int,
         target = agent.list_checkpoints()[index]
         result = agent.restore(agent.session_id, target.seq)
         assert target.seq - 1 == cp.head(agent.session_id)
-    files = {str(p.relative_to(workdir)): p.read_text()
-             for p in workdir.rglob("*") if p.is_file()}
+    files = {str(p.relative_to(workdir)): p.read_text() for p in workdir.rglob("*") if p.is_file()}
     assert expected == files
     assert result.conversation_restored
 
@@ -140,14 +152,16 @@ def test_the_session_continues_after_a_restore(workdir: Path) -> None:
     """After a restore the next send sees only the conversation before the checkpoint."""
     script = [*write("a.txt", "v1"), *write("a.txt", "v2"), reply("fresh")]
     provider = scripted(script)
-    with create_lite_agent(model=provider, model_name="m", workdir=workdir,
-                           checkpointer=memory_checkpointer()) as agent:
+    with create_lite_agent(
+        model=provider, model_name="m", workdir=workdir, checkpointer=memory_checkpointer()
+    ) as agent:
         agent.send("first")
         agent.send("second")
         agent.restore(agent.session_id, agent.list_checkpoints()[1].seq)
         agent.send("instead")
-    texts = [" ".join(getattr(b, "text", "") for b in m.content)
-             for m in provider.requests[-1].messages]
+    texts = [
+        " ".join(getattr(b, "text", "") for b in m.content) for m in provider.requests[-1].messages
+    ]
     assert "instead" in texts[-1]
     assert not any("second" in t for t in texts)
 
@@ -213,8 +227,9 @@ def test_truncated_snapshot_blocks_files_but_not_conversation(workdir: Path) -> 
 
 def test_refuses_while_a_turn_runs(workdir: Path) -> None:
     """A restore while the session runs a background task raises AgentBusyError."""
-    with _agent(workdir, [call("bash", command="sleep 2", run_in_background=True),
-                          reply("started")]) as agent:
+    with _agent(
+        workdir, [call("bash", command="sleep 2", run_in_background=True), reply("started")]
+    ) as agent:
         agent.send("start something")
         with pytest.raises(AgentBusyError):
             agent.restore(agent.session_id, agent.list_checkpoints()[0].seq)
@@ -248,7 +263,8 @@ def test_a_failed_write_puts_everything_back(
         after = {p.name: p.read_bytes() for p in workdir.rglob("*") if p.is_file()}
         assert before == after
         assert ["restore_started", "restore_finished"] == [
-            e.kind for e in cp.read(agent.session_id)][-2:]
+            e.kind for e in cp.read(agent.session_id)
+        ][-2:]
         assert head + 2 == cp.head(agent.session_id)
         assert agent.pending_restore() is None
 
@@ -261,7 +277,8 @@ def test_interrupted_restore_is_reported_and_can_be_finished(workdir: Path) -> N
         sid = agent.session_id
         seq = agent.list_checkpoints()[0].seq
     plans = _restore_files.backup_files(
-        workdir, [("a.txt", None, None), ("sub/b.txt", None, None)], cp.blobs)
+        workdir, [("a.txt", None, None), ("sub/b.txt", None, None)], cp.blobs
+    )
     cp.append(sid, [RestoreStarted(to_seq=seq, conversation=True, files=tuple(plans))])
     (workdir / "sub" / "b.txt").unlink()  # the crash came after one of the two files
     with _agent(workdir, [reply("unused")], cp) as agent:
@@ -282,8 +299,9 @@ def test_interrupted_restore_can_be_rolled_back(workdir: Path) -> None:
     with _three_prompts(workdir, cp) as agent:
         seq = agent.list_checkpoints()[0].seq
         plans = _restore_files.backup_files(workdir, [("sub/b.txt", None, None)], cp.blobs)
-        cp.append(agent.session_id, [RestoreStarted(to_seq=seq, conversation=True,
-                                                    files=tuple(plans))])
+        cp.append(
+            agent.session_id, [RestoreStarted(to_seq=seq, conversation=True, files=tuple(plans))]
+        )
         (workdir / "sub" / "b.txt").unlink()
         assert ["sub/b.txt"] == agent.rollback_restore()
         assert agent.pending_restore() is None
@@ -319,6 +337,5 @@ def test_prompts_of_other_origins_are_not_checkpoints(workdir: Path) -> None:
     with _agent(workdir, [reply("a")], cp) as agent:
         agent.send("real")
         for origin in ("reminder", "repair", "background"):
-            cp.append(agent.session_id, [UserPrompt(content=(TextBlock(origin),),
-                                                    origin=origin)])
+            cp.append(agent.session_id, [UserPrompt(content=(TextBlock(origin),), origin=origin)])
         assert ["real"] == [c.prompt for c in agent.list_checkpoints()]

@@ -56,8 +56,9 @@ def reply(text: str) -> AssistantMessage:
 
 def call(name: str, **input: Any) -> AssistantMessage:
     """An assistant message calling one tool."""
-    return AssistantMessage(content=(ToolUseBlock(f"toolu_{next(_IDS)}", name, input),),
-                            stop_reason="tool_use")
+    return AssistantMessage(
+        content=(ToolUseBlock(f"toolu_{next(_IDS)}", name, input),), stop_reason="tool_use"
+    )
 
 
 def write(path: str, content: str) -> list[AssistantMessage]:
@@ -65,12 +66,11 @@ def write(path: str, content: str) -> list[AssistantMessage]:
     return [call("write_file", path=path, content=content), reply(f"wrote {path}")]
 
 
-
-
 def agent_on(work: Path, cp: Checkpointer, script: list[Any]) -> LiteAgent:
     """An agent on ``work`` and ``cp``, in the session SID."""
-    agent = create_lite_agent(model=scripted(script), model_name="m", workdir=work,
-                              checkpointer=cp, tools=TOOLS)
+    agent = create_lite_agent(
+        model=scripted(script), model_name="m", workdir=work, checkpointer=cp, tools=TOOLS
+    )
     agent.resume(SID)
     return agent
 
@@ -86,12 +86,16 @@ def work(tmp_path: Path) -> Path:
 
 def two_prompts(work: Path, cp: Checkpointer) -> int:
     """p1 edits keep.txt and creates sub/b.txt; p2 creates c.txt. Returns p1's seq."""
-    with agent_on(work, cp, [
-        call("edit_file", path="keep.txt", old_string="own", new_string="edited"),
-        call("write_file", path="sub/b.txt", content="b"),
-        reply("p1 done"),
-        *write("c.txt", "c"),
-    ]) as agent:
+    with agent_on(
+        work,
+        cp,
+        [
+            call("edit_file", path="keep.txt", old_string="own", new_string="edited"),
+            call("write_file", path="sub/b.txt", content="b"),
+            reply("p1 done"),
+            *write("c.txt", "c"),
+        ],
+    ) as agent:
         agent.send("p1")
         agent.send("p2")
         return agent.list_checkpoints()[0].seq
@@ -115,12 +119,21 @@ def test_refuses_a_tool_call_cut_in_half(work: Path) -> None:
     """A tool_use without its result in the log (a crash mid-call) refuses a file restore."""
     with memory_checkpointer() as cp:
         seq = two_prompts(work, cp)
-        cp.append(SID, [AssistantMessage(
-            content=(ToolUseBlock("toolu_cut", "write_file", {"path": "c.txt", "content": "x"}),),
-            stop_reason="tool_use")])
+        cp.append(
+            SID,
+            [
+                AssistantMessage(
+                    content=(
+                        ToolUseBlock("toolu_cut", "write_file", {"path": "c.txt", "content": "x"}),
+                    ),
+                    stop_reason="tool_use",
+                )
+            ],
+        )
         problems = refusal(work, cp, seq)
-    assert [("", "a tool call after the checkpoint has no result (it was cut in half): "
-                 "toolu_cut")] == problems
+    assert [
+        ("", "a tool call after the checkpoint has no result (it was cut in half): toolu_cut")
+    ] == problems
 
 
 def test_refuses_a_snapshot_missing_from_the_blob_store(work: Path, tmp_path: Path) -> None:
@@ -132,21 +145,27 @@ def test_refuses_a_snapshot_missing_from_the_blob_store(work: Path, tmp_path: Pa
         with agent_on(work, cp, []) as agent:
             assert ("keep.txt",) == agent.list_checkpoints()[0].unavailable_files
         problems = refusal(work, cp, seq)
-    assert [("keep.txt", f"its snapshot {ref} is missing from the blob store" + UNAVAILABLE)
-            ] == problems
+    assert [
+        ("keep.txt", f"its snapshot {ref} is missing from the blob store" + UNAVAILABLE)
+    ] == problems
 
 
 def test_refuses_a_snapshot_over_the_size_cap(work: Path) -> None:
     """A file over the snapshot cap was recorded as truncated: a file restore is refused."""
     (work / "big.bin").write_bytes(b"\x00" * (8 * 1024 * 1024 + 1))
     with memory_checkpointer() as cp:
-        with agent_on(work, cp, [call("write_bytes", path="big.bin", data_hex="00ff"),
-                                 reply("shrunk")]) as agent:
+        with agent_on(
+            work, cp, [call("write_bytes", path="big.bin", data_hex="00ff"), reply("shrunk")]
+        ) as agent:
             agent.send("shrink it")
             seq = agent.list_checkpoints()[0].seq
         problems = refusal(work, cp, seq)
-    assert [("big.bin", "its snapshot was not kept (the file was over the snapshot size cap)"
-             + UNAVAILABLE)] == problems
+    assert [
+        (
+            "big.bin",
+            "its snapshot was not kept (the file was over the snapshot size cap)" + UNAVAILABLE,
+        )
+    ] == problems
 
 
 def test_refuses_a_truncated_snapshot_blob(work: Path, tmp_path: Path) -> None:
@@ -168,8 +187,9 @@ def test_refuses_a_file_replaced_by_a_symlink(work: Path) -> None:
         (work / "sub" / "b.txt").unlink()
         (work / "sub" / "b.txt").symlink_to(work / "same.txt")
         problems = refusal(work, cp, seq)
-    assert [("sub/b.txt", "a symlink was swapped in on the path since the agent wrote it")
-            ] == problems
+    assert [
+        ("sub/b.txt", "a symlink was swapped in on the path since the agent wrote it")
+    ] == problems
 
 
 def test_refuses_a_path_that_is_now_a_folder(work: Path) -> None:
@@ -194,17 +214,25 @@ def test_refuses_a_folder_on_the_path_replaced_by_a_file(work: Path) -> None:
     assert ["sub/b.txt"] == [path for path, _ in problems]
 
 
-@pytest.mark.parametrize(("path", "reason"), [
-    ("../escape.txt", "the path is outside the workspace"),
-    ("/etc/escape.txt", "the path is not relative to the workspace"),
-])
-def test_refuses_a_recorded_path_outside_the_workspace(work: Path, path: str,
-                                                       reason: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("../escape.txt", "the path is outside the workspace"),
+        ("/etc/escape.txt", "the path is not relative to the workspace"),
+    ],
+)
+def test_refuses_a_recorded_path_outside_the_workspace(work: Path, path: str, reason: str) -> None:
     """A snapshot whose path leaves the workspace (a damaged or forged log) is refused."""
     with memory_checkpointer() as cp:
         seq = cp.append(SID, [UserPrompt(content=(TextBlock("p1"),))])
-        cp.append(SID, [FileSnapshot(path=path, tool_call_id="toolu_x", pre_image=None,
-                                     pre_hash=None, post_hash=None)])
+        cp.append(
+            SID,
+            [
+                FileSnapshot(
+                    path=path, tool_call_id="toolu_x", pre_image=None, pre_hash=None, post_hash=None
+                )
+            ],
+        )
         problems = refusal(work, cp, seq)
     assert [(path, reason)] == problems
 
@@ -234,8 +262,14 @@ def test_refusal_lists_every_problem(work: Path) -> None:
         seq = two_prompts(work, cp)
         (work / "keep.txt").write_text("changed")
         (work / "c.txt").unlink()
-        cp.append(SID, [AssistantMessage(content=(ToolUseBlock("toolu_open", "bash", {}),),
-                                         stop_reason="tool_use")])
+        cp.append(
+            SID,
+            [
+                AssistantMessage(
+                    content=(ToolUseBlock("toolu_open", "bash", {}),), stop_reason="tool_use"
+                )
+            ],
+        )
         problems = refusal(work, cp, seq)
     assert ["", "c.txt", "keep.txt"] == [path for path, _ in problems]
 
@@ -317,8 +351,11 @@ def test_a_writer_in_another_process_during_the_restore(
 
         def racing(root: Path, rel: str, content: bytes | None) -> None:
             if not calls:
-                subprocess.run([sys.executable, "-c", _APPEND, str(tmp_path / "log.db"), SID],
-                               check=True, timeout=60)
+                subprocess.run(
+                    [sys.executable, "-c", _APPEND, str(tmp_path / "log.db"), SID],
+                    check=True,
+                    timeout=60,
+                )
             calls.append(rel)
             real(root, rel, content)
 
@@ -331,7 +368,8 @@ def test_a_writer_in_another_process_during_the_restore(
     assert files == workspace(work)
     assert log == events[: len(log)]
     assert ["restore_started", "user_prompt", "restore_finished"] == [
-        e.kind for e in events[len(log):]]
+        e.kind for e in events[len(log) :]
+    ]
     child = events[len(log) + 1].body
     assert isinstance(child, UserPrompt)
     assert "from the other process" == child.text
@@ -461,8 +499,9 @@ class Zygote:
 @pytest.fixture(scope="module")
 def zygote() -> Iterator[Zygote]:
     """The helper process that forks the workers (one per module: it starts in seconds)."""
-    proc = subprocess.Popen([sys.executable, "-c", _ZYGOTE], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _ZYGOTE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         yield Zygote(proc)
     finally:
@@ -486,17 +525,34 @@ def session_job(rng: random.Random) -> tuple[dict[str, str], list[list[Any]]]:
     """The user's files (30), and three prompts that change 55 files: overwrite, create, edit,
     delete."""
     initial = {f"user/{i:02} ü.txt": _content(rng, f"user {i}") for i in range(30)}
-    p1: list[Any] = [("write_file", {"path": f"user/{i:02} ü.txt",
-                                     "content": _content(rng, f"v2 {i}")}) for i in range(15)]
-    p1 += [("write_file", {"path": f"new/-{i:02}.txt", "content": _content(rng, f"new {i}")})
-           for i in range(15)]
+    p1: list[Any] = [
+        ("write_file", {"path": f"user/{i:02} ü.txt", "content": _content(rng, f"v2 {i}")})
+        for i in range(15)
+    ]
+    p1 += [
+        ("write_file", {"path": f"new/-{i:02}.txt", "content": _content(rng, f"new {i}")})
+        for i in range(15)
+    ]
     p2: list[Any] = [("delete_file", {"path": f"user/{i:02} ü.txt"}) for i in range(15, 25)]
-    p2 += [("edit_file", {"path": f"user/{i:02} ü.txt", "old_string": f"marker user {i}\n",
-                          "new_string": "edited\n"}) for i in range(25, 30)]
-    p2 += [("write_file", {"path": f"new/-{i:02}.txt", "content": _content(rng, f"new {i}")})
-           for i in range(15, 25)]
-    p3: list[Any] = [("write_file", {"path": f"new/-{i:02}.txt",
-                                     "content": _content(rng, f"v3 {i}")}) for i in range(10)]
+    p2 += [
+        (
+            "edit_file",
+            {
+                "path": f"user/{i:02} ü.txt",
+                "old_string": f"marker user {i}\n",
+                "new_string": "edited\n",
+            },
+        )
+        for i in range(25, 30)
+    ]
+    p2 += [
+        ("write_file", {"path": f"new/-{i:02}.txt", "content": _content(rng, f"new {i}")})
+        for i in range(15, 25)
+    ]
+    p3: list[Any] = [
+        ("write_file", {"path": f"new/-{i:02}.txt", "content": _content(rng, f"v3 {i}")})
+        for i in range(10)
+    ]
     p3 += [("delete_file", {"path": f"new/-{i:02}.txt"}) for i in range(10, 15)]
     return initial, [p1, p2, p3]
 
@@ -548,8 +604,15 @@ class Round:
         return self.said["restoring"][2]
 
 
-def run_round(zygote: Zygote, root: Path, backend: str, rng: random.Random, *,
-              kill_after: float | None, mode: str = "restore") -> Round:
+def run_round(
+    zygote: Zygote,
+    root: Path,
+    backend: str,
+    rng: random.Random,
+    *,
+    kill_after: float | None,
+    mode: str = "restore",
+) -> Round:
     """Lay out a fresh workspace and run one job in a worker."""
     work = root / "work"
     initial, prompts = session_job(rng)
@@ -557,8 +620,14 @@ def run_round(zygote: Zygote, root: Path, backend: str, rng: random.Random, *,
         (work / path).parent.mkdir(parents=True, exist_ok=True)
         (work / path).write_text(text)
     store = root / ("store" if backend == "file" else "log.db")
-    job = {"backend": backend, "store": str(store), "work": str(work), "session": SID,
-           "prompts": prompts, "mode": mode}
+    job = {
+        "backend": backend,
+        "store": str(store),
+        "work": str(work),
+        "session": SID,
+        "prompts": prompts,
+        "mode": mode,
+    }
     said = zygote.run(job, kill_after)
     files = {p: t.encode() for p, t in initial.items()}
     return Round(said, work, store, files, simulate(files, prompts))
@@ -621,12 +690,10 @@ def test_sigkill_during_a_restore(zygote: Zygote, tmp_path: Path, backend: str) 
 
 @pytest.mark.processes
 @pytest.mark.timeout(120)
-def test_a_crash_inside_a_file_write_leaves_nothing_behind(zygote: Zygote,
-                                                           tmp_path: Path) -> None:
+def test_a_crash_inside_a_file_write_leaves_nothing_behind(zygote: Zygote, tmp_path: Path) -> None:
     """A worker killed inside the first file write leaves a pending restore that
     finish_restore completes to exactly the workspace before the first prompt."""
-    r = run_round(zygote, tmp_path, "file", random.Random(7), kill_after=None,
-                  mode="die_in_write")
+    r = run_round(zygote, tmp_path, "file", random.Random(7), kill_after=None, mode="die_in_write")
     with file_checkpointer(r.store) as cp, agent_on(r.work, cp, []) as agent:
         assert agent.pending_restore() is not None
         agent.finish_restore()

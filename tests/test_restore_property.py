@@ -54,8 +54,6 @@ TEXT = st.text(st.characters(codec="utf-8"), max_size=24)
 CONTENT = st.one_of(TEXT.map(str.encode), st.binary(max_size=48))
 
 
-
-
 def reply(text: str) -> AssistantMessage:
     """A final assistant text."""
     return AssistantMessage(content=(TextBlock(text),), stop_reason="end_turn")
@@ -63,8 +61,9 @@ def reply(text: str) -> AssistantMessage:
 
 def call(name: str, input: dict[str, Any]) -> AssistantMessage:
     """An assistant message calling one tool."""
-    return AssistantMessage(content=(ToolUseBlock(f"toolu_{next(_IDS)}", name, input),),
-                            stop_reason="tool_use")
+    return AssistantMessage(
+        content=(ToolUseBlock(f"toolu_{next(_IDS)}", name, input),), stop_reason="tool_use"
+    )
 
 
 # -- the model of the tools -----------------------------------------------------------------------
@@ -102,8 +101,9 @@ def apply(files: dict[str, bytes], name: str, input: dict[str, Any]) -> None:
             files[path] = text.replace(old, new, 1).encode()
 
 
-def draw_call(data: st.DataObject, names: list[str],
-              files: dict[str, bytes]) -> tuple[str, dict[str, Any]]:
+def draw_call(
+    data: st.DataObject, names: list[str], files: dict[str, bytes]
+) -> tuple[str, dict[str, Any]]:
     """One random tool call on one of ``names``, given the files as they are now."""
     name = data.draw(st.sampled_from(["write_file", "write_bytes", "edit_file", "delete_file"]))
     path = data.draw(st.sampled_from(names))
@@ -189,7 +189,8 @@ def expected_restore(plan: Plan, session: int, prompt: int) -> Expected:
         last[t.path] = t
     refused = {
         path: "deleted" if plan.final.get(path) is None else "changed"
-        for path, t in last.items() if plan.final.get(path) != t.post
+        for path, t in last.items()
+        if plan.final.get(path) != t.post
     }
     targets = {path: t.pre for path, t in first.items()}
     foreign = {t.path for t in plan.touches if t.session != session and t.prompt >= prompt}
@@ -205,8 +206,9 @@ def _agent(work: Path, cp: Any, session: int, plan: Plan) -> LiteAgent:
         if plan.sessions[index] == session:
             script += [call(name, input) for name, input in calls]
             script.append(reply(f"prompt {index} done"))
-    agent = create_lite_agent(model=scripted(script), model_name="m", workdir=work,
-                              checkpointer=cp, tools=TOOLS)
+    agent = create_lite_agent(
+        model=scripted(script), model_name="m", workdir=work, checkpointer=cp, tools=TOOLS
+    )
     agent.resume(SESSIONS[session])
     return agent
 
@@ -224,8 +226,11 @@ def test_restore_of_one_of_two_sessions_matches_the_model(data: st.DataObject) -
     expected = expected_restore(plan, session, mine[which])
     changed = min(len(expected.targets), 3)
     event("refused" if expected.refused else f"restore of {changed}{'+' * (changed == 3)} files")
-    with tempfile.TemporaryDirectory() as tmp, memory_checkpointer() as cp, \
-            contextlib.ExitStack() as stack:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        memory_checkpointer() as cp,
+        contextlib.ExitStack() as stack,
+    ):
         work = Path(tmp)
         for path, content in plan.initial.items():
             (work / path).parent.mkdir(parents=True, exist_ok=True)

@@ -343,7 +343,10 @@ def test_an_unknown_capability_is_refused() -> None:
 
 
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False)
     | st.text(),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
     max_leaves=8,
@@ -351,8 +354,12 @@ _json = st.recursive(
 _blocks = st.one_of(
     st.builds(TextBlock, st.text()),
     st.builds(ThinkingBlock, st.text(), signature=st.text()),
-    st.builds(ToolUseBlock, st.text(min_size=1), st.text(min_size=1),
-              st.dictionaries(st.text(), _json, max_size=4)),
+    st.builds(
+        ToolUseBlock,
+        st.text(min_size=1),
+        st.text(min_size=1),
+        st.dictionaries(st.text(), _json, max_size=4),
+    ),
     st.builds(ToolResultBlock, st.text(min_size=1), st.text()),
 )
 
@@ -368,8 +375,10 @@ def test_streamed_deltas_rebuild_the_scripted_message(
     pieces: dict[int, list[str]] = {}
     for event in scripted([message], stream_chunk=chunk).stream(_request()):
         if isinstance(event, TextDelta | ThinkingDelta | ToolInputDelta):
-            piece = event.text if isinstance(event, TextDelta) else (
-                event.thinking if isinstance(event, ThinkingDelta) else event.partial_json
+            piece = (
+                event.text
+                if isinstance(event, TextDelta)
+                else (event.thinking if isinstance(event, ThinkingDelta) else event.partial_json)
             )
             assert chunk is None or len(piece) <= chunk
             pieces.setdefault(event.index, []).append(piece)
@@ -384,10 +393,10 @@ def test_streamed_deltas_rebuild_the_scripted_message(
     assert expected == {i: "".join(p) for i, p in pieces.items()}
 
 
-@pytest.mark.parametrize("value", [2**64, -(2**63) - 1, "a\ud800"], ids=["2**64", "-2**63-1",
-                                                                        "lone-surrogate"])
-def test_a_scripted_input_the_log_cannot_store_is_answered_in_its_lossless_form(
-        value: Any) -> None:
+@pytest.mark.parametrize(
+    "value", [2**64, -(2**63) - 1, "a\ud800"], ids=["2**64", "-2**63-1", "lone-surrogate"]
+)
+def test_a_scripted_input_the_log_cannot_store_is_answered_in_its_lossless_form(value: Any) -> None:
     """A scripted tool input holding an integer beyond 64 bits or a lone surrogate is answered
     as input {} with input_json (its canonical JSON), streamed as that exact JSON."""
     message = AssistantMessage(content=(ToolUseBlock("t1", "calc", {"v": value}),))

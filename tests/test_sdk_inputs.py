@@ -37,8 +37,9 @@ from liteagent.sdk import (
 from liteagent.tools import bash, write_file
 
 ANSWERS = 10_000
-SETTINGS = settings(max_examples=60, deadline=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 def _reply(_: Any) -> AssistantMessage:
@@ -58,9 +59,25 @@ WRONG = st.one_of(
     st.binary(max_size=6),
     st.lists(st.none(), max_size=2),
     st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
-    st.sampled_from(["", " \n\t", "\udcff", "a\x00b", "x" * 5000, "../etc", object(),
-                     CancelToken(), Path("/nonexistent"), 2**63, -1, 0, float("nan"),
-                     _provider, memory_checkpointer]),
+    st.sampled_from(
+        [
+            "",
+            " \n\t",
+            "\udcff",
+            "a\x00b",
+            "x" * 5000,
+            "../etc",
+            object(),
+            CancelToken(),
+            Path("/nonexistent"),
+            2**63,
+            -1,
+            0,
+            float("nan"),
+            _provider,
+            memory_checkpointer,
+        ]
+    ),
 )
 """Values of the wrong type, and extreme values of the right ones."""
 
@@ -82,9 +99,22 @@ def _paths(tmp_path: Path) -> st.SearchStrategy[Any]:
     """Wrong workdir / home values that never name a usable folder outside ``tmp_path``."""
     afile = tmp_path / "a-file"
     afile.write_text("x")
-    return st.one_of(NOT_TEXT, st.sampled_from(
-        ["", "\x00", "a\x00b", "\udcff", str(tmp_path / "missing"), str(afile), afile,
-         str(afile / "below"), b"bytes"]))
+    return st.one_of(
+        NOT_TEXT,
+        st.sampled_from(
+            [
+                "",
+                "\x00",
+                "a\x00b",
+                "\udcff",
+                str(tmp_path / "missing"),
+                str(afile),
+                afile,
+                str(afile / "below"),
+                b"bytes",
+            ]
+        ),
+    )
 
 
 def _factory_values(tmp_path: Path) -> dict[str, st.SearchStrategy[Any]]:
@@ -94,13 +124,32 @@ def _factory_values(tmp_path: Path) -> dict[str, st.SearchStrategy[Any]]:
         "workdir": _paths(tmp_path),
         "checkpointer": WRONG,
         "sessions": WRONG,
-        "tools": st.one_of(WRONG, st.lists(st.one_of(WRONG, st.just(bash)), max_size=3),
-                           st.just([bash, bash]), st.just("bash")),
+        "tools": st.one_of(
+            WRONG,
+            st.lists(st.one_of(WRONG, st.just(bash)), max_size=3),
+            st.just([bash, bash]),
+            st.just("bash"),
+        ),
         "system_prompt": WRONG,
-        "context": st.one_of(WRONG, st.dictionaries(
-            st.sampled_from(["budget_tokens", "archive_threshold_bytes", "planner",
-                             "idle_compact_after", "window_tokens", "native_edits", "nope", 5]),
-            WRONG, max_size=2)),
+        "context": st.one_of(
+            WRONG,
+            st.dictionaries(
+                st.sampled_from(
+                    [
+                        "budget_tokens",
+                        "archive_threshold_bytes",
+                        "planner",
+                        "idle_compact_after",
+                        "window_tokens",
+                        "native_edits",
+                        "nope",
+                        5,
+                    ]
+                ),
+                WRONG,
+                max_size=2,
+            ),
+        ),
         "home": _paths(tmp_path),
         "max_turns": WRONG,
         "max_tokens": WRONG,
@@ -115,8 +164,14 @@ def _factory_values(tmp_path: Path) -> dict[str, st.SearchStrategy[Any]]:
 def _valid(tmp_path: Path) -> dict[str, Any]:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    return {"model": _provider(), "model_name": "m", "workdir": work,
-            "home": tmp_path / "home", "tools": [write_file], "use": []}
+    return {
+        "model": _provider(),
+        "model_name": "m",
+        "workdir": work,
+        "home": tmp_path / "home",
+        "tools": [write_file],
+        "use": [],
+    }
 
 
 FACTORIES = [create_lite_agent, create_async_lite_agent, create_agent]
@@ -139,11 +194,22 @@ def test_factories_raise_only_library_errors(tmp_path: Path, factory: Any, data:
         asyncio.run(agent.close())
 
 
-@pytest.mark.parametrize(("name", "value"), [
-    ("tools", "bash"), ("tools", [None]), ("workdir", None), ("system_prompt", 5),
-    ("compactor", 5), ("max_queued_sends", -1), ("idle_timeout_s", 0), ("idle_timeout_s", "3"),
-    ("max_live_sessions", True), ("context", {"budget_tokens": "x"}), ("tools", [bash, bash]),
-])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("tools", "bash"),
+        ("tools", [None]),
+        ("workdir", None),
+        ("system_prompt", 5),
+        ("compactor", 5),
+        ("max_queued_sends", -1),
+        ("idle_timeout_s", 0),
+        ("idle_timeout_s", "3"),
+        ("max_live_sessions", True),
+        ("context", {"budget_tokens": "x"}),
+        ("tools", [bash, bash]),
+    ],
+)
 def test_factory_refuses_with_invalid_argument(tmp_path: Path, name: str, value: Any) -> None:
     """The reported bad factory arguments raise InvalidArgumentError at once."""
     kwargs = _valid(tmp_path)
@@ -166,20 +232,34 @@ def test_a_valid_compactor_is_accepted(tmp_path: Path) -> None:
 
 SESSION = st.one_of(WRONG, st.text(max_size=10), st.just("s1"))
 METHODS: dict[str, dict[str, tuple[Any, st.SearchStrategy[Any]]]] = {
-    "send": {"input": ("hi", st.one_of(WRONG, st.text(max_size=20))),
-             "session_id": (None, SESSION), "cancel": (None, WRONG)},
+    "send": {
+        "input": ("hi", st.one_of(WRONG, st.text(max_size=20))),
+        "session_id": (None, SESSION),
+        "cancel": (None, WRONG),
+    },
     "resume": {"session_id": ("s1", SESSION)},
     "delete_session": {"session_id": ("gone", SESSION)},
     "list_checkpoints": {"session_id": (None, SESSION)},
-    "restore": {"session_id": ("s1", SESSION), "seq": (1, WRONG), "files": (True, WRONG),
-                "conversation": (True, WRONG), "cancel": (None, WRONG)},
+    "restore": {
+        "session_id": ("s1", SESSION),
+        "seq": (1, WRONG),
+        "files": (True, WRONG),
+        "conversation": (True, WRONG),
+        "cancel": (None, WRONG),
+    },
     "pending_restore": {"session_id": (None, SESSION)},
     "finish_restore": {"session_id": (None, SESSION)},
     "rollback_restore": {"session_id": (None, SESSION)},
-    "compact": {"instructions": (None, WRONG), "session_id": (None, SESSION),
-                "cancel": (None, WRONG)},
-    "iter_compact": {"instructions": (None, WRONG), "session_id": (None, SESSION),
-                     "cancel": (None, WRONG)},
+    "compact": {
+        "instructions": (None, WRONG),
+        "session_id": (None, SESSION),
+        "cancel": (None, WRONG),
+    },
+    "iter_compact": {
+        "instructions": (None, WRONG),
+        "session_id": (None, SESSION),
+        "cancel": (None, WRONG),
+    },
     "subscribe": {"maxsize": (16, WRONG), "session_id": (None, SESSION)},
 }
 
@@ -196,8 +276,9 @@ def _finish(result: Any) -> Any:
 @pytest.fixture
 def agent(tmp_path: Path) -> Iterator[LiteAgent]:
     """A LiteAgent on a memory log whose model always answers "ok"."""
-    with create_lite_agent(model=_provider(), model_name="m", workdir=tmp_path,
-                           checkpointer=memory_checkpointer()) as a:
+    with create_lite_agent(
+        model=_provider(), model_name="m", workdir=tmp_path, checkpointer=memory_checkpointer()
+    ) as a:
         yield a
 
 
@@ -217,8 +298,9 @@ def test_methods_raise_only_library_errors(agent: LiteAgent, method: str, data: 
 @pytest.fixture
 def async_agent(tmp_path: Path) -> Iterator[AsyncLiteAgent]:
     """An AsyncLiteAgent on a memory log whose model always answers "ok"."""
-    a = create_async_lite_agent(model=_provider(), model_name="m", workdir=tmp_path,
-                                checkpointer=memory_checkpointer())
+    a = create_async_lite_agent(
+        model=_provider(), model_name="m", workdir=tmp_path, checkpointer=memory_checkpointer()
+    )
     try:
         yield a
     finally:
@@ -239,8 +321,9 @@ async def _async_call(agent: AsyncLiteAgent, method: str, kwargs: dict[str, Any]
 @pytest.mark.parametrize("method", sorted(METHODS))
 @SETTINGS
 @given(data=st.data())
-def test_async_methods_raise_only_library_errors(async_agent: AsyncLiteAgent, method: str,
-                                                 data: Any) -> None:
+def test_async_methods_raise_only_library_errors(
+    async_agent: AsyncLiteAgent, method: str, data: Any
+) -> None:
     """The same for AsyncLiteAgent's methods."""
     spec = METHODS[method]
     name = data.draw(st.sampled_from(sorted(spec)), label="parameter")
@@ -277,13 +360,33 @@ def test_a_bad_cancel_is_refused(agent: LiteAgent) -> None:
     assert 0 == agent._core.checkpointer.head(agent.session_id)
 
 
-@pytest.mark.parametrize("call", [
-    lambda a: a.resume(5), lambda a: a.restore("s1", "3"), lambda a: a.restore("s1", 0),
-    lambda a: a.restore("s1", 1, files="yes"), lambda a: a.subscribe(0),
-    lambda a: a.subscribe(-1), lambda a: a.subscribe(2.5), lambda a: a.subscribe(True),
-    lambda a: a.compact(5), lambda a: a.delete_session(None),
-], ids=["resume-int", "restore-str-seq", "restore-zero", "restore-files-str", "subscribe-0",
-        "subscribe-neg", "subscribe-float", "subscribe-bool", "compact-int", "delete-none"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda a: a.resume(5),
+        lambda a: a.restore("s1", "3"),
+        lambda a: a.restore("s1", 0),
+        lambda a: a.restore("s1", 1, files="yes"),
+        lambda a: a.subscribe(0),
+        lambda a: a.subscribe(-1),
+        lambda a: a.subscribe(2.5),
+        lambda a: a.subscribe(True),
+        lambda a: a.compact(5),
+        lambda a: a.delete_session(None),
+    ],
+    ids=[
+        "resume-int",
+        "restore-str-seq",
+        "restore-zero",
+        "restore-files-str",
+        "subscribe-0",
+        "subscribe-neg",
+        "subscribe-float",
+        "subscribe-bool",
+        "compact-int",
+        "delete-none",
+    ],
+)
 def test_reported_bad_arguments_are_library_errors(agent: LiteAgent, call: Any) -> None:
     """The reported bad method arguments raise a LiteAgentError."""
     with pytest.raises(LiteAgentError):
@@ -298,8 +401,10 @@ def test_subscription_get_refuses_a_bad_timeout(agent: LiteAgent, value: Any) ->
         sub.get(value)
 
 
-@pytest.mark.parametrize(("json", "level"), [("yes", "INFO"), (False, "LOUD"), (False, 5.5),
-                                             (None, "INFO"), (False, None)])
+@pytest.mark.parametrize(
+    ("json", "level"),
+    [("yes", "INFO"), (False, "LOUD"), (False, 5.5), (None, "INFO"), (False, None)],
+)
 def test_configure_logging_refuses_bad_arguments(json: Any, level: Any) -> None:
     """configure_logging with a non-bool json or an unknown level raises InvalidArgumentError
     (before configuring anything)."""

@@ -114,13 +114,29 @@ class Store:
         folder.mkdir()
         return folder
 
-    def job(self, folder: Path, name: str, session: str, prompt: str,
-            steps: list[dict[str, Any]], *, barrier: bool = False) -> dict[str, Any]:
+    def job(
+        self,
+        folder: Path,
+        name: str,
+        session: str,
+        prompt: str,
+        steps: list[dict[str, Any]],
+        *,
+        barrier: bool = False,
+    ) -> dict[str, Any]:
         """The job of a child sending ``prompt`` to ``session`` with a model following
         ``steps`` (see ``_lease_procs``)."""
-        return {"name": name, "dir": str(folder), "work": str(self.workdir),
-                "backend": self.backend, "store": str(self.path), "session": session,
-                "prompt": prompt, "steps": steps, "barrier": barrier}
+        return {
+            "name": name,
+            "dir": str(folder),
+            "work": str(self.workdir),
+            "backend": self.backend,
+            "store": str(self.path),
+            "session": session,
+            "prompt": prompt,
+            "steps": steps,
+            "barrier": barrier,
+        }
 
 
 @pytest.fixture(params=BACKENDS)
@@ -136,8 +152,11 @@ def rows(cp: Checkpointer, session_id: str) -> list[list[Any]]:
 
 def prompts(events: list[StoredEvent]) -> list[str]:
     """The texts of the user prompts in ``events``."""
-    return [" ".join(b.text for b in e.body.content if isinstance(b, TextBlock))
-            for e in events if isinstance(e.body, UserPrompt)]
+    return [
+        " ".join(b.text for b in e.body.content if isinstance(b, TextBlock))
+        for e in events
+        if isinstance(e.body, UserPrompt)
+    ]
 
 
 def reply(text: str) -> AssistantMessage:
@@ -149,11 +168,13 @@ def call(tool: str, **input: Any) -> AssistantMessage:
     """An assistant message calling one tool."""
     return AssistantMessage(
         content=(ToolUseBlock(f"toolu_{tool}_{time.monotonic_ns()}", tool, input),),
-        stop_reason="tool_use")
+        stop_reason="tool_use",
+    )
 
 
-def held_model(entered: threading.Event, release: threading.Event,
-               text: str = "held") -> Callable[[ModelRequest], AssistantMessage]:
+def held_model(
+    entered: threading.Event, release: threading.Event, text: str = "held"
+) -> Callable[[ModelRequest], AssistantMessage]:
     """A scripted answer that signals ``entered`` and waits for ``release``."""
 
     def answer(request: ModelRequest) -> AssistantMessage:
@@ -166,16 +187,29 @@ def held_model(entered: threading.Event, release: threading.Event,
 
 def agent_on(cp: Checkpointer, workdir: Path, responses: list[Any], **kw: Any) -> LiteAgent:
     """An agent on ``cp`` (which it does not own) answering from ``responses``."""
-    return create_lite_agent(model=scripted(responses), model_name="m", workdir=workdir,
-                             checkpointer=cp, context=False, **kw)
+    return create_lite_agent(
+        model=scripted(responses),
+        model_name="m",
+        workdir=workdir,
+        checkpointer=cp,
+        context=False,
+        **kw,
+    )
 
 
 def hold_in_child(procs: ForkServer, store: Store, session: str) -> tuple[Path, int]:
     """Start a child whose turn on ``session`` waits in its model call until ``release`` is
     signalled; return its folder and pid once it is there (holding the session's lease)."""
     folder = store.folder()
-    pid = procs.start(**store.job(folder, "C", session, "from the other process",
-                                  [{"enter": "model-C", "block": "release", "text": "C done"}]))
+    pid = procs.start(
+        **store.job(
+            folder,
+            "C",
+            session,
+            "from the other process",
+            [{"enter": "model-C", "block": "release", "text": "C done"}],
+        )
+    )
     wait_file(folder, "model-C")
     return folder, pid
 
@@ -200,11 +234,17 @@ def _race(procs: ForkServer, store: Store, cp: Checkpointer, trial: int) -> tupl
     session = f"race-{trial}"
     pids = {}
     for name in ("A", "B"):
-        steps = [{"enter": f"model-{name}", "block": "release",
-                  "tools": [{"name": "mark", "input": {"label": name}}]},
-                 {"text": f"{name} done"}]
-        pids[name] = procs.start(**store.job(folder, name, session, f"prompt from {name}",
-                                             steps, barrier=True))
+        steps = [
+            {
+                "enter": f"model-{name}",
+                "block": "release",
+                "tools": [{"name": "mark", "input": {"label": name}}],
+            },
+            {"text": f"{name} done"},
+        ]
+        pids[name] = procs.start(
+            **store.job(folder, name, session, f"prompt from {name}", steps, barrier=True)
+        )
     wait_file(folder, "ready-A")
     wait_file(folder, "ready-B")
     signal_file(folder, "go")
@@ -273,33 +313,65 @@ def test_two_processes_racing_for_a_session_soak(procs: ForkServer, store: Store
 # Where the holder is killed: its model's steps, the file whose content is the log as the holder
 # had it acknowledged at that point, and the file that says it is there.
 KILL_POINTS: dict[str, tuple[list[dict[str, Any]], str, str]] = {
-    "first model call": (
-        [{"enter": "at-kill", "block": "forever"}], "at-kill", "at-kill"),
+    "first model call": ([{"enter": "at-kill", "block": "forever"}], "at-kill", "at-kill"),
     "tool run": (
-        [{"tools": [{"name": "mark",
-                     "input": {"label": "A", "enter": "at-kill", "block": "forever"}}]}],
-        "at-kill", "at-kill"),
+        [
+            {
+                "tools": [
+                    {
+                        "name": "mark",
+                        "input": {"label": "A", "enter": "at-kill", "block": "forever"},
+                    }
+                ]
+            }
+        ],
+        "at-kill",
+        "at-kill",
+    ),
     "second of two tools": (
-        [{"tools": [{"name": "mark", "input": {"label": "A"}},
-                    {"name": "mark",
-                     "input": {"label": "A2", "enter": "at-kill", "block": "forever"}}]}],
-        "at-kill", "at-kill"),
+        [
+            {
+                "tools": [
+                    {"name": "mark", "input": {"label": "A"}},
+                    {
+                        "name": "mark",
+                        "input": {"label": "A2", "enter": "at-kill", "block": "forever"},
+                    },
+                ]
+            }
+        ],
+        "at-kill",
+        "at-kill",
+    ),
     "model call after a tool": (
-        [{"tools": [{"name": "mark", "input": {"label": "A"}}]},
-         {"enter": "at-kill", "block": "forever"}],
-        "at-kill", "at-kill"),
+        [
+            {"tools": [{"name": "mark", "input": {"label": "A"}}]},
+            {"enter": "at-kill", "block": "forever"},
+        ],
+        "at-kill",
+        "at-kill",
+    ),
     "shell command outliving the holder": (
-        [{"tools": [{"name": "mark", "input": {"label": "A", "enter": "acked"}},
-                    {"name": "bash", "input": {"command": "{shell}"}}]}],
-        "acked", "bash.pid"),
+        [
+            {
+                "tools": [
+                    {"name": "mark", "input": {"label": "A", "enter": "acked"}},
+                    {"name": "bash", "input": {"command": "{shell}"}},
+                ]
+            }
+        ],
+        "acked",
+        "bash.pid",
+    ),
 }
 
 
 def _shell(folder: Path) -> str:
     """A command that records its pid and then sleeps in that same process (it survives its
     agent's SIGKILL: it runs in its own process group)."""
-    return (f"echo $$ > {folder}/.bash.pid && mv {folder}/.bash.pid {folder}/bash.pid "
-            "&& exec sleep 120")
+    return (
+        f"echo $$ > {folder}/.bash.pid && mv {folder}/.bash.pid {folder}/bash.pid && exec sleep 120"
+    )
 
 
 def _check_request(messages: list[list[Any]]) -> None:
@@ -310,7 +382,7 @@ def _check_request(messages: list[list[Any]]) -> None:
     for i, (role, blocks) in enumerate(messages):
         if role == "assistant":
             calls = [b[1] for b in blocks if b[0] == "ToolUseBlock"]
-            first = messages[i + 1][1][:len(calls)]
+            first = messages[i + 1][1][: len(calls)]
             assert [["ToolResultBlock", c] for c in calls] == [b[:2] for b in first], messages
 
 
@@ -338,9 +410,12 @@ def test_sigkill_of_the_holder_mid_turn_another_process_takes_over(
             assert holder_pid == held.pid
             assert -signal.SIGKILL == procs.kill(holder_pid)
             assert cp.lease_holder("s") is None
-            pid = procs.start(**store.job(folder, "C", "s", "continue",
-                                          [{"record": "request-C", "text": "C done"}]),
-                              context=engine)
+            pid = procs.start(
+                **store.job(
+                    folder, "C", "s", "continue", [{"record": "request-C", "text": "C done"}]
+                ),
+                context=engine,
+            )
             report = result(folder, "C")
             assert 0 == procs.wait(pid), report
             assert {"outcome": "ok", "text": "C done", "pid": pid} == report
@@ -354,14 +429,17 @@ def test_sigkill_of_the_holder_mid_turn_another_process_takes_over(
         if orphan is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(orphan, signal.SIGKILL)
-    assert acked == [[e.seq, e.kind, repr(e.body)] for e in events[:len(acked)]]
-    open_calls = fold(events[:len(acked)]).open_tool_calls
-    after = [e.body for e in events[len(acked):]]
-    closed = after[:len(open_calls)]
+    assert acked == [[e.seq, e.kind, repr(e.body)] for e in events[: len(acked)]]
+    open_calls = fold(events[: len(acked)]).open_tool_calls
+    after = [e.body for e in events[len(acked) :]]
+    closed = after[: len(open_calls)]
     assert list(open_calls) == [r.block.tool_use_id for r in closed if isinstance(r, ToolResult)]
-    assert all(r.block.is_error and "interrupted" in str(r.block.content) for r in closed
-               if isinstance(r, ToolResult))
-    rest = after[len(open_calls):]
+    assert all(
+        r.block.is_error and "interrupted" in str(r.block.content)
+        for r in closed
+        if isinstance(r, ToolResult)
+    )
+    rest = after[len(open_calls) :]
     if open_calls:
         assert isinstance(rest[0], TurnAborted)
         rest = rest[1:]
@@ -379,8 +457,9 @@ def test_sigkill_of_the_holder_mid_turn_another_process_takes_over(
 
 
 @pytest.fixture(params=("memory", *BACKENDS))
-def two_stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Checkpointer,
-                                                                                 Checkpointer]]:
+def two_stores(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[Checkpointer, Checkpointer]]:
     """Two checkpointers of this process on one store (one shared object for memory)."""
     if request.param == "memory":
         cp = memory_checkpointer()
@@ -400,9 +479,12 @@ def test_a_send_on_a_session_another_agent_runs_is_busy_and_writes_nothing(
     cp_a, cp_b = two_stores
     entered, release = threading.Event(), threading.Event()
     other = scripted([reply("never")])
-    with agent_on(cp_a, workdir, [held_model(entered, release)]) as a, create_lite_agent(
-            model=other, model_name="m", workdir=workdir, checkpointer=cp_b,
-            context=False) as b:
+    with (
+        agent_on(cp_a, workdir, [held_model(entered, release)]) as a,
+        create_lite_agent(
+            model=other, model_name="m", workdir=workdir, checkpointer=cp_b, context=False
+        ) as b,
+    ):
         worker = threading.Thread(target=a.send, args=("from a",), kwargs={"session_id": "s"})
         worker.start()
         try:
@@ -428,8 +510,9 @@ def test_an_async_send_on_a_session_another_agent_runs_is_busy_and_writes_nothin
     other = scripted([reply("never")])
 
     async def refused() -> None:
-        async with create_async_lite_agent(model=other, model_name="m", workdir=workdir,
-                                           checkpointer=cp_b, context=False) as b:
+        async with create_async_lite_agent(
+            model=other, model_name="m", workdir=workdir, checkpointer=cp_b, context=False
+        ) as b:
             with pytest.raises(AgentBusyError):
                 await b.send("from b", session_id="s")
 
@@ -464,8 +547,11 @@ def _store_files(store: Store) -> dict[str, bytes]:
     """Every file of a file store (nothing for SQLite: its rows are compared instead)."""
     if store.backend != "file":
         return {}
-    return {str(p.relative_to(store.path)): p.read_bytes()
-            for p in sorted(store.path.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(store.path)): p.read_bytes()
+        for p in sorted(store.path.rglob("*"))
+        if p.is_file()
+    }
 
 
 MAINTENANCE: dict[str, Callable[[LiteAgent, int], Any]] = {
@@ -494,8 +580,11 @@ def test_maintenance_of_a_session_another_process_runs_is_refused(
             try:
                 with pytest.raises(AgentBusyError):
                     MAINTENANCE[operation](agent, seq)
-                assert before == (rows(cp, "s"), _store_files(store),
-                                  (store.workdir / "a.txt").read_text())
+                assert before == (
+                    rows(cp, "s"),
+                    _store_files(store),
+                    (store.workdir / "a.txt").read_text(),
+                )
             finally:
                 report = finish_child(procs, folder, pid)
         assert "ok" == report["outcome"], report
@@ -515,15 +604,30 @@ def test_a_background_result_is_recorded_after_another_process_releases_the_sess
     """A background task finishes while another process runs a turn on its session: the
     result is not recorded into that turn; it is recorded, once, right after it."""
     folder = store.folder()
-    command = (f"while [ ! -e {folder}/bg-go ]; do sleep 0.01; done; echo bg-output; "
-               f"touch {folder}/bg-ended")
-    with store.open() as cp, agent_on(
-            cp, store.workdir, [call("bash", command=command, run_in_background=True),
-                                reply("started")], tools=[bash]) as agent:
+    command = (
+        f"while [ ! -e {folder}/bg-go ]; do sleep 0.01; done; echo bg-output; "
+        f"touch {folder}/bg-ended"
+    )
+    with (
+        store.open() as cp,
+        agent_on(
+            cp,
+            store.workdir,
+            [call("bash", command=command, run_in_background=True), reply("started")],
+            tools=[bash],
+        ) as agent,
+    ):
         agent.send("start it", session_id="s")
         assert 1 == len(agent.background_tasks())
-        pid = procs.start(**store.job(folder, "B", "s", "from B",
-                                      [{"enter": "model-B", "block": "release", "text": "B done"}]))
+        pid = procs.start(
+            **store.job(
+                folder,
+                "B",
+                "s",
+                "from B",
+                [{"enter": "model-B", "block": "release", "text": "B done"}],
+            )
+        )
         wait_file(folder, "model-B")
         during = rows(cp, "s")
         signal_file(folder, "bg-go")
@@ -535,13 +639,14 @@ def test_a_background_result_is_recorded_after_another_process_releases_the_sess
         report = result(folder, "B")
         assert 0 == procs.wait(pid)
         assert {"outcome": "ok", "text": "B done", "pid": pid} == report
-        wait_until(lambda: "background_completed" in [e.kind for e in cp.read("s")],
-                   "the background result recorded")
+        wait_until(
+            lambda: "background_completed" in [e.kind for e in cp.read("s")],
+            "the background result recorded",
+        )
         wait_until(lambda: not agent.background_tasks(), "the background task forgotten")
         events = list(cp.read("s"))
-    tail = [e.kind for e in events[len(during):]]
-    assert ["model_request", "assistant_message", "background_completed",
-            "user_prompt"] == tail
+    tail = [e.kind for e in events[len(during) :]]
+    assert ["model_request", "assistant_message", "background_completed", "user_prompt"] == tail
     assert ["start it", "from B"] == prompts(events)[:2]
     done = [e.body for e in events if isinstance(e.body, BackgroundCompleted)]
     assert 1 == len(done)
@@ -559,19 +664,42 @@ def test_a_background_result_after_a_turn_killed_elsewhere_keeps_the_conversatio
     (interrupted) right after it, before any other text."""
     folder = store.folder()
     command = f"while [ ! -e {folder}/bg-go ]; do sleep 0.01; done; echo bg-output"
-    with store.open() as cp, agent_on(
-            cp, store.workdir, [call("bash", command=command, run_in_background=True),
-                                reply("started")], tools=[bash]) as agent:
+    with (
+        store.open() as cp,
+        agent_on(
+            cp,
+            store.workdir,
+            [call("bash", command=command, run_in_background=True), reply("started")],
+            tools=[bash],
+        ) as agent,
+    ):
         agent.send("start it", session_id="s")
-        pid = procs.start(**store.job(folder, "B", "s", "from B", [{"tools": [
-            {"name": "mark", "input": {"label": "B", "enter": "at-kill", "block": "forever"}}]}]))
+        pid = procs.start(
+            **store.job(
+                folder,
+                "B",
+                "s",
+                "from B",
+                [
+                    {
+                        "tools": [
+                            {
+                                "name": "mark",
+                                "input": {"label": "B", "enter": "at-kill", "block": "forever"},
+                            }
+                        ]
+                    }
+                ],
+            )
+        )
         wait_file(folder, "at-kill")
         assert -signal.SIGKILL == procs.kill(pid)
         signal_file(folder, "bg-go")
         wait_until(lambda: not agent.background_tasks(), "the background result recorded")
-        pid = procs.start(**store.job(folder, "C", "s", "continue",
-                                      [{"record": "request-C", "text": "C done"}]),
-                          context=True)
+        pid = procs.start(
+            **store.job(folder, "C", "s", "continue", [{"record": "request-C", "text": "C done"}]),
+            context=True,
+        )
         report = result(folder, "C")
         assert 0 == procs.wait(pid)
         events = list(cp.read("s"))
@@ -584,8 +712,14 @@ def test_a_background_result_after_a_turn_killed_elsewhere_keeps_the_conversatio
 # -- 5. the CLI, close(), failing turns -----------------------------------------------------------
 
 CLI_COMMANDS: dict[str, Callable[[Cli, int], list[str]]] = {
-    "run": lambda cli, _: ["run", "again", "--session", "s1", "--provider",
-                           cli.script({"text": "never"})],
+    "run": lambda cli, _: [
+        "run",
+        "again",
+        "--session",
+        "s1",
+        "--provider",
+        cli.script({"text": "never"}),
+    ],
     "restore": lambda _, seq: ["restore", "s1", str(seq)],
     "compact": lambda _, __: ["compact", "s1"],
 }
@@ -600,11 +734,12 @@ def test_the_cli_on_a_session_running_in_another_process_exits_1_with_one_line(
     running exits 1 with a one-line reason naming that process, and changes nothing."""
     two_prompts(cli)
     entered, release = threading.Event(), threading.Event()
-    with file_checkpointer(workdir=cli.work, home=cli.home) as cp, agent_on(
-            cp, cli.work, [held_model(entered, release)]) as agent:
+    with (
+        file_checkpointer(workdir=cli.work, home=cli.home) as cp,
+        agent_on(cp, cli.work, [held_model(entered, release)]) as agent,
+    ):
         seq = agent.list_checkpoints("s1")[0].seq
-        worker = threading.Thread(target=agent.send, args=("third",),
-                                  kwargs={"session_id": "s1"})
+        worker = threading.Thread(target=agent.send, args=("third",), kwargs={"session_id": "s1"})
         worker.start()
         try:
             assert entered.wait(WAIT)
@@ -639,22 +774,28 @@ class WaitForCancel:
         self.entered: list[str] = []
         self._lock = threading.Lock()
 
-    def before_model(self, request: ModelRequest, state: Any, *,
-                     cancel: CancelToken) -> ModelRequest:
+    def before_model(
+        self, request: ModelRequest, state: Any, *, cancel: CancelToken
+    ) -> ModelRequest:
         with self._lock:
             self.entered.append(str(state.head))
         cancel.wait(WAIT)
         return request
 
 
-def test_close_releases_every_lease_the_agent_holds(any_store: Checkpointer,
-                                                    workdir: Path) -> None:
+def test_close_releases_every_lease_the_agent_holds(any_store: Checkpointer, workdir: Path) -> None:
     """close() while the agent runs turns on two sessions releases both sessions' leases:
     another agent can then run both."""
     cp = any_store
     held = WaitForCancel()
-    agent = create_agent(model=scripted([reply("never")] * 2), model_name="m", tools=[],
-                         use=[held], checkpointer=cp, workdir=workdir)
+    agent = create_agent(
+        model=scripted([reply("never")] * 2),
+        model_name="m",
+        tools=[],
+        use=[held],
+        checkpointer=cp,
+        workdir=workdir,
+    )
     errors: list[BaseException] = []
 
     def send(session_id: str) -> None:
@@ -735,16 +876,22 @@ FAILING_TURNS: dict[str, Callable[[Checkpointer, CancelToken], tuple[list[Any], 
 
 
 @pytest.mark.parametrize("failure", list(FAILING_TURNS))
-def test_no_lease_is_left_held_after_a_failing_turn(any_store: Checkpointer, workdir: Path,
-                                                    failure: str) -> None:
+def test_no_lease_is_left_held_after_a_failing_turn(
+    any_store: Checkpointer, workdir: Path, failure: str
+) -> None:
     """However a turn fails, the session's lease is released: nobody holds it afterwards and
     another agent can take the session."""
     cp = any_store
     token = CancelToken()
     answers, middleware = FAILING_TURNS[failure](cp, token)
-    with create_agent(model=scripted([reply("first"), *answers]), model_name="m",
-                      tools=[write_file], use=middleware, checkpointer=cp,
-                      workdir=workdir) as agent:
+    with create_agent(
+        model=scripted([reply("first"), *answers]),
+        model_name="m",
+        tools=[write_file],
+        use=middleware,
+        checkpointer=cp,
+        workdir=workdir,
+    ) as agent:
         agent.resume("s")
         agent.send("first")
         if failure == "interrupted restore pending":
@@ -764,8 +911,9 @@ def _expire(db: Path, session_id: str) -> None:
     suspended machine) for longer than the ttl without renewing it."""
     conn = apsw.Connection(str(db))
     try:
-        conn.execute("UPDATE leases SET expires_at = ? WHERE session_id = ?",
-                     (time.time() - 1, session_id))
+        conn.execute(
+            "UPDATE leases SET expires_at = ? WHERE session_id = ?", (time.time() - 1, session_id)
+        )
     finally:
         conn.close()
 
@@ -779,8 +927,11 @@ def test_a_holder_whose_expired_lease_was_taken_over_appends_nothing(
     took it."""
     store = Store("sqlite", tmp_path, workdir)
     folder = store.folder()
-    pid = procs.start(**store.job(folder, "A", "s", "from A",
-                                  [{"enter": "model-A", "block": "release", "text": "A done"}]))
+    pid = procs.start(
+        **store.job(
+            folder, "A", "s", "from A", [{"enter": "model-A", "block": "release", "text": "A done"}]
+        )
+    )
     wait_file(folder, "model-A")
     with store.open() as cp:
         _expire(store.path, "s")
@@ -803,8 +954,11 @@ def test_a_holder_stopped_past_its_ttl_loses_the_session_to_another_process(
     session; once continued, the old holder finds its lease lost and appends nothing more."""
     store = Store("sqlite", tmp_path, workdir)
     folder = store.folder()
-    pid = procs.start(**store.job(folder, "A", "s", "from A",
-                                  [{"enter": "model-A", "block": "release", "text": "A done"}]))
+    pid = procs.start(
+        **store.job(
+            folder, "A", "s", "from A", [{"enter": "model-A", "block": "release", "text": "A done"}]
+        )
+    )
     wait_file(folder, "model-A")
     with store.open() as cp:
         held = cp.lease_holder("s")
@@ -812,8 +966,11 @@ def test_a_holder_stopped_past_its_ttl_loses_the_session_to_another_process(
         assert held.expires_at is not None
         os.kill(pid, signal.SIGSTOP)
         try:
-            wait_until(lambda: cp.lease_holder("s") is None, "the stopped holder's lease expiring",
-                       timeout=held.expires_at - time.time() + WAIT)
+            wait_until(
+                lambda: cp.lease_holder("s") is None,
+                "the stopped holder's lease expiring",
+                timeout=held.expires_at - time.time() + WAIT,
+            )
             lease = cp.acquire_lease("s")
         finally:
             os.kill(pid, signal.SIGCONT)

@@ -184,7 +184,9 @@ def test_constructor_raises_only_library_errors(
             file = Path(tmp) / "d" / file.replace("/", "_")[:100]
         try:
             cp = sqlite_checkpointer(
-                file, synchronous=synchronous, busy_timeout_ms=busy,
+                file,
+                synchronous=synchronous,
+                busy_timeout_ms=busy,
                 integrity_check_on_open=check,
             )
         except LiteAgentError:

@@ -116,7 +116,9 @@ def test_flipped_bit_in_kind_fails_check_integrity(db: Path, reopen: Reopen) -> 
     cp = reopen()
     report = cp.check_integrity()
     assert (False, [("corrupt", "s", 4)]) == (
-        report.ok, [(p.kind, p.session_id, p.seq) for p in report.problems])
+        report.ok,
+        [(p.kind, p.session_id, p.seq) for p in report.problems],
+    )
 
 
 def test_flipped_bit_in_ts_is_corrupt(db: Path, reopen: Reopen) -> None:
@@ -223,7 +225,8 @@ def test_session_id_not_utf8_is_reported_not_raised(db: Path, reopen: Reopen) ->
     report = cp.check_integrity()
     assert False is report.ok
     assert {("corrupt", None), ("corrupt", "s")} == {
-        (p.kind, p.session_id) for p in report.problems}
+        (p.kind, p.session_id) for p in report.problems
+    }
 
 
 # -- appends never build on damage -----------------------------------------------------------------
@@ -268,8 +271,11 @@ def test_repair_keeps_the_prefix_and_quarantines_the_rest(db: Path, reopen: Reop
     """A damaged row 4 of 7: repair keeps 1..3, moves 4..7 to the quarantine table with their
     reasons, reports seqs 4..7 lost, bumps the generation, and the session takes appends."""
     edit(db, "UPDATE events SET kind = 'user_prompX' WHERE session_id = 's' AND seq = 4")
-    before = query(db, "SELECT seq, ts, kind, body, crc FROM events WHERE session_id = 's' "
-                       "AND seq >= 4 ORDER BY seq")
+    before = query(
+        db,
+        "SELECT seq, ts, kind, body, crc FROM events WHERE session_id = 's' "
+        "AND seq >= 4 ORDER BY seq",
+    )
     cp = reopen()
     old_gen = cp.position("other").generation  # any generation issued before the repair
     report = cp.repair("s")
@@ -277,8 +283,11 @@ def test_repair_keeps_the_prefix_and_quarantines_the_rest(db: Path, reopen: Reop
     assert report.generation > old_gen
     assert Position(3, report.generation) == cp.position("s")
     assert NAMES[:3] == texts(cp.read("s"))
-    moved = query(db, "SELECT seq, ts, kind, body, crc, reason, generation FROM quarantine "
-                      "WHERE session_id = 's' ORDER BY seq")
+    moved = query(
+        db,
+        "SELECT seq, ts, kind, body, crc, reason, generation FROM quarantine "
+        "WHERE session_id = 's' ORDER BY seq",
+    )
     assert before == [m[:5] for m in moved]
     assert "checksum" in moved[0][5]
     assert {"stored after the first damaged seq 4"} == {m[5] for m in moved[1:]}
@@ -293,7 +302,11 @@ def test_repair_of_a_deleted_tail_reports_the_lost_seqs(db: Path, reopen: Reopen
     cp = reopen()
     report = cp.repair("s")
     assert (True, 5, ((6, 7),), None) == (
-        report.repaired, report.kept_head, report.lost, report.quarantine)
+        report.repaired,
+        report.kept_head,
+        report.lost,
+        report.quarantine,
+    )
     assert NAMES[:5] == texts(cp.read("s"))
 
 
@@ -313,7 +326,11 @@ def test_repair_of_a_healthy_session_changes_nothing(db: Path, reopen: Reopen) -
     pos = cp.position("s")
     report = cp.repair("s")
     assert (False, pos.head, pos.generation, ()) == (
-        report.repaired, report.kept_head, report.generation, report.lost)
+        report.repaired,
+        report.kept_head,
+        report.generation,
+        report.lost,
+    )
     assert pos == cp.position("s")
 
 
@@ -444,8 +461,9 @@ def test_repair_rebuilds_an_index_that_misses_rows(tmp_path: Path) -> None:
     db = tmp_path / "log.db"
     with sqlite_checkpointer(db) as cp:
         cp.append("zz", prompts(*NAMES))
-    (root,) = query(db, "SELECT rootpage FROM sqlite_master WHERE name = "
-                        "'sqlite_autoindex_events_1'")[0]
+    (root,) = query(
+        db, "SELECT rootpage FROM sqlite_master WHERE name = 'sqlite_autoindex_events_1'"
+    )[0]
     data = bytearray(db.read_bytes())
     size = int.from_bytes(data[16:18], "big")
     at = (root - 1) * size + data[(root - 1) * size : root * size].index(b"zz")
@@ -464,7 +482,8 @@ def test_repair_rebuilds_an_index_that_misses_rows(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("old", "new"), [("ts REAL", "tx REAL"), ("seq INTEGER", "seq INTEGEX")],
+    ("old", "new"),
+    [("ts REAL", "tx REAL"), ("seq INTEGER", "seq INTEGEX")],
     ids=["renamed column", "changed type"],
 )
 def test_damaged_schema_is_refused_on_open(db: Path, old: str, new: str) -> None:
@@ -472,8 +491,9 @@ def test_damaged_schema_is_refused_on_open(db: Path, old: str, new: str) -> None
     store refuse to open with CorruptLogError, not fail later with a raw SQL error."""
     conn = apsw.Connection(str(db))
     conn.execute("PRAGMA writable_schema = ON")
-    conn.execute("UPDATE sqlite_master SET sql = replace(sql, ?, ?) WHERE name = 'events'",
-                 (old, new))
+    conn.execute(
+        "UPDATE sqlite_master SET sql = replace(sql, ?, ?) WHERE name = 'events'", (old, new)
+    )
     conn.close()
     with pytest.raises(CorruptLogError, match="schema is damaged"):
         sqlite_checkpointer(db)

@@ -32,7 +32,8 @@ def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
         pytest.skip("mounting a small tmpfs needs root and mount(8)")
     done = subprocess.run(
         [mount, "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(point)],
-        capture_output=True, check=False,
+        capture_output=True,
+        check=False,
     )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace')}")
@@ -76,8 +77,9 @@ class _FullDisk(apsw.VFS):
 
 
 class _FullFile(apsw.VFSFile):
-    def __init__(self, vfs: _FullDisk, name: str | apsw.URIFilename | None,
-                 flags: list[int]) -> None:
+    def __init__(
+        self, vfs: _FullDisk, name: str | apsw.URIFilename | None, flags: list[int]
+    ) -> None:
         self._vfs = vfs
         super().__init__("", name, flags)  # type: ignore[arg-type]
 

@@ -209,8 +209,9 @@ def _many_threads_with_stale_heads(db: Path) -> None:
                 for i in range(rounds):
                     stale = head > 0 and rng.random() < 0.3
                     try:
-                        head = cp.append(sid, prompts(f"{n}:{i}"),
-                                         expected_head=head - 1 if stale else head)
+                        head = cp.append(
+                            sid, prompts(f"{n}:{i}"), expected_head=head - 1 if stale else head
+                        )
                     except CheckpointConflictError:
                         assert stale
                         conflicts[n] += 1
@@ -268,8 +269,7 @@ def test_a_thousand_threads_default_settings_no_lock_errors(db: Path) -> None:
         assert [] == [t for t in pool if t.is_alive()]
         assert [] == [e for e in errors if isinstance(e, StorageIOError)]
         assert [] == errors
-        assert all([f"{n}:{i}" for i in range(3)] == texts(cp.read(f"t{n}"))
-                   for n in range(1000))
+        assert all([f"{n}:{i}" for i in range(3)] == texts(cp.read(f"t{n}")) for n in range(1000))
         assert 3000 == writer_of(cp).writes - writes
 
 

@@ -32,14 +32,24 @@ RENEWER = "liteagent-sqlite-lease-renewer"
 
 def put_row(db: Path, **fields: Any) -> None:
     """Write a leases row for session "s" directly (another holder, as the store would have)."""
-    row = {"session_id": "s", "owner": "them", "pid": 1, "host": "elsewhere",
-           "started": "", "token": 41, "expires_at": time.time() + 60, **fields}
+    row = {
+        "session_id": "s",
+        "owner": "them",
+        "pid": 1,
+        "host": "elsewhere",
+        "started": "",
+        "token": 41,
+        "expires_at": time.time() + 60,
+        **fields,
+    }
     conn = apsw.Connection(str(db))
     try:
         conn.execute(
             "INSERT OR REPLACE INTO leases(session_id, owner, pid, host, started, token, "
             "expires_at) VALUES (:session_id, :owner, :pid, :host, :started, :token, "
-            ":expires_at)", row)
+            ":expires_at)",
+            row,
+        )
     finally:
         conn.close()
 
@@ -171,7 +181,8 @@ def test_a_fenced_append_fails_alone_in_a_group_commit(db: Path) -> None:
             cp.append(f"o{i}", [_prompt(str(i))])
 
         threads = [threading.Thread(target=fenced)] + [
-            threading.Thread(target=other, args=(i,)) for i in range(8)]
+            threading.Thread(target=other, args=(i,)) for i in range(8)
+        ]
         for t in threads:
             t.start()
         for t in threads:

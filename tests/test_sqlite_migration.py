@@ -90,15 +90,18 @@ def test_migrated_store_passes_check_integrity(db: Path) -> None:
     with sqlite_checkpointer(db) as cp:
         report = cp.check_integrity()
     assert (True, [("unknown_kind", "alpha")]) == (
-        report.ok, [(p.kind, p.session_id) for p in report.problems])
+        report.ok,
+        [(p.kind, p.session_id) for p in report.problems],
+    )
 
 
 def test_migrated_store_takes_appends_and_truncates(db: Path) -> None:
     """A migrated session takes conditional appends and truncates, and a reopen reads them."""
     with sqlite_checkpointer(db) as cp:
         pos = cp.position("beta")
-        assert 3 == cp.append("beta", prompts("b3"), expected_head=2,
-                              expected_generation=pos.generation)
+        assert 3 == cp.append(
+            "beta", prompts("b3"), expected_head=2, expected_generation=pos.generation
+        )
         cp.truncate("gamma", 0)
     with sqlite_checkpointer(db) as cp:
         assert ["b1", "b2'", "b3"] == texts(cp.read("beta"))
@@ -121,11 +124,13 @@ def _damage_v1_body(db: Path, sid: str, seq: int) -> None:
     """Flip a bit of a stored body in the schema-1 store, leaving its old checksum stale."""
     conn = apsw.Connection(str(db))
     (body,) = conn.execute(
-        "SELECT body FROM events WHERE session_id = ? AND seq = ?", (sid, seq)).fetchone()
+        "SELECT body FROM events WHERE session_id = ? AND seq = ?", (sid, seq)
+    ).fetchone()
     damaged = bytearray(body)
     damaged[-1] ^= 0x01
-    conn.execute("UPDATE events SET body = ? WHERE session_id = ? AND seq = ?",
-                 (bytes(damaged), sid, seq))
+    conn.execute(
+        "UPDATE events SET body = ? WHERE session_id = ? AND seq = ?", (bytes(damaged), sid, seq)
+    )
     conn.close()
 
 
@@ -151,7 +156,8 @@ def test_row_failing_its_old_checksum_is_quarantined_by_repair(db: Path) -> None
         assert (3, ((4, 7),)) == (report.kept_head, report.lost)
         assert [1, 2, 3] == [e.seq for e in cp.read("alpha")]
     assert [(4,), (5,), (6,), (7,)] == query(
-        db, "SELECT seq FROM quarantine WHERE session_id = 'alpha' ORDER BY seq")
+        db, "SELECT seq FROM quarantine WHERE session_id = 'alpha' ORDER BY seq"
+    )
 
 
 def _open_and_read(file: str, out: Any) -> None:

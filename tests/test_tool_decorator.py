@@ -283,8 +283,15 @@ def _two_contexts(a: ToolContext, b: ToolContext) -> str:
         (_undocumented, {"name": "bad name!", "description": "d"}),
         (_undocumented, {"description": "d", "changes_param": "nope"}),
     ],
-    ids=["varargs", "unannotated", "no-description", "path-type", "two-ctx", "bad-name",
-         "bad-changes-param"],
+    ids=[
+        "varargs",
+        "unannotated",
+        "no-description",
+        "path-type",
+        "two-ctx",
+        "bad-name",
+        "bad-changes-param",
+    ],
 )
 def test_functions_that_cannot_be_tools_are_refused(fn: Any, options: dict[str, Any]) -> None:
     """@tool raises ToolDefinitionError (also a TypeError) at definition time."""

@@ -95,9 +95,7 @@ def _shell_env(tool_output: ToolOutput) -> dict[str, str]:
 _ENV = {"command": "env -0"}
 
 
-def test_env_shows_no_provider_key_by_default(
-    secrets: dict[str, str], ctx: ToolContext
-) -> None:
+def test_env_shows_no_provider_key_by_default(secrets: dict[str, str], ctx: ToolContext) -> None:
     """``env`` in the model's shell does not print ANTHROPIC_API_KEY or its value."""
     out = bash.run({"command": "env"}, ctx)
     assert (False, False) == ("ANTHROPIC_API_KEY" in out.content, "sk-ant-api03" in out.content)
@@ -134,18 +132,14 @@ def test_the_environment_is_read_when_the_command_starts(
     assert "late" == _shell_env(tool.run(_ENV, ctx)).get("LITEAGENT_TEST_LATE")
 
 
-def test_allow_list_passes_only_those_variables(
-    secrets: dict[str, str], ctx: ToolContext
-) -> None:
+def test_allow_list_passes_only_those_variables(secrets: dict[str, str], ctx: ToolContext) -> None:
     """With an allow list the shell gets those variables (and what bash sets itself)."""
     tool = bash_tool(tool_env(allow=["PATH", "LITEAGENT_TEST_PLAIN", "NOT_SET_ANYWHERE"]))
     env = _shell_env(tool.run(_ENV, ctx))
     assert {"PATH", "LITEAGENT_TEST_PLAIN"} == set(env) - _BASH_OWN
 
 
-def test_allow_list_can_name_a_withheld_variable(
-    secrets: dict[str, str], ctx: ToolContext
-) -> None:
+def test_allow_list_can_name_a_withheld_variable(secrets: dict[str, str], ctx: ToolContext) -> None:
     """An allow list is explicit: a credential named in it is passed."""
     tool = bash_tool(tool_env(allow=["GH_TOKEN"]))
     assert "ghp-secret" == _shell_env(tool.run(_ENV, ctx)).get("GH_TOKEN")
@@ -167,9 +161,7 @@ def test_keep_passes_a_withheld_variable(secrets: dict[str, str], ctx: ToolConte
     assert (_SECRETS["SSH_AUTH_SOCK"], None) == (env.get("SSH_AUTH_SOCK"), env.get("GH_TOKEN"))
 
 
-def test_deny_patterns_withhold_more_in_any_case(
-    secrets: dict[str, str], ctx: ToolContext
-) -> None:
+def test_deny_patterns_withhold_more_in_any_case(secrets: dict[str, str], ctx: ToolContext) -> None:
     """Extra ``deny`` patterns withhold matching names, compared in any case."""
     tool = bash_tool(tool_env(deny=["liteagent_test_*"]))
     assert "LITEAGENT_TEST_PLAIN" not in _shell_env(tool.run(_ENV, ctx))
@@ -213,8 +205,9 @@ def test_background_commands_withhold_credentials_by_default(
 def test_default_tools_take_the_policy(secrets: dict[str, str], ctx: ToolContext) -> None:
     """``default_tools(env=...)`` gives a bash tool with that policy."""
     shell = next(t for t in default_tools(env=tool_env(replace={"X": "1"})) if t.name == "bash")
-    assert {"X": "1"} == {k: v for k, v in _shell_env(shell.run(_ENV, ctx)).items()
-                          if k not in _BASH_OWN}
+    assert {"X": "1"} == {
+        k: v for k, v in _shell_env(shell.run(_ENV, ctx)).items() if k not in _BASH_OWN
+    }
 
 
 def test_a_policy_does_not_change_what_the_model_sees_of_the_tool() -> None:
@@ -311,9 +304,35 @@ def secret_names(draw: st.DrawFn, sep: st.SearchStrategy[str] = _SEP) -> str:
     return "".join(c.lower() if draw(st.booleans()) else c for c in name)
 
 
-_BENIGN_PARTS = ["PATH", "HOME", "LANG", "TERM", "GIT", "AUTHOR", "NAME", "EDITOR", "PYTHON",
-                 "CACHE", "DIR", "XDG", "CONFIG", "NODE", "OPTIONS", "VIRTUAL", "ENV", "LC",
-                 "ALL", "USER", "SHELL", "TZ", "COLOR", "HOST", "PORT", "KEYMAP", "OLDPWD"]
+_BENIGN_PARTS = [
+    "PATH",
+    "HOME",
+    "LANG",
+    "TERM",
+    "GIT",
+    "AUTHOR",
+    "NAME",
+    "EDITOR",
+    "PYTHON",
+    "CACHE",
+    "DIR",
+    "XDG",
+    "CONFIG",
+    "NODE",
+    "OPTIONS",
+    "VIRTUAL",
+    "ENV",
+    "LC",
+    "ALL",
+    "USER",
+    "SHELL",
+    "TZ",
+    "COLOR",
+    "HOST",
+    "PORT",
+    "KEYMAP",
+    "OLDPWD",
+]
 
 
 @given(name=secret_names(), value=st.text(max_size=20))
@@ -336,8 +355,7 @@ def test_benign_names_pass(parts: list[str], value: str) -> None:
 
 @given(
     user=st.text(alphabet=string.ascii_letters, min_size=1, max_size=8),
-    password=st.text(alphabet=string.ascii_letters + string.digits + "%!", min_size=1,
-                     max_size=12),
+    password=st.text(alphabet=string.ascii_letters + string.digits + "%!", min_size=1, max_size=12),
     scheme=st.sampled_from(["postgres", "mysql", "redis", "https", "amqp", "mongodb+srv"]),
 )
 @settings(max_examples=200, deadline=None)
@@ -352,8 +370,9 @@ _SHELL_NAME = secret_names(sep=st.just("_")).filter(lambda n: n[0].isalpha() or 
 
 @given(names=st.sets(_SHELL_NAME, min_size=1, max_size=30))
 @settings(max_examples=15, deadline=None)
-def test_the_real_shell_sees_no_random_secret(tmp_path_factory: pytest.TempPathFactory,
-                                              names: set[str]) -> None:
+def test_the_real_shell_sees_no_random_secret(
+    tmp_path_factory: pytest.TempPathFactory, names: set[str]
+) -> None:
     """Secret-like names drawn at random, all set at once, are absent from a real ``env``."""
     ctx = ToolContext(tmp_path_factory.mktemp("ws"), "s1", "c1")
     saved = {n: os.environ.get(n) for n in names}
@@ -371,12 +390,15 @@ def test_the_real_shell_sees_no_random_secret(tmp_path_factory: pytest.TempPathF
 
 def _agent_env(tmp_path: Path, **kwargs: Any) -> dict[str, str]:
     """What ``env -0`` prints when the model of a create_lite_agent agent runs it."""
-    model = scripted([
-        AssistantMessage(content=(ToolUseBlock("t1", "bash", _ENV),), stop_reason="tool_use"),
-        AssistantMessage(content=(TextBlock("done"),), stop_reason="end_turn"),
-    ])
-    with create_lite_agent(model=model, model_name="m", workdir=tmp_path, sessions=False,
-                           **kwargs) as agent:
+    model = scripted(
+        [
+            AssistantMessage(content=(ToolUseBlock("t1", "bash", _ENV),), stop_reason="tool_use"),
+            AssistantMessage(content=(TextBlock("done"),), stop_reason="end_turn"),
+        ]
+    )
+    with create_lite_agent(
+        model=model, model_name="m", workdir=tmp_path, sessions=False, **kwargs
+    ) as agent:
         result = agent.send("show the environment")
     blocks = [b for m in result.messages for b in m.content if isinstance(b, ToolResultBlock)]
     assert 1 == len(blocks)
@@ -399,12 +421,19 @@ def test_an_agent_takes_a_tool_env(secrets: dict[str, str], tmp_path: Path) -> N
     policy = tool_env(replace={"ONLY": "this", "PATH": "/usr/bin:/bin"})
     env = _agent_env(tmp_path, tool_env=policy)
     assert {"ONLY": "this", "PATH": "/usr/bin:/bin"} == {
-        k: v for k, v in env.items() if k in ("ONLY", "PATH", "ANTHROPIC_API_KEY")}
+        k: v for k, v in env.items() if k in ("ONLY", "PATH", "ANTHROPIC_API_KEY")
+    }
 
 
 def test_tool_env_with_explicit_tools_is_refused(tmp_path: Path) -> None:
     """tool_env applies to the default tools; given with tools=..., it is refused before
     anything is created."""
     with pytest.raises(InvalidArgumentError, match="bash_tool"):
-        create_lite_agent(model=scripted([]), model_name="m", workdir=tmp_path, sessions=False,
-                          tools=[], tool_env=tool_env())
+        create_lite_agent(
+            model=scripted([]),
+            model_name="m",
+            workdir=tmp_path,
+            sessions=False,
+            tools=[],
+            tool_env=tool_env(),
+        )

@@ -158,7 +158,10 @@ def test_other_threads_run_while_a_bad_regex_is_matched(ws: Path) -> None:
         token.cancel()
         thread.join()
     assert (499999500000, ToolOutput("ok.txt:1:needle"), (True, True), CANCELLED) == (
-        counted, other, still_running, results[0]
+        counted,
+        other,
+        still_running,
+        results[0],
     )
 
 
@@ -183,10 +186,16 @@ def test_a_second_session_runs_its_turn_during_a_bad_grep(ws: Path) -> None:
     token = CancelToken()
     with (
         hang_guard(),
-        create_lite_agent(model=first_model, model_name="m", workdir=ws, sessions=False,
-                          tools=[slow_grep]) as first,
-        create_lite_agent(model=second_model, model_name="m", workdir=ws, sessions=False,
-                          tools=[read_file, slow_grep]) as second,
+        create_lite_agent(
+            model=first_model, model_name="m", workdir=ws, sessions=False, tools=[slow_grep]
+        ) as first,
+        create_lite_agent(
+            model=second_model,
+            model_name="m",
+            workdir=ws,
+            sessions=False,
+            tools=[read_file, slow_grep],
+        ) as second,
     ):
         thread, results = _in_thread(lambda: first.send("search", cancel=token))
         pid = _wait_for_worker()
@@ -195,7 +204,9 @@ def test_a_second_session_runs_its_turn_during_a_bad_grep(ws: Path) -> None:
         token.cancel()
         thread.join()
     assert ("second done", (True, True), OperationCancelledError) == (
-        answer, first_still_running, type(results[0])
+        answer,
+        first_still_running,
+        type(results[0]),
     )
 
 

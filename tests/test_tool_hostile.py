@@ -281,16 +281,73 @@ def test_absurdly_nested_input_is_an_error(ws: Path) -> None:
 # -- every tool, random hostile input -------------------------------------------------------------
 
 _PATHS = [
-    "", ".", "..", "/", "/etc/passwd", "../outside", "a\x00b", "\ud800", "\udcff",
-    "caf\udce9.txt", "pipe", "loop", "self", "self/self/self/a.txt", "out", "out/x", "dangling",
-    "a.txt", "src", "src/app.py", "crlf.txt", "long.txt", "bin.dat", "deep", "x" * 300,
-    "a" * 5000, "~/x", "src/../a.txt", "./a.txt//", "a.txt/", "\\", "\n", " ",
+    "",
+    ".",
+    "..",
+    "/",
+    "/etc/passwd",
+    "../outside",
+    "a\x00b",
+    "\ud800",
+    "\udcff",
+    "caf\udce9.txt",
+    "pipe",
+    "loop",
+    "self",
+    "self/self/self/a.txt",
+    "out",
+    "out/x",
+    "dangling",
+    "a.txt",
+    "src",
+    "src/app.py",
+    "crlf.txt",
+    "long.txt",
+    "bin.dat",
+    "deep",
+    "x" * 300,
+    "a" * 5000,
+    "~/x",
+    "src/../a.txt",
+    "./a.txt//",
+    "a.txt/",
+    "\\",
+    "\n",
+    " ",
 ]
 _PATTERNS = [
-    "*", "**", "**/*", "*a" * 20 + "b", "**/" * 30 + "x", "[z-a]", "[", "[!", "[]]", "[!]a]",
-    "a/**/b/**/c", "/abs", "../x", "**/..", "\x00", "\ud800", "?" * 300, "[\\]", "[a-]",
-    "(a+)+$", "(a|aa)+$", "(", "a{99999999999}", "a{4294967294}", "(?<=a+)b", r"(\w)\1",
-    "[[a]", "\\", "(?P<x>a)(?P=y)", "(?i)TODO", ".*" * 50, "x" * 4097,
+    "*",
+    "**",
+    "**/*",
+    "*a" * 20 + "b",
+    "**/" * 30 + "x",
+    "[z-a]",
+    "[",
+    "[!",
+    "[]]",
+    "[!]a]",
+    "a/**/b/**/c",
+    "/abs",
+    "../x",
+    "**/..",
+    "\x00",
+    "\ud800",
+    "?" * 300,
+    "[\\]",
+    "[a-]",
+    "(a+)+$",
+    "(a|aa)+$",
+    "(",
+    "a{99999999999}",
+    "a{4294967294}",
+    "(?<=a+)b",
+    r"(\w)\1",
+    "[[a]",
+    "\\",
+    "(?P<x>a)(?P=y)",
+    "(?i)TODO",
+    ".*" * 50,
+    "x" * 4097,
 ]
 _TEXT = st.one_of(
     st.sampled_from(_PATHS + _PATTERNS),
@@ -310,10 +367,22 @@ _ANY = st.recursive(
     max_leaves=6,
 )
 _COMMANDS = st.one_of(
-    st.sampled_from([
-        "true", "exit 3", "kill -KILL $$", "cat", "env", "ls -la", "yes | head -c 100000",
-        "sleep 5", "printf '\\xff\\xfe'", "echo a\x00b", "echo \ud800", "cat bin.dat",
-    ]),
+    st.sampled_from(
+        [
+            "true",
+            "exit 3",
+            "kill -KILL $$",
+            "cat",
+            "env",
+            "ls -la",
+            "yes | head -c 100000",
+            "sleep 5",
+            "printf '\\xff\\xfe'",
+            "echo a\x00b",
+            "echo \ud800",
+            "cat bin.dat",
+        ]
+    ),
     _TEXT.map(lambda t: "printf '%s' " + shlex.quote(t.replace("\x00", ""))),
     _TEXT.map(lambda t: "cat -- " + shlex.quote(t.replace("\x00", ""))),
 )
@@ -424,8 +493,9 @@ def test_every_tool_answers_hostile_input(
 
 
 @given(path=_TEXT | _ANY)
-@settings(max_examples=300, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 def test_resolve_raises_only_its_own_errors(ws: Path, path: Any) -> None:
     """resolve_in_workspace returns a path inside the workspace or raises InvalidPathError /
     InvalidArgumentError, for any value."""

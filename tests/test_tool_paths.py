@@ -33,7 +33,7 @@ def test_relative_path_is_below_the_workspace(ws: Path) -> None:
 
 
 def test_dot_and_empty_name_the_workspace(ws: Path) -> None:
-    """"." and "" resolve to the workspace itself."""
+    """ "." and "" resolve to the workspace itself."""
     assert [ws, ws] == [resolve_in_workspace(ws, "."), resolve_in_workspace(ws, "")]
 
 

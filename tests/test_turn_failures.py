@@ -69,14 +69,16 @@ def _assert_aborted_and_folds(cp: Any, sid: str) -> None:
 
 
 def test_a_scripted_tool_input_beyond_64_bits_is_stored_and_answered_with_an_error(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """A tool input holding 2**64 neither kills the turn nor goes unrecorded: the reply is
     stored with the input as its exact JSON text, the tool gets an error result naming it, and
     the model's next answer ends the turn."""
     provider = scripted([use("echo", text=BIG), reply("understood")])
     cp = memory_checkpointer()
-    with create_agent(model=provider, model_name="m", workdir=tmp_path, tools=[echo],
-                      checkpointer=cp) as agent:
+    with create_agent(
+        model=provider, model_name="m", workdir=tmp_path, tools=[echo], checkpointer=cp
+    ) as agent:
         assert "understood" == agent.send("go").text
         sid = agent.session_id
     replies = [e for e in events_of(cp, sid) if isinstance(e, AssistantMessage)]
@@ -95,12 +97,14 @@ def test_a_tool_input_beyond_64_bits_from_the_real_client_is_stored(tmp_path: Pa
     sends the exact value back."""
     cp = memory_checkpointer()
     with FakeMessagesServer() as server:
-        server.add(message([tool_use("toolu_big", "echo", {"text": BIG})],
-                           stop_reason="tool_use"))
+        server.add(message([tool_use("toolu_big", "echo", {"text": BIG})], stop_reason="tool_use"))
         server.add(message([text("understood")]))
-        with AnthropicProvider(server.client(), ()) as model, create_agent(
-                model=model, model_name="m", workdir=tmp_path, tools=[echo],
-                checkpointer=cp) as agent:
+        with (
+            AnthropicProvider(server.client(), ()) as model,
+            create_agent(
+                model=model, model_name="m", workdir=tmp_path, tools=[echo], checkpointer=cp
+            ) as agent,
+        ):
             assert "understood" == agent.send("go").text
             sid = agent.session_id
         sent = server.requests[1].body["messages"]
@@ -118,9 +122,12 @@ def test_a_lone_surrogate_in_the_models_text_is_stored_losslessly(tmp_path: Path
     with FakeMessagesServer() as server:
         server.add(message([text("a\ud800b")]))
         server.add(message([text("next")]))
-        with AnthropicProvider(server.client(), ()) as model, create_agent(
-                model=model, model_name="m", workdir=tmp_path, tools=[],
-                checkpointer=cp) as agent:
+        with (
+            AnthropicProvider(server.client(), ()) as model,
+            create_agent(
+                model=model, model_name="m", workdir=tmp_path, tools=[], checkpointer=cp
+            ) as agent,
+        ):
             agent.send("go")
             assert "next" == agent.send("again").text
         sent = server.requests[1].body["messages"]
@@ -151,17 +158,27 @@ class Hook:
 
 
 @pytest.mark.parametrize("where", ["before", "wrap"])
-@pytest.mark.parametrize("error", [RuntimeError("bug"), KeyboardInterrupt(), CustomStop("x")],
-                         ids=["runtime", "keyboard", "custom"])
+@pytest.mark.parametrize(
+    "error",
+    [RuntimeError("bug"), KeyboardInterrupt(), CustomStop("x")],
+    ids=["runtime", "keyboard", "custom"],
+)
 def test_failing_middleware_aborts_the_turn_as_turn_failed(
-        tmp_path: Path, where: str, error: BaseException) -> None:
+    tmp_path: Path, where: str, error: BaseException
+) -> None:
     """Middleware raising anything (BaseException included) aborts the turn: the log records
     it and folds, the caller gets TurnFailedError with the original as its cause, and the next
     send works."""
     cp = memory_checkpointer()
     hook = Hook(where, error)
-    with create_agent(model=scripted([reply("fine")]), model_name="m", workdir=tmp_path,
-                      tools=[], use=[hook], checkpointer=cp) as agent:
+    with create_agent(
+        model=scripted([reply("fine")]),
+        model_name="m",
+        workdir=tmp_path,
+        tools=[],
+        use=[hook],
+        checkpointer=cp,
+    ) as agent:
         with pytest.raises(TurnFailedError) as info:
             agent.send("go")
         assert error is info.value.__cause__
@@ -176,8 +193,9 @@ class BreakingModel(ModelProvider):
     def __init__(self, error: BaseException) -> None:
         self.error: BaseException | None = error
 
-    def stream(self, request: ModelRequest, *,
-               cancel: CancelToken | None = None) -> Iterator[StreamEvent]:
+    def stream(
+        self, request: ModelRequest, *, cancel: CancelToken | None = None
+    ) -> Iterator[StreamEvent]:
         yield TextDelta(0, "partial")
         error, self.error = self.error, None
         if error is not None:
@@ -185,15 +203,20 @@ class BreakingModel(ModelProvider):
         yield ResponseComplete(ModelResponse(message=reply("recovered")))
 
 
-@pytest.mark.parametrize("error", [ValueError("bad json"), GeneratorExit(), SystemExit(2)],
-                         ids=["value", "generator-exit", "system-exit"])
+@pytest.mark.parametrize(
+    "error",
+    [ValueError("bad json"), GeneratorExit(), SystemExit(2)],
+    ids=["value", "generator-exit", "system-exit"],
+)
 def test_a_provider_raising_anything_mid_stream_aborts_the_turn(
-        tmp_path: Path, error: BaseException) -> None:
+    tmp_path: Path, error: BaseException
+) -> None:
     """A provider raising a foreign exception (or a BaseException) after streaming a delta:
     TurnFailedError, a recorded abort, and the next send works."""
     cp = memory_checkpointer()
-    with create_agent(model=BreakingModel(error), model_name="m", workdir=tmp_path, tools=[],
-                      checkpointer=cp) as agent:
+    with create_agent(
+        model=BreakingModel(error), model_name="m", workdir=tmp_path, tools=[], checkpointer=cp
+    ) as agent:
         with pytest.raises(TurnFailedError):
             agent.send("go")
         _assert_aborted_and_folds(cp, agent.session_id)
@@ -202,18 +225,21 @@ def test_a_provider_raising_anything_mid_stream_aborts_the_turn(
 
 @pytest.mark.parametrize(("after", "stage"), [(1, "the reply"), (2, "the tool results")])
 @pytest.mark.parametrize("written", [False, True], ids=["not-written", "written"])
-@pytest.mark.parametrize("error", [StorageIOError("disk"), OSError(28, "full")],
-                         ids=["storage-error", "os-error"])
+@pytest.mark.parametrize(
+    "error", [StorageIOError("disk"), OSError(28, "full")], ids=["storage-error", "os-error"]
+)
 def test_a_store_failing_on_an_append_aborts_the_turn(
-        tmp_path: Path, after: int, stage: str, written: bool, error: BaseException) -> None:
+    tmp_path: Path, after: int, stage: str, written: bool, error: BaseException
+) -> None:
     """The store failing the append of the reply or of the tool results (before or after it
     wrote): the caller gets a liteagent error, the abort is recorded, the log folds, and the
     next send works."""
     store = FailingStore()
     cp = as_checkpointer(store)
     provider = scripted([use("echo", text="a"), reply("fine")])
-    with create_agent(model=provider, model_name="m", workdir=tmp_path, tools=[echo],
-                      checkpointer=cp) as agent:
+    with create_agent(
+        model=provider, model_name="m", workdir=tmp_path, tools=[echo], checkpointer=cp
+    ) as agent:
         store.arm(error, after=after, written=written)
         with pytest.raises(LiteAgentError) as info:
             agent.send("go")
@@ -229,8 +255,9 @@ def test_a_store_failing_on_the_prompt_leaves_no_open_turn(tmp_path: Path, writt
     abort record), and the next send works."""
     store = FailingStore()
     cp = as_checkpointer(store)
-    with create_agent(model=scripted([reply("fine")]), model_name="m", workdir=tmp_path,
-                      tools=[], checkpointer=cp) as agent:
+    with create_agent(
+        model=scripted([reply("fine")]), model_name="m", workdir=tmp_path, tools=[], checkpointer=cp
+    ) as agent:
         store.arm(OSError(5, "io"), written=written)
         with pytest.raises(TurnFailedError):
             agent.send("go")
@@ -246,8 +273,14 @@ def test_a_failing_blob_store_while_archiving_aborts_the_turn(tmp_path: Path) ->
     store = FailingStore()
     cp = as_checkpointer(store)
     provider = scripted([use("dump"), reply("after os error"), use("dump"), reply("fine")])
-    with create_agent(model=provider, model_name="m", workdir=tmp_path, tools=all_tools(),
-                      checkpointer=cp, context={"archive_threshold_bytes": 1000}) as agent:
+    with create_agent(
+        model=provider,
+        model_name="m",
+        workdir=tmp_path,
+        tools=all_tools(),
+        checkpointer=cp,
+        context={"archive_threshold_bytes": 1000},
+    ) as agent:
         store.failing_blobs.error = OSError(5, "io")
         assert "after os error" == agent.send("dump").text
         assert not [e for e in events_of(cp, agent.session_id) if isinstance(e, ContentArchived)]
@@ -283,8 +316,9 @@ def test_a_snapshot_that_fails_keeps_the_tool_from_running(tmp_path: Path) -> No
     os.symlink("loop", tmp_path / "loop")
     cp = memory_checkpointer()
     provider = scripted([use("loop"), reply("noted")])
-    with create_agent(model=provider, model_name="m", workdir=tmp_path, tools=[Loop()],
-                      checkpointer=cp) as agent:
+    with create_agent(
+        model=provider, model_name="m", workdir=tmp_path, tools=[Loop()], checkpointer=cp
+    ) as agent:
         assert "noted" == agent.send("go").text
         [result] = _results(cp, agent.session_id)
     assert (True, False) == (result.block.is_error, Loop.ran)
@@ -297,8 +331,9 @@ def test_a_tool_raising_any_base_exception_is_an_error_result(tmp_path: Path, ki
     BaseException) gives an is_error result the model reads; the turn goes on."""
     cp = memory_checkpointer()
     provider = scripted([use("raising", kind=kind), reply("noted")])
-    with create_agent(model=provider, model_name="m", workdir=tmp_path, tools=[Raising()],
-                      checkpointer=cp) as agent:
+    with create_agent(
+        model=provider, model_name="m", workdir=tmp_path, tools=[Raising()], checkpointer=cp
+    ) as agent:
         assert "noted" == agent.send("go").text
         [result] = _results(cp, agent.session_id)
     assert result.block.is_error is True
@@ -324,27 +359,31 @@ class Odd(Tool):
 
 @pytest.mark.parametrize(
     ("value", "is_error", "shown"),
-    [("plain str", True, "not a ToolOutput"), (None, True, "not a ToolOutput"),
-     (ToolOutput(b"bytes"), True, "not text"),  # type: ignore[arg-type]
-     (ToolOutput("lone \udcff surrogate"), False, "lone \ufffd surrogate")],
+    [
+        ("plain str", True, "not a ToolOutput"),
+        (None, True, "not a ToolOutput"),
+        (ToolOutput(b"bytes"), True, "not text"),  # type: ignore[arg-type]
+        (ToolOutput("lone \udcff surrogate"), False, "lone \ufffd surrogate"),
+    ],
     ids=["str", "none", "bytes-content", "lone-surrogate"],
 )
 def test_a_tool_returning_what_the_log_cannot_store_gets_a_readable_result(
-        tmp_path: Path, value: Any, is_error: bool, shown: str) -> None:
+    tmp_path: Path, value: Any, is_error: bool, shown: str
+) -> None:
     """A tool returning something other than a ToolOutput of text, or text with a lone
     surrogate (a file name decoded with surrogateescape), never kills the turn."""
     cp = memory_checkpointer()
     provider = scripted([use("odd"), reply("noted")])
-    with create_agent(model=provider, model_name="m", workdir=tmp_path, tools=[Odd(value)],
-                      checkpointer=cp) as agent:
+    with create_agent(
+        model=provider, model_name="m", workdir=tmp_path, tools=[Odd(value)], checkpointer=cp
+    ) as agent:
         assert "noted" == agent.send("go").text
         [result] = _results(cp, agent.session_id)
     assert is_error is (result.block.is_error is True)
     assert shown in str(result.block.content)
 
 
-def test_a_prompt_that_is_not_text_is_refused_before_anything_is_written(
-        tmp_path: Path) -> None:
+def test_a_prompt_that_is_not_text_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     """An empty, blank or lone-surrogate prompt reaching the session core is refused with a
     liteagent error and nothing is written (the Messages API refuses empty text blocks)."""
     from liteagent.actors import SessionConfig
@@ -352,8 +391,10 @@ def test_a_prompt_that_is_not_text_is_refused_before_anything_is_written(
     from liteagent.eventlog import InvalidArgumentError
 
     cp = memory_checkpointer()
-    core = SessionCore("s1", SessionConfig(checkpointer=cp, provider=scripted([]),
-                                           model_name="m", workdir=tmp_path))
+    core = SessionCore(
+        "s1",
+        SessionConfig(checkpointer=cp, provider=scripted([]), model_name="m", workdir=tmp_path),
+    )
     for bad in ["", "  \n", "x\ud800"]:
         with pytest.raises(InvalidArgumentError):
             core.send(bad, CancelToken(), None)
@@ -365,12 +406,16 @@ def test_a_reply_whose_tool_text_is_empty_is_not_sent_back_empty(tmp_path: Path)
     leaves that block out (the API refuses empty text blocks)."""
     cp = memory_checkpointer()
     with FakeMessagesServer() as server:
-        server.add(message([text(""), tool_use("toolu_1", "echo", {"text": "a"})],
-                           stop_reason="tool_use"))
+        server.add(
+            message([text(""), tool_use("toolu_1", "echo", {"text": "a"})], stop_reason="tool_use")
+        )
         server.add(message([text("done")]))
-        with AnthropicProvider(server.client(), ()) as model, create_agent(
-                model=model, model_name="m", workdir=tmp_path, tools=[echo],
-                checkpointer=cp) as agent:
+        with (
+            AnthropicProvider(server.client(), ()) as model,
+            create_agent(
+                model=model, model_name="m", workdir=tmp_path, tools=[echo], checkpointer=cp
+            ) as agent,
+        ):
             assert "done" == agent.send("go").text
         sent = server.requests[1].body["messages"][1]["content"]
     assert ["tool_use"] == [b["type"] for b in sent]
@@ -391,12 +436,14 @@ def test_a_background_result_holding_lone_surrogates_is_recorded(tmp_path: Path)
     U+FFFD) instead of being lost, and the next turn sees them."""
     cp = memory_checkpointer()
     provider = scripted([use("later"), reply("started"), reply("seen")])
-    with create_agent(model=provider, model_name="m", workdir=tmp_path, tools=[later],
-                      checkpointer=cp) as agent:
+    with create_agent(
+        model=provider, model_name="m", workdir=tmp_path, tools=[later], checkpointer=cp
+    ) as agent:
         agent.send("start it")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not any(
-                isinstance(e, BackgroundCompleted) for e in events_of(cp, agent.session_id)):
+            isinstance(e, BackgroundCompleted) for e in events_of(cp, agent.session_id)
+        ):
             time.sleep(0.01)
         done = [e for e in events_of(cp, agent.session_id) if isinstance(e, BackgroundCompleted)]
         assert "seen" == agent.send("and?").text

@@ -67,8 +67,14 @@ def test_a_refused_turn_does_not_wedge_the_session(tmp_path: Path) -> None:
     the refused step is left out of their views."""
     provider = scripted([use("dump"), reply("ok"), reply("hi")])
     cp = memory_checkpointer()
-    with create_lite_agent(model=provider, model_name="m", workdir=tmp_path, tools=[dump],
-                           checkpointer=cp, context={"budget_tokens": 3000}) as agent:
+    with create_lite_agent(
+        model=provider,
+        model_name="m",
+        workdir=tmp_path,
+        tools=[dump],
+        checkpointer=cp,
+        context={"budget_tokens": 3000},
+    ) as agent:
         with pytest.raises(ContextBudgetError):
             agent.send("dump it")
         assert "ok" == agent.send("just say ok").text
@@ -86,8 +92,14 @@ def test_the_refused_step_becomes_an_old_turn_closed_by_a_notice(tmp_path: Path)
     conversation), so the next prompt is a message of its own, not part of the tool results."""
     provider = scripted([use("dump"), reply("ok")])
     cp = memory_checkpointer()
-    with create_lite_agent(model=provider, model_name="m", workdir=tmp_path, tools=[dump],
-                           checkpointer=cp, context={"budget_tokens": 3000}) as agent:
+    with create_lite_agent(
+        model=provider,
+        model_name="m",
+        workdir=tmp_path,
+        tools=[dump],
+        checkpointer=cp,
+        context={"budget_tokens": 3000},
+    ) as agent:
         with pytest.raises(ContextBudgetError):
             agent.send("dump it")
         state = fold(cp.read(agent.session_id))
@@ -104,9 +116,15 @@ def test_compact_after_a_refused_turn_shrinks_the_refused_step(tmp_path: Path) -
     result."""
     provider = scripted([use("dump"), reply("ok")])
     cp = memory_checkpointer()
-    with create_lite_agent(model=provider, model_name="m", workdir=tmp_path, tools=[dump],
-                           checkpointer=cp, context={"budget_tokens": 3000},
-                           compactor=default_compactor([micro_pass(keep_recent=0)])) as agent:
+    with create_lite_agent(
+        model=provider,
+        model_name="m",
+        workdir=tmp_path,
+        tools=[dump],
+        checkpointer=cp,
+        context={"budget_tokens": 3000},
+        compactor=default_compactor([micro_pass(keep_recent=0)]),
+    ) as agent:
         with pytest.raises(ContextBudgetError):
             agent.send("dump it")
         stats = agent.compact()
@@ -119,8 +137,14 @@ def test_a_turn_cut_by_max_turns_is_closed(tmp_path: Path) -> None:
     next prompt does not join those results."""
     provider = scripted([use("echo"), use("echo"), reply("fresh")])
     cp = memory_checkpointer()
-    with create_agent(model=provider, model_name="m", workdir=tmp_path, tools=all_tools(),
-                      checkpointer=cp, max_turns=2) as agent:
+    with create_agent(
+        model=provider,
+        model_name="m",
+        workdir=tmp_path,
+        tools=all_tools(),
+        checkpointer=cp,
+        max_turns=2,
+    ) as agent:
         assert "max_turns" == agent.send("loop").stop_reason
         assert not fold(cp.read(agent.session_id)).turn_open
         assert "fresh" == agent.send("next").text
@@ -129,10 +153,27 @@ def test_a_turn_cut_by_max_turns_is_closed(tmp_path: Path) -> None:
 
 # -- randomized: failing and succeeding turns on one session --------------------------------------
 
-KINDS = ["text", "tool", "provider_error", "foreign_model_error", "tool_then_error", "huge",
-         "tool_raises", "cancel_in_tool", "cancel_mid_stream", "max_turns", "unstorable",
-         "store_fails", "store_fails_after_write", "store_fails_foreign", "middleware_fails",
-         "overflow", "model_base_exception", "empty_reply", "blank_reply"]
+KINDS = [
+    "text",
+    "tool",
+    "provider_error",
+    "foreign_model_error",
+    "tool_then_error",
+    "huge",
+    "tool_raises",
+    "cancel_in_tool",
+    "cancel_mid_stream",
+    "max_turns",
+    "unstorable",
+    "store_fails",
+    "store_fails_after_write",
+    "store_fails_foreign",
+    "middleware_fails",
+    "overflow",
+    "model_base_exception",
+    "empty_reply",
+    "blank_reply",
+]
 
 
 class Switch:
@@ -148,8 +189,16 @@ class Switch:
         return request
 
 
-def _plan(kind: str, i: int, *, model: PlannedModel, tokens: Tokens, store: FailingStore,
-          switch: Switch, engine: bool) -> type[BaseException] | None:
+def _plan(
+    kind: str,
+    i: int,
+    *,
+    model: PlannedModel,
+    tokens: Tokens,
+    store: FailingStore,
+    switch: Switch,
+    engine: bool,
+) -> type[BaseException] | None:
     """Set up turn ``i`` of ``kind``; return the exception ``send`` must raise (None: none)."""
     done = reply(f"done {i}")
     plans: dict[str, tuple[list[Any], type[BaseException] | None]] = {
@@ -158,10 +207,14 @@ def _plan(kind: str, i: int, *, model: PlannedModel, tokens: Tokens, store: Fail
         "provider_error": ([ProviderStreamError("stream broke")], ProviderStreamError),
         "foreign_model_error": ([RuntimeError("sdk bug")], TurnFailedError),
         "tool_then_error": ([use("echo"), ProviderStreamError("broke")], ProviderStreamError),
-        "huge": (([use("dump")], ContextBudgetError) if engine
-                 else ([use("dump"), done], None)),
-        "tool_raises": ([use("raising", kind=["runtime", "keyboard", "exit", "custom",
-                                              "generator"][i % 5]), done], None),
+        "huge": (([use("dump")], ContextBudgetError) if engine else ([use("dump"), done], None)),
+        "tool_raises": (
+            [
+                use("raising", kind=["runtime", "keyboard", "exit", "custom", "generator"][i % 5]),
+                done,
+            ],
+            None,
+        ),
         "cancel_in_tool": ([use("cancel_me")], OperationCancelledError),
         "cancel_mid_stream": ([tokens.cancelling(done)], OperationCancelledError),
         "max_turns": ([use("echo"), use("echo"), use("echo")], None),
@@ -170,8 +223,13 @@ def _plan(kind: str, i: int, *, model: PlannedModel, tokens: Tokens, store: Fail
         "store_fails_after_write": ([done], StorageIOError),
         "store_fails_foreign": ([done], TurnFailedError),
         "middleware_fails": ([], TurnFailedError),
-        "overflow": ([ContextOverflowError("prompt is too long"),
-                      ContextOverflowError("prompt is too long")], ContextOverflowError),
+        "overflow": (
+            [
+                ContextOverflowError("prompt is too long"),
+                ContextOverflowError("prompt is too long"),
+            ],
+            ContextOverflowError,
+        ),
         "model_base_exception": ([KeyboardInterrupt()], TurnFailedError),
         "empty_reply": ([AssistantMessage(content=(), stop_reason="end_turn")], None),
         "blank_reply": ([AssistantMessage(content=(TextBlock(" "), TextBlock("")))], None),
@@ -179,8 +237,11 @@ def _plan(kind: str, i: int, *, model: PlannedModel, tokens: Tokens, store: Fail
     actions, expected = plans[kind]
     model.set_plan(*actions)
     if kind.startswith("store_fails"):
-        error = (OSError(5, "disk on fire") if kind == "store_fails_foreign"
-                 else StorageIOError("disk on fire"))
+        error = (
+            OSError(5, "disk on fire")
+            if kind == "store_fails_foreign"
+            else StorageIOError("disk on fire")
+        )
         store.arm(error, after=1, written=kind == "store_fails_after_write")
     switch.armed = kind == "middleware_fails"
     return expected
@@ -192,13 +253,21 @@ def _run_session(kinds: list[str], tmp_path: Path, *, engine: bool = True) -> No
     store = FailingStore()
     switch = Switch()
     cp = as_checkpointer(store)
-    with create_agent(model=model.provider, model_name="m", workdir=tmp_path,
-                      tools=all_tools(), use=[switch], checkpointer=cp, max_turns=3,
-                      context={"budget_tokens": 3000} if engine else False) as agent:
+    with create_agent(
+        model=model.provider,
+        model_name="m",
+        workdir=tmp_path,
+        tools=all_tools(),
+        use=[switch],
+        checkpointer=cp,
+        max_turns=3,
+        context={"budget_tokens": 3000} if engine else False,
+    ) as agent:
         sid = agent.session_id
         for i, kind in enumerate([*kinds, "text"]):
-            expected = _plan(kind, i, model=model, tokens=tokens, store=store, switch=switch,
-                             engine=engine)
+            expected = _plan(
+                kind, i, model=model, tokens=tokens, store=store, switch=switch, engine=engine
+            )
             cancel = tokens.fresh()
             if expected is None:
                 result = agent.send(f"prompt {i}: {kind}", cancel=cancel)
@@ -219,11 +288,13 @@ def _run_session(kinds: list[str], tmp_path: Path, *, engine: bool = True) -> No
     assert engine == bool(statuses)
 
 
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(kinds=st.lists(st.sampled_from(KINDS), min_size=1, max_size=8), engine=st.booleans())
 def test_failing_and_succeeding_turns_interleave_on_one_session(
-        kinds: list[str], engine: bool, tmp_path: Path) -> None:
+    kinds: list[str], engine: bool, tmp_path: Path
+) -> None:
     """Any sequence of failing turns (provider errors, foreign exceptions, budget refusals,
     cancellations, store failures, failing middleware, tools raising BaseExceptions, inputs the
     log cannot store, max_turns): each failure raises a liteagent error and ends with a
@@ -234,11 +305,13 @@ def test_failing_and_succeeding_turns_interleave_on_one_session(
 
 
 @pytest.mark.soak
-@settings(max_examples=300, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(kinds=st.lists(st.sampled_from(KINDS), min_size=1, max_size=16), engine=st.booleans())
 def test_failing_and_succeeding_turns_interleave_on_one_session_soak(
-        kinds: list[str], engine: bool, tmp_path: Path) -> None:
+    kinds: list[str], engine: bool, tmp_path: Path
+) -> None:
     """The randomized interleaving above, longer and more often."""
     _run_session(kinds, tmp_path, engine=engine)
 
@@ -254,8 +327,9 @@ def test_a_cancelled_send_before_it_starts_writes_nothing(tmp_path: Path) -> Non
     cp = memory_checkpointer()
     token = CancelToken()
     token.cancel("no")
-    with create_agent(model=scripted([]), model_name="m", workdir=tmp_path, tools=[],
-                      checkpointer=cp) as agent:
+    with create_agent(
+        model=scripted([]), model_name="m", workdir=tmp_path, tools=[], checkpointer=cp
+    ) as agent:
         with pytest.raises(OperationCancelledError):
             agent.send("go", cancel=token)
         assert [] == list(cp.read(agent.session_id))
@@ -263,8 +337,17 @@ def test_a_cancelled_send_before_it_starts_writes_nothing(tmp_path: Path) -> Non
 
 # -- the same against the fake server, through the real client -------------------------------------
 
-WIRE_KINDS = ["text", "tool", "api_error", "drop", "unstorable", "surrogate_text", "empty",
-              "blank", "huge"]
+WIRE_KINDS = [
+    "text",
+    "tool",
+    "api_error",
+    "drop",
+    "unstorable",
+    "surrogate_text",
+    "empty",
+    "blank",
+    "huge",
+]
 
 
 def _serve(kind: str, i: int, server: FakeMessagesServer) -> type[BaseException] | None:
@@ -273,8 +356,9 @@ def _serve(kind: str, i: int, server: FakeMessagesServer) -> type[BaseException]
     if kind == "text":
         server.add(done)
     elif kind == "tool":
-        server.add(message([tool_use(f"toolu_t{i}", "echo", {"text": "a"})],
-                           stop_reason="tool_use"), done)
+        server.add(
+            message([tool_use(f"toolu_t{i}", "echo", {"text": "a"})], stop_reason="tool_use"), done
+        )
     elif kind == "api_error":
         server.add(error_response(400, "invalid_request_error", "bad"))
         return ProviderRequestError
@@ -282,8 +366,10 @@ def _serve(kind: str, i: int, server: FakeMessagesServer) -> type[BaseException]
         server.add(dropped_stream(done))
         return ProviderStreamError
     elif kind == "unstorable":
-        server.add(message([tool_use(f"toolu_u{i}", "echo", {"text": 2**64 + i})],
-                           stop_reason="tool_use"), done)
+        server.add(
+            message([tool_use(f"toolu_u{i}", "echo", {"text": 2**64 + i})], stop_reason="tool_use"),
+            done,
+        )
     elif kind == "surrogate_text":
         server.add(message([text("half \ud800 a pair")]))
     elif kind == "empty":
@@ -296,20 +382,29 @@ def _serve(kind: str, i: int, server: FakeMessagesServer) -> type[BaseException]
     return None
 
 
-@settings(max_examples=10, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(kinds=st.lists(st.sampled_from(WIRE_KINDS), min_size=1, max_size=6))
 def test_the_wire_stays_valid_after_failures_with_the_real_client(
-        kinds: list[str], tmp_path: Path) -> None:
+    kinds: list[str], tmp_path: Path
+) -> None:
     """Against the fake server through the real anthropic client: after API errors, dropped
     streams, budget refusals, inputs beyond 64 bits, lone surrogates, empty and blank answers,
     every request on the wire is one the Messages API accepts, and the next turn works."""
     cp = memory_checkpointer()
-    with FakeMessagesServer() as server, \
-            AnthropicProvider(server.client(max_retries=0), ()) as model, \
-            create_agent(model=model, model_name="m", workdir=tmp_path, tools=all_tools(),
-                         checkpointer=cp,
-                         context={"budget_tokens": 3000, "native_edits": False}) as agent:
+    with (
+        FakeMessagesServer() as server,
+        AnthropicProvider(server.client(max_retries=0), ()) as model,
+        create_agent(
+            model=model,
+            model_name="m",
+            workdir=tmp_path,
+            tools=all_tools(),
+            checkpointer=cp,
+            context={"budget_tokens": 3000, "native_edits": False},
+        ) as agent,
+    ):
         for i, kind in enumerate([*kinds, "text"]):
             expected = _serve(kind, i, server)
             if expected is None:
@@ -328,14 +423,20 @@ def test_a_session_with_a_stopped_turn_replays_strictly(tmp_path: Path) -> None:
     the turn's closing notice (which the conversation shows as an assistant message), so the
     recorded session replays in strict mode."""
     cp = memory_checkpointer()
-    with create_agent(model=scripted([ProviderStreamError("broke"), reply("two done")]),
-                      model_name="m", workdir=tmp_path, tools=[], checkpointer=cp) as agent:
+    with create_agent(
+        model=scripted([ProviderStreamError("broke"), reply("two done")]),
+        model_name="m",
+        workdir=tmp_path,
+        tools=[],
+        checkpointer=cp,
+    ) as agent:
         with pytest.raises(ProviderStreamError):
             agent.send("one")
         agent.send("two")
         recorded = list(cp.read(agent.session_id))
     again = replay(recorded)
-    with create_agent(model=again, model_name="m", workdir=tmp_path, tools=[],
-                      checkpointer=memory_checkpointer()) as agent:
+    with create_agent(
+        model=again, model_name="m", workdir=tmp_path, tools=[], checkpointer=memory_checkpointer()
+    ) as agent:
         assert "two done" == agent.send("two").text
     again.assert_all_used()

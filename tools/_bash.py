@@ -119,8 +119,7 @@ def _bash(
         return _run(command, cwd=cwd, timeout=limit, cancel=ctx.cancel, env=env)
     if ctx.start_background is None:
         return ToolOutput(
-            "background tasks are not available in this session; run the command in the "
-            "foreground",
+            "background tasks are not available in this session; run the command in the foreground",
             is_error=True,
         )
 
@@ -146,7 +145,7 @@ def _unusable(command: str) -> str | None:
         os.fsencode(command)
     except UnicodeEncodeError as e:
         return (
-            f"the command contains {command[e.start:e.end]!r}, which cannot be encoded for the "
+            f"the command contains {command[e.start : e.end]!r}, which cannot be encoded for the "
             "shell (a lone surrogate); nothing ran"
         )
     return None

@@ -74,9 +74,7 @@ class FunctionTool(Tool, Generic[P, R]):
     ) -> None:
         self.name = name if name is not None else fn.__name__
         if not _NAME.fullmatch(self.name):
-            raise ToolDefinitionError(
-                f"tool name {self.name!r} must match [a-zA-Z0-9_-]{{1,64}}"
-            )
+            raise ToolDefinitionError(f"tool name {self.name!r} must match [a-zA-Z0-9_-]{{1,64}}")
         self.description = description if description is not None else _first_paragraph(fn)
         if not self.description:
             raise ToolDefinitionError(
@@ -202,9 +200,7 @@ def _first_paragraph(fn: Callable[..., object]) -> str:
     return " ".join(doc.strip().split("\n\n", 1)[0].split())
 
 
-def _input_struct(
-    fn: Callable[..., object], name: str
-) -> tuple[type[msgspec.Struct], str | None]:
+def _input_struct(fn: Callable[..., object], name: str) -> tuple[type[msgspec.Struct], str | None]:
     """The input Struct type of ``fn``, and the name of its ``ToolContext`` parameter."""
     try:
         hints = typing.get_type_hints(fn, include_extras=True)

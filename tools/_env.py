@@ -135,8 +135,7 @@ class ToolEnv:
         return "default" if self._allow is None else "allow"
 
     def environment(self, host: Mapping[str, str] | None = None) -> dict[str, str]:
-        """The environment a command gets, computed from ``host`` (default: ``os.environ`` now).
-        """
+        """The environment a command gets, computed from ``host`` (default: ``os.environ`` now)."""
         if self._replace is not None:
             return dict(self._replace)
         source = _host_environment() if host is None else host
@@ -162,7 +161,10 @@ class ToolEnv:
         if not isinstance(other, ToolEnv):
             return NotImplemented
         return (self._allow, self._replace, self._keep, self._deny) == (
-            other._allow, other._replace, other._keep, other._deny
+            other._allow,
+            other._replace,
+            other._keep,
+            other._deny,
         )
 
     def __hash__(self) -> int:

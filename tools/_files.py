@@ -140,9 +140,7 @@ def read_text(target: Path, shown: str, max_bytes: int) -> str | ToolOutput:
 @tool(name="read_file")
 def read_file(
     path: Annotated[str, Meta(description="The file, relative to the workspace.")],
-    offset: Annotated[
-        int, Meta(ge=1, description="The first line to show, counting from 1.")
-    ] = 1,
+    offset: Annotated[int, Meta(ge=1, description="The first line to show, counting from 1.")] = 1,
     limit: Annotated[
         Annotated[int, Meta(ge=1)] | None,
         Meta(description="How many lines to show (default: to the end, within the size limit)."),

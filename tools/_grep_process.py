@@ -122,9 +122,7 @@ def run_search(
         return result
     with proc:
         try:
-            _Pump(proc, result, files, time.monotonic() + time_limit, cancel).run(
-                _line(header)
-            )
+            _Pump(proc, result, files, time.monotonic() + time_limit, cancel).run(_line(header))
         finally:
             if proc.poll() is None:
                 proc.kill()

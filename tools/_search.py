@@ -186,13 +186,9 @@ def make_grep(time_limit: float = GREP_TIME_LIMIT) -> FunctionTool[..., ToolOutp
         ] = ".",
         glob: Annotated[
             Annotated[str, Meta(max_length=PATTERN_MAX_CHARS)] | None,
-            Meta(
-                description="Only files matching this glob: *.py (names) or src/**/*.py (paths)."
-            ),
+            Meta(description="Only files matching this glob: *.py (names) or src/**/*.py (paths)."),
         ] = None,
-        ignore_case: Annotated[
-            bool, Meta(description="Match letters case-insensitively.")
-        ] = False,
+        ignore_case: Annotated[bool, Meta(description="Match letters case-insensitively.")] = False,
         *,
         ctx: ToolContext,
     ) -> ToolOutput:

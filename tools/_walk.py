@@ -95,7 +95,8 @@ def compile_glob(pattern: str) -> GlobPattern:
     ``ValueError``) naming what is wrong."""
     if pattern.startswith("/"):
         raise InvalidArgumentError(
-            f"pattern {pattern!r} is absolute; give it relative to the workspace")
+            f"pattern {pattern!r} is absolute; give it relative to the workspace"
+        )
     if "\x00" in pattern:
         raise InvalidArgumentError(f"pattern {pattern!r} contains a NUL byte")
     parts = [p for p in pattern.split("/") if p not in ("", ".")]
@@ -103,7 +104,8 @@ def compile_glob(pattern: str) -> GlobPattern:
         raise InvalidArgumentError(f"pattern {pattern!r} is empty")
     if ".." in parts:
         raise InvalidArgumentError(
-            f"pattern {pattern!r} contains '..'; patterns stay inside the workspace")
+            f"pattern {pattern!r} contains '..'; patterns stay inside the workspace"
+        )
     prefix: list[str] = []
     for part in parts:
         if _WILDCARDS.intersection(part):
@@ -180,7 +182,8 @@ def _char_set(body: str, pattern: str) -> str:
             low, high = body[i], body[i + 2]
             if low > high:
                 raise InvalidArgumentError(
-                    f"pattern {pattern!r}: the range {low}-{high} is reversed")
+                    f"pattern {pattern!r}: the range {low}-{high} is reversed"
+                )
             items.append(f"{re.escape(low)}-{re.escape(high)}")
             i += 3
         else:

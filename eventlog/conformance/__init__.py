@@ -102,8 +102,9 @@ class DurableConformance(DurableLeaseTests):
             assert pos == cp.position("s")
             assert ["a", "b"] == texts(cp.read("s"))
             assert ["s"] == [i.id for i in cp.list()]
-            assert 3 == cp.append("s", prompts("d"), expected_head=2,
-                                  expected_generation=pos.generation)
+            assert 3 == cp.append(
+                "s", prompts("d"), expected_head=2, expected_generation=pos.generation
+            )
 
     def test_blobs_survive_reopen(self, tmp_path: Path) -> None:
         """A blob put before close is there after reopen."""

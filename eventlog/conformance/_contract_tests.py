@@ -273,8 +273,9 @@ class ContractTests:
         cp.append("s", prompts("4'", "5'"))
         assert stale.head == cp.head("s")
         with pytest.raises(CheckpointConflictError):
-            cp.append("s", prompts("6"), expected_head=stale.head,
-                      expected_generation=stale.generation)
+            cp.append(
+                "s", prompts("6"), expected_head=stale.head, expected_generation=stale.generation
+            )
         with pytest.raises(CheckpointConflictError):
             cp.truncate("s", 1, expected_head=stale.head, expected_generation=stale.generation)
         assert ["1", "2", "3", "4'", "5'"] == texts(cp.read("s"))

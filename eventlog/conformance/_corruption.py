@@ -254,8 +254,9 @@ class CorruptionConformance:
         if head > known or (head < known and not trial.tail_loss):
             raise trial.fail(f"position of {sid} reports head {head}; history {known}")
         if not self._read(cp, sid, trial) and len(trial.model[sid]) != head:
-            raise trial.fail(f"position of {sid} reports head {head}; a read reaches "
-                             f"{len(trial.model[sid])}")
+            raise trial.fail(
+                f"position of {sid} reports head {head}; a read reaches {len(trial.model[sid])}"
+            )
 
     def _integrity(self, cp: Checkpointer, trial: _Trial) -> None:
         try:
@@ -301,8 +302,9 @@ class CorruptionConformance:
             if kept < known and report.lost:
                 first, last = report.lost[0]
                 if first != kept + 1 or (last is not None and last < known):
-                    raise trial.fail(f"repair of {sid} kept {kept} of {known} but reports "
-                                     f"lost {report.lost}")
+                    raise trial.fail(
+                        f"repair of {sid} kept {kept} of {known} but reports lost {report.lost}"
+                    )
             elif kept < known and not trial.tail_loss:
                 raise trial.fail(f"repair of {sid} kept {kept} of {known} and reports no loss")
             trial.model[sid] = trial.model[sid][:kept]
@@ -310,8 +312,10 @@ class CorruptionConformance:
             if cp.position(sid).head != kept:
                 raise trial.fail(f"after repair {sid} is at {cp.position(sid)}, kept {kept}")
             if report.repaired and cp.position(sid).generation != report.generation:
-                raise trial.fail(f"repair of {sid} reports generation {report.generation}, "
-                                 f"the session is at {cp.position(sid)}")
+                raise trial.fail(
+                    f"repair of {sid} reports generation {report.generation}, "
+                    f"the session is at {cp.position(sid)}"
+                )
             self._append(cp, sid, trial, "head")
             if len(trial.model[sid]) == kept:
                 raise trial.fail(f"after repair an append to {sid} was refused")
@@ -325,8 +329,11 @@ class CorruptionConformance:
             for sid in sorted(trial.model):
                 self._read(cp, sid, trial, exact=True)
             report = cp.check_integrity()
-            left = [p for p in report.problems
-                    if p.session_id in trial.model and p.kind not in INFORMATIONAL_PROBLEMS]
+            left = [
+                p
+                for p in report.problems
+                if p.session_id in trial.model and p.kind not in INFORMATIONAL_PROBLEMS
+            ]
             if left:
                 raise trial.fail(f"after repair check_integrity still finds {left}")
             for sid in sorted(trial.model):

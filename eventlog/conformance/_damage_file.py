@@ -92,9 +92,7 @@ def _damage_header(data: bytearray, rng: random.Random) -> str:
     return "overwrote the file header's magic"
 
 
-def _frame_damage(
-    data: bytearray, spans: list[tuple[int, int]], rng: random.Random
-) -> str:
+def _frame_damage(data: bytearray, spans: list[tuple[int, int]], rng: random.Random) -> str:
     """Damage made of whole frames: duplicated, swapped, dropped or repeated frames."""
     style = rng.choice(
         ["duplicate", "duplicate_at_end", "swap", "swap_last", "drop", "repeat_last"]

@@ -87,9 +87,7 @@ def _flip_ts(conn: apsw.Connection, sid: str, rows: list[_Row], rng: random.Rand
         new = struct.unpack("<d", _flip_bit(raw, rng))[0]
         if new == new:  # not NaN: SQLite would store NaN as NULL  # noqa: PLR0124
             break
-    conn.execute(
-        "UPDATE events SET ts = ? WHERE session_id = ? AND seq = ?", (new, sid, seq)
-    )
+    conn.execute("UPDATE events SET ts = ? WHERE session_id = ? AND seq = ?", (new, sid, seq))
     return f"flipped a bit of the ts of seq {seq}: {ts!r} -> {new!r}"
 
 

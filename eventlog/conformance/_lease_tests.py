@@ -155,8 +155,9 @@ class LeaseTests:
         assert 0 == cp.head("b")
 
     @pytest.mark.parametrize("lease", ["lease", 5, object()], ids=repr)
-    def test_a_lease_argument_that_is_no_lease_is_refused(self, cp: Checkpointer,
-                                                          lease: Any) -> None:
+    def test_a_lease_argument_that_is_no_lease_is_refused(
+        self, cp: Checkpointer, lease: Any
+    ) -> None:
         """``lease=`` that is not a Lease is InvalidArgumentError before anything is written."""
         with pytest.raises(InvalidArgumentError):
             cp.append("s", prompts("x"), lease=lease)

@@ -113,8 +113,9 @@ def make_machine(open_store: Callable[[Path], Checkpointer]) -> type[RuleBasedSt
             sid = sorted(self.model)[0]
             head, gen = self.cp.position(sid)
             try:
-                self.cp.append(sid, prompts("never"), expected_head=head,
-                               expected_generation=gen + 1)
+                self.cp.append(
+                    sid, prompts("never"), expected_head=head, expected_generation=gen + 1
+                )
             except CheckpointConflictError:
                 return
             raise AssertionError("a stale expected_generation was not refused")

@@ -169,7 +169,7 @@ def _replay(model: list[str], messages: list[tuple[Any, ...]]) -> CrashRun:
             assert msg[2] == len(acked), "an acknowledged head disagrees with the model"
             pending = None
         elif tag == "truncated":
-            del acked[msg[1]:]
+            del acked[msg[1] :]
             pending = None
     return CrashRun(acked, pending, len(messages))
 
@@ -245,9 +245,9 @@ def run_crash_round(
     try:
         report = cp.check_integrity()
         torn = any(p.kind == "torn_tail" for p in report.problems)
-        assert report.ok or all(
-            p.kind in ("torn_tail", "leftover") for p in report.problems
-        ), report.detail
+        assert report.ok or all(p.kind in ("torn_tail", "leftover") for p in report.problems), (
+            report.detail
+        )
         events = list(cp.read("crash"))
         actual = _texts_of(events)
         assert list(range(1, len(events) + 1)) == [e.seq for e in events]

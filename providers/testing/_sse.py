@@ -82,8 +82,10 @@ def stream_events(
     ]
     for index, block in enumerate(message.get("content") or []):
         events.append(
-            ("content_block_start",
-             {"type": "content_block_start", "index": index, "content_block": _start(block)})
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": _start(block)},
+            )
         )
         events.extend(
             ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
