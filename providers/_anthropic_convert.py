@@ -73,11 +73,9 @@ def _refused(block: Block) -> bool:
     """Whether the API refuses ``block`` in a request: a thinking block without a signature
     (e.g. from an imported transcript whose signatures were redacted: the API cannot verify
     it), or a text block without non-whitespace text."""
-    t = type(block)
-    return (
-        (t is ThinkingBlock and block.signature is UNSET)  # type: ignore[union-attr]
-        or (t is TextBlock and not block.text.strip())
-    )  # type: ignore[union-attr]
+    if type(block) is ThinkingBlock:
+        return block.signature is UNSET
+    return type(block) is TextBlock and not block.text.strip()
 
 
 def _sendable(block: Block) -> Block:
