@@ -69,6 +69,20 @@ def _result_bytes(messages: list[Message]) -> int:
     )
 
 
+MOVABLE_BYTES_NEEDED = 1_000
+"""Tool-result bytes before the most recent turn below which a subject may rightly change
+nothing: a removal or spill marker costs a few hundred bytes itself (a chat without tool
+results, or with a few short ones, is left as it is)."""
+
+
+def _actionable(messages: tuple[Message, ...], turns: int) -> bool:
+    """Whether a file gives every subject something to act on: ``turns`` turns, and tool
+    results before the most recent one worth more than a marker."""
+    split = split_turns(list(messages))
+    movable = _result_bytes([m for t in split[:-1] for m in t])
+    return len(split) >= turns and movable >= MOVABLE_BYTES_NEEDED
+
+
 def scaled_subjects(messages: list[Message]) -> dict[str, Run]:
     """Every subject with settings at a quarter of ``messages``' own size: the tool-result budget
     at a quarter of the bytes of the results it may move (those before the most recent turn),
@@ -86,11 +100,14 @@ def test_realdata_settings_at_a_quarter_of_a_file_change_it(
     name: str, trajectory_files: list[Path]
 ) -> None:
     """Each subject, with settings at a quarter of a file's own size, changes every file with
-    enough turns for it to act on, and keeps the contract's invariants while doing so."""
+    enough turns and tool results for it to act on, and keeps the contract's invariants while
+    doing so."""
     needed = TURNS_NEEDED.get(name, 2)
-    eligible = [p for p in trajectory_files if len(split_turns(load(p))) >= needed]
+    eligible = [p for p in trajectory_files if _actionable(load(p), needed)]
     if not eligible:
-        pytest.skip(f"no trajectory has the {needed} turns {name!r} needs to act")
+        pytest.skip(
+            f"no trajectory has the {needed} turns and the tool results {name!r} needs to act on"
+        )
     unchanged, problems = [], {}
     for path in eligible:
         messages = list(load(path))
