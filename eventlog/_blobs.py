@@ -2,6 +2,13 @@
 
 A blob's reference is ``sha256:<hex>`` of its plain content, so equal content is stored once and a
 reference is stable across processes and machines. Every store verifies the hash on ``get``.
+
+Garbage collection (``liteagent.eventlog.collect_garbage``) uses the hooks after the three
+basic methods: each blob has a *write time*, which ``put`` (also of content already stored) and
+``touch`` set to now, and ``delete_blobs`` removes a blob only if its write time is still older
+than a cutoff, checked atomically with the removal. Writers put or touch every blob before the
+append that references it, so a collection never removes a blob written (or re-referenced)
+after it started looking, however the two interleave across processes.
 """
 
 from __future__ import annotations
@@ -13,10 +20,14 @@ import os
 import re
 import secrets
 import threading
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from ._codec import Codec
 from ._errors import (
+    BlobCollectionUnsupportedError,
     BlobNotFoundError,
     CodecError,
     CorruptBlobError,
@@ -28,6 +39,7 @@ from ._fsutil import fsync_dir, write_all
 
 __all__ = [
     "BLOB_REF_PATTERN",
+    "BlobInfo",
     "BlobStore",
     "FileBlobStore",
     "MemoryBlobStore",
@@ -39,6 +51,9 @@ __all__ = [
 
 BLOB_REF_PATTERN = r"sha256:[0-9a-f]{64}"
 _REF = re.compile(BLOB_REF_PATTERN)
+_FOLDER = re.compile(r"[0-9a-f]{2}")
+_REST = re.compile(r"[0-9a-f]{62}")
+_ASIDE = ".gc"  # a blob set aside by a deletion (FileBlobStore)
 
 
 def blob_ref(data: bytes) -> str:
@@ -61,6 +76,15 @@ def check_blob_data(data: object) -> bytes:
     return bytes(data)
 
 
+class BlobInfo(NamedTuple):
+    """A stored blob: its reference, its write time (Unix seconds: the last ``put`` or
+    ``touch`` of it) and its stored size in bytes."""
+
+    ref: str
+    written: float
+    size: int
+
+
 class BlobStore(abc.ABC):
     """Content-addressed storage: ``put(data) -> ref``, ``get(ref) -> data``, ``has(ref)``.
 
@@ -68,6 +92,12 @@ class BlobStore(abc.ABC):
     file store fsyncs; the SQLite store commits with its checkpointer's synchronous level).
     ``get`` raises :class:`BlobNotFoundError` for an unknown ref and :class:`CorruptBlobError`
     when the stored bytes no longer hash to the ref.
+
+    The garbage-collection hooks (see the module docstring): ``touch``, ``list_blobs``,
+    ``delete_blobs``, and for stores whose deletes are not one atomic step,
+    ``remove_leftovers``, ``interrupted_deletes`` and ``restore_interrupted_deletes``. A store
+    that does not implement ``list_blobs`` and ``delete_blobs`` works for everything else, but
+    garbage cannot be collected from it (:class:`BlobCollectionUnsupportedError`).
     """
 
     @abc.abstractmethod
@@ -82,6 +112,41 @@ class BlobStore(abc.ABC):
     def has(self, ref: str) -> bool:
         """Return whether ``ref`` is stored (a malformed ref raises InvalidBlobRefError)."""
 
+    # -- garbage collection ---------------------------------------------------------------------
+
+    def touch(self, refs: Iterable[str]) -> list[str]:
+        """Set the write time of each stored ref of ``refs`` to now (as a ``put`` of its
+        content would) and return those that are not stored. A writer touches the blobs an
+        event will reference without putting them (a copy of events that name them) before it
+        appends. The default only checks presence: right for a store that cannot collect."""
+        return [ref for ref in refs if not self.has(ref)]
+
+    def list_blobs(self) -> Iterator[BlobInfo]:
+        """Every stored blob, in any order, with its write time and size."""
+        raise BlobCollectionUnsupportedError(f"{type(self).__name__} cannot list its blobs")
+
+    def delete_blobs(self, refs: Iterable[str], *, written_before: float) -> list[str]:  # noqa: ARG002
+        """Delete each blob of ``refs`` whose write time is still before ``written_before``,
+        checked atomically with its removal (a ``put`` or ``touch`` racing the delete either
+        comes first and keeps the blob, or comes after and stores it again); return the refs
+        deleted. Unknown refs are skipped."""
+        raise BlobCollectionUnsupportedError(f"{type(self).__name__} cannot delete blobs")
+
+    def remove_leftovers(self, *, written_before: float) -> int:  # noqa: ARG002 -- a hook
+        """Remove what interrupted writes left behind (temp files) older than
+        ``written_before``; return how many. Default: there are none."""
+        return 0
+
+    def interrupted_deletes(self) -> list[str]:
+        """The blobs a deletion killed half way set aside (neither kept nor removed). Reads of
+        such a blob put it back by themselves. Default: a store whose deletes are atomic."""
+        return []
+
+    def restore_interrupted_deletes(self) -> int:
+        """Put back every blob :meth:`interrupted_deletes` lists (a rollback of the killed
+        deletion: the next collection decides again); return how many."""
+        return 0
+
 
 def verify_blob(ref: str, data: bytes) -> bytes:
     """Return ``data`` if it hashes to ``ref``, else raise :class:`CorruptBlobError`."""
@@ -95,6 +160,7 @@ class MemoryBlobStore(BlobStore):
 
     def __init__(self) -> None:
         self._data: dict[str, bytes] = {}
+        self._written: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def put(self, data: bytes) -> str:
@@ -102,6 +168,7 @@ class MemoryBlobStore(BlobStore):
         ref = blob_ref(data)
         with self._lock:
             self._data.setdefault(ref, data)
+            self._written[ref] = time.time()
         return ref
 
     def get(self, ref: str) -> bytes:
@@ -117,6 +184,33 @@ class MemoryBlobStore(BlobStore):
         with self._lock:
             return ref in self._data
 
+    def touch(self, refs: Iterable[str]) -> list[str]:
+        wanted = [ref for ref in refs if parse_blob_ref(ref)]
+        now = time.time()
+        missing = []
+        with self._lock:
+            for ref in wanted:
+                if ref in self._data:
+                    self._written[ref] = now
+                else:
+                    missing.append(ref)
+        return missing
+
+    def list_blobs(self) -> Iterator[BlobInfo]:
+        with self._lock:
+            infos = [BlobInfo(r, self._written[r], len(d)) for r, d in self._data.items()]
+        return iter(infos)
+
+    def delete_blobs(self, refs: Iterable[str], *, written_before: float) -> list[str]:
+        wanted = [ref for ref in refs if parse_blob_ref(ref)]
+        deleted = []
+        with self._lock:
+            for ref in wanted:
+                if ref in self._data and self._written[ref] < written_before:
+                    del self._data[ref], self._written[ref]
+                    deleted.append(ref)
+        return deleted
+
 
 class FileBlobStore(BlobStore):
     """Blobs as files ``<root>/<2 hex>/<62 hex>``, written to a temp file and renamed into place,
@@ -128,6 +222,12 @@ class FileBlobStore(BlobStore):
     crash (the rename of a whole temp file; no fsync). ``"full"`` also survives power loss: the
     blob's data, its folder, and the parent of every folder the put created (``blobs/`` and
     ``blobs/xx/``) are fsynced before the reference is returned.
+
+    A blob's write time is its file's mtime: a put of a blob already stored, and a touch, set it
+    to now. A deletion renames the file to ``<name>.gc`` (atomically), checks the mtime of what
+    it renamed, and unlinks it only if that is still before the cutoff (else it links it back):
+    a put that refreshed the file first is seen; one that comes after the rename finds no file
+    and stores it again. A read of a blob whose deletion was killed half way puts it back.
     """
 
     def __init__(self, root: Path, codec: Codec | None = None, *, durability: str = "full") -> None:
@@ -154,11 +254,8 @@ class FileBlobStore(BlobStore):
         data = check_blob_data(data)
         ref = blob_ref(data)
         path = self._path(ref[7:])
-        try:
-            if path.exists():
-                return ref
-        except OSError as e:
-            raise StorageIOError(e.errno, f"cannot store blob {ref}: {e.strerror}") from e
+        if self._refresh(path, ref):
+            return ref
         stored = data if self._codec is None else self._codec_encode(data, ref)
         tmp = path.parent / f".tmp-{secrets.token_hex(8)}"
         try:
@@ -204,7 +301,12 @@ class FileBlobStore(BlobStore):
     def get(self, ref: str) -> bytes:
         path = self._path(parse_blob_ref(ref))
         try:
-            stored = path.read_bytes()
+            try:
+                stored = path.read_bytes()
+            except FileNotFoundError:
+                if not self._put_back(path):
+                    raise
+                stored = path.read_bytes()
         except FileNotFoundError as e:
             raise BlobNotFoundError(f"no blob {ref}") from e
         except OSError as e:
@@ -219,6 +321,124 @@ class FileBlobStore(BlobStore):
     def has(self, ref: str) -> bool:
         path = self._path(parse_blob_ref(ref))
         try:
-            return path.exists()
+            return path.exists() or self._put_back(path)
         except OSError as e:
             raise StorageIOError(e.errno, f"cannot look up blob {ref}: {e.strerror}") from e
+
+    # -- garbage collection ---------------------------------------------------------------------
+
+    @staticmethod
+    def _aside(path: Path) -> Path:
+        return path.with_name(path.name + _ASIDE)
+
+    def _put_back(self, path: Path) -> bool:
+        """Put back a blob a killed deletion set aside; whether there is one at ``path`` now.
+        A link, not a rename: a blob stored again meanwhile keeps its own (newer) write time."""
+        aside = self._aside(path)
+        try:
+            os.link(aside, path)
+        except FileExistsError:
+            pass
+        except FileNotFoundError:
+            return path.exists()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(aside)
+        return True
+
+    def _refresh(self, path: Path, ref: str) -> bool:
+        """Set the write time of the stored blob at ``path`` to now; whether it is stored."""
+        for _ in range(2):
+            try:
+                os.utime(path)
+            except FileNotFoundError:
+                if not self._put_back(path):
+                    return False
+            except PermissionError:  # a read-only store: nothing can collect it either
+                return path.exists()
+            except OSError as e:
+                raise StorageIOError(e.errno, f"cannot store blob {ref}: {e.strerror}") from e
+            else:
+                return True
+        return path.exists()
+
+    def touch(self, refs: Iterable[str]) -> list[str]:
+        wanted = [(ref, self._path(parse_blob_ref(ref))) for ref in refs]
+        return [ref for ref, path in wanted if not self._refresh(path, ref)]
+
+    def _folders(self) -> list[Path]:
+        try:
+            names = sorted(os.listdir(self._root))
+        except FileNotFoundError:
+            return []
+        except OSError as e:
+            raise StorageIOError(e.errno, f"cannot list the blobs: {e.strerror}") from e
+        return [self._root / n for n in names if _FOLDER.fullmatch(n)]
+
+    def _entries(self) -> Iterator[tuple[Path, str, os.stat_result]]:
+        """``(path, name, stat)`` of every file in the blob folders (those that still exist)."""
+        for folder in self._folders():
+            try:
+                names = os.listdir(folder)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as e:
+                raise StorageIOError(e.errno, f"cannot list the blobs: {e.strerror}") from e
+            for name in names:
+                try:
+                    st = os.stat(folder / name)
+                except FileNotFoundError:
+                    continue
+                yield folder / name, name, st
+
+    def list_blobs(self) -> Iterator[BlobInfo]:
+        for path, name, st in self._entries():
+            rest = name.removesuffix(_ASIDE)
+            if _REST.fullmatch(rest) is None:
+                continue
+            if rest != name and path.with_name(rest).exists():
+                continue  # set aside, but stored again meanwhile: listed once
+            yield BlobInfo(f"sha256:{path.parent.name}{rest}", st.st_mtime, st.st_size)
+
+    def delete_blobs(self, refs: Iterable[str], *, written_before: float) -> list[str]:
+        wanted = [(ref, self._path(parse_blob_ref(ref))) for ref in refs]
+        deleted = []
+        for ref, path in wanted:
+            aside = self._aside(path)
+            try:
+                try:
+                    os.replace(path, aside)
+                except FileNotFoundError:
+                    if not aside.exists():  # else: set aside by a killed deletion; decide now
+                        continue
+                if os.stat(aside).st_mtime < written_before:
+                    os.unlink(aside)
+                    deleted.append(ref)
+                else:  # stored or touched again since it was listed: keep it
+                    self._put_back(path)
+            except FileNotFoundError:
+                continue  # a read put it back meanwhile
+            except OSError as e:
+                raise StorageIOError(e.errno, f"cannot delete blob {ref}: {e.strerror}") from e
+        return deleted
+
+    def remove_leftovers(self, *, written_before: float) -> int:
+        removed = 0
+        for path, name, st in self._entries():
+            if name.startswith(".tmp-") and st.st_mtime < written_before:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                    removed += 1
+        return removed
+
+    def interrupted_deletes(self) -> list[str]:
+        return sorted(
+            f"sha256:{path.parent.name}{name.removesuffix(_ASIDE)}"
+            for path, name, _ in self._entries()
+            if name.endswith(_ASIDE) and _REST.fullmatch(name.removesuffix(_ASIDE))
+        )
+
+    def restore_interrupted_deletes(self) -> int:
+        refs = self.interrupted_deletes()
+        for ref in refs:
+            self._put_back(self._path(ref[7:]))
+        return len(refs)
