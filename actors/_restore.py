@@ -259,7 +259,7 @@ class Restorer:
             header, bodies = read_branch(self.checkpointer, chosen.id)
             problems = self._undo_problems(header.files)
             if problems:
-                raise RestoreRefusedError(problems)
+                raise RestoreRefusedError(problems, "undo")
             if cancel is not None:
                 cancel.raise_if_cancelled()
             self._publish(session_id, "start", 0, len(header.files))
@@ -323,11 +323,11 @@ class Restorer:
                 )
             if not ready:
                 newest = branches[-1]
-                raise RestoreRefusedError([("", f"branch {newest.id}: {newest.reason}")])
+                raise RestoreRefusedError([("", f"branch {newest.id}: {newest.reason}")], "undo")
             by_restore = [b for b in ready if b.made_by == "restore"]
             chosen = (by_restore or ready)[-1]
         if not chosen.available:
-            raise RestoreRefusedError([("", f"branch {chosen.id}: {chosen.reason}")])
+            raise RestoreRefusedError([("", f"branch {chosen.id}: {chosen.reason}")], "undo")
         return chosen
 
     def _undo_problems(self, files: Sequence[RestoreFile]) -> list[tuple[str, str]]:
@@ -374,7 +374,7 @@ class Restorer:
             plans = plan_files(state, seq, cp.blobs, verify=True)
             problems = preflight(state, seq, workdir, plans)
             if problems:
-                raise RestoreRefusedError(problems)
+                raise RestoreRefusedError(problems, "fork")
             records = backup_files(
                 workdir, [(p.path, p.target, p.target_hash) for p in plans], cp.blobs
             )

@@ -44,13 +44,15 @@ class NoBranchError(LiteAgentError, ValueError):
 
 
 class RestoreRefusedError(LiteAgentError):
-    """Raised when a restore would not be safe; ``problems`` lists ``(path, reason)`` for each
-    file (path ``""`` for problems of the session as a whole). Nothing was changed."""
+    """Raised when a restore (or an undo, a fork: ``operation``) would not be safe;
+    ``problems`` lists ``(path, reason)`` for each file (path ``""`` for problems of the
+    session as a whole). Nothing was changed."""
 
-    def __init__(self, problems: list[tuple[str, str]]) -> None:
+    def __init__(self, problems: list[tuple[str, str]], operation: str = "restore") -> None:
         self.problems = problems
+        self.operation = operation
         lines = "\n".join(f"  {path or '(session)'}: {reason}" for path, reason in problems)
-        super().__init__(f"restore refused, nothing was changed:\n{lines}")
+        super().__init__(f"{operation} refused, nothing was changed:\n{lines}")
 
 
 class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):

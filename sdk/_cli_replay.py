@@ -33,7 +33,7 @@ from liteagent.eventlog import (
 )
 from liteagent.tools import default_tools
 
-from ._cli_commands import existing_session
+from ._cli_args import existing_session
 from ._cli_env import CliEnv
 from ._cli_errors import UsageError
 from ._cli_output import emit_json, make_console, short, to_json, when
