@@ -32,7 +32,7 @@ _STAMP = (
     "INSERT INTO blob_times(ref, written) VALUES (?, ?) "
     "ON CONFLICT(ref) DO UPDATE SET written = excluded.written"
 )
-_CHUNK = 500
+_CHUNK = 100  # deletes per transaction: a long collection never holds the write lock long
 
 
 class SqliteBlobStore(BlobStore):

@@ -4,6 +4,7 @@ events and the files, refuses over a foreign change, and is itself undoable."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from liteagent.eventlog import (
     sqlite_checkpointer,
 )
 from liteagent.eventlog._branches import branch_prefix, is_branch_session
+from liteagent.eventlog._gc import referenced_blobs
 from liteagent.providers import scripted
 from liteagent.sdk import (
     InterruptedRestoreError,
@@ -410,3 +412,18 @@ def test_async_undo_and_branches(work: Path) -> None:
 
         asyncio.run(main())
         assert before == workspace(work)
+
+
+def test_a_restore_touches_the_blobs_its_branch_references(work: Path) -> None:
+    """The blobs the branch references get a fresh write time from the restore (a garbage
+    collection that started before the branch existed keeps them: see eventlog._gc)."""
+    with memory_checkpointer() as cp:
+        first, _ = two_prompts(work, cp)
+        with agent_on(work, cp) as agent:
+            start = time.time()
+            result = agent.restore(SID, first)
+            assert result.branch is not None
+            refs = referenced_blobs(cp, result.branch)
+            assert refs
+            written = {b.ref: b.written for b in cp.blobs.list_blobs()}
+            assert all(written[r] >= start for r in refs)
