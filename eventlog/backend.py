@@ -7,8 +7,8 @@ module adds the helpers a hook uses. The types the hooks take and return and
 the errors they raise are the user-facing ones, imported from ``liteagent.eventlog``
 (``Checkpointer``, ``Position``, ``SessionInfo``, ``StoredEvent``, ``IntegrityProblem``,
 ``IntegrityReport``, ``RepairReport``, ``Lease``, ``LeaseInfo``, ``BlobStore``, ``BlobInfo``,
-``blob_ref`` and the errors). ``examples/session_files_backend.py`` is a complete backend that imports nothing
-else; ``tests/test_backend_example.py`` runs the conformance suite against it.
+``blob_ref`` and the errors). ``examples/session_files_backend.py`` is a complete backend that
+imports nothing else; ``tests/test_backend_example.py`` runs the conformance suite against it.
 
 What the base class does before a hook runs
 -------------------------------------------
