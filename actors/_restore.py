@@ -30,7 +30,6 @@ from liteagent.eventlog import (
     CancelToken,
     CheckpointConflictError,
     Checkpointer,
-    Forked,
     Lease,
     LiteAgentError,
     RestoreFile,
@@ -41,15 +40,16 @@ from liteagent.eventlog import (
 )
 from liteagent.eventlog._branches import new_branch_id
 
-from ._branches import Branch, list_branches, read_branch, touch_refs
+from ._branches import Branch, list_branches, read_branch
 from ._envelope import ask
+from ._fork import fork_session
 from ._hub import EventHub, LiveEvent
 from ._lease import session_lease
 from ._ledger import untracked_seqs
 from ._live import CheckpointRestore
 from ._maintenance import held
 from ._preview import RestorePreview, preview_restore
-from ._restore_files import apply_files, backup_files
+from ._restore_files import backup_files
 from ._restore_plan import (
     Checkpoint,
     InterruptedRestoreError,
@@ -359,33 +359,16 @@ class Restorer:
         return problems
 
     def fork(self, session_id: str, seq: int, new_id: str, *, workdir: Path | None = None) -> str:
-        """Copy the log of ``session_id`` before its checkpoint ``seq`` into the new session
-        ``new_id``, ending with a :class:`Forked` record; the original is untouched. With
-        ``workdir`` (another folder, a copy of the workspace), the files the agent's file tools
-        changed since the checkpoint are put back there first, with a restore's preflight
-        (refused, naming each file, when one is not as the agent last left it)."""
+        """Fork ``session_id`` before its checkpoint ``seq`` into ``new_id`` (see
+        :func:`._fork.fork_session`)."""
         events, state, _ = self._read(session_id)
         self._idle(session_id, state)
         self._checkpoint(session_id, state, seq)
-        cp = self.checkpointer
         if workdir is not None and workdir.resolve() == self.workdir.resolve():
             workdir = None  # the same workspace: shared, as by default
-        if workdir is not None:
-            plans = plan_files(state, seq, cp.blobs, verify=True)
-            problems = preflight(state, seq, workdir, plans)
-            if problems:
-                raise RestoreRefusedError(problems, "fork")
-            records = backup_files(
-                workdir, [(p.path, p.target, p.target_hash) for p in plans], cp.blobs
-            )
-            apply_files(workdir, records, cp.blobs, to_target=True)
-        bodies = [e.body for e in events if e.seq < seq]
-        record = Forked(
-            origin=session_id, at_seq=seq, workdir=None if workdir is None else str(workdir)
+        return fork_session(
+            self.checkpointer, session_id, events, state, seq=seq, new_id=new_id, workdir=workdir
         )
-        touch_refs(cp.blobs, bodies)
-        cp.append(new_id, [*bodies, record], expected_head=0)
-        return new_id
 
     def finish(self, session_id: str) -> RestoreResult:
         """Finish an interrupted restore (or undo): its branch, every file to its target

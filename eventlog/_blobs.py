@@ -15,24 +15,28 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import hashlib
 import os
-import re
 import secrets
 import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import NamedTuple
 
+from ._blob_files import FileBlobCollection
+from ._blobref import (
+    BLOB_REF_PATTERN,
+    BlobInfo,
+    blob_ref,
+    check_blob_data,
+    parse_blob_ref,
+    verify_blob,
+)
 from ._codec import Codec
 from ._errors import (
     BlobCollectionUnsupportedError,
     BlobNotFoundError,
     CodecError,
-    CorruptBlobError,
     InvalidArgumentError,
-    InvalidBlobRefError,
     StorageIOError,
 )
 from ._fsutil import fsync_dir, write_all
@@ -48,41 +52,6 @@ __all__ = [
     "parse_blob_ref",
     "verify_blob",
 ]
-
-BLOB_REF_PATTERN = r"sha256:[0-9a-f]{64}"
-_REF = re.compile(BLOB_REF_PATTERN)
-_FOLDER = re.compile(r"[0-9a-f]{2}")
-_REST = re.compile(r"[0-9a-f]{62}")
-_ASIDE = ".gc"  # a blob set aside by a deletion (FileBlobStore)
-
-
-def blob_ref(data: bytes) -> str:
-    """Return the reference a blob store gives ``data``: ``sha256:`` + the hex digest."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def parse_blob_ref(ref: object) -> str:
-    """Return the hex digest of ``ref``; raise :class:`InvalidBlobRefError` if malformed."""
-    if type(ref) is not str or _REF.fullmatch(ref) is None:
-        raise InvalidBlobRefError(f"not a blob reference (sha256:<64 hex digits>): {ref!r}")
-    return ref[7:]
-
-
-def check_blob_data(data: object) -> bytes:
-    """Return ``data`` as ``bytes``; raise :class:`InvalidArgumentError` unless it is bytes-like
-    (what every ``BlobStore.put`` accepts)."""
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise InvalidArgumentError(f"blob data must be bytes, got {type(data).__name__}")
-    return bytes(data)
-
-
-class BlobInfo(NamedTuple):
-    """A stored blob: its reference, its write time (Unix seconds: the last ``put`` or
-    ``touch`` of it) and its stored size in bytes."""
-
-    ref: str
-    written: float
-    size: int
 
 
 class BlobStore(abc.ABC):
@@ -148,13 +117,6 @@ class BlobStore(abc.ABC):
         return 0
 
 
-def verify_blob(ref: str, data: bytes) -> bytes:
-    """Return ``data`` if it hashes to ``ref``, else raise :class:`CorruptBlobError`."""
-    if blob_ref(data) != ref:
-        raise CorruptBlobError(f"blob {ref} is damaged: its content no longer matches its hash")
-    return data
-
-
 class MemoryBlobStore(BlobStore):
     """A process-local blob store (used by ``memory_checkpointer``)."""
 
@@ -212,7 +174,7 @@ class MemoryBlobStore(BlobStore):
         return deleted
 
 
-class FileBlobStore(BlobStore):
+class FileBlobStore(FileBlobCollection, BlobStore):
     """Blobs as files ``<root>/<2 hex>/<62 hex>``, written to a temp file and renamed into place,
     so a reader never sees part of a blob. The codec applies to the bytes on disk; the hash is
     always of the plain content.
@@ -324,121 +286,3 @@ class FileBlobStore(BlobStore):
             return path.exists() or self._put_back(path)
         except OSError as e:
             raise StorageIOError(e.errno, f"cannot look up blob {ref}: {e.strerror}") from e
-
-    # -- garbage collection ---------------------------------------------------------------------
-
-    @staticmethod
-    def _aside(path: Path) -> Path:
-        return path.with_name(path.name + _ASIDE)
-
-    def _put_back(self, path: Path) -> bool:
-        """Put back a blob a killed deletion set aside; whether there is one at ``path`` now.
-        A link, not a rename: a blob stored again meanwhile keeps its own (newer) write time."""
-        aside = self._aside(path)
-        try:
-            os.link(aside, path)
-        except FileExistsError:
-            pass
-        except FileNotFoundError:
-            return path.exists()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(aside)
-        return True
-
-    def _refresh(self, path: Path, ref: str) -> bool:
-        """Set the write time of the stored blob at ``path`` to now; whether it is stored."""
-        for _ in range(2):
-            try:
-                os.utime(path)
-            except FileNotFoundError:
-                if not self._put_back(path):
-                    return False
-            except PermissionError:  # a read-only store: nothing can collect it either
-                return path.exists()
-            except OSError as e:
-                raise StorageIOError(e.errno, f"cannot store blob {ref}: {e.strerror}") from e
-            else:
-                return True
-        return path.exists()
-
-    def touch(self, refs: Iterable[str]) -> list[str]:
-        wanted = [(ref, self._path(parse_blob_ref(ref))) for ref in refs]
-        return [ref for ref, path in wanted if not self._refresh(path, ref)]
-
-    def _folders(self) -> list[Path]:
-        try:
-            names = sorted(os.listdir(self._root))
-        except FileNotFoundError:
-            return []
-        except OSError as e:
-            raise StorageIOError(e.errno, f"cannot list the blobs: {e.strerror}") from e
-        return [self._root / n for n in names if _FOLDER.fullmatch(n)]
-
-    def _entries(self) -> Iterator[tuple[Path, str, os.stat_result]]:
-        """``(path, name, stat)`` of every file in the blob folders (those that still exist)."""
-        for folder in self._folders():
-            try:
-                names = os.listdir(folder)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            except OSError as e:
-                raise StorageIOError(e.errno, f"cannot list the blobs: {e.strerror}") from e
-            for name in names:
-                try:
-                    st = os.stat(folder / name)
-                except FileNotFoundError:
-                    continue
-                yield folder / name, name, st
-
-    def list_blobs(self) -> Iterator[BlobInfo]:
-        for path, name, st in self._entries():
-            rest = name.removesuffix(_ASIDE)
-            if _REST.fullmatch(rest) is None:
-                continue
-            if rest != name and path.with_name(rest).exists():
-                continue  # set aside, but stored again meanwhile: listed once
-            yield BlobInfo(f"sha256:{path.parent.name}{rest}", st.st_mtime, st.st_size)
-
-    def delete_blobs(self, refs: Iterable[str], *, written_before: float) -> list[str]:
-        wanted = [(ref, self._path(parse_blob_ref(ref))) for ref in refs]
-        deleted = []
-        for ref, path in wanted:
-            aside = self._aside(path)
-            try:
-                try:
-                    os.replace(path, aside)
-                except FileNotFoundError:
-                    if not aside.exists():  # else: set aside by a killed deletion; decide now
-                        continue
-                if os.stat(aside).st_mtime < written_before:
-                    os.unlink(aside)
-                    deleted.append(ref)
-                else:  # stored or touched again since it was listed: keep it
-                    self._put_back(path)
-            except FileNotFoundError:
-                continue  # a read put it back meanwhile
-            except OSError as e:
-                raise StorageIOError(e.errno, f"cannot delete blob {ref}: {e.strerror}") from e
-        return deleted
-
-    def remove_leftovers(self, *, written_before: float) -> int:
-        removed = 0
-        for path, name, st in self._entries():
-            if name.startswith(".tmp-") and st.st_mtime < written_before:
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
-                    removed += 1
-        return removed
-
-    def interrupted_deletes(self) -> list[str]:
-        return sorted(
-            f"sha256:{path.parent.name}{name.removesuffix(_ASIDE)}"
-            for path, name, _ in self._entries()
-            if name.endswith(_ASIDE) and _REST.fullmatch(name.removesuffix(_ASIDE))
-        )
-
-    def restore_interrupted_deletes(self) -> int:
-        refs = self.interrupted_deletes()
-        for ref in refs:
-            self._put_back(self._path(ref[7:]))
-        return len(refs)
