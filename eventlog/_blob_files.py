@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import errno
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -24,6 +25,7 @@ __all__ = ["ASIDE", "FileBlobCollection"]
 
 _FOLDER = re.compile(r"[0-9a-f]{2}")
 _REST = re.compile(r"[0-9a-f]{62}")
+_READ_ONLY = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 ASIDE = ".gc"
 """The suffix of a blob set aside by a deletion."""
 
@@ -51,6 +53,8 @@ class FileBlobCollection(abc.ABC):
             pass
         except FileNotFoundError:
             return path.exists()
+        except OSError:  # cannot be put back here (a read-only store)
+            return path.exists()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(aside)
         return True
@@ -63,9 +67,9 @@ class FileBlobCollection(abc.ABC):
             except FileNotFoundError:
                 if not self._put_back(path):
                     return False
-            except PermissionError:  # a read-only store: nothing can collect it either
-                return path.exists()
             except OSError as e:
+                if e.errno in _READ_ONLY:  # a read-only store: nothing can collect it either
+                    return path.exists()
                 raise StorageIOError(e.errno, f"cannot store blob {ref}: {e.strerror}") from e
             else:
                 return True

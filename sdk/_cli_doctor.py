@@ -141,8 +141,12 @@ def _session_findings(cp: Checkpointer, damaged: set[str]) -> tuple[list[Finding
                     session_id=sid,
                     kind="interrupted_restore",
                     seq=seq,
-                    detail=f"a restore to seq {started.to_seq} was interrupted "
-                    f"({len(started.files)} "
+                    detail=(
+                        "an undo of a restore"
+                        if started.undo_of
+                        else f"a restore to seq {started.to_seq}"
+                    )
+                    + f" was interrupted ({len(started.files)} "
                     "files); the session refuses new turns until it is settled",
                 )
             )

@@ -8,8 +8,11 @@ import json
 import pytest
 from _cli_runner import Cli, two_prompts
 
+from liteagent.actors._switch import Switch
 from liteagent.eventlog import Forked, file_checkpointer
 from liteagent.eventlog._branches import is_branch_session
+from liteagent.providers import scripted
+from liteagent.sdk import create_lite_agent
 
 pytestmark = pytest.mark.processes
 
@@ -202,3 +205,38 @@ def test_doctor_puts_back_blobs_a_killed_gc_set_aside(cli: Cli) -> None:
     assert repaired["ok"]
     assert path.exists()
     assert json.loads(json.dumps(repaired))["findings"][0]["action"].startswith("put back 1")
+
+
+@pytest.mark.parametrize("finish", [False, True])
+def test_doctor_settles_an_interrupted_undo(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, finish: bool
+) -> None:
+    """An undo stopped right after its intent (as a kill leaves it) is a finding; doctor
+    --repair rolls it back (the restored state) or, with --finish-restores, completes it (the
+    state before the restore)."""
+    two_prompts(cli)
+    seq = cli.ok("checkpoints", "s1", "--json").json()[1]["seq"]
+    before = content(cli, "s1")
+    cli.ok("restore", "s1", str(seq))
+    restored = content(cli, "s1")
+
+    def killed(*_: object) -> None:
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(Switch, "_write_branch", killed)
+    with (
+        file_checkpointer(workdir=cli.work, home=cli.home) as cp,
+        create_lite_agent(
+            model=scripted([]), model_name="m", workdir=cli.work, checkpointer=cp
+        ) as agent,
+        pytest.raises(SystemExit),
+    ):
+        agent.undo_restore("s1")
+    monkeypatch.undo()
+    (finding,) = cli("doctor", "--json").json()["findings"]
+    assert "interrupted_restore" == finding["kind"]
+    assert finding["detail"].startswith("an undo of a restore was interrupted")
+    argv = ["doctor", "--repair", "--json"] + (["--finish-restores"] if finish else [])
+    assert cli.ok(*argv).json()["ok"]
+    assert (before if finish else restored) == content(cli, "s1")
+    assert ("two\n" if finish else "one\n") == (cli.work / "a.txt").read_text()
