@@ -1,26 +1,23 @@
-"""Restoring a session to a checkpoint: the conversation (truncate the log) and the files (put
-back what the agent's file tools changed), all or nothing.
+"""Time travel for one agent: restoring a session to a checkpoint, undoing that, forking, and
+the preview of a restore.
 
-Order, so that no crash leaves a silent half state:
+A restore, and an undo, hold the session's maintenance lock (no turn of this agent can start)
+and its lease (no other process or agent can start work on it), check it is idle, fold the
+log, preflight every file (refusing with the reasons), and then run the crash-safe step of
+:mod:`._switch`: the intent, the branch that keeps what is taken away, the files, the
+conclusion. A crash in between leaves the intent at the end of the log: the session reports an
+interrupted restore until :meth:`Restorer.finish` or :meth:`Restorer.rollback` settles it.
 
-1. hold the session's maintenance lock (no turn of this agent can start) and its lease (no
-   other process or agent can start work on it), and check it is idle;
-2. fold the log, validate the checkpoint, preflight every file (refuse with the reasons);
-3. store each file's current content as a backup and append ``RestoreStarted`` (the intent)
-   at the known position;
-4. put the files back (the FileSnapshotActor of the workspace does it), rolling back to the
-   backups if a write fails;
-5. truncate the log to ``seq - 1`` at the intent's position (which removes the intent), or —
-   for a files-only restore — append ``RestoreFinished``. A writer that got in first makes the
-   truncate conflict: the files go back to their backups and the conflict is raised.
-
-A crash between 3 and 5 leaves the intent at the end of the log: the session reports an
-interrupted restore until :func:`finish_restore` or :func:`rollback_restore` settles it.
+A restore to the checkpoint at ``seq`` (``conversation``) truncates the log to ``seq - 1`` and
+puts back every file the agent's file tools changed since; what it takes away is a branch
+(:mod:`._branches`) that :meth:`Restorer.undo` brings back, refusing (naming each file) when a
+file is no longer as the restore left it. An undo is kept as a branch too, so it can be undone.
+A fork copies the log before a checkpoint into a new session (the original is untouched).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,40 +31,55 @@ from liteagent.eventlog import (
     CheckpointConflictError,
     Checkpointer,
     Lease,
-    OperationCancelledError,
-    RestoreFinished,
+    LiteAgentError,
+    RestoreFile,
     RestoreStarted,
     SessionState,
+    StoredEvent,
     fold,
 )
+from liteagent.eventlog._branches import new_branch_id
 
+from ._branches import Branch, list_branches, read_branch
 from ._envelope import ask
+from ._fork import fork_session
 from ._hub import EventHub, LiveEvent
 from ._lease import session_lease
+from ._ledger import untracked_seqs
 from ._live import CheckpointRestore
 from ._maintenance import held
+from ._preview import RestorePreview, preview_restore
 from ._restore_files import backup_files
 from ._restore_plan import (
     Checkpoint,
     InterruptedRestoreError,
     InvalidCheckpointError,
+    NoBranchError,
     RestoreRefusedError,
     checkpoints,
+    current_hash,
     plan_files,
     preflight,
+    unsafe_path,
 )
 from ._snapshots import ApplyRestore
+from ._switch import Switch
 
 __all__ = ["RestoreResult", "Restorer"]
 
 _ASK_TIMEOUT = 600.0
+_READ_ATTEMPTS = 10
 
 
 class RestoreResult(msgspec.Struct, frozen=True, kw_only=True):
-    """What a restore did: the files it put back and whether it restored the conversation."""
+    """What a restore (or an undo) did: the files it put back, whether it changed the
+    conversation, and ``branch``: the branch that keeps what it took away
+    (``undo_restore(session_id, branch=...)`` brings it back; ``None`` when it changed
+    nothing)."""
 
     restored_files: tuple[str, ...]
     conversation_restored: bool
+    branch: str | None = None
 
 
 @dataclass
@@ -83,23 +95,42 @@ class Restorer:
     is_busy: Callable[[str], bool]
     forget: Callable[[str], None]
 
-    def _fold(self, session_id: str) -> tuple[SessionState, int]:
+    def _read(self, session_id: str) -> tuple[list[StoredEvent], SessionState, int]:
+        """The whole log, its fold and its generation, as of one moment."""
         cp = self.checkpointer
-        while True:
+        for attempt in range(_READ_ATTEMPTS):
             head, generation = cp.position(session_id)
-            state = fold(cp.read(session_id))
-            if state.head == head:
-                return state, generation
+            try:
+                events = list(cp.read(session_id))
+            except CheckpointConflictError:
+                if attempt == _READ_ATTEMPTS - 1:
+                    raise
+                continue
+            if (events[-1].seq if events else 0) == head:
+                return events, fold(events), generation
+        raise CheckpointConflictError(session_id, None, None, "the session kept changing")
+
+    def _fold(self, session_id: str) -> tuple[SessionState, int]:
+        _, state, generation = self._read(session_id)
+        return state, generation
 
     def list_checkpoints(self, session_id: str) -> list[Checkpoint]:
         """The session's checkpoints, oldest first."""
-        state, _ = self._fold(session_id)
-        return checkpoints(state, self.checkpointer.blobs)
+        events, state, _ = self._read(session_id)
+        return checkpoints(state, self.checkpointer.blobs, untracked_seqs(events))
 
     def pending(self, session_id: str) -> RestoreStarted | None:
         """The interrupted restore of the session, if any."""
         state, _ = self._fold(session_id)
         return None if state.pending_restore is None else state.pending_restore[1]
+
+    def list_branches(self, session_id: str) -> list[Branch]:
+        """The session's branches, oldest first (see :func:`._branches.list_branches`)."""
+        events, state, _ = self._read(session_id)
+        pending = state.pending_restore
+        return list_branches(
+            self.checkpointer, session_id, events, None if pending is None else pending[1].branch
+        )
 
     def _publish(
         self, session_id: str, phase: str, completed: int = 0, total: int = 0, detail: str = ""
@@ -112,13 +143,59 @@ class Restorer:
         )
 
     @contextmanager
-    def _hold(self, session_id: str) -> Iterator[Lease]:
+    def _hold(self, session_id: str, purpose: str = "a restore") -> Iterator[Lease]:
         with (
             held(self.lock_ref, session_id, "restore", self.is_busy),
-            session_lease(self.checkpointer, session_id, "a restore") as lease,
+            session_lease(self.checkpointer, session_id, purpose) as lease,
         ):
             self.forget(session_id)  # its actor refolds the log when it is used again
-            yield lease
+            try:
+                yield lease
+            except Exception as e:
+                self._publish(session_id, "error", detail=f"{type(e).__name__}: {e}")
+                raise
+
+    def _switch(self, session_id: str, lease: Lease) -> Switch:
+        def apply(files: Sequence[RestoreFile], to_target: bool, cancel: CancelToken | None) -> Any:
+            return ask(
+                self.snapshot_ref,
+                ApplyRestore(session_id, tuple(files), to_target),
+                timeout=_ASK_TIMEOUT,
+                cancel=cancel,
+            )
+
+        return Switch(self.checkpointer, session_id, lease, apply)
+
+    @staticmethod
+    def _idle(session_id: str, state: SessionState) -> None:
+        if state.pending_restore is not None:
+            raise InterruptedRestoreError(
+                f"session {session_id!r} has an interrupted restore (started at seq "
+                f"{state.pending_restore[0]}); finish or roll it back first"
+            )
+
+    @staticmethod
+    def _checkpoint(session_id: str, state: SessionState, seq: int) -> None:
+        if seq not in {c.seq for c in state.checkpoints}:
+            raise InvalidCheckpointError(f"seq {seq} is not a checkpoint of session {session_id!r}")
+
+    def preview(
+        self, session_id: str, seq: int, *, files: bool = True, conversation: bool = True
+    ) -> RestorePreview:
+        """What :meth:`restore` would do now (it takes no lock and changes nothing)."""
+        events, state, _ = self._read(session_id)
+        self._idle(session_id, state)
+        self._checkpoint(session_id, state, seq)
+        return preview_restore(
+            session_id,
+            state,
+            events,
+            seq,
+            files=files,
+            conversation=conversation,
+            workdir=self.workdir,
+            blobs=self.checkpointer.blobs,
+        )
 
     def restore(
         self,
@@ -131,173 +208,190 @@ class Restorer:
     ) -> RestoreResult:
         """Restore ``session_id`` to the checkpoint at ``seq`` (see the module docstring)."""
         with self._hold(session_id) as lease:
-            try:
-                return self._restore(session_id, seq, files, conversation, cancel, lease=lease)
-            except Exception as e:
-                self._publish(session_id, "error", detail=f"{type(e).__name__}: {e}")
-                raise
-
-    def _restore(
-        self,
-        session_id: str,
-        seq: int,
-        files: bool,
-        conversation: bool,
-        cancel: CancelToken | None,
-        *,
-        lease: Lease,
-    ) -> RestoreResult:
-        cp = self.checkpointer
-        state, generation = self._fold(session_id)
-        if state.pending_restore is not None:
-            raise InterruptedRestoreError(
-                f"session {session_id!r} has an interrupted restore (started at seq "
-                f"{state.pending_restore[0]}); finish or roll it back first"
+            events, state, generation = self._read(session_id)
+            self._idle(session_id, state)
+            self._checkpoint(session_id, state, seq)
+            cp = self.checkpointer
+            plans = plan_files(state, seq, cp.blobs, verify=True) if files else []
+            problems = preflight(state, seq, self.workdir, plans) if files else []
+            if problems:
+                raise RestoreRefusedError(problems)
+            if cancel is not None:
+                cancel.raise_if_cancelled()
+            if not plans and not conversation:
+                return RestoreResult(restored_files=(), conversation_restored=False)
+            self._publish(session_id, "start", 0, len(plans))
+            records = backup_files(
+                self.workdir, [(p.path, p.target, p.target_hash) for p in plans], cp.blobs
             )
-        if seq not in {c.seq for c in state.checkpoints}:
-            raise InvalidCheckpointError(f"seq {seq} is not a checkpoint of session {session_id!r}")
-        plans = plan_files(state, seq, cp.blobs, verify=True) if files else []
-        problems = preflight(state, seq, self.workdir, plans) if files else []
-        if problems:
-            raise RestoreRefusedError(problems)
-        if cancel is not None:
-            cancel.raise_if_cancelled()
-        self._publish(session_id, "start", 0, len(plans))
-        if not plans:
-            if conversation:
-                cp.truncate(
-                    session_id,
-                    seq - 1,
-                    expected_head=state.head,
-                    expected_generation=generation,
-                    lease=lease,
-                )
-            self._publish(session_id, "done", 0, 0)
-            return RestoreResult(restored_files=(), conversation_restored=conversation)
-        records = backup_files(
-            self.workdir, [(p.path, p.target, p.target_hash) for p in plans], cp.blobs
-        )
-        intent = cp.append(
-            session_id,
-            [RestoreStarted(to_seq=seq, conversation=conversation, files=tuple(records))],
-            expected_head=state.head,
-            expected_generation=generation,
-            lease=lease,
-        )
-        try:
-            restored = ask(
-                self.snapshot_ref,
-                ApplyRestore(session_id, tuple(records), True),
-                timeout=_ASK_TIMEOUT,
+            intent = RestoreStarted(
+                to_seq=seq,
+                conversation=conversation,
+                files=tuple(records),
+                branch=new_branch_id(session_id),
+            )
+            restored = self._switch(session_id, lease).run(
+                events,
+                generation,
+                intent,
+                conclude_to=seq - 1 if conversation else None,
                 cancel=cancel,
             )
-        except Exception as e:  # files were put back (or never changed): record the outcome
-            cp.append(
-                session_id,
-                [
-                    RestoreFinished(
-                        started_seq=intent, outcome="rolled_back", reason=f"{type(e).__name__}: {e}"
-                    )
-                ],
-                lease=lease,
+            self._publish(session_id, "done", len(restored), len(restored))
+            return RestoreResult(
+                restored_files=tuple(restored),
+                conversation_restored=conversation,
+                branch=intent.branch,
             )
-            if cancel is not None and cancel.cancelled:
-                raise OperationCancelledError(cancel.reason or "cancelled") from e
-            raise
-        if conversation:
-            try:
-                cp.truncate(
-                    session_id,
-                    seq - 1,
-                    expected_head=intent,
-                    expected_generation=generation,
-                    lease=lease,
+
+    def undo(
+        self, session_id: str, branch: str | None = None, *, cancel: CancelToken | None = None
+    ) -> RestoreResult:
+        """Bring back ``branch`` (default: the newest one that can be brought back now,
+        preferring those a restore made over those an undo made): its events and its files as
+        they were before that operation. Refuses (:class:`RestoreRefusedError`, changing
+        nothing) when the session moved on since, or a file is no longer as the operation
+        left it; :class:`NoBranchError` when there is no such branch."""
+        with self._hold(session_id, "an undo") as lease:
+            events, state, generation = self._read(session_id)
+            self._idle(session_id, state)
+            chosen = self._choose(session_id, events, branch)
+            header, bodies = read_branch(self.checkpointer, chosen.id)
+            problems = self._undo_problems(header.files)
+            if problems:
+                raise RestoreRefusedError(problems, "undo")
+            if cancel is not None:
+                cancel.raise_if_cancelled()
+            self._publish(session_id, "start", 0, len(header.files))
+            records = tuple(
+                RestoreFile(
+                    path=f.path,
+                    target=f.backup,
+                    target_hash=f.backup_hash,
+                    backup=f.target,
+                    backup_hash=f.target_hash,
                 )
-            except CheckpointConflictError:
-                ask(
-                    self.snapshot_ref,
-                    ApplyRestore(session_id, tuple(records), False),
-                    timeout=_ASK_TIMEOUT,
+                for f in header.files
+            )
+            head = state.head
+            new = new_branch_id(session_id)
+            tail: list[Any] = []
+            if header.conversation and bodies:  # bring the events back after the log
+                tail = bodies
+                to_seq = head + len(bodies) + 1
+                intent = RestoreStarted(
+                    to_seq=to_seq,
+                    conversation=True,
+                    files=records,
+                    branch=new,
+                    undo_of=chosen.id,
+                    rollback_to=head,
                 )
-                cp.append(
-                    session_id,
-                    [
-                        RestoreFinished(
-                            started_seq=intent,
-                            outcome="rolled_back",
-                            reason="another writer appended to the session during the restore",
-                        )
-                    ],
-                    lease=lease,
+                conclude_to: int | None = to_seq - 1
+            else:  # take the events an undo brought back away again, or files only
+                intent = RestoreStarted(
+                    to_seq=header.at_seq,
+                    conversation=header.conversation,
+                    files=records,
+                    branch=new,
+                    undo_of=chosen.id,
                 )
-                raise
+                conclude_to = header.at_seq - 1 if header.conversation else None
+            restored = self._switch(session_id, lease).run(
+                events, generation, intent, tail=tail, conclude_to=conclude_to, cancel=cancel
+            )
+            self._publish(session_id, "done", len(restored), len(restored))
+            return RestoreResult(
+                restored_files=tuple(restored),
+                conversation_restored=header.conversation,
+                branch=new,
+            )
+
+    def _choose(self, session_id: str, events: list[StoredEvent], wanted: str | None) -> Branch:
+        branches = list_branches(self.checkpointer, session_id, events, None)
+        if wanted is not None:
+            match = [b for b in branches if b.id == wanted]
+            if not match:
+                raise NoBranchError(f"session {session_id!r} has no branch {wanted!r}")
+            chosen = match[0]
         else:
-            cp.append(
-                session_id,
-                [RestoreFinished(started_seq=intent, outcome="completed")],
-                expected_head=intent,
-                expected_generation=generation,
-                lease=lease,
-            )
-        self._publish(session_id, "done", len(restored), len(restored))
-        return RestoreResult(restored_files=tuple(restored), conversation_restored=conversation)
+            ready = [b for b in branches if b.available]
+            if not branches:
+                raise NoBranchError(
+                    f"session {session_id!r} has no branch to bring back (no restore took "
+                    "anything away, or it was brought back already)"
+                )
+            if not ready:
+                newest = branches[-1]
+                raise RestoreRefusedError([("", f"branch {newest.id}: {newest.reason}")], "undo")
+            by_restore = [b for b in ready if b.made_by == "restore"]
+            chosen = (by_restore or ready)[-1]
+        if not chosen.available:
+            raise RestoreRefusedError([("", f"branch {chosen.id}: {chosen.reason}")], "undo")
+        return chosen
+
+    def _undo_problems(self, files: Sequence[RestoreFile]) -> list[tuple[str, str]]:
+        blobs = self.checkpointer.blobs
+        problems = []
+        for f in files:
+            unsafe = unsafe_path(self.workdir, f.path)
+            if unsafe:
+                problems.append((f.path, unsafe))
+                continue
+            if f.backup is not None:
+                try:
+                    blobs.get(f.backup)
+                except LiteAgentError as e:
+                    problems.append(
+                        (f.path, f"its content before the restore ({f.backup}) cannot be read: {e}")
+                    )
+                    continue
+            now = current_hash(self.workdir / f.path)
+            if now != f.target_hash:
+                what = "deleted" if now is None else "changed"
+                problems.append(
+                    (
+                        f.path,
+                        f"it was {what} since the restore put it back "
+                        "(by the user, a shell command, the agent or another session)",
+                    )
+                )
+        return problems
+
+    def fork(self, session_id: str, seq: int, new_id: str, *, workdir: Path | None = None) -> str:
+        """Fork ``session_id`` before its checkpoint ``seq`` into ``new_id`` (see
+        :func:`._fork.fork_session`)."""
+        events, state, _ = self._read(session_id)
+        self._idle(session_id, state)
+        self._checkpoint(session_id, state, seq)
+        if workdir is not None and workdir.resolve() == self.workdir.resolve():
+            workdir = None  # the same workspace: shared, as by default
+        return fork_session(
+            self.checkpointer, session_id, events, state, seq=seq, new_id=new_id, workdir=workdir
+        )
 
     def finish(self, session_id: str) -> RestoreResult:
-        """Finish an interrupted restore: put every file to its target again, then truncate (or
-        record completion). Raises CheckpointConflictError when the log moved on since."""
+        """Finish an interrupted restore (or undo): its branch, every file to its target
+        again, then the log. Raises CheckpointConflictError when the log moved on since."""
         with self._hold(session_id) as lease:
-            state, generation = self._fold(session_id)
+            events, state, generation = self._read(session_id)
             if state.pending_restore is None:
                 raise InvalidCheckpointError(f"session {session_id!r} has no interrupted restore")
-            intent, started = state.pending_restore
-            restored = ask(
-                self.snapshot_ref,
-                ApplyRestore(session_id, started.files, True),
-                timeout=_ASK_TIMEOUT,
+            intent_seq, intent = state.pending_restore
+            restored = self._switch(session_id, lease).finish(
+                events, generation, intent_seq, intent
             )
-            if started.conversation:
-                self.checkpointer.truncate(
-                    session_id,
-                    started.to_seq - 1,
-                    expected_head=intent,
-                    expected_generation=generation,
-                    lease=lease,
-                )
-            else:
-                self.checkpointer.append(
-                    session_id,
-                    [RestoreFinished(started_seq=intent, outcome="completed")],
-                    expected_head=state.head,
-                    expected_generation=generation,
-                    lease=lease,
-                )
             return RestoreResult(
-                restored_files=tuple(restored), conversation_restored=started.conversation
+                restored_files=tuple(restored),
+                conversation_restored=intent.conversation,
+                branch=intent.branch,
             )
 
     def rollback(self, session_id: str) -> list[str]:
-        """Roll an interrupted restore back: every file returns to its backup."""
+        """Roll an interrupted restore (or undo) back: every file returns to its backup."""
         with self._hold(session_id) as lease:
-            state, generation = self._fold(session_id)
+            state, _ = self._fold(session_id)
             if state.pending_restore is None:
                 raise InvalidCheckpointError(f"session {session_id!r} has no interrupted restore")
-            intent, started = state.pending_restore
-            paths: list[str] = ask(
-                self.snapshot_ref,
-                ApplyRestore(session_id, started.files, False),
-                timeout=_ASK_TIMEOUT,
-            )
-            self.checkpointer.append(
-                session_id,
-                [
-                    RestoreFinished(
-                        started_seq=intent,
-                        outcome="rolled_back",
-                        reason="rolled back after an interruption",
-                    )
-                ],
-                expected_head=state.head,
-                expected_generation=generation,
-                lease=lease,
-            )
-            return paths
+            intent_seq, intent = state.pending_restore
+            return self._switch(session_id, lease).rollback(intent_seq, intent)

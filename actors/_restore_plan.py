@@ -3,9 +3,10 @@ whether that is safe now. Pure functions of the state and the workspace's curren
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import msgspec
@@ -17,11 +18,13 @@ __all__ = [
     "FilePlan",
     "InterruptedRestoreError",
     "InvalidCheckpointError",
+    "NoBranchError",
     "RestoreRefusedError",
     "checkpoints",
     "current_hash",
     "plan_files",
     "preflight",
+    "unsafe_path",
 ]
 
 
@@ -35,21 +38,30 @@ class InterruptedRestoreError(LiteAgentError):
     ``rollback_restore`` before using the session."""
 
 
-class RestoreRefusedError(LiteAgentError):
-    """Raised when a restore would not be safe; ``problems`` lists ``(path, reason)`` for each
-    file (path ``""`` for problems of the session as a whole). Nothing was changed."""
+class NoBranchError(LiteAgentError, ValueError):
+    """Raised when there is no branch to bring back: the session has none (no restore took
+    anything away, or it was brought back already), or not the one named."""
 
-    def __init__(self, problems: list[tuple[str, str]]) -> None:
+
+class RestoreRefusedError(LiteAgentError):
+    """Raised when a restore (or an undo, a fork: ``operation``) would not be safe;
+    ``problems`` lists ``(path, reason)`` for each file (path ``""`` for problems of the
+    session as a whole). Nothing was changed."""
+
+    def __init__(self, problems: list[tuple[str, str]], operation: str = "restore") -> None:
         self.problems = problems
+        self.operation = operation
         lines = "\n".join(f"  {path or '(session)'}: {reason}" for path, reason in problems)
-        super().__init__(f"restore refused, nothing was changed:\n{lines}")
+        super().__init__(f"{operation} refused, nothing was changed:\n{lines}")
 
 
 class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
     """A point the session can be restored to: the user prompt at ``seq``.
 
     ``files`` are the workspace paths a restore to it would put back; ``unavailable_files``
-    those it cannot (their snapshot is missing or was too large to keep).
+    those it cannot (their snapshot is missing or was too large to keep). ``side_effects``
+    counts the tool calls after it that a restore cannot undo (shell commands, tools that
+    declare no paths; ``restore(..., dry_run=True)`` lists them).
     """
 
     seq: int
@@ -57,6 +69,7 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
     ts: float
     files: tuple[str, ...] = ()
     unavailable_files: tuple[str, ...] = ()
+    side_effects: int = 0
 
 
 class FilePlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -120,8 +133,12 @@ def plan_files(
     return plans
 
 
-def checkpoints(state: SessionState, blobs: BlobStore | None = None) -> list[Checkpoint]:
-    """Every checkpoint of the session, oldest first, with the files a restore would put back."""
+def checkpoints(
+    state: SessionState, blobs: BlobStore | None = None, untracked: Sequence[int] = ()
+) -> list[Checkpoint]:
+    """Every checkpoint of the session, oldest first, with the files a restore would put back
+    and the count of side effects after it (``untracked``: the sorted seqs of the untracked
+    tool results)."""
     out = []
     for mark in state.checkpoints:
         plans = plan_files(state, mark.seq, blobs)
@@ -132,6 +149,7 @@ def checkpoints(state: SessionState, blobs: BlobStore | None = None) -> list[Che
                 ts=mark.ts,
                 files=tuple(p.path for p in plans if not p.unavailable),
                 unavailable_files=tuple(p.path for p in plans if p.unavailable),
+                side_effects=len(untracked) - bisect.bisect_right(untracked, mark.seq),
             )
         )
     return out
@@ -150,7 +168,7 @@ def current_hash(path: str | os.PathLike[str]) -> str | None:
         return None
 
 
-def _unsafe(workdir: Path, rel: str) -> str:
+def unsafe_path(workdir: Path, rel: str) -> str:
     """Why ``rel`` is not a plain path inside the workspace now ("" when it is)."""
     if os.path.isabs(rel) or "\0" in rel:
         return "the path is not relative to the workspace"
@@ -192,7 +210,7 @@ def preflight(
                 )
             )
             continue
-        unsafe = _unsafe(workdir, plan.path)
+        unsafe = unsafe_path(workdir, plan.path)
         if unsafe:
             problems.append((plan.path, unsafe))
             continue

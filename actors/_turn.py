@@ -478,7 +478,7 @@ class SessionCore(SessionLog):
                 archive=reader,
             )
             self.config.hub.publish(LiveEvent(self.session_id, ToolCallStarted(call.id, call.name)))
-            output, snaps = run_one(
+            output, snaps, untracked = run_one(
                 by_name.get(call.name),
                 call,
                 ctx,
@@ -491,6 +491,7 @@ class SessionCore(SessionLog):
                 ToolResult(
                     block=ToolResultBlock(call.id, output.content, is_error=output.is_error),
                     tool_name=call.name,
+                    untracked=untracked,
                 )
             )
             self.config.hub.publish(

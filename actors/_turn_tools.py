@@ -55,36 +55,45 @@ def run_one(
     snapshot_ref: pykka.ActorRef[Any] | None,
     workdir: Path,
     log: Any,
-) -> tuple[ToolOutput, list[Event]]:
+) -> tuple[ToolOutput, list[Event], bool]:
     """Run one call; whatever goes wrong (the tool, its input, the snapshots) becomes an
-    ``is_error`` output the model can read."""
+    ``is_error`` output the model can read. The flag says whether the call ran a tool that
+    declares no paths and is not read-only (an untracked side effect)."""
     if tool is None:
-        return ToolOutput(safe_text(f"unknown tool {call.name!r}"), is_error=True), []
+        return ToolOutput(safe_text(f"unknown tool {call.name!r}"), is_error=True), [], False
     if isinstance(call.input_json, str):
-        return ToolOutput(
-            "the tool did not run: its input holds a value liteagent cannot pass to a tool "
-            "(an integer beyond 64 bits or a string with a surrogate code point); the "
-            f"input as JSON: {call.input_json[:2000]}",
-            is_error=True,
-        ), []
+        return (
+            ToolOutput(
+                "the tool did not run: its input holds a value liteagent cannot pass to a tool "
+                "(an integer beyond 64 bits or a string with a surrogate code point); the "
+                f"input as JSON: {call.input_json[:2000]}",
+                is_error=True,
+            ),
+            [],
+            False,
+        )
     given = _own_copy(call.input)  # a tool that changes its input changes no view
     try:
         paths = [str(p) for p in tool.changed_paths(given, ctx)]
     except BaseException as e:  # noqa: BLE001 -- a bad input is the model's error to read
-        return ToolOutput(safe_text(describe_error(e)), is_error=True), []
+        return ToolOutput(safe_text(describe_error(e)), is_error=True), [], False
     pre: list[PreImage] = []
     if paths and snapshot_ref is not None:
         try:
             pre = ask(snapshot_ref, PreImages(tuple(paths)), timeout=_SNAPSHOT_TIMEOUT)
         except BaseException as e:  # noqa: BLE001 -- without a pre-image it must not run
             log.warning("tool.snapshot_failed", tool=call.name, error=repr(e))
-            return ToolOutput(
-                safe_text(
-                    "the tool did not run: the files it changes could not be snapshotted "
-                    f"first ({describe_error(e)})"
+            return (
+                ToolOutput(
+                    safe_text(
+                        "the tool did not run: the files it changes could not be snapshotted "
+                        f"first ({describe_error(e)})"
+                    ),
+                    is_error=True,
                 ),
-                is_error=True,
-            ), []
+                [],
+                False,
+            )
     try:
         output = checked_output(tool.run(given, ctx))
     except BaseException as e:  # noqa: BLE001 -- a failing tool is a result, not a crash
@@ -104,7 +113,7 @@ def run_one(
                 snaps.append(event)
             else:  # a file name that is not valid UTF-8 cannot be stored in the log
                 log.warning("tool.snapshot_not_recorded", path=repr(event.path))
-    return output, snaps
+    return output, snaps, not paths and not tool.read_only
 
 
 _ATOMS = frozenset({str, int, float, bool, type(None)})
@@ -209,6 +218,7 @@ def interrupted_results(calls: Sequence[ToolUseBlock], reason: str) -> list[Even
         ToolResult(
             block=ToolResultBlock(c.id, f"interrupted: {reason}", is_error=True),
             tool_name=c.name or None,
+            untracked=False,
         )
         for c in calls
     ]

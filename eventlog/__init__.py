@@ -6,7 +6,7 @@ This package imports nothing else of liteagent. The conformance suite for backen
 what a backend of your own needs beyond this package in :mod:`liteagent.eventlog.backend`.
 """
 
-from ._blobs import BlobStore
+from ._blobs import BlobInfo, BlobStore
 from ._cancel import CancelToken
 from ._codec import Codec, zlib_codec
 from ._contract import (
@@ -20,6 +20,7 @@ from ._contract import (
     SessionInfo,
 )
 from ._errors import (
+    BlobCollectionUnsupportedError,
     BlobError,
     BlobNotFoundError,
     CheckpointConflictError,
@@ -46,12 +47,14 @@ from ._errors import (
 from ._events import (
     AssistantMessage,
     BackgroundCompleted,
+    BranchCreated,
     Compaction,
     ContentArchived,
     ContextSettings,
     ContextStatus,
     Event,
     FileSnapshot,
+    Forked,
     ModelRequestRecord,
     OpaqueEvent,
     PassRecord,
@@ -67,6 +70,7 @@ from ._events import (
 )
 from ._file import file_checkpointer
 from ._fold import ConversationEntry, SessionState, apply, conversation, fold
+from ._gc import GarbageReport, collect_garbage
 from ._ids import validate_session_id
 from ._interchange import messages_from_dicts, messages_to_dicts
 from ._memory import memory_checkpointer
@@ -104,10 +108,13 @@ __all__ = [
     "AppliedEdit",
     "AssistantMessage",
     "BackgroundCompleted",
+    "BlobCollectionUnsupportedError",
     "BlobError",
+    "BlobInfo",
     "BlobNotFoundError",
     "BlobStore",
     "Block",
+    "BranchCreated",
     "CancelToken",
     "CheckpointConflictError",
     "Checkpointer",
@@ -130,6 +137,8 @@ __all__ = [
     "CorruptLogError",
     "Event",
     "FileSnapshot",
+    "Forked",
+    "GarbageReport",
     "IntegrityProblem",
     "IntegrityReport",
     "InvalidArgumentError",
@@ -180,6 +189,7 @@ __all__ = [
     "Usage",
     "UserPrompt",
     "apply",
+    "collect_garbage",
     "conversation",
     "file_checkpointer",
     "fold",

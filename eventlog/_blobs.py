@@ -2,32 +2,48 @@
 
 A blob's reference is ``sha256:<hex>`` of its plain content, so equal content is stored once and a
 reference is stable across processes and machines. Every store verifies the hash on ``get``.
+
+Garbage collection (``liteagent.eventlog.collect_garbage``) uses the hooks after the three
+basic methods: each blob has a *write time*, which ``put`` (also of content already stored) and
+``touch`` set to now, and ``delete_blobs`` removes a blob only if its write time is still older
+than a cutoff, checked atomically with the removal. Writers put or touch every blob before the
+append that references it, so a collection never removes a blob written (or re-referenced)
+after it started looking, however the two interleave across processes.
 """
 
 from __future__ import annotations
 
 import abc
 import contextlib
-import hashlib
 import os
-import re
 import secrets
 import threading
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from ._blob_files import FileBlobCollection
+from ._blobref import (
+    BLOB_REF_PATTERN,
+    BlobInfo,
+    blob_ref,
+    check_blob_data,
+    parse_blob_ref,
+    verify_blob,
+)
 from ._codec import Codec
 from ._errors import (
+    BlobCollectionUnsupportedError,
     BlobNotFoundError,
     CodecError,
-    CorruptBlobError,
     InvalidArgumentError,
-    InvalidBlobRefError,
     StorageIOError,
 )
 from ._fsutil import fsync_dir, write_all
 
 __all__ = [
     "BLOB_REF_PATTERN",
+    "BlobInfo",
     "BlobStore",
     "FileBlobStore",
     "MemoryBlobStore",
@@ -37,29 +53,6 @@ __all__ = [
     "verify_blob",
 ]
 
-BLOB_REF_PATTERN = r"sha256:[0-9a-f]{64}"
-_REF = re.compile(BLOB_REF_PATTERN)
-
-
-def blob_ref(data: bytes) -> str:
-    """Return the reference a blob store gives ``data``: ``sha256:`` + the hex digest."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def parse_blob_ref(ref: object) -> str:
-    """Return the hex digest of ``ref``; raise :class:`InvalidBlobRefError` if malformed."""
-    if type(ref) is not str or _REF.fullmatch(ref) is None:
-        raise InvalidBlobRefError(f"not a blob reference (sha256:<64 hex digits>): {ref!r}")
-    return ref[7:]
-
-
-def check_blob_data(data: object) -> bytes:
-    """Return ``data`` as ``bytes``; raise :class:`InvalidArgumentError` unless it is bytes-like
-    (what every ``BlobStore.put`` accepts)."""
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise InvalidArgumentError(f"blob data must be bytes, got {type(data).__name__}")
-    return bytes(data)
-
 
 class BlobStore(abc.ABC):
     """Content-addressed storage: ``put(data) -> ref``, ``get(ref) -> data``, ``has(ref)``.
@@ -68,6 +61,12 @@ class BlobStore(abc.ABC):
     file store fsyncs; the SQLite store commits with its checkpointer's synchronous level).
     ``get`` raises :class:`BlobNotFoundError` for an unknown ref and :class:`CorruptBlobError`
     when the stored bytes no longer hash to the ref.
+
+    The garbage-collection hooks (see the module docstring): ``touch``, ``list_blobs``,
+    ``delete_blobs``, and for stores whose deletes are not one atomic step,
+    ``remove_leftovers``, ``interrupted_deletes`` and ``restore_interrupted_deletes``. A store
+    that does not implement ``list_blobs`` and ``delete_blobs`` works for everything else, but
+    garbage cannot be collected from it (:class:`BlobCollectionUnsupportedError`).
     """
 
     @abc.abstractmethod
@@ -82,12 +81,40 @@ class BlobStore(abc.ABC):
     def has(self, ref: str) -> bool:
         """Return whether ``ref`` is stored (a malformed ref raises InvalidBlobRefError)."""
 
+    # -- garbage collection ---------------------------------------------------------------------
 
-def verify_blob(ref: str, data: bytes) -> bytes:
-    """Return ``data`` if it hashes to ``ref``, else raise :class:`CorruptBlobError`."""
-    if blob_ref(data) != ref:
-        raise CorruptBlobError(f"blob {ref} is damaged: its content no longer matches its hash")
-    return data
+    def touch(self, refs: Iterable[str]) -> list[str]:
+        """Set the write time of each stored ref of ``refs`` to now (as a ``put`` of its
+        content would) and return those that are not stored. A writer touches the blobs an
+        event will reference without putting them (a copy of events that name them) before it
+        appends. The default only checks presence: right for a store that cannot collect."""
+        return [ref for ref in refs if not self.has(ref)]
+
+    def list_blobs(self) -> Iterator[BlobInfo]:
+        """Every stored blob, in any order, with its write time and size."""
+        raise BlobCollectionUnsupportedError(f"{type(self).__name__} cannot list its blobs")
+
+    def delete_blobs(self, refs: Iterable[str], *, written_before: float) -> list[str]:  # noqa: ARG002
+        """Delete each blob of ``refs`` whose write time is still before ``written_before``,
+        checked atomically with its removal (a ``put`` or ``touch`` racing the delete either
+        comes first and keeps the blob, or comes after and stores it again); return the refs
+        deleted. Unknown refs are skipped."""
+        raise BlobCollectionUnsupportedError(f"{type(self).__name__} cannot delete blobs")
+
+    def remove_leftovers(self, *, written_before: float) -> int:  # noqa: ARG002 -- a hook
+        """Remove what interrupted writes left behind (temp files) older than
+        ``written_before``; return how many. Default: there are none."""
+        return 0
+
+    def interrupted_deletes(self) -> list[str]:
+        """The blobs a deletion killed half way set aside (neither kept nor removed). Reads of
+        such a blob put it back by themselves. Default: a store whose deletes are atomic."""
+        return []
+
+    def restore_interrupted_deletes(self) -> int:
+        """Put back every blob :meth:`interrupted_deletes` lists (a rollback of the killed
+        deletion: the next collection decides again); return how many."""
+        return 0
 
 
 class MemoryBlobStore(BlobStore):
@@ -95,6 +122,7 @@ class MemoryBlobStore(BlobStore):
 
     def __init__(self) -> None:
         self._data: dict[str, bytes] = {}
+        self._written: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def put(self, data: bytes) -> str:
@@ -102,6 +130,7 @@ class MemoryBlobStore(BlobStore):
         ref = blob_ref(data)
         with self._lock:
             self._data.setdefault(ref, data)
+            self._written[ref] = time.time()
         return ref
 
     def get(self, ref: str) -> bytes:
@@ -117,8 +146,35 @@ class MemoryBlobStore(BlobStore):
         with self._lock:
             return ref in self._data
 
+    def touch(self, refs: Iterable[str]) -> list[str]:
+        wanted = [ref for ref in refs if parse_blob_ref(ref)]
+        now = time.time()
+        missing = []
+        with self._lock:
+            for ref in wanted:
+                if ref in self._data:
+                    self._written[ref] = now
+                else:
+                    missing.append(ref)
+        return missing
 
-class FileBlobStore(BlobStore):
+    def list_blobs(self) -> Iterator[BlobInfo]:
+        with self._lock:
+            infos = [BlobInfo(r, self._written[r], len(d)) for r, d in self._data.items()]
+        return iter(infos)
+
+    def delete_blobs(self, refs: Iterable[str], *, written_before: float) -> list[str]:
+        wanted = [ref for ref in refs if parse_blob_ref(ref)]
+        deleted = []
+        with self._lock:
+            for ref in wanted:
+                if ref in self._data and self._written[ref] < written_before:
+                    del self._data[ref], self._written[ref]
+                    deleted.append(ref)
+        return deleted
+
+
+class FileBlobStore(FileBlobCollection, BlobStore):
     """Blobs as files ``<root>/<2 hex>/<62 hex>``, written to a temp file and renamed into place,
     so a reader never sees part of a blob. The codec applies to the bytes on disk; the hash is
     always of the plain content.
@@ -128,6 +184,12 @@ class FileBlobStore(BlobStore):
     crash (the rename of a whole temp file; no fsync). ``"full"`` also survives power loss: the
     blob's data, its folder, and the parent of every folder the put created (``blobs/`` and
     ``blobs/xx/``) are fsynced before the reference is returned.
+
+    A blob's write time is its file's mtime: a put of a blob already stored, and a touch, set it
+    to now. A deletion renames the file to ``<name>.gc`` (atomically), checks the mtime of what
+    it renamed, and unlinks it only if that is still before the cutoff (else it links it back):
+    a put that refreshed the file first is seen; one that comes after the rename finds no file
+    and stores it again. A read of a blob whose deletion was killed half way puts it back.
     """
 
     def __init__(self, root: Path, codec: Codec | None = None, *, durability: str = "full") -> None:
@@ -154,11 +216,8 @@ class FileBlobStore(BlobStore):
         data = check_blob_data(data)
         ref = blob_ref(data)
         path = self._path(ref[7:])
-        try:
-            if path.exists():
-                return ref
-        except OSError as e:
-            raise StorageIOError(e.errno, f"cannot store blob {ref}: {e.strerror}") from e
+        if self._refresh(path, ref):
+            return ref
         stored = data if self._codec is None else self._codec_encode(data, ref)
         tmp = path.parent / f".tmp-{secrets.token_hex(8)}"
         try:
@@ -204,7 +263,12 @@ class FileBlobStore(BlobStore):
     def get(self, ref: str) -> bytes:
         path = self._path(parse_blob_ref(ref))
         try:
-            stored = path.read_bytes()
+            try:
+                stored = path.read_bytes()
+            except FileNotFoundError:
+                if not self._put_back(path):
+                    raise
+                stored = path.read_bytes()
         except FileNotFoundError as e:
             raise BlobNotFoundError(f"no blob {ref}") from e
         except OSError as e:
@@ -219,6 +283,6 @@ class FileBlobStore(BlobStore):
     def has(self, ref: str) -> bool:
         path = self._path(parse_blob_ref(ref))
         try:
-            return path.exists()
+            return path.exists() or self._put_back(path)
         except OSError as e:
             raise StorageIOError(e.errno, f"cannot look up blob {ref}: {e.strerror}") from e

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ._lease import LeaseInfo
 
 __all__ = [
+    "BlobCollectionUnsupportedError",
     "BlobError",
     "BlobNotFoundError",
     "CheckpointConflictError",
@@ -242,3 +243,8 @@ class BlobNotFoundError(BlobError, KeyError):
 
 class CorruptBlobError(BlobError):
     """Raised when a stored blob no longer hashes to its reference, or cannot be decoded."""
+
+
+class BlobCollectionUnsupportedError(BlobError):
+    """Raised when a blob store cannot list or delete its blobs (a third-party store that does
+    not implement the garbage-collection hooks), so garbage cannot be collected from it."""

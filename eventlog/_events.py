@@ -20,12 +20,14 @@ from ._messages import Block, Message, ToolResultBlock, message_text
 __all__ = [
     "AssistantMessage",
     "BackgroundCompleted",
+    "BranchCreated",
     "Compaction",
     "ContentArchived",
     "ContextSettings",
     "ContextStatus",
     "Event",
     "FileSnapshot",
+    "Forked",
     "ModelRequestRecord",
     "OpaqueEvent",
     "Origin",
@@ -102,10 +104,17 @@ class AssistantMessage(_EventBase, tag="assistant_message", frozen=True):
 
 
 class ToolResult(_EventBase, tag="tool_result", frozen=True):
-    """The result of one tool call, as the block the model will see."""
+    """The result of one tool call, as the block the model will see.
+
+    ``untracked`` is true when the call ran a tool that declares no paths and is not read-only
+    (a shell command, a custom tool): what it did is outside the file snapshots, so a restore
+    cannot undo it. ``None`` in logs written before it was recorded (then the tool's name
+    tells: see ``liteagent.actors`` side effects).
+    """
 
     block: ToolResultBlock
     tool_name: str | None = None
+    untracked: bool | None = None
 
 
 class FileSnapshot(_EventBase, tag="file_snapshot", frozen=True):
@@ -247,11 +256,22 @@ class RestoreFile(msgspec.Struct, frozen=True, omit_defaults=True, gc=False, kw_
 class RestoreStarted(_EventBase, tag="restore_started", frozen=True):
     """A restore to the checkpoint at ``to_seq`` is about to change files (and, with
     ``conversation``, truncate the log to ``to_seq - 1``). Until a :class:`RestoreFinished` for
-    it (or the truncate that removes it), the session has an interrupted restore."""
+    it (or the truncate that removes it), the session has an interrupted restore.
+
+    ``branch`` names the branch session that keeps what it takes away (the events it removes
+    and the files as they were before it), written after this record and before the truncate;
+    a rollback deletes it. An undo (``undo_of``: the branch it brings back) is recorded the
+    same way, appended right after the events it brings back, with ``to_seq`` its own seq (so
+    finishing it truncates only the record away) and ``rollback_to`` the seq a rollback cuts
+    the log back to (taking the brought-back events away again).
+    """
 
     to_seq: int
     conversation: bool
     files: tuple[RestoreFile, ...] = ()
+    branch: str | None = None
+    undo_of: str | None = None
+    rollback_to: int | None = None
 
 
 class RestoreFinished(_EventBase, tag="restore_finished", frozen=True):
@@ -261,6 +281,37 @@ class RestoreFinished(_EventBase, tag="restore_finished", frozen=True):
     started_seq: int
     outcome: Literal["completed", "rolled_back"]
     reason: str = ""
+
+
+class BranchCreated(_EventBase, tag="branch_created", frozen=True):
+    """The first event of a branch session: what a restore (``made_by="restore"``) or an undo
+    (``"undo"``) took out of session ``origin`` so that it can be brought back. The events
+    after it are the ones removed from ``origin`` from seq ``at_seq`` on (none for an undo,
+    which only adds). ``files`` are that operation's file records: bringing the branch back
+    puts each file to its ``backup`` again, and refuses when it no longer holds ``target``.
+    ``conversation`` is whether it changed the conversation. The branch can be brought back
+    while ``origin`` is exactly as the operation left it: ``head_after`` events whose digest
+    is ``digest_after``.
+    """
+
+    origin: str
+    at_seq: int
+    files: tuple[RestoreFile, ...] = ()
+    conversation: bool = True
+    head_after: int = 0
+    digest_after: str = ""
+    made_by: str = "restore"
+    undo_of: str | None = None
+
+
+class Forked(_EventBase, tag="forked", frozen=True):
+    """The last event of a fork's first write: the events before it are session ``origin``'s
+    before its checkpoint ``at_seq``. ``workdir`` is the folder its files were restored into
+    (``None``: it shares the original's workspace)."""
+
+    origin: str
+    at_seq: int
+    workdir: str | None = None
 
 
 Event: TypeAlias = (
@@ -277,6 +328,8 @@ Event: TypeAlias = (
     | RestoreStarted
     | RestoreFinished
     | ContentArchived
+    | BranchCreated
+    | Forked
 )
 
 

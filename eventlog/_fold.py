@@ -16,10 +16,12 @@ from ._errors import InvalidArgumentError
 from ._events import (
     AssistantMessage,
     BackgroundCompleted,
+    BranchCreated,
     Compaction,
     ContentArchived,
     ContextStatus,
     FileSnapshot,
+    Forked,
     ModelRequestRecord,
     OpaqueEvent,
     RestoreFinished,
@@ -74,7 +76,8 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     the merged messages); ``open_tool_calls`` are tool_use ids still waiting for their result.
     ``turn_open`` is whether a turn has not ended: a user prompt or a tool result came after the
     model's last answer and no turn-aborted notice closed it since (a background notice between
-    turns does not open one).
+    turns does not open one). ``forked_from`` is the record of the fork that made the session;
+    ``branch`` the header of a branch session (see :class:`BranchCreated`).
     """
 
     head: int = 0
@@ -96,6 +99,8 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     unknown_kinds: frozenset[str] = frozenset()
     pending_restore: tuple[int, RestoreStarted] | None = None
     file_restores: PVec[tuple[int, RestoreStarted]] = msgspec.field(default_factory=PVec)
+    forked_from: Forked | None = None
+    branch: BranchCreated | None = None
 
 
 def apply(state: SessionState, event: StoredEvent) -> SessionState:
@@ -135,6 +140,7 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
     context_status = state.context_status
     background, aborted = state.background_completed, state.turns_aborted
     pending = state.pending_restore
+    forked, branch = state.forked_from, state.branch
     restores: list[tuple[int, RestoreStarted]] = []
     unknown: set[str] | None = None
     for event in events:
@@ -200,6 +206,10 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
                 if finished.outcome == "completed":
                     restores.append((seq, pending[1]))
                 pending = None
+        elif t is Forked:
+            forked = body  # type: ignore[assignment]
+        elif t is BranchCreated:
+            branch = body  # type: ignore[assignment]
         elif t is OpaqueEvent:
             if unknown is None:
                 unknown = set(state.unknown_kinds)
@@ -233,6 +243,8 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
         unknown_kinds=state.unknown_kinds if unknown is None else frozenset(unknown),
         pending_restore=pending,
         file_restores=state.file_restores.extended(restores),
+        forked_from=forked,
+        branch=branch,
     )
 
 

@@ -1,12 +1,20 @@
-"""The blob store of the SQLite checkpointer: blobs live in its database (table ``blobs``)."""
+"""The blob store of the SQLite checkpointer: blobs live in its database (table ``blobs``).
+
+Write times (for garbage collection) are in a table of their own, ``blob_times``, created by
+the first write that needs it: a blob stored before it existed has write time 0. Every change
+is one write transaction of the checkpointer's writer, so a conditional delete and a ``put``
+racing it are serialized by SQLite's write lock.
+"""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from ._blobs import BlobStore, blob_ref, parse_blob_ref, verify_blob
+from ._blobs import BlobInfo, BlobStore, blob_ref, parse_blob_ref, verify_blob
 from ._errors import BlobNotFoundError, CorruptBlobError, InvalidArgumentError
 from ._sqlite_batch import Batch
 from ._sqlite_db import translate
@@ -16,12 +24,32 @@ if TYPE_CHECKING:
 
 __all__ = ["SqliteBlobStore"]
 
+_TIMES = (
+    "CREATE TABLE IF NOT EXISTS blob_times(ref TEXT PRIMARY KEY, written REAL NOT NULL) "
+    "WITHOUT ROWID"
+)
+_STAMP = (
+    "INSERT INTO blob_times(ref, written) VALUES (?, ?) "
+    "ON CONFLICT(ref) DO UPDATE SET written = excluded.written"
+)
+_CHUNK = 100  # deletes per transaction: a long collection never holds the write lock long
+
 
 class SqliteBlobStore(BlobStore):
     """Blobs inside the checkpointer's database (table ``blobs``), so they live with the log."""
 
     def __init__(self, owner: SqliteCheckpointer) -> None:
         self._owner = owner
+        self._times_ready = False
+
+    def _times(self, conn: apsw.Connection) -> None:
+        if not self._times_ready:
+            conn.execute(_TIMES)
+
+    def _write(self, op: Any) -> Any:
+        result = self._owner._submit(op, None)
+        self._times_ready = True
+        return result
 
     def put(self, data: bytes) -> str:
         if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -31,9 +59,11 @@ class SqliteBlobStore(BlobStore):
         self._owner._check_open()
 
         def op(conn: apsw.Connection, _tx: Batch) -> None:
+            self._times(conn)
             conn.execute("INSERT OR IGNORE INTO blobs(ref, data) VALUES (?, ?)", (ref, data))
+            conn.execute(_STAMP, (ref, time.time()))
 
-        self._owner._submit(op, None)
+        self._write(op)
         return ref
 
     def _fetch(self, ref: str) -> tuple[Any, Any] | None:
@@ -56,3 +86,59 @@ class SqliteBlobStore(BlobStore):
 
     def has(self, ref: str) -> bool:
         return self._fetch(ref) is not None
+
+    # -- garbage collection ---------------------------------------------------------------------
+
+    def touch(self, refs: Iterable[str]) -> list[str]:
+        wanted = [ref for ref in refs if parse_blob_ref(ref)]
+        if not wanted:
+            return []
+        self._owner._check_open()
+
+        def op(conn: apsw.Connection, _tx: Batch) -> list[str]:
+            self._times(conn)
+            now = time.time()
+            missing = []
+            for ref in wanted:
+                if conn.execute("SELECT 1 FROM blobs WHERE ref = ?", (ref,)).fetchone() is None:
+                    missing.append(ref)
+                else:
+                    conn.execute(_STAMP, (ref, now))
+            return missing
+
+        result: list[str] = self._write(op)
+        return result
+
+    def list_blobs(self) -> Iterator[BlobInfo]:
+        self._owner._check_open()
+        self._write(lambda conn, _tx: self._times(conn))
+        with self._owner._conn() as conn, translate():
+            rows = conn.execute(
+                "SELECT b.ref, COALESCE(t.written, 0.0), length(b.data) FROM blobs b "
+                "LEFT JOIN blob_times t ON t.ref = b.ref"
+            ).fetchall()
+        return iter([BlobInfo(str(r[0]), float(r[1] or 0), int(r[2] or 0)) for r in rows])
+
+    def delete_blobs(self, refs: Iterable[str], *, written_before: float) -> list[str]:
+        wanted = [ref for ref in refs if parse_blob_ref(ref)]
+        self._owner._check_open()
+        deleted: list[str] = []
+        for i in range(0, len(wanted), _CHUNK):
+            chunk = wanted[i : i + _CHUNK]
+
+            def op(conn: apsw.Connection, _tx: Batch, chunk: list[str] = chunk) -> list[str]:
+                self._times(conn)
+                gone = []
+                for ref in chunk:
+                    conn.execute(
+                        "DELETE FROM blobs WHERE ref = ? AND "
+                        "COALESCE((SELECT written FROM blob_times WHERE ref = ?), 0.0) < ?",
+                        (ref, ref, written_before),
+                    )
+                    if conn.changes():
+                        conn.execute("DELETE FROM blob_times WHERE ref = ?", (ref,))
+                        gone.append(ref)
+                return gone
+
+            deleted.extend(self._write(op))
+        return deleted

@@ -6,9 +6,9 @@ stay out of the user's API: a user calls ``append``, the base class calls ``_app
 module adds the helpers a hook uses. The types the hooks take and return and
 the errors they raise are the user-facing ones, imported from ``liteagent.eventlog``
 (``Checkpointer``, ``Position``, ``SessionInfo``, ``StoredEvent``, ``IntegrityProblem``,
-``IntegrityReport``, ``RepairReport``, ``Lease``, ``LeaseInfo``, ``BlobStore``, ``blob_ref`` and
-the errors). ``examples/session_files_backend.py`` is a complete backend that imports nothing
-else; ``tests/test_backend_example.py`` runs the conformance suite against it.
+``IntegrityReport``, ``RepairReport``, ``Lease``, ``LeaseInfo``, ``BlobStore``, ``BlobInfo``,
+``blob_ref`` and the errors). ``examples/session_files_backend.py`` is a complete backend that
+imports nothing else; ``tests/test_backend_example.py`` runs the conformance suite against it.
 
 What the base class does before a hook runs
 -------------------------------------------
@@ -101,6 +101,40 @@ then ``_append`` / ``_truncate``]
     both to check the holder inside the write's own transaction, calls
     :func:`mark_lease_lost` when another holder took the lease, and raises
     :class:`LeaseLostError`.
+
+The blob store's garbage-collection hooks
+-----------------------------------------
+``liteagent.eventlog.collect_garbage`` (``agent.collect_garbage()``, ``lite-agent gc``) needs
+nothing more from the checkpointer than the contract: it reads every session (branch sessions,
+which keep what restores took away, are sessions too) for the blob references in their
+events. From the blob store it needs a *write time* per blob and these methods of
+:class:`BlobStore`; :class:`FileBlobStore` and :class:`MemoryBlobStore` have them, and a store of
+your own implements them (without ``list_blobs`` and ``delete_blobs`` everything else works, but
+collecting raises :class:`BlobCollectionUnsupportedError`):
+
+``put(data)``
+    Also for content already stored: set its write time to now (a writer that puts a blob an
+    event will reference must keep it from a collection that started before).
+``touch(refs) -> list[str]``
+    Set the write time of each stored ref to now; return the refs that are not stored.
+    Restores, undos and forks touch the blobs of the events they copy before appending.
+``list_blobs() -> Iterator[BlobInfo]``
+    Every stored blob: ``BlobInfo(ref, written, size)``.
+``delete_blobs(refs, *, written_before) -> list[str]``
+    Delete each blob whose write time is still before ``written_before``, checked atomically
+    with its removal: a ``put`` or ``touch`` racing the delete either comes first (and the blob
+    stays) or finds it gone and stores it again. Return the refs deleted. (The SQLite store does
+    it in one transaction per 100 refs; the file store renames the file aside, checks its mtime,
+    and unlinks it or links it back.)
+``remove_leftovers(*, written_before) -> int``, ``interrupted_deletes() -> list[str]``,
+``restore_interrupted_deletes() -> int``
+    Optional (default: nothing to do): temp files of interrupted puts, and blobs a deletion
+    killed half way left set aside (``lite-agent doctor`` reports them, ``--repair`` puts them
+    back); a store whose deletes are atomic has none.
+
+``BlobCollectionTests`` (in ``CheckpointerConformance``) tests each hook and a collection in one
+process; ``DurableBlobCollectionTests`` (in ``DurableConformance``) races a collection against a
+real process's appends and SIGKILLs collections half way.
 
 Errors: translate the storage's own exceptions at one boundary, with ``raise ... from e``:
 damaged stored data is :class:`CorruptLogError` (never silently skipped), an operating-system

@@ -1,4 +1,5 @@
-"""Time travel offline: a scripted model edits files over three prompts, then we restore.
+"""Time travel offline: a scripted model edits files over three prompts, then we preview a
+restore, restore, and undo the restore.
 
 Run: python examples/time_travel.py
 """
@@ -50,11 +51,17 @@ def main() -> None:
             print("refused:", e.problems)
 
         (work / "app.py").write_text("print('v2')\n")  # put it back as the agent left it
+        preview = agent.restore(agent.session_id, second.seq, dry_run=True)
+        print("would put back:", [(c.path, c.action) for c in preview.changes])
         result = agent.restore(agent.session_id, second.seq)
         print("restored:", list(result.restored_files))
         print("app.py:", (work / "app.py").read_text().strip())
         print("notes.md back:", (work / "notes.md").exists())
         print("conversation:", [c.prompt for c in agent.list_checkpoints()])
+
+        agent.undo_restore(agent.session_id)  # one prompt too far: bring it all back
+        print("after undo, app.py:", (work / "app.py").read_text().strip())
+        print("after undo, conversation:", [c.prompt for c in agent.list_checkpoints()])
 
 
 if __name__ == "__main__":

@@ -7,10 +7,12 @@
 - :func:`configure_logging`: an opt-in logging setup (the library itself never configures).
 """
 
+from liteagent.actors._branches import Branch
 from liteagent.actors._compactor import CompactStats
 from liteagent.actors._envelope import ActorStoppedError, ActorTimeoutError
 from liteagent.actors._host import AgentBusyError, HostSaturatedError, HostStats
 from liteagent.actors._hub import AsyncSubscription, LiveEvent, Missed, Subscription
+from liteagent.actors._ledger import SideEffect
 from liteagent.actors._live import (
     BackgroundTaskFinished,
     CheckpointRestore,
@@ -20,12 +22,14 @@ from liteagent.actors._live import (
     TurnFailed,
     TurnFinished,
 )
+from liteagent.actors._preview import FileChange, RestorePreview
 from liteagent.actors._restore import RestoreResult
 from liteagent.actors._restore_files import RestoreFailedError
 from liteagent.actors._restore_plan import (
     Checkpoint,
     InterruptedRestoreError,
     InvalidCheckpointError,
+    NoBranchError,
     RestoreRefusedError,
 )
 from liteagent.actors._session import BackgroundTask
@@ -55,6 +59,7 @@ __all__ = [
     "AsyncSubscription",
     "BackgroundTask",
     "BackgroundTaskFinished",
+    "Branch",
     "CancelToken",
     "Checkpoint",
     "CheckpointConflictError",
@@ -62,6 +67,7 @@ __all__ = [
     "CompactStats",
     "CompactionProgress",
     "ContextBudgetError",
+    "FileChange",
     "HostSaturatedError",
     "HostStats",
     "InterruptedRestoreError",
@@ -73,12 +79,15 @@ __all__ = [
     "LiveEvent",
     "Middleware",
     "Missed",
+    "NoBranchError",
     "OperationCancelledError",
     "ProviderError",
     "RestoreFailedError",
+    "RestorePreview",
     "RestoreRefusedError",
     "RestoreResult",
     "SessionsDisabledError",
+    "SideEffect",
     "Subscription",
     "ToolCallFinished",
     "ToolCallStarted",

@@ -22,25 +22,33 @@ arrives.
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import TracebackType
+from typing import Literal, overload
 
+from liteagent.actors._branches import Branch
 from liteagent.actors._compactor import CompactStats
 from liteagent.actors._host import HostStats
 from liteagent.actors._hub import Subscription
+from liteagent.actors._preview import RestorePreview
 from liteagent.actors._restore import RestoreResult
 from liteagent.actors._restore_plan import Checkpoint
 from liteagent.actors._session import BackgroundTask
 from liteagent.actors._turn import TurnResult
 from liteagent.eventlog import (
     CancelToken,
+    GarbageReport,
     RestoreStarted,
     SessionInfo,
     validate_session_id,
 )
+from liteagent.eventlog._branches import is_branch_session
+from liteagent.eventlog._gc import DEFAULT_GRACE
 
 from ._compact_iter import CompactIterator
 from ._core import AgentCore, new_session_id
 from ._futures import settle
+from ._travel_args import fork_args, gc_args, undo_args
 from ._validate import (
     check_bool,
     check_cancel,
@@ -134,17 +142,19 @@ class LiteAgent:
         return self._core.session_id
 
     def list_sessions(self) -> list[SessionInfo]:
-        """Every stored session, most recently active first."""
+        """Every stored session, most recently active first (branch sessions, which keep what
+        restores took away, are not listed: see :meth:`list_branches`)."""
         self._core.require_sessions("list_sessions")
-        return self._core.checkpointer.list()
+        return [s for s in self._core.checkpointer.list() if not is_branch_session(s.id)]
 
     def delete_session(self, session_id: str) -> None:
-        """Delete a stored session (refused while it runs or has background tasks). Deleting
-        the current session makes a new, empty one current (as :meth:`clear`); deleting another
-        leaves the current one as it is."""
+        """Delete a stored session (refused while it runs or has background tasks) and its
+        branches; :meth:`collect_garbage` then reclaims the blobs only they referenced.
+        Deleting the current session makes a new, empty one current (as :meth:`clear`);
+        deleting another leaves the current one as it is."""
         self._core.require_sessions("delete_session")
         sid = self._core.session_for(validate_session_id(session_id))
-        self._core.host.delete(sid)
+        self._core.delete_session(sid)
         if sid == self._core.session_id:
             self._core.session_id = new_session_id()
 
@@ -163,6 +173,7 @@ class LiteAgent:
         sid = self._core.session_for(check_session_id(session_id), "list_checkpoints")
         return self._core.restorer.list_checkpoints(sid)
 
+    @overload
     def restore(
         self,
         session_id: str,
@@ -171,21 +182,97 @@ class LiteAgent:
         files: bool = True,
         conversation: bool = True,
         cancel: CancelToken | None = None,
-    ) -> RestoreResult:
+        dry_run: Literal[False] = False,
+    ) -> RestoreResult: ...
+
+    @overload
+    def restore(
+        self,
+        session_id: str,
+        seq: int,
+        *,
+        files: bool = True,
+        conversation: bool = True,
+        cancel: CancelToken | None = None,
+        dry_run: Literal[True],
+    ) -> RestorePreview: ...
+
+    def restore(
+        self,
+        session_id: str,
+        seq: int,
+        *,
+        files: bool = True,
+        conversation: bool = True,
+        cancel: CancelToken | None = None,
+        dry_run: bool = False,
+    ) -> RestoreResult | RestorePreview:
         """Restore the session to the checkpoint at ``seq``: the conversation as it was before
         that prompt (the log is truncated to ``seq - 1``) and every file the agent's file tools
         changed since. It refuses, changing nothing, when that is unsafe
         (:class:`RestoreRefusedError` names each file and why), and puts files back as they
-        were if anything fails. The current session stays as it is (``resume(session_id)`` to
-        continue the restored one without naming it). Shell commands, custom tools and
-        external services are not undone."""
+        were if anything fails. What it takes away is kept as a branch
+        (``result.branch``): :meth:`undo_restore` brings it back. The current session stays as
+        it is (``resume(session_id)`` to continue the restored one without naming it). Shell
+        commands, custom tools and external services are not undone: ``dry_run=True`` returns
+        a :class:`RestorePreview` of what it would do and of those side effects, changing
+        nothing."""
         self._core.check_open()
         sid = self._core.session_for(validate_session_id(session_id), "restore")
         check_seq(seq)
         check_bool(files, "files")
         check_bool(conversation, "conversation")
         token = check_cancel(cancel)
+        if check_bool(dry_run, "dry_run"):
+            return self._core.restorer.preview(sid, seq, files=files, conversation=conversation)
         return self._core.restore(sid, seq, files=files, conversation=conversation, cancel=token)
+
+    def undo_restore(
+        self, session_id: str, *, branch: str | None = None, cancel: CancelToken | None = None
+    ) -> RestoreResult:
+        """Undo a restore of the session: bring back the events it took away and put back the
+        files as they were just before it. ``branch`` picks one of :meth:`list_branches`
+        (default: the newest that can be brought back, a restore's before an undo's). The same
+        rules as a restore: it refuses, changing nothing, when a file was changed since the
+        restore or the session moved on since (:class:`RestoreRefusedError`), and is
+        crash-safe. It is itself kept as a branch, so an undo can be undone. Raises
+        :class:`NoBranchError` when there is nothing to bring back."""
+        sid, wanted, token = undo_args(self._core, session_id, branch, cancel)
+        return self._core.undo(sid, wanted, token)
+
+    def list_branches(self, session_id: str | None = None) -> list[Branch]:
+        """What :meth:`undo_restore` can bring back into the current session (or
+        ``session_id``), oldest first, each saying whether it can be brought back now."""
+        self._core.check_open()
+        sid = self._core.session_for(check_session_id(session_id), "list_branches")
+        return self._core.restorer.list_branches(sid)
+
+    def fork(self, session_id: str, seq: int, *, workdir: str | Path | None = None) -> str:
+        """Start a new session whose log is the session's events before its checkpoint
+        ``seq`` (sharing their blobs), ending with a :class:`Forked` record, and return its
+        id; the original is untouched and the current session stays as it is. The fork shares
+        the workspace: its files are as they are now. With ``workdir`` (another folder, a
+        copy of the workspace), the files the agent's file tools changed since the checkpoint
+        are put back there first (refused as a restore would, naming each file not as the
+        agent last left it); continue the fork with an agent on that folder."""
+        sid, checked, folder = fork_args(self._core, session_id, seq, workdir)
+        return self._core.fork(sid, checked, folder)
+
+    def collect_garbage(
+        self,
+        *,
+        grace: float = DEFAULT_GRACE,
+        branch_retention: float | None = None,
+        dry_run: bool = False,
+        cancel: CancelToken | None = None,
+    ) -> GarbageReport:
+        """Remove the blobs no session or branch of the store references that were written
+        more than ``grace`` seconds ago (an hour by default), after deleting the branches of
+        deleted sessions, those brought back, and (``branch_retention`` seconds) older ones.
+        Safe while other processes append (see :func:`liteagent.eventlog.collect_garbage`);
+        ``dry_run`` changes nothing."""
+        g, retention, dry, token = gc_args(self._core, grace, branch_retention, dry_run, cancel)
+        return self._core.collect_garbage(g, retention, dry, token)
 
     def pending_restore(self, session_id: str | None = None) -> RestoreStarted | None:
         """The interrupted restore (its intent record) of the current session (or

@@ -15,27 +15,33 @@ import asyncio
 import concurrent.futures
 import threading
 from functools import partial
+from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal, overload
 
+from liteagent.actors._branches import Branch
 from liteagent.actors._compactor import CompactStats
 from liteagent.actors._host import HostStats
 from liteagent.actors._hub import AsyncSubscription
+from liteagent.actors._preview import RestorePreview
 from liteagent.actors._restore import RestoreResult
 from liteagent.actors._restore_plan import Checkpoint
 from liteagent.actors._session import BackgroundTask
 from liteagent.eventlog import (
     CancelToken,
+    GarbageReport,
     LiteAgentError,
     RestoreStarted,
     SessionInfo,
     validate_session_id,
 )
+from liteagent.eventlog._gc import DEFAULT_GRACE
 
 from ._agent import LiteAgent, LiteAgentResult, compact_args, send_args
 from ._compact_iter import AsyncCompactIterator
 from ._core import AgentCore
 from ._futures import await_job, await_reply, post, resolve
+from ._travel_args import fork_args, gc_args, undo_args
 from ._validate import check_bool, check_cancel, check_seq, check_session_id
 
 __all__ = ["AsyncLiteAgent"]
@@ -46,12 +52,14 @@ class AsyncLiteAgent:
     ``iter_compact``, ``host_stats`` and ``session_id`` excepted: they never block, and the
     first two return async iterators).
 
-    Cancelling the awaiting task cancels the work: ``send``, ``compact`` and ``restore`` cancel
-    their token and wait until the work has stopped; the other methods are skipped if they have
-    not started, and otherwise finish in the background, because they cannot stop half-way:
-    ``delete_session`` is one storage delete, ``finish_restore`` and ``rollback_restore`` are
-    the recovery of an interrupted restore (stopping them would leave it interrupted), and the
-    reads (``list_sessions``, ``list_checkpoints``, ``pending_restore``) change nothing.
+    Cancelling the awaiting task cancels the work: ``send``, ``compact``, ``restore``,
+    ``undo_restore`` and ``collect_garbage`` cancel their token and wait until the work has
+    stopped; the other methods are skipped if they have not started, and otherwise finish in
+    the background, because they cannot stop half-way: ``delete_session`` is one storage
+    delete, ``fork`` one write (after the files it puts back), ``finish_restore`` and
+    ``rollback_restore`` are the recovery of an interrupted restore (stopping them would leave
+    it interrupted), and the reads (``list_sessions``, ``list_checkpoints``,
+    ``list_branches``, ``pending_restore``, a restore's ``dry_run``) change nothing.
     """
 
     def __init__(self, core: AgentCore) -> None:
@@ -168,6 +176,7 @@ class AsyncLiteAgent:
         )
         return result
 
+    @overload
     async def restore(
         self,
         session_id: str,
@@ -176,7 +185,31 @@ class AsyncLiteAgent:
         files: bool = True,
         conversation: bool = True,
         cancel: CancelToken | None = None,
-    ) -> RestoreResult:
+        dry_run: Literal[False] = False,
+    ) -> RestoreResult: ...
+
+    @overload
+    async def restore(
+        self,
+        session_id: str,
+        seq: int,
+        *,
+        files: bool = True,
+        conversation: bool = True,
+        cancel: CancelToken | None = None,
+        dry_run: Literal[True],
+    ) -> RestorePreview: ...
+
+    async def restore(
+        self,
+        session_id: str,
+        seq: int,
+        *,
+        files: bool = True,
+        conversation: bool = True,
+        cancel: CancelToken | None = None,
+        dry_run: bool = False,
+    ) -> RestoreResult | RestorePreview:
         """Like :meth:`LiteAgent.restore` (off the event loop); cancelling the awaiting task
         cancels the restore, which puts back what it changed."""
         self._core.check_open()
@@ -184,8 +217,9 @@ class AsyncLiteAgent:
         check_seq(seq)
         check_bool(files, "files")
         check_bool(conversation, "conversation")
+        check_bool(dry_run, "dry_run")
         token = check_cancel(cancel) or CancelToken()
-        result: RestoreResult = await self._await(
+        result: RestoreResult | RestorePreview = await self._await(
             self._core.submit(
                 partial(
                     self._sync.restore,
@@ -194,9 +228,52 @@ class AsyncLiteAgent:
                     files=files,
                     conversation=conversation,
                     cancel=token,
+                    dry_run=dry_run,
                 )
             ),
             token,
+        )
+        return result
+
+    async def undo_restore(
+        self, session_id: str, *, branch: str | None = None, cancel: CancelToken | None = None
+    ) -> RestoreResult:
+        """Like :meth:`LiteAgent.undo_restore` (off the event loop); cancelling the awaiting
+        task cancels the undo, which puts back what it changed."""
+        sid, wanted, given = undo_args(self._core, session_id, branch, cancel)
+        token = given or CancelToken()
+        result: RestoreResult = await self._await(
+            self._core.submit(self._core.undo, sid, wanted, token), token
+        )
+        return result
+
+    async def list_branches(self, session_id: str | None = None) -> list[Branch]:
+        """Like :meth:`LiteAgent.list_branches` (off the event loop)."""
+        sid = self._session(session_id, "list_branches")  # the current one now, not later
+        result: list[Branch] = await self._await(self._core.submit(self._sync.list_branches, sid))
+        return result
+
+    async def fork(self, session_id: str, seq: int, *, workdir: str | Path | None = None) -> str:
+        """Like :meth:`LiteAgent.fork` (off the event loop)."""
+        sid, checked, folder = fork_args(self._core, session_id, seq, workdir)
+        result: str = await self._await(self._core.submit(self._core.fork, sid, checked, folder))
+        return result
+
+    async def collect_garbage(
+        self,
+        *,
+        grace: float = DEFAULT_GRACE,
+        branch_retention: float | None = None,
+        dry_run: bool = False,
+        cancel: CancelToken | None = None,
+    ) -> GarbageReport:
+        """Like :meth:`LiteAgent.collect_garbage` (off the event loop); cancelling the awaiting
+        task stops it between steps (what it deleted stays deleted; nothing referenced ever
+        is)."""
+        g, retention, dry, given = gc_args(self._core, grace, branch_retention, dry_run, cancel)
+        token = given or CancelToken()
+        result: GarbageReport = await self._await(
+            self._core.submit(self._core.collect_garbage, g, retention, dry, token), token
         )
         return result
 

@@ -34,6 +34,7 @@ from ._cli_repl import cmd_interactive
 from ._cli_replay import cmd_replay
 from ._cli_script import SCRIPT_FORMAT
 from ._cli_transcript import cmd_export, cmd_import
+from ._cli_travel import cmd_branches, cmd_fork, cmd_gc
 from ._logging import configure_logging
 
 __all__ = ["build_parser", "main"]
@@ -156,13 +157,68 @@ def build_parser() -> argparse.ArgumentParser:
         subs,
         "restore",
         cmd_restore,
-        "restore a session to a checkpoint: the conversation and the files",
+        "restore a session to a checkpoint: the conversation and the files (undoable: "
+        "--undo brings back what it took away)",
     )
     restore.add_argument("session_id", metavar="ID")
-    restore.add_argument("seq", type=int, metavar="SEQ")
+    restore.add_argument("seq", type=int, metavar="SEQ", nargs="?")
     restore.add_argument(
         "--conversation-only", action="store_true", help="leave the files as they are"
     )
+    restore.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="show what it would do: files, refusals, and the side effects it cannot undo",
+    )
+    restore.add_argument(
+        "--undo",
+        action="store_true",
+        help="undo the last restore of ID (no SEQ): its events and files come back",
+    )
+    restore.add_argument(
+        "--branch", metavar="BRANCH", help="with --undo: the branch to bring back (`branches`)"
+    )
+    restore.set_defaults(usage=restore.format_usage().strip())
+
+    branches = _sub(
+        subs, "branches", cmd_branches, "what `restore --undo` can bring back into a session"
+    )
+    branches.add_argument("session_id", metavar="ID")
+
+    fork = _sub(
+        subs,
+        "fork",
+        cmd_fork,
+        "a new session from a session's events before a checkpoint (the original stays)",
+    )
+    fork.add_argument("session_id", metavar="ID")
+    fork.add_argument("seq", type=int, metavar="SEQ")
+    fork.add_argument(
+        "--into",
+        metavar="DIR",
+        help="a copy of the workspace where the files are put back as they were at SEQ "
+        "(default: the fork shares the workspace)",
+    )
+
+    gc = _sub(
+        subs,
+        "gc",
+        cmd_gc,
+        "remove blobs no session or branch references, and old branches",
+    )
+    gc.add_argument(
+        "--grace",
+        default="1h",
+        metavar="DURATION",
+        help="keep blobs written this recently, e.g. 30s, 10m, 1h (default), 2d; 0 only when "
+        "nothing else writes to the store",
+    )
+    gc.add_argument(
+        "--branch-retention",
+        metavar="DURATION",
+        help="also delete branches older than this (default: keep them)",
+    )
+    gc.add_argument("--dry-run", action="store_true", help="report, remove nothing")
 
     compact = _sub(subs, "compact", cmd_compact, "compact a session's context now")
     compact.add_argument("session_id", metavar="ID")

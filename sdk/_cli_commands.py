@@ -19,8 +19,9 @@ from liteagent.eventlog import (
     TextBlock,
     validate_session_id,
 )
+from liteagent.eventlog._branches import is_branch_session
 
-from ._agent import LiteAgent
+from ._cli_args import checkpoint_seq, existing_session
 from ._cli_env import KEEP_TAIL_TURNS, CliEnv, SummaryModel
 from ._cli_errors import NoApiKeyError, UsageError
 from ._cli_output import (
@@ -34,46 +35,17 @@ from ._cli_output import (
     to_json,
 )
 from ._cli_terminal import run_live
+from ._cli_travel import show_preview, undo
 
 __all__ = [
     "CompactionOutcome",
-    "checkpoint_seq",
     "cmd_checkpoints",
     "cmd_compact",
     "cmd_restore",
     "cmd_run",
     "cmd_sessions",
     "compaction_outcome",
-    "existing_session",
 ]
-
-
-def existing_session(env: CliEnv, session_id: str) -> str:
-    """``session_id`` validated, refused (:class:`UsageError`) when it is not a session id or
-    the store has no such session."""
-    try:
-        sid = validate_session_id(session_id)
-    except InvalidSessionIdError as e:
-        raise UsageError(
-            f"{session_id!s} is not a session id: use 1-128 letters, digits, "
-            "'.', '_' or '-', starting with a letter or digit"
-        ) from e
-    if env.checkpointer.head(sid) == 0:
-        raise UsageError(f"no session {sid} in {env.location} (`lite-agent sessions` lists them)")
-    return sid
-
-
-def checkpoint_seq(agent: LiteAgent, session_id: str, seq: int) -> int:
-    """``seq`` when it is one of the session's checkpoints, else :class:`UsageError`."""
-    checkpoints = [c.seq for c in agent.list_checkpoints(session_id)]
-    if seq not in checkpoints:
-        listed = ", ".join(map(str, checkpoints)) or "none"
-        raise UsageError(
-            f"seq {seq} is not a checkpoint of session {session_id} (its "
-            f"checkpoints: {listed}; `lite-agent checkpoints {session_id}` shows "
-            "them)"
-        )
-    return seq
 
 
 def _renderer(args: argparse.Namespace) -> LiveRenderer:
@@ -114,7 +86,7 @@ def cmd_run(env: CliEnv, args: argparse.Namespace) -> int:
 
 def cmd_sessions(env: CliEnv, args: argparse.Namespace) -> int:
     """List the stored sessions, most recently active first."""
-    sessions = env.checkpointer.list()
+    sessions = [s for s in env.checkpointer.list() if not is_branch_session(s.id)]
     if args.json:
         emit_json(
             [
@@ -140,13 +112,35 @@ def cmd_checkpoints(env: CliEnv, args: argparse.Namespace) -> int:
     return 0
 
 
+def _restore_usage(args: argparse.Namespace) -> None:
+    def bad(message: str) -> UsageError:
+        return UsageError(message, usage=getattr(args, "usage", ""))
+
+    if args.undo:
+        if args.seq is not None:
+            raise bad("--undo takes no SEQ: it undoes the last restore of ID")
+        if args.dry_run or args.conversation_only:
+            raise bad("--undo cannot be combined with --dry-run or --conversation-only")
+    elif args.seq is None:
+        raise bad("the following arguments are required: SEQ")
+    elif args.branch is not None:
+        raise bad("--branch needs --undo")
+
+
 def cmd_restore(env: CliEnv, args: argparse.Namespace) -> int:
-    """Restore a session to a checkpoint (files and conversation, or the conversation only)."""
+    """Restore a session to a checkpoint (files and conversation, or the conversation only),
+    preview that (``--dry-run``), or undo the last restore (``--undo``)."""
+    _restore_usage(args)
     sid = existing_session(env, args.session_id)
     agent = env.agent(model=False)
+    if args.undo:
+        agent.resume(sid)
+        return undo(agent, sid, args.branch, args.json)
     seq = checkpoint_seq(agent, sid, args.seq)
-    agent.resume(sid)
     files = not args.conversation_only
+    if args.dry_run:
+        return show_preview(agent, sid, seq, files, args.json)
+    agent.resume(sid)
     renderer = _renderer(args)
     result = run_live(
         agent,
@@ -164,6 +158,7 @@ def cmd_restore(env: CliEnv, args: argparse.Namespace) -> int:
         )
         if files:
             say("note: shell commands and custom tools are not undone", style="yellow")
+        say(f"`lite-agent restore --undo {sid}` brings it all back")
     return 0
 
 

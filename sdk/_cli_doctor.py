@@ -11,6 +11,8 @@ reports each action:
   instead of appending onto the wrong history);
 - an interrupted restore is rolled back (every file back to how it was before the restore), or
   finished with ``--finish-restores``;
+- blobs a killed garbage collection set aside (neither kept nor removed; a read puts one back by
+  itself) are put back, so the next ``lite-agent gc`` decides on them again;
 - events of an unknown kind (written by a newer liteagent) are kept as they are;
 - damage that is not a torn tail (a damaged frame or row, a gap, a damaged header, a log cut
   below its header, a session that cannot be read) is salvaged with ``Checkpointer.repair``:
@@ -48,6 +50,7 @@ __all__ = ["Finding", "cmd_doctor"]
 
 _SALVAGED = frozenset({"corrupt", "gap", "unreadable"})  # repaired with Checkpointer.repair
 _REPAIRABLE = frozenset({"torn_tail", "leftover", "interrupted_restore"} | _SALVAGED)
+_STORE_REPAIRABLE = frozenset({"interrupted_gc"})
 _INFORMATIONAL = frozenset({"unknown_kind", "open_tool_calls", "leftover"})
 _NOT_DAMAGE = frozenset({"unknown_kind", "leftover", "torn_tail"})
 
@@ -92,6 +95,23 @@ def _store_findings(cp: Checkpointer) -> list[Finding]:
     return [_finding(p) for p in report.problems]
 
 
+def _gc_findings(cp: Checkpointer) -> list[Finding]:
+    try:
+        aside = cp.blobs.interrupted_deletes()
+    except Exception as e:  # noqa: BLE001 -- doctor reports whatever a damaged store raises
+        return [Finding(session_id=None, kind="corrupt", detail=f"blobs: {_failure(e)}")]
+    if not aside:
+        return []
+    return [
+        Finding(
+            session_id=None,
+            kind="interrupted_gc",
+            detail=f"a garbage collection was killed with {len(aside)} blobs set aside "
+            "(each is put back when it is read)",
+        )
+    ]
+
+
 def _finding(p: IntegrityProblem) -> Finding:
     return Finding(session_id=p.session_id, kind=p.kind, detail=p.detail, seq=p.seq)
 
@@ -121,8 +141,12 @@ def _session_findings(cp: Checkpointer, damaged: set[str]) -> tuple[list[Finding
                     session_id=sid,
                     kind="interrupted_restore",
                     seq=seq,
-                    detail=f"a restore to seq {started.to_seq} was interrupted "
-                    f"({len(started.files)} "
+                    detail=(
+                        "an undo of a restore"
+                        if started.undo_of
+                        else f"a restore to seq {started.to_seq}"
+                    )
+                    + f" was interrupted ({len(started.files)} "
                     "files); the session refuses new turns until it is settled",
                 )
             )
@@ -200,6 +224,14 @@ def _leased(cp: Checkpointer, sid: str) -> Lease:
 
 
 def _repair(env: CliEnv, finding: Finding, finish: bool) -> None:
+    if finding.kind in _STORE_REPAIRABLE:
+        try:
+            n = env.checkpointer.blobs.restore_interrupted_deletes()
+            finding.action = f"put back {n} blobs set aside; `lite-agent gc` decides on them again"
+            finding.repaired = True
+        except Exception as e:  # noqa: BLE001 -- doctor reports whatever a damaged store raises
+            finding.action = f"not repaired: {_failure(e)}"
+        return
     sid = finding.session_id
     if sid is None or finding.kind not in _REPAIRABLE:
         finding.action = (
@@ -224,7 +256,7 @@ def _repair(env: CliEnv, finding: Finding, finish: bool) -> None:
 def cmd_doctor(env: CliEnv, args: argparse.Namespace) -> int:
     """Check (and with --repair, repair) every session of the project."""
     cp = env.checkpointer
-    findings = _store_findings(cp)
+    findings = _store_findings(cp) + _gc_findings(cp)
     damaged = {f.session_id for f in findings if f.session_id and f.kind not in _NOT_DAMAGE}
     more, count = _session_findings(cp, damaged)
     findings.extend(more)

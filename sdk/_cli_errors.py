@@ -19,6 +19,7 @@ from liteagent.actors._host import AgentBusyError, HostSaturatedError
 from liteagent.actors._restore_plan import (
     InterruptedRestoreError,
     InvalidCheckpointError,
+    NoBranchError,
     RestoreRefusedError,
 )
 from liteagent.eventlog import (
@@ -137,8 +138,12 @@ def failure(error: BaseException) -> Failure:
         refused = [f"{path or 'session'}: {reason}" for path, reason in error.problems]
         return Failure(
             "refused",
-            "restore refused, nothing was changed: " + "; ".join(refused),
+            f"{error.operation} refused, nothing was changed: " + "; ".join(refused),
             details=refused,
+        )
+    if isinstance(error, NoBranchError):
+        return Failure(
+            "no_branch", one_line(error) + " (`lite-agent branches ID` lists what can come back)"
         )
     if isinstance(error, InterruptedRestoreError):
         return Failure(

@@ -41,6 +41,7 @@ __all__ = [
     "checkpoint_table",
     "emit_json",
     "make_console",
+    "make_table",
     "one_line",
     "print_table",
     "printable",
@@ -122,6 +123,11 @@ def short(text: str, limit: int = _SUMMARY) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def make_table(console: Console, *columns: str) -> Table:
+    """A table with these columns, in the CLI's style."""
+    return _table(console, *columns)
+
+
 def _table(console: Console, *columns: str) -> Table:
     table = Table(
         box=box.SIMPLE_HEAD if console.is_terminal else None,
@@ -156,16 +162,18 @@ def session_table(console: Console, sessions: list[SessionInfo]) -> Table | str:
 
 
 def checkpoint_table(console: Console, checkpoints: list[Checkpoint]) -> Table | str:
-    """The checkpoints as a table: seq, time, prompt, and the files a restore would put back
-    (and those it cannot); or a line saying there are none."""
+    """The checkpoints as a table: seq, time, prompt, the side effects since that a restore
+    cannot undo (shell commands, untracked tools: ``restore --dry-run`` lists them), and the
+    files a restore would put back (and those it cannot); or a line saying there are none."""
     if not checkpoints:
         return "no checkpoints"
-    table = _table(console, "seq", "time", "prompt", "files")
+    table = _table(console, "seq", "time", "prompt", "effects", "files")
     for cp in checkpoints:
         files = ", ".join(cp.files) if cp.files else "-"
         if cp.unavailable_files:
             files += f" (cannot restore: {', '.join(cp.unavailable_files)})"
-        table.add_row(str(cp.seq), when(cp.ts), short(cp.prompt, 40), files)
+        effects = str(cp.side_effects) if cp.side_effects else "-"
+        table.add_row(str(cp.seq), when(cp.ts), short(cp.prompt, 40), effects, files)
     return table
 
 

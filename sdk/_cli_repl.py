@@ -38,6 +38,8 @@ HELP = """\
 /compact [instructions]              compact the context now (Ctrl-C cancels)
 /checkpoints                         this session's checkpoints (one per prompt)
 /restore <seq> [--conversation-only] back to a checkpoint: files and conversation
+/undo                                undo the last restore (events and files come back)
+/fork <seq>                          continue in a new session from before a checkpoint
 /sessions                            the stored sessions
 /resume <id>                         continue a stored session
 /clear                               start a new session (the old one stays stored)
@@ -75,6 +77,8 @@ class Repl:
             "/resume": self.resume,
             "/checkpoints": self.checkpoints,
             "/restore": self.restore,
+            "/undo": self.undo,
+            "/fork": self.fork,
             "/compact": self.compact,
         }
 
@@ -138,6 +142,26 @@ class Repl:
             f"restored to before seq {seq}: {names} put back; the conversation is as it "
             "was then" + ("" if only else " (shell commands are not undone)")
         )
+
+    async def undo(self, rest: str) -> None:
+        """/undo [branch]."""
+        sid = self.agent.session_id
+        branch = rest or None
+        result = await self._live(
+            lambda token: self.agent.undo_restore(sid, branch=branch, cancel=token)
+        )
+        names = ", ".join(result.restored_files) or "no files"
+        self.say(f"undone: {names} put back; /undo again undoes this too")
+
+    async def fork(self, rest: str) -> None:
+        """/fork <seq>: a new session from before that checkpoint, made the current one."""
+        if not rest.isdigit():
+            self.say("usage: /fork <seq>  (/checkpoints lists them)")
+            return
+        old = self.agent.session_id
+        new = self.agent.fork(old, int(rest))
+        self.agent.resume(new)
+        self.say(f"forked {old} before seq {rest}: now in {new} (/resume {old} goes back)")
 
     async def compact(self, rest: str) -> None:
         """/compact [instructions]."""

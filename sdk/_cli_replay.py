@@ -10,10 +10,12 @@ from liteagent.eventlog import (
     AssistantMessage,
     BackgroundCompleted,
     Block,
+    BranchCreated,
     Compaction,
     ContentArchived,
     ContextStatus,
     FileSnapshot,
+    Forked,
     Message,
     ModelRequestRecord,
     RestoreFinished,
@@ -31,7 +33,7 @@ from liteagent.eventlog import (
 )
 from liteagent.tools import default_tools
 
-from ._cli_commands import existing_session
+from ._cli_args import existing_session
 from ._cli_env import CliEnv
 from ._cli_errors import UsageError
 from ._cli_output import emit_json, make_console, short, to_json, when
@@ -117,9 +119,15 @@ def describe_event(event: StoredEvent) -> str:
     if isinstance(body, TurnAborted):
         return short(body.reason, 80)
     if isinstance(body, RestoreStarted):
-        return f"to seq {body.to_seq}, {len(body.files)} files"
+        what = "an undo of " + body.undo_of if body.undo_of else f"to seq {body.to_seq}"
+        return f"{what}, {len(body.files)} files"
     if isinstance(body, RestoreFinished):
         return f"{body.outcome} (started at seq {body.started_seq})"
+    if isinstance(body, BranchCreated):
+        return f"a branch of {body.origin} from seq {body.at_seq} (made by {body.made_by})"
+    if isinstance(body, Forked):
+        where = f", files in {body.workdir}" if body.workdir else ""
+        return f"forked from {body.origin} before seq {body.at_seq}{where}"
     return f"unknown kind {body.kind}, {len(body.data)} bytes (kept as is)"
 
 

@@ -55,7 +55,7 @@ from liteagent.eventlog import (
 )
 from liteagent.eventlog._interchange import message_from_dict, message_to_dict
 
-from ._cli_commands import existing_session
+from ._cli_args import existing_session
 from ._cli_env import CliEnv
 from ._cli_output import emit_json
 from ._core import new_session_id

@@ -31,7 +31,14 @@ from liteagent.actors import (
 from liteagent.actors._compactor import CompactStats
 from liteagent.actors._restore import RestoreResult
 from liteagent.context import ContextOptions
-from liteagent.eventlog import CancelToken, Checkpointer, validate_session_id
+from liteagent.eventlog import (
+    CancelToken,
+    Checkpointer,
+    GarbageReport,
+    collect_garbage,
+    validate_session_id,
+)
+from liteagent.eventlog._branches import branch_prefix
 from liteagent.providers import ModelProvider
 from liteagent.tools import Tool
 
@@ -213,6 +220,43 @@ class AgentCore:
             return self.restorer.restore(
                 session_id, seq, files=files, conversation=conversation, cancel=token
             )
+
+    def undo(
+        self, session_id: str, branch: str | None, cancel: CancelToken | None
+    ) -> RestoreResult:
+        """Bring a branch of ``session_id`` back (cancelled by close(), as a restore)."""
+        with self._until_closed(cancel) as token:
+            return self.restorer.undo(session_id, branch, cancel=token)
+
+    def fork(self, session_id: str, seq: int, workdir: Path | None) -> str:
+        """Fork ``session_id`` before its checkpoint ``seq`` into a new session; its id."""
+        return self.restorer.fork(session_id, seq, new_session_id(), workdir=workdir)
+
+    def collect_garbage(
+        self,
+        grace: float,
+        branch_retention: float | None,
+        dry_run: bool,
+        cancel: CancelToken | None,
+    ) -> GarbageReport:
+        """Collect the store's garbage (cancelled by close())."""
+        with self._until_closed(cancel) as token:
+            return collect_garbage(
+                self.checkpointer,
+                grace=grace,
+                branch_retention=branch_retention,
+                dry_run=dry_run,
+                cancel=token,
+            )
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete ``session_id`` (under its lease) and then its branches, whose blobs the next
+        garbage collection reclaims with the session's own."""
+        self.host.delete(session_id)
+        prefix = branch_prefix(session_id)
+        for info in self.checkpointer.list():
+            if info.id.startswith(prefix):
+                self.checkpointer.delete(info.id)
 
     def _held(self, session_id: str, held: bool) -> None:
         """The maintenance lock of ``session_id`` changed hands (told by its actor)."""

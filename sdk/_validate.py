@@ -16,6 +16,7 @@ __all__ = [
     "check_bool",
     "check_cancel",
     "check_count",
+    "check_grace",
     "check_path",
     "check_prompt",
     "check_seconds",
@@ -113,6 +114,22 @@ def check_seconds(value: object, name: str) -> float | None:
             f"{name} must be None or a number of seconds > 0 (at most ten years), got {value!r}"
         )
     return float(value)
+
+
+def check_grace(value: object, name: str, *, optional: bool = False) -> float | None:
+    """A finite number of seconds >= 0 (``None`` too when ``optional``)."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        ok = False
+    else:
+        ok = 0 <= value <= _MAX_SECONDS
+    if not ok:
+        raise InvalidArgumentError(
+            f"{name} must be {'None or ' if optional else ''}a number of seconds >= 0 (at most "
+            f"ten years), got {value!r}"
+        )
+    return float(value)  # type: ignore[arg-type]
 
 
 def check_path(

@@ -78,8 +78,8 @@ def test_sessions_and_checkpoints(cli: Cli) -> None:
     assert ["write one", "write two"] == [c["prompt"] for c in checkpoints]
     assert ["a.txt"] == checkpoints[1]["files"]
     human = cli.ok("checkpoints", "older").out.splitlines()
-    assert ["seq", "time", "prompt", "files"] == human[0].split()
-    assert human[2].endswith("write two  a.txt")
+    assert ["seq", "time", "prompt", "effects", "files"] == human[0].split()
+    assert human[2].endswith("write two  -        a.txt")
 
 
 def test_restore_puts_the_files_and_the_conversation_back(cli: Cli) -> None:

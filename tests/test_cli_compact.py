@@ -16,11 +16,13 @@ from _cli_runner import Cli, clean_env, two_prompts, write
 from liteagent.eventlog import (
     AssistantMessage,
     BackgroundCompleted,
+    BranchCreated,
     Compaction,
     ContentArchived,
     ContextStatus,
     Event,
     FileSnapshot,
+    Forked,
     ModelRequestRecord,
     OpaqueEvent,
     RestoreFile,
@@ -201,6 +203,8 @@ _SAMPLES: list[Event | OpaqueEvent] = [
     ),
     RestoreFinished(started_seq=5, outcome="completed"),
     ContentArchived(tool_use_id="t1", ref="blob:abc", chars=10, size=10),
+    BranchCreated(origin="s1", at_seq=3),
+    Forked(origin="s1", at_seq=3),
     OpaqueEvent(kind="from_the_future", data=b"\x01\x02"),
 ]
 

@@ -15,6 +15,7 @@ from liteagent.eventlog import (
     AssistantMessage,
     BackgroundCompleted,
     Block,
+    BranchCreated,
     Checkpointer,
     CodecError,
     Compaction,
@@ -24,6 +25,7 @@ from liteagent.eventlog import (
     ContextStatus,
     Event,
     FileSnapshot,
+    Forked,
     InvalidEventError,
     Message,
     ModelRequestRecord,
@@ -144,6 +146,24 @@ SAMPLES: dict[str, Event] = {
         ),
     ),
     "restore_finished": RestoreFinished(started_seq=7, outcome="rolled_back", reason="disk full"),
+    "branch_created": BranchCreated(
+        origin="s1",
+        at_seq=4,
+        files=(
+            RestoreFile(
+                path="a.py",
+                target=None,
+                target_hash=None,
+                backup="sha256:" + "2" * 64,
+                backup_hash="2" * 64,
+            ),
+        ),
+        head_after=3,
+        digest_after="d" * 64,
+        made_by="undo",
+        undo_of="branch..x",
+    ),
+    "forked": Forked(origin="s1", at_seq=4, workdir="/elsewhere"),
 }
 
 _FACTORIES: dict[str, Callable[[Path], Checkpointer]] = {

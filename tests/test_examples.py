@@ -88,7 +88,8 @@ def test_readme_scripted_agent_runs() -> None:
 
 
 def test_time_travel_example_runs() -> None:
-    """examples/time_travel.py refuses over a user's edit, then restores files and conversation."""
+    """examples/time_travel.py refuses over a user's edit, previews, restores files and
+    conversation, and undoes the restore."""
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "time_travel.py")],
         capture_output=True,
@@ -101,3 +102,9 @@ def test_time_travel_example_runs() -> None:
     assert "app.py: print('v1')" in result.stdout
     assert "notes.md back: True" in result.stdout
     assert "conversation: ['create app.py']" in result.stdout
+    assert "would put back: [('app.py', 'overwrite'), ('notes.md', 'create')]" in result.stdout
+    assert "after undo, app.py: print('v2')" in result.stdout
+    assert (
+        "after undo, conversation: ['create app.py', 'make it v2', 'remove the notes']"
+        in result.stdout
+    )

@@ -119,6 +119,8 @@ def _cause(error: BaseException) -> str:
 
 
 #: The ``context`` tool: ``context(ref, offset=0, limit=20000)`` (module docstring).
-context = FunctionTool(_read_archive, name="context", description=_DESCRIPTION)
+context = FunctionTool(_read_archive, name="context", description=_DESCRIPTION, read_only=True)
 #: The same tool under the name ``read_spilled``: identical schema and behaviour.
-read_spilled = FunctionTool(_read_archive, name="read_spilled", description=_DESCRIPTION)
+read_spilled = FunctionTool(
+    _read_archive, name="read_spilled", description=_DESCRIPTION, read_only=True
+)

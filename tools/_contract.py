@@ -77,6 +77,10 @@ class Tool(abc.ABC):
     name: str = ""
     #: What the tool does, for the model.
     description: str = ""
+    #: Whether the tool changes nothing (reads files, searches): a call of a tool that is not
+    #: read-only and declares no paths is a side effect a restore cannot undo, listed in a
+    #: restore's preview.
+    read_only: bool = False
 
     @property
     @abc.abstractmethod

@@ -32,6 +32,9 @@
   :class:`PathOutsideWorkspaceError` for one outside the workspace (the runtime then fails the
   call without running it); a missing or ill-typed value gives ``[]`` and ``run`` reports it.
   A tool whose paths cannot be named by one parameter subclasses ``Tool`` instead.
+- **Read-only**: ``@tool(read_only=True)`` says the tool changes nothing. A call of a tool that
+  neither declares paths nor is read-only is recorded as a side effect a restore cannot undo
+  (it shows in a restore's preview and in each checkpoint's count).
 
 The decorated object is a :class:`FunctionTool`; calling it calls the original function.
 """
@@ -71,6 +74,7 @@ class FunctionTool(Tool, Generic[P, R]):
         name: str | None = None,
         description: str | None = None,
         changes_param: str | None = None,
+        read_only: bool = False,
     ) -> None:
         self.name = name if name is not None else fn.__name__
         if not _NAME.fullmatch(self.name):
@@ -90,7 +94,12 @@ class FunctionTool(Tool, Generic[P, R]):
                 f"tool {self.name!r}: changes_param {changes_param!r} is not one of its "
                 f"parameters {list(self._fields)}"
             )
+        if read_only and changes_param is not None:
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: a read-only tool changes no files (no changes_param)"
+            )
         self._changes_param = changes_param
+        self.read_only = read_only
         self._schema = _schema(self._struct, self.name)
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
@@ -161,6 +170,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     changes_param: str | None = None,
+    read_only: bool = False,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 
 
@@ -171,13 +181,20 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     changes_param: str | None = None,
+    read_only: bool = False,
 ) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
     """Make a :class:`FunctionTool` from ``fn``; use bare (``@tool``) or with options
-    (``@tool(name=..., description=..., changes_param=...)``). Raises
+    (``@tool(name=..., description=..., changes_param=..., read_only=...)``). Raises
     :class:`ToolDefinitionError` when the function cannot be a tool (module docstring)."""
 
     def make(f: Callable[P, R]) -> FunctionTool[P, R]:
-        return FunctionTool(f, name=name, description=description, changes_param=changes_param)
+        return FunctionTool(
+            f,
+            name=name,
+            description=description,
+            changes_param=changes_param,
+            read_only=read_only,
+        )
 
     return make if fn is None else make(fn)
 

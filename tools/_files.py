@@ -137,7 +137,7 @@ def read_text(target: Path, shown: str, max_bytes: int) -> str | ToolOutput:
         return _binary(shown, "not valid UTF-8")
 
 
-@tool(name="read_file")
+@tool(name="read_file", read_only=True)
 def read_file(
     path: Annotated[str, Meta(description="The file, relative to the workspace.")],
     offset: Annotated[int, Meta(ge=1, description="The first line to show, counting from 1.")] = 1,

@@ -88,7 +88,7 @@ def make_glob(time_limit: float = GLOB_TIME_LIMIT) -> FunctionTool[..., ToolOutp
     """A ``glob`` tool whose calls stop after ``time_limit`` seconds (:data:`glob` uses
     :data:`GLOB_TIME_LIMIT`)."""
 
-    @tool(name="glob")
+    @tool(name="glob", read_only=True)
     def glob(
         pattern: Annotated[
             str,
@@ -171,7 +171,7 @@ def make_grep(time_limit: float = GREP_TIME_LIMIT) -> FunctionTool[..., ToolOutp
     """A ``grep`` tool whose calls stop after ``time_limit`` seconds (:data:`grep` uses
     :data:`GREP_TIME_LIMIT`)."""
 
-    @tool(name="grep")
+    @tool(name="grep", read_only=True)
     def grep(
         pattern: Annotated[
             str,

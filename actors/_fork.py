@@ -1,0 +1,53 @@
+"""Fork: a new session whose log is another's events before one of its checkpoints.
+
+The new session's first write is one append: the original's events before the checkpoint (the
+same seqs, kinds and bodies; their blobs are shared, and touched first so that a garbage
+collection running meanwhile keeps them) and a :class:`Forked` record. The original is not
+written. The fork shares the workspace unless given another folder (a copy of the workspace):
+then the files the agent's file tools changed since the checkpoint are put back there first,
+with a restore's preflight, so a crash leaves at worst that folder partly restored and no
+session (forking again puts the rest back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from liteagent.eventlog import Checkpointer, Forked, SessionState, StoredEvent
+
+from ._branches import touch_refs
+from ._restore_files import apply_files, backup_files
+from ._restore_plan import RestoreRefusedError, plan_files, preflight
+
+__all__ = ["fork_session"]
+
+
+def fork_session(
+    checkpointer: Checkpointer,
+    session_id: str,
+    events: Sequence[StoredEvent],
+    state: SessionState,
+    *,
+    seq: int,
+    new_id: str,
+    workdir: Path | None,
+) -> str:
+    """Fork ``session_id`` (its log ``events``, folded to ``state``) before its checkpoint
+    ``seq`` into the new session ``new_id``; with ``workdir``, put the checkpoint's files back
+    there first (refused, naming each file, when one is not as the agent last left it)."""
+    blobs = checkpointer.blobs
+    if workdir is not None:
+        plans = plan_files(state, seq, blobs, verify=True)
+        problems = preflight(state, seq, workdir, plans)
+        if problems:
+            raise RestoreRefusedError(problems, "fork")
+        records = backup_files(workdir, [(p.path, p.target, p.target_hash) for p in plans], blobs)
+        apply_files(workdir, records, blobs, to_target=True)
+    bodies = [e.body for e in events if e.seq < seq]
+    record = Forked(
+        origin=session_id, at_seq=seq, workdir=None if workdir is None else str(workdir)
+    )
+    touch_refs(blobs, bodies)
+    checkpointer.append(new_id, [*bodies, record], expected_head=0)
+    return new_id

@@ -1,0 +1,57 @@
+"""Blob references: ``sha256:<hex>`` of a blob's plain content, and what a blob store lists."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import NamedTuple
+
+from ._errors import CorruptBlobError, InvalidArgumentError, InvalidBlobRefError
+
+__all__ = [
+    "BLOB_REF_PATTERN",
+    "BlobInfo",
+    "blob_ref",
+    "check_blob_data",
+    "parse_blob_ref",
+    "verify_blob",
+]
+
+BLOB_REF_PATTERN = r"sha256:[0-9a-f]{64}"
+_REF = re.compile(BLOB_REF_PATTERN)
+
+
+def blob_ref(data: bytes) -> str:
+    """Return the reference a blob store gives ``data``: ``sha256:`` + the hex digest."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def parse_blob_ref(ref: object) -> str:
+    """Return the hex digest of ``ref``; raise :class:`InvalidBlobRefError` if malformed."""
+    if type(ref) is not str or _REF.fullmatch(ref) is None:
+        raise InvalidBlobRefError(f"not a blob reference (sha256:<64 hex digits>): {ref!r}")
+    return ref[7:]
+
+
+def check_blob_data(data: object) -> bytes:
+    """Return ``data`` as ``bytes``; raise :class:`InvalidArgumentError` unless it is bytes-like
+    (what every ``BlobStore.put`` accepts)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise InvalidArgumentError(f"blob data must be bytes, got {type(data).__name__}")
+    return bytes(data)
+
+
+class BlobInfo(NamedTuple):
+    """A stored blob: its reference, its write time (Unix seconds: the last ``put`` or
+    ``touch`` of it) and its stored size in bytes."""
+
+    ref: str
+    written: float
+    size: int
+
+
+def verify_blob(ref: str, data: bytes) -> bytes:
+    """Return ``data`` if it hashes to ``ref``, else raise :class:`CorruptBlobError`."""
+    if blob_ref(data) != ref:
+        raise CorruptBlobError(f"blob {ref} is damaged: its content no longer matches its hash")
+    return data

@@ -1,0 +1,40 @@
+"""The checks the session commands share: a session that exists, a seq that is one of its
+checkpoints (each a usage error, exit code 2, otherwise)."""
+
+from __future__ import annotations
+
+from liteagent.eventlog import InvalidSessionIdError, validate_session_id
+
+from ._agent import LiteAgent
+from ._cli_env import CliEnv
+from ._cli_errors import UsageError
+
+__all__ = ["checkpoint_seq", "existing_session"]
+
+
+def existing_session(env: CliEnv, session_id: str) -> str:
+    """``session_id`` validated, refused (:class:`UsageError`) when it is not a session id or
+    the store has no such session."""
+    try:
+        sid = validate_session_id(session_id)
+    except InvalidSessionIdError as e:
+        raise UsageError(
+            f"{session_id!s} is not a session id: use 1-128 letters, digits, "
+            "'.', '_' or '-', starting with a letter or digit"
+        ) from e
+    if env.checkpointer.head(sid) == 0:
+        raise UsageError(f"no session {sid} in {env.location} (`lite-agent sessions` lists them)")
+    return sid
+
+
+def checkpoint_seq(agent: LiteAgent, session_id: str, seq: int) -> int:
+    """``seq`` when it is one of the session's checkpoints, else :class:`UsageError`."""
+    checkpoints = [c.seq for c in agent.list_checkpoints(session_id)]
+    if seq not in checkpoints:
+        listed = ", ".join(map(str, checkpoints)) or "none"
+        raise UsageError(
+            f"seq {seq} is not a checkpoint of session {session_id} (its "
+            f"checkpoints: {listed}; `lite-agent checkpoints {session_id}` shows "
+            "them)"
+        )
+    return seq

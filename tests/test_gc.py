@@ -1,0 +1,208 @@
+"""Garbage collection through the agent: deleting a session reclaims its blobs, branches are
+kept or pruned, arguments are checked, a damaged session stops it, a store without the hooks
+says so, and the asyncio shell cancels it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _restore_tools import TOOLS
+
+from liteagent.eventlog import (
+    AssistantMessage,
+    BlobCollectionUnsupportedError,
+    BlobStore,
+    CancelToken,
+    Checkpointer,
+    CorruptLogError,
+    TextBlock,
+    ToolUseBlock,
+    collect_garbage,
+    file_checkpointer,
+    memory_checkpointer,
+)
+from liteagent.eventlog._gc import referenced_blobs
+from liteagent.providers import scripted
+from liteagent.sdk import (
+    InvalidArgumentError,
+    LiteAgent,
+    OperationCancelledError,
+    create_async_lite_agent,
+    create_lite_agent,
+)
+
+_IDS = iter(range(10**9))
+
+
+def call(name: str, **input: Any) -> AssistantMessage:
+    """An assistant message calling one tool."""
+    return AssistantMessage(
+        content=(ToolUseBlock(f"toolu_{next(_IDS)}", name, input),), stop_reason="tool_use"
+    )
+
+
+def reply(text: str) -> AssistantMessage:
+    """A final assistant text."""
+    return AssistantMessage(content=(TextBlock(text),), stop_reason="end_turn")
+
+
+def agent_on(work: Path, cp: Checkpointer, script: list[Any] | None = None) -> LiteAgent:
+    """An agent with the file tools."""
+    return create_lite_agent(
+        model=scripted(script or []), model_name="m", workdir=work, checkpointer=cp, tools=TOOLS
+    )
+
+
+def edit_twice(work: Path, cp: Checkpointer, sid: str) -> int:
+    """Session ``sid`` overwrites ``<sid>.txt`` in two prompts; returns the first checkpoint."""
+    (work / f"{sid}.txt").write_text(f"{sid} as the user wrote it\n")
+    script = [
+        call("write_file", path=f"{sid}.txt", content=f"{sid} one\n"),
+        reply("one"),
+        call("write_file", path=f"{sid}.txt", content=f"{sid} two\n"),
+        reply("two"),
+    ]
+    with agent_on(work, cp, script) as agent:
+        agent.send("one", session_id=sid)
+        agent.send("two", session_id=sid)
+        return agent.list_checkpoints(sid)[0].seq
+
+
+def test_deleting_a_session_reclaims_its_blobs(tmp_path: Path) -> None:
+    """After a restore, the session's blobs are referenced by it and its branch; deleting the
+    session deletes the branch too, and the next collection reclaims exactly the blobs only
+    they referenced, keeping the other session's."""
+    work = tmp_path / "work"
+    work.mkdir()
+    with file_checkpointer(tmp_path / "store") as cp:
+        first = edit_twice(work, cp, "gone")
+        edit_twice(work, cp, "kept")
+        with agent_on(work, cp) as agent:
+            agent.restore("gone", first)
+            before = agent.collect_garbage(grace=0)
+            assert (0, 0) == (before.deleted, before.young)
+            kept = referenced_blobs(cp, "kept")
+            gone = {b.ref for b in cp.blobs.list_blobs()} - kept
+            assert gone
+            agent.delete_session("gone")
+            report = agent.collect_garbage(grace=0)
+            assert (len(gone), ()) == (report.deleted, report.branches_deleted)
+            assert kept == {b.ref for b in cp.blobs.list_blobs()}
+
+
+def test_branch_retention(tmp_path: Path) -> None:
+    """Without a retention branches stay; with one they go once older, and an undo then has
+    nothing to bring back."""
+    work = tmp_path / "work"
+    work.mkdir()
+    with memory_checkpointer() as cp:
+        first = edit_twice(work, cp, "s")
+        with agent_on(work, cp) as agent:
+            agent.restore("s", first)
+            assert () == agent.collect_garbage(grace=0).branches_deleted
+            (branch,) = agent.list_branches("s")
+            pruned = agent.collect_garbage(grace=0, branch_retention=0)
+            assert (branch.id,) == pruned.branches_deleted
+            assert [] == agent.list_branches("s")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"grace": -1},
+        {"grace": True},
+        {"grace": float("nan")},
+        {"grace": "1h"},
+        {"branch_retention": -5},
+        {"dry_run": 1},
+        {"cancel": "no"},
+    ],
+)
+def test_arguments_are_checked(tmp_path: Path, kwargs: dict[str, Any]) -> None:
+    """Bad arguments are refused before anything is read or deleted."""
+    with memory_checkpointer() as cp, agent_on(tmp_path, cp) as agent:
+        stray = cp.blobs.put(b"stray")
+        with pytest.raises(InvalidArgumentError):
+            agent.collect_garbage(**kwargs)
+        with pytest.raises(InvalidArgumentError):
+            collect_garbage(cp, **kwargs)
+        assert cp.blobs.has(stray)
+
+
+def test_a_damaged_session_stops_the_collection(tmp_path: Path) -> None:
+    """A session whose log cannot be read: nothing is deleted (its references are unknown)."""
+    with file_checkpointer(tmp_path / "store") as cp:
+        cp.append("s", [reply("a")])
+        stray = cp.blobs.put(b"stray")
+    log = tmp_path / "store" / "s.log"
+    data = bytearray(log.read_bytes())
+    data[-3] ^= 0xFF
+    log.write_bytes(bytes(data))
+    with file_checkpointer(tmp_path / "store") as cp:
+        with pytest.raises(CorruptLogError):
+            collect_garbage(cp, grace=0)
+        assert cp.blobs.has(stray)
+
+
+class _Plain(BlobStore):
+    """A third-party blob store without the collection hooks."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    def put(self, data: bytes) -> str:
+        from liteagent.eventlog.backend import blob_ref
+
+        ref = blob_ref(data)
+        self.data[ref] = data
+        return ref
+
+    def get(self, ref: str) -> bytes:
+        return self.data[ref]
+
+    def has(self, ref: str) -> bool:
+        return ref in self.data
+
+
+def test_a_store_without_the_hooks_cannot_collect() -> None:
+    """list_blobs and delete_blobs raise BlobCollectionUnsupportedError by default; touch
+    only reports what is missing."""
+    store = _Plain()
+    ref = store.put(b"x")
+    assert [] == store.touch([ref])
+    with pytest.raises(BlobCollectionUnsupportedError):
+        list(store.list_blobs())
+    with pytest.raises(BlobCollectionUnsupportedError):
+        store.delete_blobs([ref], written_before=0.0)
+    assert ([], 0) == (store.interrupted_deletes(), store.restore_interrupted_deletes())
+
+
+def test_a_cancelled_collection_deletes_nothing(tmp_path: Path) -> None:
+    """A token cancelled before the collection starts: OperationCancelledError, nothing
+    deleted."""
+    with memory_checkpointer() as cp, agent_on(tmp_path, cp) as agent:
+        stray = cp.blobs.put(b"stray")
+        token = CancelToken()
+        token.cancel("not now")
+        with pytest.raises(OperationCancelledError):
+            agent.collect_garbage(grace=0, cancel=token)
+        assert cp.blobs.has(stray)
+
+
+def test_async_collect_garbage(tmp_path: Path) -> None:
+    """The asyncio shell collects off the loop."""
+    with memory_checkpointer() as cp:
+        stray = cp.blobs.put(b"stray")
+
+        async def main() -> int:
+            agent = create_async_lite_agent(
+                model=scripted([]), model_name="m", workdir=tmp_path, checkpointer=cp
+            )
+            async with agent:
+                return (await agent.collect_garbage(grace=0)).deleted
+
+        assert 1 == asyncio.run(main())
+        assert not cp.blobs.has(stray)
