@@ -67,6 +67,7 @@ from ._events import (
 )
 from ._file import file_checkpointer
 from ._fold import ConversationEntry, SessionState, apply, conversation, fold
+from ._follow import Follower
 from ._ids import validate_session_id
 from ._interchange import messages_from_dicts, messages_to_dicts
 from ._memory import memory_checkpointer
@@ -130,6 +131,7 @@ __all__ = [
     "CorruptLogError",
     "Event",
     "FileSnapshot",
+    "Follower",
     "IntegrityProblem",
     "IntegrityReport",
     "InvalidArgumentError",

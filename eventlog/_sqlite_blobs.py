@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import apsw
 
 from ._blobs import BlobStore, blob_ref, parse_blob_ref, verify_blob
+from ._codec import Codec, codec_decode, codec_encode
 from ._errors import BlobNotFoundError, CorruptBlobError, InvalidArgumentError
 from ._sqlite_batch import Batch
 from ._sqlite_db import translate
@@ -20,8 +21,9 @@ __all__ = ["SqliteBlobStore"]
 class SqliteBlobStore(BlobStore):
     """Blobs inside the checkpointer's database (table ``blobs``), so they live with the log."""
 
-    def __init__(self, owner: SqliteCheckpointer) -> None:
+    def __init__(self, owner: SqliteCheckpointer, codec: Codec | None = None) -> None:
         self._owner = owner
+        self._codec = codec
 
     def put(self, data: bytes) -> str:
         if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -29,9 +31,10 @@ class SqliteBlobStore(BlobStore):
         data = bytes(data)
         ref = blob_ref(data)
         self._owner._check_open()
+        stored = data if self._codec is None else codec_encode(self._codec, data, f"blob {ref}")
 
         def op(conn: apsw.Connection, _tx: Batch) -> None:
-            conn.execute("INSERT OR IGNORE INTO blobs(ref, data) VALUES (?, ?)", (ref, data))
+            conn.execute("INSERT OR IGNORE INTO blobs(ref, data) VALUES (?, ?)", (ref, stored))
 
         self._owner._submit(op, None)
         return ref
@@ -52,6 +55,8 @@ class SqliteBlobStore(BlobStore):
         data, typ = row
         if typ != "blob" or type(data) is not bytes:
             raise CorruptBlobError(f"blob {ref} is damaged: it is stored as {typ}, not BLOB")
+        if self._codec is not None:
+            data = codec_decode(self._codec, data, f"blob {ref}")
         return verify_blob(ref, data)
 
     def has(self, ref: str) -> bool:

@@ -45,6 +45,7 @@ EVENTLOG = {
     "CorruptLogError",
     "Event",
     "FileSnapshot",
+    "Follower",
     "IntegrityProblem",
     "IntegrityReport",
     "InvalidArgumentError",

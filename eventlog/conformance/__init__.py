@@ -13,10 +13,12 @@ tests)::
             return functools.partial(file_checkpointer, path)
 
 - :class:`CheckpointerConformance` — every row of the contract in one process (session leases
-  included), and a hypothesis state machine against a plain model.
+  and the live tail, ``follow``, included), and a hypothesis state machine against a plain
+  model.
 - :class:`DurableConformance` — for stores that outlive the checkpointer object: reopening,
   two instances, and real OS processes racing on one session and on separate sessions; a
-  lease held in one process refuses another, and a holder killed with SIGKILL frees it.
+  lease held in one process refuses another, and a holder killed with SIGKILL frees it; a
+  follower delivers what other instances and processes append.
 - :class:`CrashConformance` — writers SIGKILLed at random moments during append and truncate
   (``crash_rounds`` per test in the default run; ``soak_crash_rounds`` under ``-m soak``).
 - :class:`CorruptionConformance` — random damage to a closed store (``corruption_trials`` per
@@ -45,6 +47,7 @@ from ._contract_tests import BAD_SESSION_IDS, ContractTests
 from ._corruption import CorruptionConformance, CorruptionTrialError
 from ._damage_file import TAIL_LOSS, damage_file_log
 from ._damage_sqlite import damage_sqlite
+from ._follow_tests import DurableFollowTests, FollowTests
 from ._lease_tests import DurableLeaseTests, LeaseTests
 from ._machine import MACHINE_SETTINGS, make_machine
 from ._processes import run_crash_round, run_racing_writers, run_separate_writers
@@ -73,7 +76,7 @@ def _open_fresh(factory_for: object, path: Path) -> Checkpointer:
     return result
 
 
-class CheckpointerConformance(ContractTests, LeaseTests):
+class CheckpointerConformance(ContractTests, LeaseTests, FollowTests):
     """The Checkpointer contract for one process (docs/architecture.md §4). Implement
     :meth:`checkpointer_factory`."""
 
@@ -83,7 +86,7 @@ class CheckpointerConformance(ContractTests, LeaseTests):
         run_state_machine_as_test(machine, settings=MACHINE_SETTINGS)
 
 
-class DurableConformance(DurableLeaseTests):
+class DurableConformance(DurableLeaseTests, DurableFollowTests):
     """Stores that outlive the checkpointer object, shared by instances and processes
     (leases included)."""
 
