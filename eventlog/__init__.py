@@ -99,6 +99,7 @@ from ._model import (
     ToolUseStart,
 )
 from ._paths import project_dir
+from ._postgres_api import postgres_checkpointer
 from ._sqlite import sqlite_checkpointer
 
 __all__ = [
@@ -188,6 +189,7 @@ __all__ = [
     "memory_checkpointer",
     "messages_from_dicts",
     "messages_to_dicts",
+    "postgres_checkpointer",
     "project_dir",
     "sqlite_checkpointer",
     "validate_session_id",

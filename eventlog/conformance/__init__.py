@@ -23,8 +23,8 @@ tests)::
   (``crash_rounds`` per test in the default run; ``soak_crash_rounds`` under ``-m soak``).
 - :class:`CorruptionConformance` — random damage to a closed store (``corruption_trials`` per
   test, ``soak_corruption_trials`` under ``-m soak``), through a ``damage(path, session_id,
-  rng)`` hook; :func:`damage_file_log` and :func:`damage_sqlite` damage the two built-in
-  backends' stores.
+  rng)`` hook; :func:`damage_file_log`, :func:`damage_sqlite` and :func:`damage_postgres`
+  damage the built-in backends' stores.
 
 Needs the ``test`` extra (pytest, hypothesis). The factory must be picklable for the process
 tests (a ``functools.partial`` of a backend constructor is), and its module importable by name
@@ -46,6 +46,7 @@ from .._errors import CheckpointConflictError
 from ._contract_tests import BAD_SESSION_IDS, ContractTests
 from ._corruption import CorruptionConformance, CorruptionTrialError
 from ._damage_file import TAIL_LOSS, damage_file_log
+from ._damage_postgres import damage_postgres
 from ._damage_sqlite import damage_sqlite
 from ._follow_tests import DurableFollowTests, FollowTests
 from ._lease_tests import DurableLeaseTests, LeaseTests
@@ -63,6 +64,7 @@ __all__ = [
     "DurableConformance",
     "Factory",
     "damage_file_log",
+    "damage_postgres",
     "damage_sqlite",
     "prompt",
     "prompts",

@@ -1,0 +1,110 @@
+"""A throwaway PostgreSQL server for the tests, and the DSN they use.
+
+``$LITEAGENT_TEST_POSTGRES_DSN`` names a server to use (``.ci/run`` starts one and sets it).
+Without it, :func:`start_server` starts its own when the server binaries (``initdb``,
+``pg_ctl``) are on the PATH: a cluster in a temp folder, listening only on a Unix socket in that
+folder, with fsync off (a throwaway cluster). PostgreSQL refuses to run as root: as root the
+server runs as the ``postgres`` user (``runuser``), which must exist (Debian's server package
+creates it). Otherwise the tests that need it are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ENV = "LITEAGENT_TEST_POSTGRES_DSN"
+
+
+@dataclass
+class Server:
+    """A running throwaway server (``stop()`` it)."""
+
+    dsn: str
+    folder: Path | None
+    as_user: list[str]
+
+    def pg_ctl(self, *args: str) -> None:
+        """Run ``pg_ctl`` on this cluster (``restart``, ``stop``, ...)."""
+        assert self.folder is not None, "not a server these tests started"
+        subprocess.run(
+            [*self.as_user, _binary("pg_ctl"), "-D", str(self.folder / "data"), *args],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+    def stop(self) -> None:
+        """Stop the server and remove its folder (only a server these tests started)."""
+        if self.folder is None:
+            return
+        try:
+            self.pg_ctl("-m", "immediate", "-w", "stop")
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _binary(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(name)
+    return found
+
+
+def start_server(*, own: bool = False) -> Server | str:
+    """The server to test against: the one ``$LITEAGENT_TEST_POSTGRES_DSN`` names (unless
+    ``own``: a test that restarts its server), or a new throwaway one; a str saying why there
+    is none."""
+    dsn = os.environ.get(ENV)
+    if dsn and not own:
+        return Server(dsn, None, [])
+    if shutil.which("initdb") is None or shutil.which("pg_ctl") is None:
+        return (
+            f"no PostgreSQL server: set {ENV} to a libpq DSN (see README.md, Test), "
+            "or put the server binaries initdb and pg_ctl on the PATH"
+        )
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return f"running as root and there is no postgres user to run a server as; set {ENV}"
+        as_user = ["runuser", "-u", "postgres", "--"]
+    folder = Path(tempfile.mkdtemp(prefix="lapg-", dir="/tmp"))  # short: a socket path
+    if as_user:
+        shutil.chown(folder, "postgres", "postgres")
+    data = folder / "data"
+    try:
+        subprocess.run(
+            [
+                *as_user,
+                _binary("initdb"),
+                *("-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        options = (
+            f"-c listen_addresses='' -k {folder} -c fsync=off -c synchronous_commit=off "
+            "-c full_page_writes=off -c max_connections=300"
+        )
+        subprocess.run(
+            [
+                *as_user,
+                _binary("pg_ctl"),
+                *("-D", str(data), "-l", str(folder / "log"), "-w", "start", "-o", options),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+    except (subprocess.SubprocessError, OSError) as e:
+        shutil.rmtree(folder, ignore_errors=True)
+        return f"could not start a throwaway PostgreSQL server ({e}); set {ENV}"
+    return Server(f"host={folder} user=postgres dbname=postgres", folder, as_user)
