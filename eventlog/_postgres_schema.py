@@ -79,10 +79,19 @@ def q(template: str, schema: str) -> sql.Composed:
     return sql.SQL(template).format(s=sql.Identifier(schema))
 
 
+_HAS_SCHEMA = "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %s"
+_HAS_TABLE = (
+    "SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+    " ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = 'schema_version'"
+)
+
+
 def _version(conn: psycopg.Connection[Any], schema: str) -> int | None:
-    """The stored schema version, ``None`` when there is no schema_version table."""
-    row = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".schema_version',)).fetchone()
-    if row is None or row[0] is None:
+    """The stored schema version, ``None`` when there is no schema_version table. The
+    catalogs are queried as tables (a fresh snapshot per statement): a name lookup could
+    answer from this backend's cache, stale after another backend's commit while this one
+    waited for the lock."""
+    if conn.execute(_HAS_TABLE, (schema,)).fetchone() is None:
         return None
     found = conn.execute(q("SELECT max(version) FROM {s}.schema_version", schema)).fetchone()
     return None if found is None or found[0] is None else int(found[0])
@@ -111,7 +120,8 @@ def ensure_schema(
         _refuse_newer(found, schema)
         if found is not None and found >= target:
             return found
-        conn.execute(q("CREATE SCHEMA IF NOT EXISTS {s}", schema))
+        if conn.execute(_HAS_SCHEMA, (schema,)).fetchone() is None:
+            conn.execute(q("CREATE SCHEMA {s}", schema))
         if found is None:
             conn.execute(q("CREATE TABLE {s}.schema_version (version integer NOT NULL)", schema))
         for step in range((found or 0) + 1, target + 1):
