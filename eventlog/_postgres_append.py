@@ -50,6 +50,10 @@ _EVENTS = (
     " FROM s, unnest(%(kinds)b::text[], %(bodies)b::bytea[], %(crcs)b::int8[])"
     " WITH ORDINALITY AS u(kind, body, crc, ord)) "
 )
+_ONE_EVENT = (  # the common case: scalar parameters, no arrays to encode or unnest
+    "e AS (INSERT INTO {s}.events (session_id, seq, ts, kind, body, crc, batch_id)"
+    " SELECT %(sid)s, %(new)s, %(ts)s, %(kind)s, %(body)b, %(crc)s, %(batch)s FROM s) "
+)
 _UPDATE = (
     "s AS (UPDATE {s}.sessions SET head = %(new)s, mtime = %(ts)s"
     " WHERE id = %(sid)s AND head = %(head)s AND generation = %(gen)s{lease}"
@@ -64,10 +68,11 @@ _FOUND = "SELECT seq FROM {s}.events WHERE session_id = %s AND batch_id = %s"
 _MAX_ROUNDS = 1000  # re-reads of a moving position before giving up (a pathological race)
 
 
-def _statement(schema: str, *, new: bool, leased: bool, notify: bool) -> Any:
+def _statement(schema: str, *, new: bool, leased: bool, single: bool, notify: bool) -> bytes:
     head = _INSERT if new else _UPDATE
     cond = (" WHERE" if new else " AND") + " EXISTS (SELECT 1 FROM l)" if leased else ""  # noqa: S608
-    text = "WITH " + (_LEASE_CTE if leased else "") + head.replace("{lease}", cond) + _EVENTS
+    text = "WITH " + (_LEASE_CTE if leased else "") + head.replace("{lease}", cond)
+    text += _ONE_EVENT if single else _EVENTS
     text += "SELECT generation" + (", pg_notify(%(chan)s, %(sid)s)" if notify else "") + " FROM s"  # noqa: S608
     return q(text, schema)
 
@@ -79,9 +84,12 @@ class Appender:
         self._cp = cp
         schema = cp.schema
         self._statements = {
-            (new, leased): _statement(schema, new=new, leased=leased, notify=cp.notify)
+            (new, leased, single): _statement(
+                schema, new=new, leased=leased, single=single, notify=cp.notify
+            )
             for new in (False, True)
             for leased in (False, True)
+            for single in (False, True)
         }
         self._found = q(_FOUND, schema)
 
@@ -108,10 +116,13 @@ class Appender:
             "ts": ts,
             "n": n,
             "batch": uuid.uuid4(),
-            "kinds": kinds,
-            "bodies": bodies,
             "chan": cp.channel,
         }
+        single = n == 1
+        if single:
+            params["kind"], params["body"] = kinds[0], bodies[0]
+        else:
+            params["kinds"], params["bodies"] = kinds, bodies
         if lease is not None:
             params["owner"] = lease.info.owner
             params["token"] = lease.info.token
@@ -124,11 +135,14 @@ class Appender:
             params["head"] = head
             params["new"] = head + n
             params["gen"] = gen
-            params["crcs"] = [
-                row_crc(seed, head + i, ts, body)
-                for i, (seed, body) in enumerate(zip(kind_seeds, bodies, strict=True), start=1)
-            ]
-            statement = self._statements[(gen == 0, lease is not None)]
+            if single:
+                params["crc"] = row_crc(kind_seeds[0], head + 1, ts, bodies[0])
+            else:
+                params["crcs"] = [
+                    row_crc(seed, head + i, ts, body)
+                    for i, (seed, body) in enumerate(zip(kind_seeds, bodies, strict=True), start=1)
+                ]
+            statement = self._statements[(gen == 0, lease is not None, single)]
             outcome = cp._db.run(self._attempt(session_id, statement, params, lease), "append")
             if outcome is not None:
                 new_gen, new_head = outcome
@@ -143,7 +157,7 @@ class Appender:
         )
 
     def _attempt(
-        self, session_id: str, statement: Any, params: dict[str, Any], lease: Lease | None
+        self, session_id: str, statement: bytes, params: dict[str, Any], lease: Lease | None
     ) -> Callable[[Conn, int], tuple[int | None, int] | None]:
         """One try: ``(generation, new head)`` on success, ``(None, head)`` when an earlier try
         (whose connection was lost) turns out to have committed, ``None`` when the position

@@ -74,9 +74,11 @@ _STEPS: dict[int, list[str]] = {
 }
 
 
-def q(template: str, schema: str) -> sql.Composed:
-    """``template`` with every ``{s}`` replaced by the quoted schema name."""
-    return sql.SQL(template).format(s=sql.Identifier(schema))
+def q(template: str, schema: str) -> bytes:
+    """``template`` with every ``{s}`` replaced by the quoted schema name, rendered once: a
+    query given as bytes is parsed once per connection by psycopg (and prepared after a few
+    runs), where a composed one would be rendered again on every execution."""
+    return sql.SQL(template).format(s=sql.Identifier(schema)).as_bytes(None)
 
 
 _HAS_SCHEMA = "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %s"
