@@ -97,9 +97,10 @@ class Database:
         self._lock = threading.Lock()
 
     @contextmanager
-    def connection(self) -> Iterator[Conn]:
-        """A pooled autocommit connection (no retry: see :meth:`run`)."""
-        if self._is_closed():
+    def connection(self, *, closing: bool = False) -> Iterator[Conn]:
+        """A pooled autocommit connection (no retry: see :meth:`run`); ``closing``: also
+        while the checkpointer closes (its leases are released then)."""
+        if not closing and self._is_closed():
             raise CheckpointerClosedError("PostgresCheckpointer is closed")
         with self.pool.connection(timeout=self._retry_timeout) as conn:
             if not conn.autocommit:  # a pool given by the caller

@@ -128,7 +128,7 @@ class PostgresLeases:
                     if self._stopped:
                         raise CheckpointerClosedError("PostgresCheckpointer is closed")
                     if self._cp.pgbouncer:
-                        with self._cp._db.connection() as conn:
+                        with self._cp._db.connection(closing=True) as conn:
                             return fn(conn)
                     return fn(self._connection())
             except psycopg.Error as e:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import socket
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,3 +110,85 @@ def start_server(*, own: bool = False) -> Server | str:
         shutil.rmtree(folder, ignore_errors=True)
         return f"could not start a throwaway PostgreSQL server ({e}); set {ENV}"
     return Server(f"host={folder} user=postgres dbname=postgres", folder, as_user)
+
+
+@dataclass
+class Bouncer:
+    """A running PgBouncer in transaction mode in front of a server (``stop()`` it)."""
+
+    dsn: str
+    folder: Path
+    as_user: list[str]
+
+    def stop(self) -> None:
+        """Stop PgBouncer and remove its folder."""
+        pid_file = self.folder / "pgbouncer.pid"
+        try:
+            if pid_file.exists():
+                os.kill(int(pid_file.read_text().strip()), 15)
+        except (OSError, ValueError):
+            pass
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def start_pgbouncer(server: Server) -> Bouncer | str:
+    """A PgBouncer (``pool_mode = transaction``) on a free 127.0.0.1 port in front of
+    ``server``; a str saying why there is none (no ``pgbouncer`` binary, or no Unix-socket
+    server to point it at)."""
+    binary = shutil.which("pgbouncer") or (
+        "/usr/sbin/pgbouncer" if os.path.exists("/usr/sbin/pgbouncer") else None
+    )
+    if binary is None:
+        return "PgBouncer is not installed (Debian: apt-get install pgbouncer)"
+    from psycopg.conninfo import conninfo_to_dict
+
+    params = conninfo_to_dict(server.dsn)
+    host, port = str(params.get("host") or ""), str(params.get("port") or "5432")
+    user, dbname = str(params.get("user") or "postgres"), str(params.get("dbname") or "postgres")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    as_user: list[str] = []
+    folder = Path(tempfile.mkdtemp(prefix="lapgb-", dir="/tmp"))
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return "running as root and there is no postgres user to run PgBouncer as"
+        shutil.chown(folder, "postgres", "postgres")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    (folder / "users.txt").write_text(f'"{user}" ""\n')
+    (folder / "pgbouncer.ini").write_text(
+        f"[databases]\n{dbname} = host={host} port={port} dbname={dbname} user={user}\n"
+        "[pgbouncer]\n"
+        f"listen_addr = 127.0.0.1\nlisten_port = {free}\nunix_socket_dir =\n"
+        f"auth_type = trust\nauth_file = {folder}/users.txt\npool_mode = transaction\n"
+        "max_client_conn = 1000\ndefault_pool_size = 40\n"
+        "ignore_startup_parameters = extra_float_digits,options\n"
+        f"logfile = {folder}/pgbouncer.log\npidfile = {folder}/pgbouncer.pid\n"
+    )
+    if as_user:
+        for p in folder.iterdir():
+            shutil.chown(p, "postgres", "postgres")
+    try:
+        subprocess.run(
+            [*as_user, binary, "-d", str(folder / "pgbouncer.ini")],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+    except (subprocess.SubprocessError, OSError) as e:
+        shutil.rmtree(folder, ignore_errors=True)
+        return f"could not start PgBouncer ({e})"
+    dsn = f"host=127.0.0.1 port={free} user={user} dbname={dbname}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", free), timeout=1):
+                break
+        except OSError:
+            if time.monotonic() > deadline:
+                Bouncer(dsn, folder, as_user).stop()
+                return "PgBouncer did not start listening"
+            time.sleep(0.05)
+    return Bouncer(dsn, folder, as_user)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pykka
 import pytest
 from _cli_runner import Cli, CliServer
-from _postgres_server import Server, start_server
+from _postgres_server import Bouncer, Server, start_pgbouncer, start_server
 
 SHIPPED_TRAJECTORIES = Path(__file__).parent / "data" / "trajectories"
 """The few small recorded trajectories the repository ships (their source and licence are in the
@@ -72,3 +72,16 @@ def postgres_server() -> Iterator[Server]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(postgres_server: Server) -> Iterator[Bouncer]:
+    """PgBouncer in transaction mode in front of the Postgres tests' server (skipped, with the
+    reason, when PgBouncer is not installed)."""
+    bouncer = start_pgbouncer(postgres_server)
+    if isinstance(bouncer, str):
+        pytest.skip(bouncer)
+    try:
+        yield bouncer
+    finally:
+        bouncer.stop()

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _postgres_server import Server
+from _postgres_server import Bouncer, Server
 
 from liteagent.eventlog import postgres_checkpointer, zlib_codec
 from liteagent.eventlog.conformance import (
@@ -80,3 +80,24 @@ class TestPostgresCorruption(_OnPostgres, CorruptionConformance):
 
     def damage(self, path: Path, session_id: str, rng: random.Random) -> str:
         return damage_postgres(self.dsn, schema_for(path), session_id, rng)
+
+
+class TestPostgresThroughPgBouncer(_OnPostgres, CheckpointerConformance, DurableConformance):
+    """postgres_checkpointer(pgbouncer_dsn, pgbouncer=True, listen_dsn=direct): every
+    statement through PgBouncer in transaction mode (no prepared statements, no session
+    settings), LISTEN on a direct connection."""
+
+    bouncer_dsn = ""
+
+    @pytest.fixture(autouse=True)
+    def _bouncer(self, pgbouncer: Bouncer) -> None:
+        self.bouncer_dsn = pgbouncer.dsn
+
+    def checkpointer_factory(self, path: Path) -> Factory:
+        return functools.partial(
+            postgres_checkpointer,
+            self.bouncer_dsn,
+            schema=schema_for(path),
+            pgbouncer=True,
+            listen_dsn=self.dsn,
+        )
