@@ -187,15 +187,23 @@ class PostgresCheckpointer(Checkpointer):
         if self.pgbouncer:
             return
         sync = "off" if self._durability == "normal" else "on"
-        conn.execute(_SETTINGS + f"; SET synchronous_commit = {sync}")
+        try:
+            conn.execute(_SETTINGS + f"; SET synchronous_commit = {sync}")
+        except BaseException:
+            conn.close()  # the pool does not close a connection its configure step failed on
+            raise
 
     def _connect(self, *, listen: bool = False) -> Conn:
         """A connection of its own (the lease and LISTEN connections), not from the pool."""
         conn = psycopg.connect(
             self._listen_dsn if listen else self._conninfo, **self._connect_kwargs
         )
-        if not listen:
-            self._configure(conn)
+        try:
+            if not listen:
+                self._configure(conn)
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _notify(self, conn: Conn, session_id: str) -> None:

@@ -145,9 +145,13 @@ class PostgresLeases:
         conn = self._conn
         if conn is None or conn.closed or conn.broken:
             conn = self._cp._connect()
-            row = conn.execute(
-                "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
-            ).fetchone()
+            try:
+                row = conn.execute(
+                    "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+                ).fetchone()
+            except BaseException:
+                conn.close()
+                raise
             self._backend = (None, None) if row is None else (int(row[0]), row[1])
             self._conn = conn
         return conn

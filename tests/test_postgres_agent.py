@@ -9,8 +9,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
+
+pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
+
+import psycopg
 from _postgres_server import Server
 
 from liteagent.context import Compactor, CompactResult, estimate_tokens

@@ -13,8 +13,11 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
+
+pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
+
+import psycopg
 from _postgres_server import Server
 
 from liteagent.eventlog import (
@@ -218,14 +221,14 @@ def test_a_pool_of_your_own(postgres_server: Server, schema: str) -> None:
 
 
 _BLOCKED = """
-import sys
+import sys  # noqa: E402
 class Block:
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in ("psycopg", "psycopg_pool", "psycopg_binary"):
             raise ImportError(f"{name} is blocked for this test")
         return None
 sys.meta_path.insert(0, Block())
-import liteagent.eventlog as e
+import liteagent.eventlog as e  # noqa: E402
 assert "psycopg" not in sys.modules
 try:
     e.postgres_checkpointer("host=/x")

@@ -12,8 +12,11 @@ import time
 import uuid
 from collections.abc import Iterator
 
-import psycopg
 import pytest
+
+pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
+
+import psycopg
 from _pg_proxy import CutProxy
 from _postgres_server import Server, start_server
 
@@ -180,7 +183,17 @@ def test_backends_killed_during_appends_truncates_and_follows(
     """With every backend of the store terminated every 20 ms, 200 appends and 20 truncates
     keep the log exactly as acknowledged, and a follower on another checkpointer delivers all
     200 events once, in order."""
-    dsn = postgres_server.dsn
+    _killed_run(postgres_server.dsn, schema, 200)
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(3600)
+def test_backends_killed_soak(postgres_server: Server, schema: str) -> None:
+    """The same with 5,000 appends and 500 truncates."""
+    _killed_run(postgres_server.dsn, schema, 5000)
+
+
+def _killed_run(dsn: str, schema: str, count: int) -> None:
     with (
         postgres_checkpointer(dsn, schema=schema) as writer,
         postgres_checkpointer(dsn, schema=schema) as reader,
@@ -188,12 +201,12 @@ def test_backends_killed_during_appends_truncates_and_follows(
         writer.append("trunc", prompts("seed"))
         got: list[StoredEvent] = []
         errors: list[BaseException] = []
-        follower = _follow_into(reader, "log", 200, got, errors)
+        follower = _follow_into(reader, "log", count, got, errors)
         killer = _Killer(dsn, schema)
         model: list[str] = ["seed"]
         try:
             head = 0
-            for i in range(200):
+            for i in range(count):
                 head = writer.append("log", prompts(f"log{i}"), expected_head=head)
                 if i % 10 == 5:
                     to = len(model) // 2
@@ -207,9 +220,9 @@ def test_backends_killed_during_appends_truncates_and_follows(
             killer.stop()
         assert [] == errors
         assert killer.killed > 10, "too few backends were terminated to test anything"
-        assert [f"log{i}" for i in range(200)] == texts(writer.read("log"))
-        assert list(range(1, 201)) == [e.seq for e in got]
-        assert [f"log{i}" for i in range(200)] == texts(got)
+        assert [f"log{i}" for i in range(count)] == texts(writer.read("log"))
+        assert list(range(1, count + 1)) == [e.seq for e in got]
+        assert [f"log{i}" for i in range(count)] == texts(got)
         assert model == texts(reader.read("trunc"))
         assert writer.check_integrity().ok
 
