@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -246,3 +247,36 @@ def test_eventlog_imports_without_psycopg() -> None:
     assert "refused:" in out.stdout
     assert "liteagent[postgres]" in out.stdout
     assert issubclass(StorageIOError, CheckpointerError)
+
+
+# -- errors by class ------------------------------------------------------------------------------
+
+
+def test_a_programming_error_is_raised_at_once_not_retried(
+    postgres_server: Server, schema: str
+) -> None:
+    """A table dropped behind the checkpointer's back (SQLSTATE 42P01) is a CheckpointerError
+    naming the SQLSTATE, raised by the first try: never retried for the retry time."""
+    with postgres_checkpointer(postgres_server.dsn, schema=schema, retry_timeout=600) as cp:
+        cp.append("s", prompts("a"))
+        _sql(postgres_server.dsn, f'DROP TABLE "{schema}".events')
+        with pytest.raises(CheckpointerError, match="42P01") as info:
+            cp.append("s", prompts("b"), expected_head=1)
+    assert not isinstance(info.value, StorageIOError)
+
+
+def test_a_lock_timeout_is_retried(postgres_server: Server, schema: str) -> None:
+    """An append that waits on a session's row lock longer than the lock timeout (55P03) is
+    tried again, and succeeds once the lock is released."""
+    dsn = postgres_server.dsn
+    with postgres_checkpointer(dsn, schema=schema) as cp:
+        cp.append("s", prompts("a"))
+        with psycopg.connect(dsn) as holder:
+            holder.execute(f'SELECT 1 FROM "{schema}".sessions WHERE id = %s FOR UPDATE', ("s",))
+            release = threading.Timer(6.0, holder.commit)  # past the 5 s lock_timeout
+            release.start()
+            try:
+                assert 2 == cp.append("s", prompts("b"), expected_head=1)
+            finally:
+                release.join()
+        assert ["a", "b"] == texts(cp.read("s"))
