@@ -94,18 +94,26 @@ class Database:
         self._owns_pool = owns_pool
         self._retry_timeout = retry_timeout
         self._is_closed = is_closed
-        self._lock = threading.Lock()
+        self._active = 0  # connections checked out of the pool right now
+        self._idle = threading.Condition()
 
     @contextmanager
     def connection(self, *, closing: bool = False) -> Iterator[Conn]:
         """A pooled autocommit connection (no retry: see :meth:`run`); ``closing``: also
         while the checkpointer closes (its leases are released then)."""
-        if not closing and self._is_closed():
-            raise CheckpointerClosedError("PostgresCheckpointer is closed")
-        with self.pool.connection(timeout=self._retry_timeout) as conn:
-            if not conn.autocommit:  # a pool given by the caller
-                conn.autocommit = True
-            yield conn
+        with self._idle:
+            if not closing and self._is_closed():
+                raise CheckpointerClosedError("PostgresCheckpointer is closed")
+            self._active += 1
+        try:
+            with self.pool.connection(timeout=self._retry_timeout) as conn:
+                if not conn.autocommit:  # a pool given by the caller
+                    conn.autocommit = True
+                yield conn
+        finally:
+            with self._idle:
+                self._active -= 1
+                self._idle.notify_all()
 
     def run(self, fn: Callable[[Conn, int], T], what: str) -> T:
         """``fn(connection, attempt)`` until it returns, retrying transient failures and lost
@@ -130,6 +138,10 @@ class Database:
             attempt += 1
 
     def close(self) -> None:
-        """Close the pool if this checkpointer opened it."""
+        """Close the pool if this checkpointer opened it, once the operations already running
+        (in other threads) have given their connections back: a connection handed to a
+        thread while the pool closes could otherwise be left to the garbage collector."""
         if self._owns_pool:
+            with self._idle:
+                self._idle.wait_for(lambda: self._active == 0, timeout=5.0)
             self.pool.close(timeout=5)
