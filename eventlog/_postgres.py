@@ -11,17 +11,13 @@ that also returns the session's head and generation: no transaction or server cu
 open while the caller iterates, and a generation that changes between pages (a truncate or a
 delete) raises :class:`CheckpointConflictError`. Every row's checksum, its seq and the head
 it must reach are checked, as on SQLite; an append first verifies (once per checkpointer) every
-row it builds on. A truncate and a delete are two statements in one transaction: the sessions
-row first (which waits for a running append), then the events (a new statement, so a new
-snapshot that sees the rows of the append it waited for: no orphan rows).
+row it builds on. Truncates and deletes are in ``_postgres_truncate``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,7 +33,6 @@ from ._contract import (
     Position,
     RepairReport,
     SessionInfo,
-    check_position,
     decode_stored,
 )
 from ._errors import (
@@ -45,7 +40,6 @@ from ._errors import (
     CheckpointerClosedError,
     CodecError,
     LiteAgentError,
-    TruncateRangeError,
 )
 from ._events import StoredEvent
 from ._ids import validate_session_id
@@ -54,9 +48,10 @@ from ._postgres_append import Appender
 from ._postgres_blobs import PostgresBlobStore
 from ._postgres_db import Conn, Database, translate
 from ._postgres_lease import PostgresLeases
-from ._postgres_repair import check_rows, check_store, repair_session
+from ._postgres_repair import check_store, repair_session
 from ._postgres_schema import ensure_schema, q
 from ._postgres_tail import Watcher
+from ._postgres_truncate import Truncator
 from ._sqlite_rows import Seeds, Verified, corrupt, row_crc
 
 __all__ = ["PostgresCheckpointer"]
@@ -75,19 +70,6 @@ _POSITION = (
 )
 _GENERATION = "SELECT generation FROM {s}.sessions WHERE id = %s"
 _LIST = "SELECT id, mtime FROM {s}.sessions"
-_LOCK_ROW = "SELECT head, generation, truncated_by FROM {s}.sessions WHERE id = %s FOR UPDATE"
-_KEPT = (
-    "SELECT seq, ts, kind, body, crc FROM {s}.events"
-    " WHERE session_id = %s AND seq > %s AND seq <= %s ORDER BY seq"
-)
-_TRUNCATE = (
-    "UPDATE {s}.sessions SET head = %s, generation = nextval('{s}.generations'), mtime = %s,"
-    " truncated_by = %s WHERE id = %s RETURNING generation"
-)
-_DROP = "DELETE FROM {s}.events WHERE session_id = %s AND seq > %s"
-_TRUNCATED_BY = "SELECT truncated_by, generation FROM {s}.sessions WHERE id = %s"
-_DELETE_SESSION = "DELETE FROM {s}.sessions WHERE id = %s"
-_DELETE_EVENTS = "DELETE FROM {s}.events WHERE session_id = %s"
 _NOTIFY = "SELECT pg_notify(%s, %s)"
 _SETTINGS = (
     "SET lock_timeout = '5s'; SET statement_timeout = '60s';"
@@ -163,10 +145,8 @@ class PostgresCheckpointer(Checkpointer):
         s = schema
         self._page_q, self._any_row = q(_PAGE_Q, s), q(_ANY_ROW, s)
         self._position_q, self._generation_q = q(_POSITION, s), q(_GENERATION, s)
-        self._list_q, self._lock_row, self._kept = q(_LIST, s), q(_LOCK_ROW, s), q(_KEPT, s)
-        self._truncate_q, self._drop = q(_TRUNCATE, s), q(_DROP, s)
-        self._truncated_by = q(_TRUNCATED_BY, s)
-        self._delete_q = (q(_DELETE_SESSION, s), q(_DELETE_EVENTS, s))
+        self._list_q = q(_LIST, s)
+        self._writes = Truncator(self)
         try:
             if owns:
                 try:
@@ -402,54 +382,10 @@ class PostgresCheckpointer(Checkpointer):
         expected: tuple[int | None, int | None],
         lease: Lease | None,
     ) -> int:
-        op_id = uuid.uuid4()
-        now = time.time()
-
-        def attempt(conn: Conn, tries: int) -> tuple[int, int] | None:
-            if tries > 0:  # did the try whose connection was lost commit?
-                row = conn.execute(self._truncated_by, (session_id,)).fetchone()
-                if row is not None and row[0] == op_id:
-                    return int(row[1]), to_seq
-            with conn.transaction():
-                if lease is not None:
-                    self._lease_rows.check_mine(conn, lease, lock=True)
-                row = conn.execute(self._lock_row, (session_id,)).fetchone()
-                head, gen = (0, 0) if row is None else (int(row[0]), int(row[1]))
-                check_position(session_id, head, gen, *expected)
-                if not 0 <= to_seq <= head:
-                    raise TruncateRangeError(session_id, to_seq, head)
-                if row is None:
-                    return None
-                known = self._verified.get(session_id)
-                after = known[1] if known is not None and known[0] == gen else 0
-                if after < to_seq:  # the rows kept must read back
-                    rows = (
-                        conn.cursor(binary=True)
-                        .execute(self._kept, (session_id, after, to_seq))
-                        .fetchall()
-                    )
-                    check_rows(session_id, rows, after + 1, to_seq)
-                got = conn.execute(self._truncate_q, (to_seq, now, op_id, session_id)).fetchone()
-                assert got is not None  # the row is locked
-                conn.execute(self._drop, (session_id, to_seq))
-                self._notify(conn, session_id)
-                return int(got[0]), to_seq
-
-        done = self._db.run(attempt, "truncate")
-        if done is None:
-            return 0
-        self._verified.replace(session_id, done[0], to_seq)
-        return to_seq
+        return self._writes.truncate(session_id, to_seq, expected, lease)
 
     def _delete(self, session_id: str) -> None:
-        def delete(conn: Conn, _attempt: int) -> None:
-            with conn.transaction():
-                conn.execute(self._delete_q[0], (session_id,))  # waits for a running append
-                conn.execute(self._delete_q[1], (session_id,))
-                self._notify(conn, session_id)
-
-        self._db.run(delete, "delete")
-        self._verified.forget(session_id)
+        self._writes.delete(session_id)
 
     # -- integrity, leases, follow, blobs ---------------------------------------------------------
 
