@@ -70,12 +70,12 @@ def schema(postgres_server: Server) -> Iterator[str]:
 
 def _second_process(dsn: str, schema: str, workdir: str, session_id: str, out: Any) -> None:
     provider = scripted([reply("from the second host")])
-    with create_lite_agent(
-        model=provider,
-        model_name="m",
-        workdir=Path(workdir),
-        checkpointer=postgres_checkpointer(dsn, schema=schema),
-    ) as agent:
+    with (
+        postgres_checkpointer(dsn, schema=schema) as cp,
+        create_lite_agent(
+            model=provider, model_name="m", workdir=Path(workdir), checkpointer=cp
+        ) as agent,
+    ):
         agent.resume(session_id)
         text = agent.send("continue there").text
     texts = [
@@ -94,14 +94,16 @@ def test_agent_session_restore_compaction_and_resume_elsewhere(
     workdir = tmp_path / "work"
     workdir.mkdir()
     script = [*write("a.txt", "v1"), *write("a.txt", "v2"), reply("p3 done"), reply("after")]
-    cp = postgres_checkpointer(dsn, schema=schema)
-    with create_lite_agent(
-        model=scripted(script),
-        model_name="m",
-        workdir=workdir,
-        checkpointer=cp,
-        compactor=KeepLast(),
-    ) as agent:
+    with (
+        postgres_checkpointer(dsn, schema=schema) as cp,  # the agent leaves a given one open
+        create_lite_agent(
+            model=scripted(script),
+            model_name="m",
+            workdir=workdir,
+            checkpointer=cp,
+            compactor=KeepLast(),
+        ) as agent,
+    ):
         agent.send("p1")
         agent.send("p2")
         agent.send("p3")
