@@ -17,7 +17,7 @@ Rounds of the candidate and its baseline are interleaved (``bench/_common.py``).
 ``--dsn``, else ``$LITEAGENT_TEST_POSTGRES_DSN``, else a throwaway one started like the tests'
 (``tests/_postgres_server.py``).
 
-    python bench/bench_postgres.py [--quick] [--dsn DSN]
+    python bench/bench_postgres.py [--quick] [--dsn DSN | --fsync]
 """
 
 from __future__ import annotations
@@ -274,13 +274,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_common_args(parser)
     parser.add_argument("--dsn", default=os.environ.get("LITEAGENT_TEST_POSTGRES_DSN"))
+    parser.add_argument(
+        "--fsync",
+        action="store_true",
+        help="start a server of its own whose commits reach the disk (fsync on), ignoring --dsn",
+    )
     args = parser.parse_args()
     if args.rounds is None:
         args.rounds = 2 if args.quick else args.default_rounds
     server = None
-    dsn = args.dsn
+    dsn = None if args.fsync else args.dsn
     if not dsn:
-        started = start_server(own=True)
+        started = start_server(own=True, fsync=args.fsync)
         if isinstance(started, str):
             raise SystemExit(started)
         server, dsn = started, started.dsn

@@ -58,10 +58,10 @@ def _binary(name: str) -> str:
     return found
 
 
-def start_server(*, own: bool = False) -> Server | str:
+def start_server(*, own: bool = False, fsync: bool = False) -> Server | str:
     """The server to test against: the one ``$LITEAGENT_TEST_POSTGRES_DSN`` names (unless
     ``own``: a test that restarts its server), or a new throwaway one; a str saying why there
-    is none."""
+    is none. ``fsync``: a cluster whose commits reach the disk (the benchmark's option)."""
     dsn = os.environ.get(ENV)
     if dsn and not own:
         return Server(dsn, None, [])
@@ -92,10 +92,8 @@ def start_server(*, own: bool = False) -> Server | str:
             capture_output=True,
             timeout=120,
         )
-        options = (
-            f"-c listen_addresses='' -k {folder} -c fsync=off -c synchronous_commit=off "
-            "-c full_page_writes=off -c max_connections=300"
-        )
+        speed = "" if fsync else "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+        options = f"-c listen_addresses='' -k {folder} {speed}-c max_connections=300"
         subprocess.run(
             [
                 *as_user,
