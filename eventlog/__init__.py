@@ -71,6 +71,7 @@ from ._events import (
 from ._file import file_checkpointer
 from ._fold import ConversationEntry, SessionState, apply, conversation, fold
 from ._gc import GarbageReport, collect_garbage
+from ._follow import Follower
 from ._ids import validate_session_id
 from ._interchange import messages_from_dicts, messages_to_dicts
 from ._memory import memory_checkpointer
@@ -102,6 +103,7 @@ from ._model import (
     ToolUseStart,
 )
 from ._paths import project_dir
+from ._postgres_api import postgres_checkpointer
 from ._sqlite import sqlite_checkpointer
 
 __all__ = [
@@ -139,6 +141,7 @@ __all__ = [
     "FileSnapshot",
     "Forked",
     "GarbageReport",
+    "Follower",
     "IntegrityProblem",
     "IntegrityReport",
     "InvalidArgumentError",
@@ -196,6 +199,7 @@ __all__ = [
     "memory_checkpointer",
     "messages_from_dicts",
     "messages_to_dicts",
+    "postgres_checkpointer",
     "project_dir",
     "sqlite_checkpointer",
     "validate_session_id",

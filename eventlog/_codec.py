@@ -11,9 +11,9 @@ from __future__ import annotations
 import zlib
 from typing import Protocol, runtime_checkable
 
-from ._errors import InvalidArgumentError
+from ._errors import CodecError, InvalidArgumentError
 
-__all__ = ["Codec", "zlib_codec"]
+__all__ = ["Codec", "check_codec", "codec_decode", "codec_encode", "zlib_codec"]
 
 
 @runtime_checkable
@@ -52,3 +52,43 @@ def zlib_codec(level: int = 6) -> Codec:
     if type(level) is not int or not -1 <= level <= 9:
         raise InvalidArgumentError(f"zlib level must be an int from -1 to 9, got {level!r}")
     return _ZlibCodec(level)
+
+
+def check_codec(codec: object) -> Codec | None:
+    """``codec`` if it is ``None`` or has ``encode`` and ``decode``, else
+    :class:`InvalidArgumentError`."""
+    if codec is not None and not isinstance(codec, Codec):
+        raise InvalidArgumentError(f"codec must have encode() and decode(), got {codec!r}")
+    return codec
+
+
+def codec_encode(codec: Codec, data: bytes, what: str) -> bytes:
+    """``codec.encode(data)``; anything it raises, or a result that is not bytes, is
+    :class:`CodecError` (nothing is then written)."""
+    try:
+        out = codec.encode(data)
+    except Exception as e:
+        raise CodecError(f"the storage codec could not encode {what}: {e}") from e
+    if not isinstance(out, bytes):
+        raise CodecError(f"the storage codec returned {type(out).__name__}, not bytes")
+    return out
+
+
+def codec_decode(
+    codec: Codec, data: bytes, what: str, *, session_id: str | None = None, seq: int | None = None
+) -> bytes:
+    """``codec.decode(data)``; anything it raises is :class:`CodecError` naming the session and
+    seq (never a plaintext fallback)."""
+    try:
+        out = codec.decode(bytes(data))
+    except Exception as e:
+        raise CodecError(
+            f"the storage codec could not decode {what}: {e}", session_id=session_id, seq=seq
+        ) from e
+    if not isinstance(out, bytes):
+        raise CodecError(
+            f"the storage codec returned {type(out).__name__}, not bytes",
+            session_id=session_id,
+            seq=seq,
+        )
+    return out

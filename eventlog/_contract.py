@@ -29,6 +29,7 @@ from ._errors import (
 )
 from ._eventcodec import DECODERS, encode_body
 from ._events import Event, OpaqueEvent, StoredEvent
+from ._follow import DEFAULT_MAX_STALENESS, Follower
 from ._ids import validate_session_id
 from ._lease import Lease, LeaseInfo, check_lease_args, check_lease_held
 
@@ -286,6 +287,43 @@ class Checkpointer(abc.ABC):
                 f"since_seq must be an int in 0..{MAX_SEQ}, got {since_seq!r}"
             )
         return self._watched(sid, self._read(sid, since_seq))
+
+    def follow(
+        self,
+        session_id: str,
+        since: int = 0,
+        *,
+        expected_generation: int | None = None,
+        max_staleness: float | None = None,
+    ) -> Follower:
+        """Follow the session live: a :class:`~liteagent.eventlog.Follower` that yields every
+        event with ``seq > since`` in seq order, exactly once, as writers of any process (any
+        host, on a shared store) commit them; iterate it (blocking or ``async for``) or call
+        its ``get(timeout)``; ``close()`` ends it.
+
+        When the session's history is replaced (a truncate, a delete), the follower raises
+        :class:`CheckpointConflictError` instead of yielding anything of the new history:
+        re-read the session and follow again from its head. ``expected_generation`` (the
+        generation of the history ``since`` refers to) makes that check start at once; by
+        default the first history found is followed. ``max_staleness`` (seconds, default
+        2.0) bounds how long an event can wait when a backend's change hint is lost.
+        """
+        self._check_open()
+        sid = validate_session_id(session_id)
+        if type(since) is not int or not 0 <= since <= MAX_SEQ:
+            raise InvalidArgumentError(f"since must be an int in 0..{MAX_SEQ}, got {since!r}")
+        _check_optional_int("expected_generation", expected_generation)
+        if max_staleness is None:
+            max_staleness = DEFAULT_MAX_STALENESS
+        elif (
+            not isinstance(max_staleness, (int, float))
+            or isinstance(max_staleness, bool)
+            or not (math.isfinite(max_staleness) and 0 < max_staleness <= 3600)
+        ):
+            raise InvalidArgumentError(
+                f"max_staleness must be a number of seconds in (0, 3600], got {max_staleness!r}"
+            )
+        return Follower(self, sid, since, expected_generation, float(max_staleness))
 
     def _watched(self, session_id: str, events: Iterator[StoredEvent]) -> Iterator[StoredEvent]:
         """``events``, remembering the session as damaged if reading it finds damage."""
@@ -584,6 +622,18 @@ class Checkpointer(abc.ABC):
     def _lease_holder(self, session_id: str) -> LeaseInfo | None:  # noqa: ARG002
         """The current holder or ``None``; backends override."""
         raise CheckpointerError(f"{type(self).__name__} has no session leases")
+
+    def _follow_wait(
+        self,
+        session_id: str,  # noqa: ARG002 -- a hook
+        position: Position,  # noqa: ARG002
+        wake: threading.Event,
+        timeout: float,
+    ) -> None:
+        """Block until the session may have moved from ``position``, ``wake`` is set, or
+        ``timeout`` seconds pass (a follower then reads the position again). The default polls:
+        it returns after at most 0.1 s; backends override it with a cheaper change signal."""
+        wake.wait(min(timeout, 0.1))
 
     @abc.abstractmethod
     def _blobs(self) -> BlobStore:

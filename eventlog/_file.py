@@ -47,6 +47,7 @@ from ._filelease import FileLease, acquire_file_lease, file_lease_holder
 from ._filerepair import assess_log, salvage_log
 from ._filerewrite import new_generation, rewrite_log, unlink_quietly
 from ._filescan import check_log, read_header, read_log, verify_frames
+from ._follow import poll_for_change
 from ._frames import (
     FILE_HEADER_SIZE,
     build_frame,
@@ -609,6 +610,26 @@ class FileCheckpointer(Checkpointer):
             return file_lease_holder(self._root_s, session_id)
         except OSError as e:
             raise _io_error(e, session_id, "lease") from e
+
+    def _follow_wait(
+        self, session_id: str, position: Position, wake: threading.Event, timeout: float
+    ) -> None:
+        # A write changes the log's size (an append) or its inode (a truncate, a repair, a
+        # delete): poll that with stat(), as cheap as it gets.
+        path = self._path(session_id)
+
+        def probe() -> tuple[int, int, int] | None:
+            if self._closed:
+                return (-1, -1, -1)
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None
+            return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+        poll_for_change(
+            probe, lambda: self._closed or self._position(session_id) != position, wake, timeout
+        )
 
     def _blobs(self) -> BlobStore:
         return self._blob_store

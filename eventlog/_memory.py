@@ -66,6 +66,31 @@ class MemoryCheckpointer(Checkpointer):
         self._blob_store = MemoryBlobStore()
         self._held: dict[str, Lease] = {}  # session id -> its live lease
         self._tokens: dict[str, int] = {}  # session id -> its last fencing token
+        self._followers: dict[str, set[threading.Event]] = {}  # session id -> waiting followers
+
+    def _changed(self, session_id: str) -> None:
+        """Wake the followers of ``session_id``; call with ``_lock`` held."""
+        for wake in self._followers.get(session_id, ()):
+            wake.set()
+
+    def _follow_wait(
+        self, session_id: str, position: Position, wake: threading.Event, timeout: float
+    ) -> None:
+        with self._lock:
+            s = self._sessions.get(session_id)
+            now = Position(0, 0) if s is None else Position(len(s.events), s.generation)
+            if now != position:
+                return
+            self._followers.setdefault(session_id, set()).add(wake)
+        try:
+            wake.wait(timeout)
+        finally:
+            with self._lock:
+                waiting = self._followers.get(session_id)
+                if waiting is not None:
+                    waiting.discard(wake)
+                    if not waiting:
+                        del self._followers[session_id]
 
     def _append(
         self,
@@ -85,6 +110,7 @@ class MemoryCheckpointer(Checkpointer):
                 s = self._sessions[session_id] = _Session(_next_generation(), ts)
             s.events.extend((ts, e.kind, e.body) for e in batch)
             s.mtime = ts
+            self._changed(session_id)
             return len(s.events)
 
     def _read(self, session_id: str, since_seq: int) -> Iterator[StoredEvent]:
@@ -122,6 +148,7 @@ class MemoryCheckpointer(Checkpointer):
     def _delete(self, session_id: str) -> None:
         with self._lock:
             self._sessions.pop(session_id, None)
+            self._changed(session_id)
 
     def _truncate(
         self,
@@ -141,6 +168,7 @@ class MemoryCheckpointer(Checkpointer):
             del s.events[to_seq:]
             s.generation = _next_generation()
             s.mtime = time.time()
+            self._changed(session_id)
             return to_seq
 
     def _check_integrity(self) -> IntegrityReport:
@@ -179,6 +207,9 @@ class MemoryCheckpointer(Checkpointer):
     def _close(self) -> None:
         with self._lock:
             self._sessions.clear()
+            for waiting in self._followers.values():
+                for wake in waiting:
+                    wake.set()
 
 
 def memory_checkpointer() -> Checkpointer:

@@ -31,6 +31,7 @@ import msgspec
 import xxhash
 
 from ._blobs import BlobStore
+from ._codec import Codec, check_codec, codec_decode, codec_encode
 from ._contract import (
     Checkpointer,
     EncodedEvent,
@@ -49,6 +50,7 @@ from ._errors import (
     LiteAgentError,
 )
 from ._events import StoredEvent
+from ._follow import poll_for_change
 from ._ids import validate_session_id
 from ._lease import Lease, LeaseInfo
 from ._sqlite_batch import WriteOp
@@ -110,9 +112,11 @@ class SqliteCheckpointer(Checkpointer):
         synchronous: object,
         busy_timeout_ms: object,
         integrity_check_on_open: object,
+        codec: object = None,
     ) -> None:
         super().__init__()
         path = _check_file(file)
+        self._codec = check_codec(codec)
         if type(synchronous) is not str or synchronous not in ("normal", "full"):
             raise InvalidArgumentError(
                 f"synchronous must be 'normal' or 'full', got {synchronous!r}"
@@ -143,7 +147,7 @@ class SqliteCheckpointer(Checkpointer):
         self._mem_lock = threading.RLock()
         self._writer: Writer | None = None
         self._verified = Verified()
-        self._blob_store = SqliteBlobStore(self)
+        self._blob_store = SqliteBlobStore(self, self._codec)
         self._lease_table = SqliteLeases(self)
         if not self._memory and not self._uri:
             with translate():
@@ -234,8 +238,16 @@ class SqliteCheckpointer(Checkpointer):
         expected_head: int | None,
         expected_generation: int | None,
     ) -> int:
+        batch = self._encoded(batch)
         op = Append(session_id, batch, ts, (expected_head, expected_generation), self._verified)
         return self._submit_append(op, session_id)
+
+    def _encoded(self, batch: list[EncodedEvent]) -> list[EncodedEvent]:
+        """The batch as stored: each body through the storage codec (before any lock)."""
+        codec = self._codec
+        if codec is None:
+            return batch
+        return [EncodedEvent(e.kind, codec_encode(codec, e.body, "an event")) for e in batch]
 
     def _submit_append(self, op: Append, session_id: str) -> int:
         for _ in range(3):
@@ -261,7 +273,7 @@ class SqliteCheckpointer(Checkpointer):
         self._check_held(lease)
         op = Append(
             session_id,
-            batch,
+            self._encoded(batch),
             ts,
             (expected_head, expected_generation),
             self._verified,
@@ -283,6 +295,7 @@ class SqliteCheckpointer(Checkpointer):
         last = since_seq
         seeds = Seeds(session_id)
         xxh, pack, mask = _xxh, _pack, _CRC_MASK
+        codec = self._codec
         while True:
             head, current, rows = self._page(session_id, last)
             if generation is None:
@@ -316,6 +329,8 @@ class SqliteCheckpointer(Checkpointer):
                 if not decode:
                     continue
                 try:
+                    if codec is not None:
+                        body = codec_decode(codec, body, "an event", session_id=session_id, seq=seq)
                     append(decode_stored(session_id, seq, ts, kind, body))
                 except CodecError as e:
                     error = e
@@ -458,6 +473,24 @@ class SqliteCheckpointer(Checkpointer):
             report = msgspec.structs.replace(report, repaired=True, detail="; ".join(parts))
         return report
 
+    def _follow_wait(
+        self, session_id: str, position: Position, wake: threading.Event, timeout: float
+    ) -> None:
+        # PRAGMA data_version changes when another connection (this process's writer, or
+        # another process) committed; an in-memory database has one connection: poll the
+        # position itself there.
+        def probe() -> object:
+            if self._closed:
+                return None
+            if self._memory:
+                return self._position(session_id)
+            with self._conn() as conn, translate(session_id):
+                return conn.pragma("data_version")
+
+        poll_for_change(
+            probe, lambda: self._closed or self._position(session_id) != position, wake, timeout
+        )
+
     def _acquire_lease(self, session_id: str, owner: str, ttl: float) -> Lease:
         return self._lease_table.acquire(session_id, owner, ttl)
 
@@ -508,6 +541,7 @@ def sqlite_checkpointer(
     synchronous: Synchronous = "normal",
     busy_timeout_ms: int = 5000,
     integrity_check_on_open: bool = False,
+    codec: Codec | None = None,
 ) -> Checkpointer:
     """Return a checkpointer on a SQLite database in WAL mode, shared by many processes.
 
@@ -516,6 +550,8 @@ def sqlite_checkpointer(
     bounds how long a writer waits for another process's. ``":memory:"`` gives a process-local
     database. A database written by a newer liteagent is refused with
     :class:`SchemaVersionError`; a file that is not a database with :class:`NotADatabaseError`;
-    an older one is migrated on open.
+    an older one is migrated on open. ``codec`` transforms every stored event body and blob
+    (e.g. :func:`zlib_codec`; the checksums cover the stored bytes): a store written with a
+    codec must be opened with the same one, else reads raise :class:`CodecError`.
     """
-    return SqliteCheckpointer(file, synchronous, busy_timeout_ms, integrity_check_on_open)
+    return SqliteCheckpointer(file, synchronous, busy_timeout_ms, integrity_check_on_open, codec)

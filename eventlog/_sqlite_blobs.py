@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import apsw
 
 from ._blobs import BlobInfo, BlobStore, blob_ref, parse_blob_ref, verify_blob
+from ._codec import Codec, codec_decode, codec_encode
 from ._errors import BlobNotFoundError, CorruptBlobError, InvalidArgumentError
 from ._sqlite_batch import Batch
 from ._sqlite_db import translate
@@ -38,8 +39,9 @@ _CHUNK = 100  # deletes per transaction: a long collection never holds the write
 class SqliteBlobStore(BlobStore):
     """Blobs inside the checkpointer's database (table ``blobs``), so they live with the log."""
 
-    def __init__(self, owner: SqliteCheckpointer) -> None:
+    def __init__(self, owner: SqliteCheckpointer, codec: Codec | None = None) -> None:
         self._owner = owner
+        self._codec = codec
         self._times_ready = False
 
     def _times(self, conn: apsw.Connection) -> None:
@@ -57,10 +59,11 @@ class SqliteBlobStore(BlobStore):
         data = bytes(data)
         ref = blob_ref(data)
         self._owner._check_open()
+        stored = data if self._codec is None else codec_encode(self._codec, data, f"blob {ref}")
 
         def op(conn: apsw.Connection, _tx: Batch) -> None:
             self._times(conn)
-            conn.execute("INSERT OR IGNORE INTO blobs(ref, data) VALUES (?, ?)", (ref, data))
+            conn.execute("INSERT OR IGNORE INTO blobs(ref, data) VALUES (?, ?)", (ref, stored))
             conn.execute(_STAMP, (ref, time.time()))
 
         self._write(op)
@@ -82,6 +85,8 @@ class SqliteBlobStore(BlobStore):
         data, typ = row
         if typ != "blob" or type(data) is not bytes:
             raise CorruptBlobError(f"blob {ref} is damaged: it is stored as {typ}, not BLOB")
+        if self._codec is not None:
+            data = codec_decode(self._codec, data, f"blob {ref}")
         return verify_blob(ref, data)
 
     def has(self, ref: str) -> bool:

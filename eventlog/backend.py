@@ -92,6 +92,12 @@ Optional (the default in brackets):
     possibly after ``_close()`` when a close raced an acquire.
 ``_lease_holder(session_id) -> LeaseInfo | None``  [raise CheckpointerError: no leases]
     The live holder, ``None`` when nobody holds the lease (a dead holder holds nothing).
+``_follow_wait(session_id, position, wake, timeout) -> None``  [wait 0.1 s: polling]
+    The live tail's wait (:meth:`Checkpointer.follow`): block until the session may have moved
+    from ``position``, ``wake`` (a ``threading.Event``) is set, or ``timeout`` seconds pass;
+    return early on a cheaper change signal of your store (a notification, a file's size). A
+    hint is only a hint: the follower reads the position again after every return, so
+    returning too early costs a read and never an event.
 ``_append_leased(..., *, lease)`` / ``_truncate_leased(..., *, lease)``  [``check_lease_held``
 then ``_append`` / ``_truncate``]
     A write fenced by ``lease`` (``append(..., lease=)``): refuse it with

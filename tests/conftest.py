@@ -9,6 +9,7 @@ from pathlib import Path
 import pykka
 import pytest
 from _cli_runner import Cli, CliServer
+from _postgres_server import Bouncer, Server, start_pgbouncer, start_server
 
 SHIPPED_TRAJECTORIES = Path(__file__).parent / "data" / "trajectories"
 """The few small recorded trajectories the repository ships (their source and licence are in the
@@ -57,3 +58,30 @@ def server() -> Iterator[CliServer]:
 def cli(server: CliServer, tmp_path: Path) -> Cli:
     """A CLI on an empty workspace and home."""
     return Cli(server, tmp_path)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Server]:
+    """The PostgreSQL server of the Postgres tests (``$LITEAGENT_TEST_POSTGRES_DSN``, or a
+    throwaway one; see ``tests/_postgres_server.py``); the tests are skipped, with the reason,
+    when there is none."""
+    server = start_server()
+    if isinstance(server, str):
+        pytest.skip(server)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(postgres_server: Server) -> Iterator[Bouncer]:
+    """PgBouncer in transaction mode in front of the Postgres tests' server (skipped, with the
+    reason, when PgBouncer is not installed)."""
+    bouncer = start_pgbouncer(postgres_server)
+    if isinstance(bouncer, str):
+        pytest.skip(bouncer)
+    try:
+        yield bouncer
+    finally:
+        bouncer.stop()

@@ -15,6 +15,9 @@ PYPROJECT = CONFIG["project"]
 FOLDERS = sorted(CONFIG["tool"]["setuptools"]["package-dir"].values())
 # Test helpers shipped with the library: they may import the `test` extra as well.
 TEST_HELPERS = ("eventlog/conformance/", "providers/testing/_pytest.py")
+# The PostgreSQL backend's modules (and its damage helper) may import the `postgres` extra; no
+# other module may (`import liteagent.eventlog` must not need it).
+POSTGRES_MODULES = ("eventlog/_postgres", "eventlog/conformance/_damage_postgres.py")
 
 
 def _name(requirement: str) -> str:
@@ -39,12 +42,15 @@ def test_every_imported_distribution_is_declared() -> None:
     """Library code imports only declared dependencies; its test helpers also the test extra."""
     runtime = {_name(r) for r in PYPROJECT["dependencies"]}
     test = runtime | {_name(r) for r in PYPROJECT["optional-dependencies"]["test"]}
+    postgres = {_name(r) for r in PYPROJECT["optional-dependencies"]["postgres"]}
     distributions = importlib.metadata.packages_distributions()
     undeclared = []
     for folder in FOLDERS:
         for path in sorted((ROOT / folder).rglob("*.py")):
             relative = path.relative_to(ROOT).as_posix()
             declared = test if relative.startswith(TEST_HELPERS) else runtime
+            if relative.startswith(POSTGRES_MODULES):
+                declared = declared | postgres
             for module in sorted(_third_party_imports(path)):
                 owners = {_name(d) for d in distributions.get(module, [module])}
                 if not owners & declared:
@@ -67,6 +73,7 @@ def test_constraints_pin_every_declared_distribution() -> None:
             *PYPROJECT["dependencies"],
             *PYPROJECT["optional-dependencies"]["test"],
             *PYPROJECT["optional-dependencies"]["docs"],
+            *PYPROJECT["optional-dependencies"]["postgres"],
         ]
     }
     assert [] == sorted(declared - pinned)

@@ -25,6 +25,9 @@ ALLOWED_RAISES = {
     ("liteagent.providers.testing", "AttributeError"),
     # An async iterator ends by raising StopAsyncIteration (the async subscription's __anext__).
     ("liteagent.actors._hub", "StopAsyncIteration"),
+    # A follower is an iterator and an async iterator: it ends with their protocol exceptions.
+    ("liteagent.eventlog._follow", "StopIteration"),
+    ("liteagent.eventlog._follow", "StopAsyncIteration"),
     # The CLI's terminal loop turns signals and end of input into the exceptions Python's
     # input() raises, caught a few lines up in the same module.
     ("liteagent.sdk._cli_terminal", "KeyboardInterrupt"),

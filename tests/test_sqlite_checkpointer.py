@@ -6,7 +6,7 @@ import functools
 import random
 from pathlib import Path
 
-from liteagent.eventlog import sqlite_checkpointer
+from liteagent.eventlog import sqlite_checkpointer, zlib_codec
 from liteagent.eventlog.conformance import (
     CheckpointerConformance,
     CorruptionConformance,
@@ -43,6 +43,18 @@ class TestSqliteCorruption(CorruptionConformance):
 
     def checkpointer_factory(self, path: Path) -> Factory:
         return functools.partial(sqlite_checkpointer, path / "log.db")
+
+    def damage(self, path: Path, session_id: str, rng: random.Random) -> str:
+        return damage_sqlite(path, session_id, rng)
+
+
+class TestSqliteCheckpointerZlib(CheckpointerConformance, CorruptionConformance):
+    """sqlite_checkpointer(file, codec=zlib_codec()): every body and blob through the codec."""
+
+    corruption_trials = 60
+
+    def checkpointer_factory(self, path: Path) -> Factory:
+        return functools.partial(sqlite_checkpointer, path / "log.db", codec=zlib_codec())
 
     def damage(self, path: Path, session_id: str, rng: random.Random) -> str:
         return damage_sqlite(path, session_id, rng)

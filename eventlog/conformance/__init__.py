@@ -13,19 +13,19 @@ tests)::
             return functools.partial(file_checkpointer, path)
 
 - :class:`CheckpointerConformance` — every row of the contract in one process (session leases
-  and the blob store's garbage-collection hooks included), and a hypothesis state machine
-  against a plain model.
+  and the blob store's garbage-collection hooks and the live tail, ``follow``, included), and a
+  hypothesis state machine against a plain model.
 - :class:`DurableConformance` — for stores that outlive the checkpointer object: reopening,
   two instances, and real OS processes racing on one session and on separate sessions; a
   lease held in one process refuses another, and a holder killed with SIGKILL frees it; a
   garbage collection racing another process's appends, and one killed with SIGKILL, never
-  remove a referenced blob.
+  remove a referenced blob; a follower delivers what other instances and processes append.
 - :class:`CrashConformance` — writers SIGKILLed at random moments during append and truncate
   (``crash_rounds`` per test in the default run; ``soak_crash_rounds`` under ``-m soak``).
 - :class:`CorruptionConformance` — random damage to a closed store (``corruption_trials`` per
   test, ``soak_corruption_trials`` under ``-m soak``), through a ``damage(path, session_id,
-  rng)`` hook; :func:`damage_file_log` and :func:`damage_sqlite` damage the two built-in
-  backends' stores.
+  rng)`` hook; :func:`damage_file_log`, :func:`damage_sqlite` and :func:`damage_postgres`
+  damage the built-in backends' stores.
 
 Needs the ``test`` extra (pytest, hypothesis). The factory must be picklable for the process
 tests (a ``functools.partial`` of a backend constructor is), and its module importable by name
@@ -47,7 +47,9 @@ from .._errors import CheckpointConflictError
 from ._contract_tests import BAD_SESSION_IDS, ContractTests
 from ._corruption import CorruptionConformance, CorruptionTrialError
 from ._damage_file import TAIL_LOSS, damage_file_log
+from ._damage_postgres import damage_postgres
 from ._damage_sqlite import damage_sqlite
+from ._follow_tests import DurableFollowTests, FollowTests
 from ._gc_tests import BlobCollectionTests, DurableBlobCollectionTests
 from ._lease_tests import DurableLeaseTests, LeaseTests
 from ._machine import MACHINE_SETTINGS, make_machine
@@ -64,6 +66,7 @@ __all__ = [
     "DurableConformance",
     "Factory",
     "damage_file_log",
+    "damage_postgres",
     "damage_sqlite",
     "prompt",
     "prompts",
@@ -77,7 +80,7 @@ def _open_fresh(factory_for: object, path: Path) -> Checkpointer:
     return result
 
 
-class CheckpointerConformance(ContractTests, LeaseTests, BlobCollectionTests):
+class CheckpointerConformance(ContractTests, LeaseTests, BlobCollectionTests, FollowTests):
     """The Checkpointer contract for one process (docs/architecture.md §4). Implement
     :meth:`checkpointer_factory`."""
 
@@ -87,7 +90,7 @@ class CheckpointerConformance(ContractTests, LeaseTests, BlobCollectionTests):
         run_state_machine_as_test(machine, settings=MACHINE_SETTINGS)
 
 
-class DurableConformance(DurableLeaseTests, DurableBlobCollectionTests):
+class DurableConformance(DurableLeaseTests, DurableBlobCollectionTests, DurableFollowTests):
     """Stores that outlive the checkpointer object, shared by instances and processes
     (leases included)."""
 

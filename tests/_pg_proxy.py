@@ -1,0 +1,101 @@
+"""A TCP proxy on 127.0.0.1 in front of a PostgreSQL server that can cut one connection at a
+chosen moment: the client's request forwarded and the server's answer never relayed (the
+statement ran, the client cannot know), or the request dropped before it reached the server.
+For the exactly-once tests of the Postgres backend."""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import threading
+from collections.abc import Callable
+
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+
+class CutProxy:
+    """Relays connections to ``upstream_dsn``'s server; :attr:`dsn` connects through it."""
+
+    def __init__(self, upstream_dsn: str) -> None:
+        params = conninfo_to_dict(upstream_dsn)
+        host = str(params.get("host") or "/var/run/postgresql")
+        port = int(params.get("port") or 5432)
+        if host.startswith("/"):
+            self._upstream: tuple[int, object] = (socket.AF_UNIX, f"{host}/.s.PGSQL.{port}")
+        else:
+            self._upstream = (socket.AF_INET, (host, port))
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        port_here = self._listener.getsockname()[1]
+        params.update(host="127.0.0.1", port=str(port_here), sslmode="disable")
+        self.dsn = make_conninfo(**{k: str(v) for k, v in params.items()})
+        self._armed: tuple[bytes, str, Callable[[], None]] | None = None
+        self._lock = threading.Lock()
+        self.cuts = 0
+        self._stopped = False
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def cut_on(
+        self, marker: bytes, how: str, after_forward: Callable[[], None] = lambda: None
+    ) -> None:
+        """Cut the next connection whose client sends ``marker``: ``how="after"`` forwards that
+        request, calls ``after_forward()`` (e.g. waits until the server committed) and then
+        closes both sides; ``how="before"`` closes them without forwarding it."""
+        with self._lock:
+            self._armed = (marker, how, after_forward)
+
+    def _accept(self) -> None:
+        while not self._stopped:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            family, address = self._upstream
+            server = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                server.connect(address)  # type: ignore[arg-type]
+            except OSError:
+                client.close()
+                continue
+            threading.Thread(target=self._relay, args=(client, server), daemon=True).start()
+
+    def _relay(self, client: socket.socket, server: socket.socket) -> None:
+        try:
+            while True:
+                ready, _, _ = select.select([client, server], [], [], 1.0)
+                if self._stopped:
+                    return
+                for sock in ready:
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    if sock is client and self._cut(data, server):
+                        return
+                    (server if sock is client else client).sendall(data)
+        except OSError:
+            return
+        finally:
+            for sock in (client, server):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+
+    def _cut(self, data: bytes, server: socket.socket) -> bool:
+        with self._lock:
+            armed = self._armed
+            if armed is None or armed[0] not in data:
+                return False
+            self._armed = None
+            self.cuts += 1
+        _marker, how, after_forward = armed
+        if how == "after":
+            server.sendall(data)
+            after_forward()
+        return True
+
+    def close(self) -> None:
+        """Stop accepting and relaying."""
+        self._stopped = True
+        self._listener.close()
+        self._thread.join(5)
