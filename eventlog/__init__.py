@@ -70,8 +70,8 @@ from ._events import (
 )
 from ._file import file_checkpointer
 from ._fold import ConversationEntry, SessionState, apply, conversation, fold
-from ._gc import GarbageReport, collect_garbage
 from ._follow import Follower
+from ._gc import GarbageReport, collect_garbage
 from ._ids import validate_session_id
 from ._interchange import messages_from_dicts, messages_to_dicts
 from ._memory import memory_checkpointer
@@ -139,9 +139,9 @@ __all__ = [
     "CorruptLogError",
     "Event",
     "FileSnapshot",
+    "Follower",
     "Forked",
     "GarbageReport",
-    "Follower",
     "IntegrityProblem",
     "IntegrityReport",
     "InvalidArgumentError",

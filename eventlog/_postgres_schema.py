@@ -17,7 +17,9 @@ Version 1 tables (all names schema-qualified):
 - ``events(session_id, seq, ts, kind, body, crc, batch_id)``, primary key ``(session_id, seq)``;
   ``crc`` is the xxh3 checksum of ``(session_id, seq, ts, kind, body)`` the SQLite backend uses;
   ``batch_id`` (on the last event of each append) makes a retried append exactly-once.
-- ``blobs(ref, data)``, ``leases(...)`` and ``quarantine(...)`` (rows a repair moved aside).
+- ``blobs(ref, data, written)`` (``written``: the client's Unix time of the last put or touch,
+  which garbage collection compares), ``leases(...)`` and ``quarantine(...)`` (rows a repair
+  moved aside).
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ _STEPS: dict[int, list[str]] = {
         " PRIMARY KEY (session_id, seq))",
         "CREATE UNIQUE INDEX events_batch ON {s}.events (session_id, batch_id)"
         " WHERE batch_id IS NOT NULL",
-        "CREATE TABLE {s}.blobs (ref text PRIMARY KEY, data bytea NOT NULL)",
+        "CREATE TABLE {s}.blobs (ref text PRIMARY KEY, data bytea NOT NULL,"
+        " written float8 NOT NULL DEFAULT 0)",
         "CREATE TABLE {s}.leases ("
         " session_id text PRIMARY KEY,"
         " owner text NOT NULL,"
