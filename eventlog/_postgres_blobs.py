@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresBlobStore"]
 
-_CHUNK = 500  # refs per DELETE statement
+_CHUNK = 100  # refs per DELETE statement (each its own transaction, short locks)
 
 
 class PostgresBlobStore(BlobStore):
