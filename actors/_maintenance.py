@@ -4,13 +4,13 @@ while it is held, and it is only granted while the session is idle."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import msgspec
 import pykka
 
-from ._envelope import ActorBase, ActorMessage, Envelope, ask
+from ._envelope import ActorBase, ActorMessage, ActorStoppedError, Envelope, ask
 from ._errors import AgentBusyError
 
 __all__ = ["Acquire", "IsHeld", "MaintenanceLockActor", "Release", "held"]
@@ -64,7 +64,10 @@ def held(
             raise AgentBusyError(f"session {session_id!r} is running a turn")
         yield
     finally:
-        ask(lock_ref, Release(session_id, purpose), timeout=_LOCK_TIMEOUT)
+        # A lock actor that stopped (its agent closed) took every lock with it: nothing to give
+        # back, and the block's own outcome is the one to report.
+        with suppress(ActorStoppedError):
+            ask(lock_ref, Release(session_id, purpose), timeout=_LOCK_TIMEOUT)
 
 
 class MaintenanceLockActor(ActorBase):

@@ -45,7 +45,7 @@ from liteagent.tools import Tool
 from ._errors import AgentClosedError, SessionsDisabledError
 from ._idle import IdleCompaction
 
-__all__ = ["POOL_WORKERS", "AgentCore", "new_session_id"]
+__all__ = ["CLOSE_WAIT_S", "POOL_WORKERS", "AgentCore", "new_session_id"]
 
 _log = structlog.get_logger("liteagent.sdk")
 _AGENT_IDS = itertools.count(1)
@@ -57,6 +57,10 @@ the caller's thread: every storage call, restore and compaction of the asyncio s
 compaction behind ``iter_compact``. Four let reads go on while a few restores or compactions
 run; more would only park threads, since one agent's compactions run one at a time on its
 compactor actor. Work beyond four waits in order."""
+
+CLOSE_WAIT_S = 30.0
+"""How long close() waits for the cancelled compactions, restores and collections of other
+threads to end before it stops the actors under them."""
 
 
 def new_session_id() -> str:
@@ -98,6 +102,8 @@ class AgentCore:
             max_workers=POOL_WORKERS, thread_name_prefix=f"{self.name}-pool"
         )
         self._lock = threading.Lock()
+        self._quiet = threading.Condition(self._lock)  # notified when an operation ends
+        self._operations: dict[int, int] = {}  # thread id -> operations running in it
         self._closed = False
         self._closing = CancelToken()  # fired by close(): cancels the compactions and restores
         self._refs: list[pykka.ActorRef[Any]] = []
@@ -193,11 +199,32 @@ class AgentCore:
         """``cancel`` (or a new token), which close() fires while the work runs, so that the
         pool's threads are free to be joined soon after."""
         token = cancel or CancelToken()
+        me = threading.get_ident()
+        with self._lock:
+            self._operations[me] = self._operations.get(me, 0) + 1
         unregister = self._closing.on_cancel(partial(token.cancel, "the agent was closed"))
         try:
             yield token
         finally:
             unregister()
+            with self._lock:
+                if self._operations[me] == 1:
+                    del self._operations[me]
+                else:
+                    self._operations[me] -= 1
+                self._quiet.notify_all()
+
+    def _wait_for_operations(self) -> None:
+        """Wait (at most :data:`CLOSE_WAIT_S`) until the compactions, restores and collections
+        running in other threads have ended: they were cancelled, and they still need the
+        actors (a restore puts files back, every operation gives its lock back), so these
+        must not stop under them."""
+        me = threading.get_ident()
+        with self._lock:
+            if not self._quiet.wait_for(
+                lambda: not set(self._operations) - {me}, timeout=CLOSE_WAIT_S
+            ):
+                _log.warning("agent.close_operations_running", threads=len(self._operations))
 
     def compact(
         self, session_id: str, instructions: str | None, cancel: CancelToken | None
@@ -306,8 +333,9 @@ class AgentCore:
         return self._closed
 
     def close(self) -> None:
-        """Cancel the compactions and restores in progress, stop every actor (cancelling turns
-        and background tasks), then the pool's threads (its jobs have stopped or failed by
+        """Cancel the compactions, restores and collections in progress and wait (a bounded
+        while) for them to end, stop every actor (cancelling turns and background tasks), then
+        the pool's threads (its jobs have stopped or failed by
         then), and close an owned checkpointer. Not from a thread of the pool (it could not
         join itself)."""
         with self._lock:
@@ -320,6 +348,7 @@ class AgentCore:
             if self.idle is not None:
                 self.idle.close()
             self.host.close()
+            self._wait_for_operations()
         finally:
             self._stop_refs()
             self.hub.close()

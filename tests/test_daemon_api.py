@@ -24,6 +24,7 @@ from liteagent.eventlog import (
     Compaction,
     Message,
     OperationCancelledError,
+    RestoreFinished,
     RestoreStarted,
     TextBlock,
     ToolUseBlock,
@@ -37,6 +38,7 @@ from liteagent.sdk import (
     AgentClosedError,
     AsyncLiteAgent,
     AsyncSubscription,
+    CheckpointRestore,
     CompactionProgress,
     LiteAgent,
     LiveEvent,
@@ -745,3 +747,67 @@ def test_calls_after_close_raise_agent_closed(workdir: Path) -> None:
             agent.subscribe()
 
     asyncio.run(main())
+
+
+def test_close_during_a_restore_waits_for_its_rollback(tmp_path: Path, workdir: Path) -> None:
+    """close() while a restore is putting files back cancels it and waits until it has put
+    every file it changed back and recorded its rollback: the caller sees
+    OperationCancelledError (not an actor stopped under it), every file has the content it had
+    before the restore, and the session has no interrupted restore and no lease left."""
+    count, size = 150, 1_000
+
+    def writes(version: str) -> AssistantMessage:
+        return AssistantMessage(
+            content=tuple(
+                ToolUseBlock(
+                    f"toolu_{version}_{i}",
+                    "write_file",
+                    {"path": f"f{i}.txt", "content": f"{version} {i}\n" * (size // 8)},
+                )
+                for i in range(count)
+            ),
+            stop_reason="tool_use",
+        )
+
+    provider = scripted([writes("one"), reply("one done"), writes("two"), reply("two done")])
+    with sqlite_checkpointer(tmp_path / "restore.db") as cp:
+        agent = create_lite_agent(
+            model=provider, model_name="m", workdir=workdir, checkpointer=cp, tools=[write_file]
+        )
+        try:
+            agent.send("write them")
+            agent.send("write them again")
+            session = agent.session_id
+            seq = agent.list_checkpoints()[1].seq
+            outcome: list[BaseException | None] = []
+
+            def run() -> None:
+                try:
+                    agent.restore(session, seq)
+                    outcome.append(None)
+                except BaseException as e:  # noqa: BLE001 -- the outcome is what is tested
+                    outcome.append(e)
+
+            with agent.subscribe(session_id=session) as events:
+                thread = threading.Thread(target=run)
+                thread.start()
+                for event in events:
+                    body = getattr(event, "event", None)
+                    if isinstance(body, CheckpointRestore) and body.phase == "progress":
+                        break
+                agent.close()
+            thread.join(GUARD)
+            assert not thread.is_alive()
+        finally:
+            agent.close()
+        assert 1 == len(outcome)
+        assert isinstance(outcome[0], OperationCancelledError), outcome[0]
+        for i in range(count):
+            assert f"two {i}\n" * (size // 8) == (workdir / f"f{i}.txt").read_text()
+        bodies = [e.body for e in cp.read(session)]
+        started = [b for b in bodies if isinstance(b, RestoreStarted)]
+        finished = [b for b in bodies if isinstance(b, RestoreFinished)]
+        assert 1 == len(started)
+        assert 1 == len(finished)
+        assert "rolled_back" == finished[0].outcome
+        assert cp.lease_holder(session) is None

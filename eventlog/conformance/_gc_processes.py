@@ -19,6 +19,7 @@ __all__ = ["GARBAGE", "run_gc_killed", "run_gc_racing_appends"]
 
 _POOL = 400  # contents the writer cycles through: each comes back after 400 appends
 _PER_SESSION = 20
+_MIN_APPENDS = 2 * _POOL  # every content comes back at least once, after its session was deleted
 GARBAGE = 600  # unreferenced blobs per round of the kill test (SQLite deletes 100 a commit)
 
 
@@ -28,13 +29,15 @@ def _snapshot(ref: str, call: str) -> FileSnapshot:
 
 def _appender(factory: Factory, seconds: float, conn: Connection) -> None:
     """Put a blob and append an event referencing it, in a new session every 20 events;
-    delete the session before last, so its blobs become garbage until they come back."""
+    delete the session before last, so its blobs become garbage until they come back. Runs for
+    ``seconds`` and at least until every content has come back once (a slow disk or a busy
+    machine makes the appends slower, never the race shorter)."""
     cp = factory()
     try:
         conn.send("ready")
         deadline = time.monotonic() + seconds
         i = 0
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline or i < _MIN_APPENDS:
             n = i // _PER_SESSION
             ref = cp.blobs.put(f"content {i % _POOL}\n".encode() * 20)
             cp.append(f"w{n}", [_snapshot(ref, f"t{i}")])
