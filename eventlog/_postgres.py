@@ -17,6 +17,7 @@ row it builds on. Truncates and deletes are in ``_postgres_truncate``.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -108,7 +109,8 @@ class PostgresCheckpointer(Checkpointer):
             "autocommit": True,
             "prepare_threshold": None if pgbouncer else 5,
             "connect_timeout": max(1, min(10, round(retry_timeout))),
-            "application_name": "liteagent",
+            # Which process a server backend serves (pg_stat_activity): "liteagent/<pid>".
+            "application_name": f"liteagent/{os.getpid()}",
             "keepalives": 1,
             "keepalives_idle": 30,
             "keepalives_interval": 10,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,6 +45,20 @@ class _OnPostgres:
                 "SELECT nspname FROM pg_namespace WHERE nspname LIKE 't\\_%'"
             ).fetchall():
                 conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+
+    def settle_after_kill(self, pid: int) -> None:
+        """Wait until the server sessions of the killed process have ended: the server still
+        runs (and commits) what the process had sent before it died."""
+        import psycopg
+
+        deadline = time.monotonic() + 30
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            while conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                (f"liteagent/{pid}",),
+            ).fetchone() != (0,):
+                assert time.monotonic() < deadline, f"process {pid}'s server sessions live on"
+                time.sleep(0.01)
 
 
 class TestPostgresCheckpointer(

@@ -148,7 +148,7 @@ class _Killer:
             while not self._stop.wait(self._every):
                 rows = conn.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                    " WHERE application_name = 'liteagent' AND pid <> pg_backend_pid()"
+                    " WHERE application_name LIKE 'liteagent/%%' AND pid <> pg_backend_pid()"
                     " AND query LIKE %s",
                     (f"%{self._schema}%",),
                 ).fetchall()

@@ -54,7 +54,7 @@ from ._gc_tests import BlobCollectionTests, DurableBlobCollectionTests
 from ._lease_tests import DurableLeaseTests, LeaseTests
 from ._machine import MACHINE_SETTINGS, make_machine
 from ._processes import run_crash_round, run_racing_writers, run_separate_writers
-from ._util import Factory, prompt, prompts, texts
+from ._util import Factory, KillSettling, prompt, prompts, texts
 
 __all__ = [
     "BAD_SESSION_IDS",
@@ -189,8 +189,9 @@ class DurableConformance(DurableLeaseTests, DurableBlobCollectionTests, DurableF
             assert sorted(ids) == sorted(i.id for i in cp.list())
 
 
-class CrashConformance:
-    """Writers killed with SIGKILL at random moments during append and truncate."""
+class CrashConformance(KillSettling):
+    """Writers killed with SIGKILL at random moments during append and truncate (a backend
+    with a server overrides :meth:`settle_after_kill`)."""
 
     crash_rounds = 60
     soak_crash_rounds = 600
@@ -205,7 +206,13 @@ class CrashConformance:
         model: list[str] = []
         outcomes = []
         for _ in range(rounds):
-            outcome = run_crash_round(factory, model, rng.randrange(1, 1 << 30), max_delay=0.04)
+            outcome = run_crash_round(
+                factory,
+                model,
+                rng.randrange(1, 1 << 30),
+                max_delay=0.04,
+                settle=self.settle_after_kill,
+            )
             outcomes.append(outcome)
             model = outcome.log
         with factory() as cp:

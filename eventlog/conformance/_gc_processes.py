@@ -13,7 +13,7 @@ from multiprocessing.connection import Connection
 from .._events import FileSnapshot
 from .._gc import collect_garbage, referenced_blobs
 from ._processes import mp_context
-from ._util import Factory, prompts
+from ._util import Factory, Settle, prompts
 
 __all__ = ["GARBAGE", "run_gc_killed", "run_gc_racing_appends"]
 
@@ -118,7 +118,7 @@ def _garbage(factory: Factory, label: str, count: int) -> set[str]:
         cp.close()
 
 
-def _killed_collection(factory: Factory, delay: float | None) -> float:
+def _killed_collection(factory: Factory, delay: float | None, settle: Settle | None) -> float:
     """Start a collector and SIGKILL it ``delay`` seconds after its deletes started
     (``None``: once it is done); return how long its deletes ran."""
     ctx = mp_context()
@@ -146,10 +146,14 @@ def _killed_collection(factory: Factory, delay: float | None) -> float:
             proc.kill()
             proc.join(10)
     assert -signal.SIGKILL == proc.exitcode, f"the collector ended with {proc.exitcode}"
+    if settle is not None:
+        settle(proc.pid)
     return ran
 
 
-def run_gc_killed(factory: Factory, rounds: int, seed: int) -> list[int]:
+def run_gc_killed(
+    factory: Factory, rounds: int, seed: int, settle: Settle | None = None
+) -> list[int]:
     """A store with referenced blobs and, each round, 600 new unreferenced ones; a collector
     killed at a random moment of its deletes (the first round runs to the end, to time
     them). After each kill
@@ -169,7 +173,7 @@ def run_gc_killed(factory: Factory, rounds: int, seed: int) -> list[int]:
     for n in range(rounds):
         garbage = _garbage(factory, f"round {n}", GARBAGE)
         delay = None if n == 0 else rng.uniform(0.0, duration * 1.2)
-        ran = _killed_collection(factory, delay)
+        ran = _killed_collection(factory, delay, settle)
         if n == 0:
             duration = max(ran, 0.01)
         cp = factory()

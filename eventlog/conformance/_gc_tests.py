@@ -24,7 +24,7 @@ from .._events import (
 from .._gc import collect_garbage, referenced_blobs
 from .._messages import TextBlock
 from ._gc_processes import GARBAGE, run_gc_killed, run_gc_racing_appends
-from ._util import Factory, prompts
+from ._util import Factory, KillSettling, prompts
 
 __all__ = ["BlobCollectionTests", "DurableBlobCollectionTests", "all_referenced_present"]
 
@@ -154,8 +154,9 @@ class BlobCollectionTests:
         assert {"origin", needed} == {i.id for i in cp.list()}
 
 
-class DurableBlobCollectionTests:
-    """Collections racing other processes, and killed ones."""
+class DurableBlobCollectionTests(KillSettling):
+    """Collections racing other processes, and killed ones (a backend with a server overrides
+    :meth:`settle_after_kill`)."""
 
     def checkpointer_factory(self, path: Path) -> Factory:
         """See :meth:`CheckpointerConformance.checkpointer_factory`."""
@@ -184,5 +185,5 @@ class DurableBlobCollectionTests:
         putting back what it set aside (``lite-agent doctor --repair``) and collecting again
         removes exactly the unreferenced blobs."""
         factory = self.checkpointer_factory(tmp_path / "store")
-        outcomes = run_gc_killed(factory, rounds=7, seed=20261201)
+        outcomes = run_gc_killed(factory, rounds=7, seed=20261201, settle=self.settle_after_kill)
         assert any(0 < n < GARBAGE for n in outcomes), outcomes

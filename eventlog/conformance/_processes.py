@@ -18,7 +18,7 @@ from typing import Any
 
 from .._errors import CheckpointConflictError
 from .._events import StoredEvent, UserPrompt
-from ._util import Factory, prompt, prompts
+from ._util import Factory, Settle, prompt, prompts
 
 __all__ = [
     "CrashOutcome",
@@ -203,15 +203,11 @@ class CrashOutcome:
     torn_tail: bool  # whether check_integrity reported a torn tail before any repair
 
 
-def run_crash_round(
-    factory: Factory, model: list[str], seed: int, max_delay: float
-) -> CrashOutcome:
-    """Start a writer, SIGKILL it after a random delay, then check the log and return it.
-
-    Checks: the log opens and reads; it equals everything acknowledged, or that plus the one
-    batch in flight (never part of a batch), or that minus the one truncate in flight; seqs are
-    contiguous and the head is the last seq; and a new append works on top.
-    """
+def _killed_writer(
+    factory: Factory, seed: int, max_delay: float, settle: Settle | None
+) -> list[tuple[Any, ...]]:
+    """Start a writer, SIGKILL it after a random delay, wait for the store to settle; return
+    every message the writer sent."""
     ctx = mp_context()
     receiver, sender = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_crash_worker, args=(factory, "crash", seed, sender))
@@ -239,6 +235,22 @@ def run_crash_round(
             proc.kill()
             proc.join(10)
     assert -signal.SIGKILL == proc.exitcode, f"the writer ended with {proc.exitcode}, not killed"
+    if settle is not None:
+        settle(proc.pid)
+    return messages
+
+
+def run_crash_round(
+    factory: Factory, model: list[str], seed: int, max_delay: float, settle: Settle | None = None
+) -> CrashOutcome:
+    """Start a writer, SIGKILL it after a random delay, wait for the store to ``settle``
+    (:meth:`KillSettling.settle_after_kill`), then check the log and return it.
+
+    Checks: the log opens and reads; it equals everything acknowledged, or that plus the one
+    batch in flight (never part of a batch), or that minus the one truncate in flight; seqs are
+    contiguous and the head is the last seq; and a new append works on top.
+    """
+    messages = _killed_writer(factory, seed, max_delay, settle)
     assert messages[0] == ("ready", len(model))
     run = _replay(model, messages[1:])
     cp = factory()
