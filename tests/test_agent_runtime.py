@@ -126,7 +126,7 @@ def test_cancel_mid_stream(workdir: Path) -> None:
             start = time.monotonic()
             with pytest.raises(OperationCancelledError):
                 agent.send("hello", cancel=cancel)
-            assert time.monotonic() - start < 1.3
+            assert time.monotonic() - start < 10  # a hang guard: the stall lasts 30 s
             assert "turn_aborted" == [e.kind for e in cp.read(agent.session_id)][-1]
             assert "again" == agent.send("retry").text
 
