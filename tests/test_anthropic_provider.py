@@ -570,7 +570,7 @@ def test_cancel_mid_stream_returns_fast_and_closes_the_connection(
         timer.cancel()
     assert time.monotonic() - start < 10  # a hang guard: the stall lasts 30 s
     assert not any(isinstance(e, ResponseComplete) for e in seen)
-    deadline = time.monotonic() + 1
+    deadline = time.monotonic() + 10
     while not server.hangups and time.monotonic() < deadline:
         time.sleep(0.01)
     assert [server.requests[0].request_id] == server.hangups
