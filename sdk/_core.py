@@ -29,12 +29,14 @@ from liteagent.actors import (
     SessionHost,
 )
 from liteagent.actors._compactor import CompactStats
+from liteagent.actors._envelope import ActorStoppedError
 from liteagent.actors._restore import RestoreResult
 from liteagent.context import ContextOptions
 from liteagent.eventlog import (
     CancelToken,
     Checkpointer,
     GarbageReport,
+    OperationCancelledError,
     collect_garbage,
     validate_session_id,
 )
@@ -205,6 +207,12 @@ class AgentCore:
         unregister = self._closing.on_cancel(partial(token.cancel, "the agent was closed"))
         try:
             yield token
+        except ActorStoppedError as e:
+            if not self._closed:
+                raise
+            # close() stopped an actor the operation still had to ask: it was not handled, so
+            # the operation did not complete; that is what a cancellation by close() means.
+            raise OperationCancelledError("the agent was closed") from e
         finally:
             unregister()
             with self._lock:
