@@ -130,7 +130,9 @@ def test_a_holder_whose_connection_is_gone_loses_the_lease_and_is_fenced(
         with pytest.raises(SessionLeasedError):
             b.acquire_lease("s")
         (backend,) = _sql(dsn, f'SELECT backend_pid FROM "{schema}".leases')
-        _sql(dsn, "SELECT pg_terminate_backend(%s)", backend[0])
+        # With a timeout, pg_terminate_backend waits until the backend has exited (without
+        # one it returns once the signal is sent, and the backend may still look alive).
+        assert [(True,)] == _sql(dsn, "SELECT pg_terminate_backend(%s, 10000)", backend[0])
         new = b.acquire_lease("s", owner="host-b")
         assert old.token < new.token
         assert new.info == a.lease_holder("s")

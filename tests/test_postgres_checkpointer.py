@@ -46,17 +46,19 @@ class _OnPostgres:
             ).fetchall():
                 conn.execute(f'DROP SCHEMA "{name}" CASCADE')
 
+    settle_query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+    """The server sessions of a killed process still to wait for: directly connected, every
+    one of them (a backend that has not yet seen its client die may still read a statement
+    already in its socket)."""
+
     def settle_after_kill(self, pid: int) -> None:
-        """Wait until the server sessions of the killed process have ended: the server still
+        """Wait until the server sessions of the killed process are done: the server still
         runs (and commits) what the process had sent before it died."""
         import psycopg
 
         deadline = time.monotonic() + 30
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            while conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
-                (f"liteagent/{pid}",),
-            ).fetchone() != (0,):
+            while conn.execute(self.settle_query, (f"liteagent/{pid}",)).fetchone() != (0,):
                 assert time.monotonic() < deadline, f"process {pid}'s server sessions live on"
                 time.sleep(0.01)
 
@@ -103,6 +105,11 @@ class TestPostgresThroughPgBouncer(_OnPostgres, CheckpointerConformance, Durable
     settings), LISTEN on a direct connection."""
 
     bouncer_dsn = ""
+    settle_query = (
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND state <> 'idle'"
+    )
+    """Through PgBouncer the server connections outlive their clients, idle in its pool: wait
+    for those still running a statement or inside a transaction of the killed process."""
 
     @pytest.fixture(autouse=True)
     def _bouncer(self, pgbouncer: Bouncer) -> None:
