@@ -155,11 +155,14 @@ def run_gc_killed(
     factory: Factory, rounds: int, seed: int, settle: Settle | None = None
 ) -> list[int]:
     """A store with referenced blobs and, each round, 600 new unreferenced ones; a collector
-    killed at a random moment of its deletes (the first round runs to the end, to time
-    them). After each kill
-    every referenced blob reads back; the blobs the kill left set aside are put back, and a
-    collection in this process then leaves exactly the referenced ones. Returns how many of
-    the 1,200 each killed collector had removed."""
+    killed at a random moment of its deletes (the first round runs to the end, to time them).
+    After each kill every referenced blob reads back; the blobs the kill left set aside are put
+    back, and a collection in this process then leaves exactly the referenced ones.
+
+    The kill moments narrow down on the deletes: a kill that came before any delete raises the
+    earliest next moment, one that came after the last lowers the latest; after ``rounds``
+    rounds, more (up to four times as many) run until one kill has landed among the deletes.
+    Returns how many of the 600 each killed collector had removed."""
     rng = random.Random(seed)
     cp = factory()
     try:
@@ -169,13 +172,16 @@ def run_gc_killed(
     finally:
         cp.close()
     removed: list[int] = []
-    duration = 0.0
-    for n in range(rounds):
+    lo = hi = 0.0
+    n = 0
+    while n < rounds or (n < 4 * rounds and not any(0 < r < GARBAGE for r in removed[1:])):
         garbage = _garbage(factory, f"round {n}", GARBAGE)
-        delay = None if n == 0 else rng.uniform(0.0, duration * 1.2)
+        if lo >= hi:  # the first round, or a window the machine's noise closed: start again
+            lo, hi = 0.0, (hi or 0.01) * 1.5
+        delay = None if n == 0 else rng.uniform(lo, hi)
         ran = _killed_collection(factory, delay, settle)
-        if n == 0:
-            duration = max(ran, 0.01)
+        if delay is None:
+            hi = max(ran, 0.01) * 1.2
         cp = factory()
         try:
             for ref in kept:
@@ -189,5 +195,10 @@ def run_gc_killed(
             assert kept == {b.ref for b in cp.blobs.list_blobs()}
         finally:
             cp.close()
+        if delay is not None and removed[-1] == 0:
+            lo = max(lo, delay)
+        elif delay is not None and removed[-1] == GARBAGE:
+            hi = min(hi, delay)
+        n += 1
     assert GARBAGE == removed[0]
     return removed[1:]
