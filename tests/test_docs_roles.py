@@ -4,6 +4,7 @@ would show."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from pathlib import Path
 from types import ModuleType
@@ -15,6 +16,7 @@ griffe = pytest.importorskip("griffe", reason="the docs extra (mkdocstrings) is 
 ROLES = Path(__file__).resolve().parent.parent / "docs" / "griffe_sphinx_roles.py"
 
 
+@functools.cache
 def _extension() -> ModuleType:
     spec = importlib.util.spec_from_file_location("griffe_sphinx_roles", ROLES)
     assert spec is not None
@@ -24,6 +26,7 @@ def _extension() -> ModuleType:
     return module
 
 
+@functools.cache
 def _load(package: str) -> object:
     roles = _extension()
     return griffe.load(
