@@ -30,7 +30,7 @@ def _identifier(obj: griffe.Object, target: str) -> str:
     head, _, rest = name.partition(".")
     try:
         resolved = obj.resolve(head)
-    except (griffe.NameResolutionError, ValueError, KeyError, AttributeError):
+    except griffe.NameResolutionError:
         return name
     return f"{resolved}.{rest}" if rest else resolved
 

@@ -14,8 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
-from liteagent.actors import _restore_files
+from liteagent.actors import MaintenanceLockActor, _restore_files
+from liteagent.actors._envelope import ask
+from liteagent.actors._maintenance import IsHeld, held
 from liteagent.context import Compactor, CompactResult, PassReport, estimate_tokens
 from liteagent.eventlog import (
     AssistantMessage,
@@ -34,6 +37,7 @@ from liteagent.eventlog import (
 )
 from liteagent.providers import scripted
 from liteagent.sdk import (
+    ActorStoppedError,
     AgentBusyError,
     AgentClosedError,
     AsyncLiteAgent,
@@ -811,3 +815,74 @@ def test_close_during_a_restore_waits_for_its_rollback(tmp_path: Path, workdir: 
         assert 1 == len(finished)
         assert "rolled_back" == finished[0].outcome
         assert cp.lease_holder(session) is None
+
+
+def _core_agent(workdir: Path) -> LiteAgent:
+    return create_lite_agent(
+        model=scripted([]), model_name="m", workdir=workdir, checkpointer=memory_checkpointer()
+    )
+
+
+def test_an_operation_that_meets_an_actor_close_stopped_is_cancelled(workdir: Path) -> None:
+    """An operation still running when close() stopped the actors (here close() is called from
+    the operation's own thread, which close() does not wait for) and that then asks one of them
+    raises OperationCancelledError, not ActorStoppedError."""
+    agent = _core_agent(workdir)
+    core = agent._core
+
+    def operation() -> None:
+        with core._until_closed(None) as token:
+            core.close()
+            assert token.cancelled
+            ask(core.lock_ref, IsHeld("s1"), timeout=GUARD)
+
+    with pytest.raises(OperationCancelledError, match="the agent was closed"):
+        operation()
+
+
+def test_a_lock_given_back_to_a_stopped_lock_actor_is_no_error(workdir: Path) -> None:
+    """Leaving ``held`` after close() stopped the lock actor raises nothing: the lock went with
+    the actor, and the block's own outcome is what its caller sees."""
+    agent = _core_agent(workdir)
+    core = agent._core
+    with held(core.lock_ref, "s1", "test", core.host.is_busy):
+        core.close()
+    assert not core.lock_ref.is_alive()
+
+
+def test_an_actor_stopped_outside_close_is_not_a_cancellation(workdir: Path) -> None:
+    """ActorStoppedError in an operation of an agent that is not closed is reported as it is."""
+    with _core_agent(workdir) as agent:
+        core = agent._core
+        stopped = MaintenanceLockActor.start()
+        stopped.stop()
+        with pytest.raises(ActorStoppedError), core._until_closed(None):
+            ask(stopped, IsHeld("s1"), timeout=GUARD)
+
+
+def test_close_waits_only_a_bounded_while_for_an_operation(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operation that does not end when close() cancels it holds close() up for at most
+    CLOSE_WAIT_S (then close() logs it and goes on); one that ends is waited for."""
+    monkeypatch.setattr("liteagent.sdk._core.CLOSE_WAIT_S", 0.3)
+    agent = _core_agent(workdir)
+    core = agent._core
+    inside, leave = threading.Event(), threading.Event()
+
+    def operation() -> None:
+        with core._until_closed(None):
+            inside.set()
+            leave.wait(GUARD)
+
+    thread = threading.Thread(target=operation)
+    thread.start()
+    assert inside.wait(GUARD)
+    try:
+        with structlog.testing.capture_logs() as logs:
+            core.close()
+        assert thread.is_alive()  # close() went on without it
+        assert ["agent.close_operations_running"] == [e["event"] for e in logs]
+    finally:
+        leave.set()
+        thread.join(GUARD)

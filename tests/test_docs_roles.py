@@ -9,9 +9,8 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
+import griffe
 import pytest
-
-griffe = pytest.importorskip("griffe", reason="the docs extra (mkdocstrings) is not installed")
 
 ROLES = Path(__file__).resolve().parent.parent / "docs" / "griffe_sphinx_roles.py"
 

@@ -172,16 +172,16 @@ def run_gc_killed(
     finally:
         cp.close()
     removed: list[int] = []
-    lo = hi = 0.0
+    full = lo = hi = 0.0  # the first round's window of kill moments, and the current one
     n = 0
     while n < rounds or (n < 4 * rounds and not any(0 < r < GARBAGE for r in removed[1:])):
         garbage = _garbage(factory, f"round {n}", GARBAGE)
-        if lo >= hi:  # the first round, or a window the machine's noise closed: start again
-            lo, hi = 0.0, (hi or 0.01) * 1.5
+        if n > 0 and lo >= hi:  # the machine's noise closed the window: start again
+            lo, hi = 0.0, full
         delay = None if n == 0 else rng.uniform(lo, hi)
         ran = _killed_collection(factory, delay, settle)
         if delay is None:
-            hi = max(ran, 0.01) * 1.2
+            full = hi = max(ran, 0.01) * 1.2
         cp = factory()
         try:
             for ref in kept:
