@@ -11,7 +11,7 @@ High-rate live events (text deltas, progress) are not persisted and are not defi
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import msgspec
 
@@ -38,6 +38,7 @@ __all__ = [
     "SessionStarted",
     "StoredEvent",
     "ToolResult",
+    "TranscriptImported",
     "TurnAborted",
     "Usage",
     "UserPrompt",
@@ -314,6 +315,17 @@ class Forked(_EventBase, tag="forked", frozen=True):
     workdir: str | None = None
 
 
+class TranscriptImported(_EventBase, tag="transcript_imported", frozen=True):
+    """The last event of the write that made a session of a transcript (``lite-agent import``):
+    how its messages were written where the events before it do not say, so that an export
+    gives each back as it came. ``shapes`` holds ``(seq, extra, string_content)`` for each
+    message that had keys besides ``role`` and ``content`` (``extra``, else ``None``) or a
+    string ``content`` (``string_content``); ``seq`` is its first event's. The conversation
+    does not change: the model is sent neither those keys nor a string for the content."""
+
+    shapes: tuple[tuple[int, dict[str, Any] | None, bool], ...] = ()
+
+
 Event: TypeAlias = (
     SessionStarted
     | UserPrompt
@@ -330,6 +342,7 @@ Event: TypeAlias = (
     | ContentArchived
     | BranchCreated
     | Forked
+    | TranscriptImported
 )
 
 

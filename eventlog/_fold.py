@@ -29,6 +29,7 @@ from ._events import (
     SessionStarted,
     StoredEvent,
     ToolResult,
+    TranscriptImported,
     TurnAborted,
     Usage,
     UserPrompt,
@@ -210,6 +211,8 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
             forked = body  # type: ignore[assignment]
         elif t is BranchCreated:
             branch = body  # type: ignore[assignment]
+        elif t is TranscriptImported:
+            pass  # how an imported transcript was written: for its export only
         elif t is OpaqueEvent:
             if unknown is None:
                 unknown = set(state.unknown_kinds)

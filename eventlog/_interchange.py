@@ -36,6 +36,7 @@ exact values. So ``message_from_dict(message_to_dict(m))`` is the storable form 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -85,7 +86,7 @@ def unstorable(value: Any) -> str | None:
     try:
         return _unstorable(value)
     except RecursionError:
-        return "it is nested too deeply"
+        return "a value nested too deeply"
 
 
 def _unstorable(value: Any) -> str | None:
@@ -165,8 +166,12 @@ def _kept(text: Any, where: str, what: str) -> Any:
 
 def _json_copy(value: Any, where: str) -> Any:
     t = type(value)
-    if t is str or t is bool or t is float or t is int or value is None:
+    if t is str or t is bool or t is int or value is None:
         return value
+    if t is float:
+        if math.isfinite(value):
+            return value
+        raise InvalidMessageError(f"{where}: not JSON data (the number {value!r})")
     if t is dict:
         out = {}
         for k, v in value.items():
@@ -219,7 +224,7 @@ def _block_to_dict(block: Block, where: str) -> dict[str, Any]:
         if isinstance(block.content, str):
             out["content"] = block.content
         elif block.content is not UNSET:
-            out["content"] = [_block_to_dict(b, f"{where} content") for b in block.content]
+            out["content"] = [_block_to_dict(b, _at(where, " content")) for b in block.content]
         if block.is_error is not UNSET:
             out["is_error"] = block.is_error
         out.update(_extra_out(block.extra, _KNOWN_KEYS["tool_result"], where))
@@ -277,7 +282,10 @@ def message_to_dict(message: Message, *, where: str = "message") -> dict[str, An
         raise InvalidMessageError(f"expected a Message, got {type(message).__name__}")
     if message.role not in ("user", "assistant"):
         raise InvalidMessageError(f"{where}: role must be 'user' or 'assistant'")
-    blocks = [_block_to_dict(b, f"{where} content[{i}]") for i, b in enumerate(message.content)]
+    try:
+        blocks = [_block_to_dict(b, f"{where} content[{i}]") for i, b in enumerate(message.content)]
+    except RecursionError as e:
+        raise InvalidMessageError(f"{where}: nested too deeply") from e
     if type(message.string_content) is not bool:
         raise InvalidMessageError(f"{where}: string_content must be a bool")
     content: str | list[dict[str, Any]] = blocks
@@ -352,11 +360,22 @@ def _kept_data(block: dict[str, Any]) -> dict[str, Any]:
     return {"type": kind} if isinstance(kind, str) and _encodable(kind) else {}
 
 
+def _at(where: str, more: str) -> str:
+    """``where`` followed by ``more``: where a value nested in it is, named only so deep (a
+    block nested thousands of times must not make a message of kilobytes)."""
+    if len(where) < _WHERE_MAX:
+        return where + more
+    return where if where.endswith(" ...") else f"{where} ..."
+
+
+_WHERE_MAX = 200
+
+
 def _block_from_dict(d: Any, where: str) -> Block:
     if not isinstance(d, Mapping):
         raise InvalidMessageError(f"{where}: a block must be an object, got {type(d).__name__}")
     kind = _req(d, "type", str, where)
-    where = f"{where} ({kind})"
+    where = _at(where, f" ({kind})")
     own = d
     if kind == "tool_result" and isinstance(d.get("content"), list):
         own = {k: v for k, v in d.items() if k != "content"}  # its blocks are converted alone
@@ -406,7 +425,9 @@ def _stored_block(d: Mapping[str, Any], kind: str, where: str) -> Block:
             content = (
                 raw
                 if isinstance(raw, str)
-                else tuple(_block_from_dict(b, f"{where} content[{i}]") for i, b in enumerate(raw))
+                else tuple(
+                    _block_from_dict(b, _at(where, f" content[{i}]")) for i, b in enumerate(raw)
+                )
             )
         return ToolResultBlock(
             _req(d, "tool_use_id", str, where),
@@ -439,6 +460,13 @@ def message_from_dict(d: Any, *, where: str = "message") -> Message:
     Raises :class:`InvalidMessageError` naming the message, block and field that is wrong (and
     for an extra key of the message itself holding a value the log cannot store).
     """
+    try:
+        return _message_from_dict(d, where)
+    except RecursionError as e:
+        raise InvalidMessageError(f"{where}: nested too deeply") from e
+
+
+def _message_from_dict(d: Any, where: str) -> Message:
     if not isinstance(d, Mapping):
         raise InvalidMessageError(f"{where}: a message must be an object, got {type(d).__name__}")
     role = _req(d, "role", str, where)

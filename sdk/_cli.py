@@ -146,7 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = _sub(subs, "run", cmd_run, "run one prompt to the end of the model's turn")
     run.add_argument("prompt")
-    run.add_argument("--session", help="continue this session (default: a new one)")
+    run.add_argument(
+        "--session", help="continue this session, or start one with this id (default: a new one)"
+    )
 
     _sub(subs, "sessions", cmd_sessions, "list the sessions, most recently active first")
 
@@ -312,6 +314,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     code (see the module docstring)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in args_list
+    # Started with stdout or stderr closed: nobody reads what would go there.
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 -- lives as long as the process
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 -- lives as long as the process
     env: CliEnv | None = None
     try:
         try:
@@ -364,6 +371,13 @@ def _finish(problem: Failure, as_json: bool) -> int:
         sys.stdout.flush()
     except (BrokenPipeError, OutputClosedError):
         _stdout_gone()
+        return problem.code
+    except OSError as e:  # stdout cannot be written (a full disk): say so where it can be read
+        _stdout_gone()
+        with contextlib.suppress(OSError, ValueError):
+            print(f"lite-agent: {problem.message}", file=sys.stderr)
+            if problem.type != "io":
+                print(f"lite-agent: cannot write the output: {e.strerror or e}", file=sys.stderr)
         return problem.code
     return code
 

@@ -54,13 +54,13 @@ def _renderer(args: argparse.Namespace) -> LiveRenderer:
 
 def cmd_run(env: CliEnv, args: argparse.Namespace) -> int:
     """Run one prompt to the end of the model's turn (a new session unless --session)."""
-    if args.session:
+    if args.session is not None:
         try:
             validate_session_id(args.session)
         except InvalidSessionIdError as e:
             raise UsageError(f"--session {args.session}: not a session id") from e
     agent = env.agent()
-    if args.session:
+    if args.session is not None:
         agent.resume(args.session)
     renderer = _renderer(args)
     result = run_live(agent, lambda token: agent.send(args.prompt, cancel=token), renderer)

@@ -12,6 +12,7 @@ cannot move the cursor or change colours either.
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 import time
@@ -40,6 +41,7 @@ __all__ = [
     "LiveRenderer",
     "checkpoint_table",
     "emit_json",
+    "json_text",
     "make_console",
     "make_table",
     "one_line",
@@ -97,9 +99,37 @@ def to_json(value: Any) -> Any:
     return msgspec.to_builtins(value)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_NOT_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def json_text(value: Any, indent: int | None = 2) -> str:
+    """``value`` (structs become objects) as JSON text that UTF-8 can carry: non-ASCII
+    characters as they are, except lone surrogates, which are written as JSON escapes; a
+    number JSON has no form for (NaN, an infinity: a log can hold them) as the string
+    ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``."""
+    data = to_json(value)
+    try:
+        text = json.dumps(data, ensure_ascii=False, indent=indent, allow_nan=False)
+    except ValueError:  # a number that is not finite
+        text = json.dumps(_finite(data), ensure_ascii=False, indent=indent, allow_nan=False)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _finite(value: Any) -> Any:
+    """JSON data with each NaN or infinity replaced by its name as a string."""
+    if type(value) is float and not math.isfinite(value):
+        return _NOT_FINITE[repr(value)]
+    if type(value) is dict:
+        return {k: _finite(v) for k, v in value.items()}
+    if type(value) is list or type(value) is tuple:
+        return [_finite(v) for v in value]
+    return value
+
+
 def emit_json(value: Any, out: TextIO | None = None) -> None:
-    """Print ``value`` as indented JSON."""
-    print(json.dumps(to_json(value), indent=2, ensure_ascii=False), file=out or sys.stdout)
+    """Print ``value`` as indented JSON (:func:`json_text`)."""
+    print(json_text(value), file=out or sys.stdout)
 
 
 def printable(text: str) -> str:

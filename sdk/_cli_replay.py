@@ -27,6 +27,7 @@ from liteagent.eventlog import (
     ToolResult,
     ToolResultBlock,
     ToolUseBlock,
+    TranscriptImported,
     TurnAborted,
     UserPrompt,
     messages_to_dicts,
@@ -128,6 +129,8 @@ def describe_event(event: StoredEvent) -> str:
     if isinstance(body, Forked):
         where = f", files in {body.workdir}" if body.workdir else ""
         return f"forked from {body.origin} before seq {body.at_seq}{where}"
+    if isinstance(body, TranscriptImported):
+        return f"imported from a transcript; how {len(body.shapes)} messages were written"
     return f"unknown kind {body.kind}, {len(body.data)} bytes (kept as is)"
 
 

@@ -18,7 +18,6 @@ A call after the last response fails with ``UnexpectedRequestError``.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,6 +45,8 @@ from liteagent.providers import (
 )
 from liteagent.providers._contract import ModelRequest, ModelResponse, StreamEvent
 from liteagent.providers._scripted import response_events
+
+from ._cli_json import strict_loads
 
 __all__ = ["SCRIPT_FORMAT", "ScriptFileProvider", "load_script", "script_provider"]
 
@@ -92,8 +93,10 @@ def _item(item: Any, number: int) -> tuple[ScriptItem, float]:
     if not isinstance(item, dict):
         raise InvalidArgumentError(f"{where}: expected an object, got {type(item).__name__}")
     delay = item.get("delay", 0)
-    if not isinstance(delay, int | float) or delay < 0:
-        raise InvalidArgumentError(f'{where}: "delay" must be a number of seconds >= 0')
+    if isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay <= 86400:
+        raise InvalidArgumentError(
+            f'{where}: "delay" must be a number of seconds, 0 to 86400 (a day)'
+        )
     if "error" in item:
         kind = item["error"]
         if kind not in _ERRORS:
@@ -105,6 +108,8 @@ def _item(item: Any, number: int) -> tuple[ScriptItem, float]:
         message = message_from_dict({"role": "assistant", "content": item["content"]}, where=where)
         uses_tools = any(type(b) is ToolUseBlock for b in message.content)
         stop = item.get("stop_reason", "tool_use" if uses_tools else "end_turn")
+        if stop is not None and not isinstance(stop, str):
+            raise InvalidArgumentError(f'{where}: "stop_reason" must be a string or null')
         return AssistantMessage(content=message.content, stop_reason=stop), float(delay)
     if "tool" in item or "tools" in item:
         blocks: list[Block] = []
@@ -124,10 +129,12 @@ def _item(item: Any, number: int) -> tuple[ScriptItem, float]:
 def load_script(path: str | Path) -> tuple[list[ScriptItem], list[float]]:
     """Read a script file (see the module docstring): its items and their delays."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = strict_loads(Path(path).read_text(encoding="utf-8"))
     except OSError as e:
         raise InvalidArgumentError(f"cannot read the script {str(path)!r}: {e.strerror}") from e
-    except ValueError as e:
+    except RecursionError as e:
+        raise InvalidArgumentError(f"the script {str(path)!r} is nested too deeply") from e
+    except ValueError as e:  # UnicodeDecodeError included
         raise InvalidArgumentError(f"the script {str(path)!r} is not valid JSON: {e}") from e
     if isinstance(data, dict):
         data = data.get("responses")

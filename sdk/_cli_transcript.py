@@ -17,25 +17,32 @@ blocks (a user message with tool results), all appended in one atomic write, so 
 checkpoints and views work like any other. Every line is checked first; each bad line is
 reported with its number and nothing is written.
 
-Import then export gives every message back, one line each, equal as JSON (every block and
-value exact, consecutive messages of one role kept apart), except for what a session's log
-cannot record, which import handles openly:
+A message's keys besides ``role`` and ``content``, and a ``content`` given as a string, are
+recorded in a last event, :class:`~liteagent.eventlog.TranscriptImported` (the conversation the
+model is sent has neither: the Messages API takes no other keys, and a string is the one text
+block it stands for).
 
-- a string ``content`` is stored as the one text block it stands for, and exported as a list
-  holding that block (the same to the Messages API);
-- a message with keys besides ``role`` and ``content`` is refused, naming the line and keys;
-- a user message with tool results right after another user message is refused, naming both
-  lines: the log would join them into one message (join them in the file to import it).
+Import then export gives every message back, one line each, equal as JSON (every block and
+value exact, other keys kept, a string ``content`` as a string, consecutive messages of one role
+kept apart), except for what a session's log cannot record, which import refuses, naming the
+line, and writes nothing:
+
+- a user message with tool results right after another user message: the log would join them
+  into one message (join them in the file to import it);
+- a ``tool_use`` or ``tool_result`` block holding a value the log cannot store (an integer
+  beyond 64 bits, a lone surrogate in a key): it would no longer be a tool call or result;
+- a number JSON cannot carry (``NaN``, ``Infinity``, one too large for a float).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
+
+from msgspec import UNSET
 
 from liteagent.eventlog import (
     AssistantMessage,
@@ -44,20 +51,24 @@ from liteagent.eventlog import (
     InvalidArgumentError,
     LiteAgentError,
     Message,
+    RawBlock,
     SessionStarted,
     SessionState,
     StoredEvent,
     ToolResult,
     ToolResultBlock,
+    TranscriptImported,
     UserPrompt,
     fold,
     validate_session_id,
 )
-from liteagent.eventlog._interchange import message_from_dict, message_to_dict
+from liteagent.eventlog._interchange import message_from_dict, message_to_dict, unstorable
 
 from ._cli_args import existing_session
 from ._cli_env import CliEnv
-from ._cli_output import emit_json
+from ._cli_errors import UsageError
+from ._cli_json import strict_loads
+from ._cli_output import emit_json, json_text
 from ._core import new_session_id
 
 __all__ = [
@@ -65,7 +76,6 @@ __all__ = [
     "cmd_export",
     "cmd_import",
     "export_messages",
-    "json_line",
     "message_events",
     "read_transcript",
 ]
@@ -84,37 +94,47 @@ def cmd_export(env: CliEnv, args: argparse.Namespace) -> int:
         for i, m in enumerate(export_messages(events, fold(events)), 1)
     ]
     if args.json:
-        sys.stdout.write(json_line({"session_id": sid, "messages": dicts}, indent=2) + "\n")
+        sys.stdout.write(json_text({"session_id": sid, "messages": dicts}) + "\n")
     else:
-        sys.stdout.writelines(json_line(d) + "\n" for d in dicts)
+        sys.stdout.writelines(json_text(d, indent=None) + "\n" for d in dicts)
     return 0
 
 
 def export_messages(events: list[StoredEvent], state: SessionState) -> list[Message]:
     """The conversation of a session (``state`` folded from ``events``), grouped into messages
-    as the module docstring says."""
-    out: list[Message] = []
+    as the module docstring says; a message imported from a transcript is marked as it was
+    written there (its other keys, a string ``content``: :class:`TranscriptImported`)."""
+    shapes = {
+        seq: (extra, string)
+        for e in events
+        if type(e.body) is TranscriptImported
+        for seq, extra, string in e.body.shapes
+    }
+    out: list[tuple[int, Message]] = []
     for entry in state.entries:
         body = events[entry.seq - 1].body
         m = entry.message
         joins = type(body) is ToolResult or (
             type(body) is UserPrompt and body.origin in ("reminder", "repair")
         )
-        if joins and out and out[-1].role == m.role:
-            out[-1] = Message(m.role, out[-1].content + m.content)
+        if joins and out and out[-1][1].role == m.role:
+            seq, last = out[-1]
+            out[-1] = (seq, Message(m.role, last.content + m.content))
         else:
-            out.append(m)
-    return out
+            out.append((entry.seq, m))
+    return [_shaped(m, shapes.get(seq)) for seq, m in out]
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def json_line(value: Any, indent: int | None = None) -> str:
-    """``value`` as JSON text that UTF-8 can carry: non-ASCII characters as they are, except
-    lone surrogates, which are written as JSON escapes."""
-    text = json.dumps(value, ensure_ascii=False, indent=indent)
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+def _shaped(message: Message, shape: tuple[dict[str, Any] | None, bool] | None) -> Message:
+    if shape is None:
+        return message
+    extra, string = shape
+    return Message(
+        message.role,
+        message.content,
+        extra=extra or UNSET,
+        string_content=string,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -129,25 +149,6 @@ class TranscriptError(InvalidArgumentError):
         self.problems = problems
         noun = "bad line" if len(problems) == 1 else "bad lines"
         super().__init__(f"{len(problems)} {noun}, nothing was written")
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"the key {key!r} appears twice in one object")
-        out[key] = value
-    return out
-
-
-def _parse(line: str) -> Any:
-    """One line as JSON, refusing what JSON is not (NaN, Infinity) and what would be lost (a
-    key given twice in one object)."""
-    return json.loads(line, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
 
 
 def _lines(text: str) -> list[tuple[int, str]]:
@@ -166,7 +167,7 @@ def read_transcript(text: str) -> list[Message]:
     previous: tuple[int, Message] | None = None
     for number, line in _lines(text):
         try:
-            data = _parse(line)
+            data = strict_loads(line)
         except (ValueError, RecursionError) as e:  # json's errors are ValueErrors
             why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
             problems.append(f"line {number}: not JSON ({why})")
@@ -191,12 +192,16 @@ def read_transcript(text: str) -> list[Message]:
 def _unkept(number: int, message: Message, previous: tuple[int, Message] | None) -> list[str]:
     """What of ``message`` (on line ``number``, after ``previous``) a session cannot keep."""
     problems = []
-    if message.extra:
-        keys = ", ".join(repr(k) for k in message.extra)
-        problems.append(
-            f"line {number}: a session keeps only a message's role and content, "
-            f"not {keys}; remove them to import the transcript"
-        )
+    for i, block in enumerate(message.content):
+        if not isinstance(block, RawBlock):
+            continue
+        kind = block.data.get("type")
+        if kind in ("tool_use", "tool_result"):
+            why = unstorable(json.loads(block.json)) if isinstance(block.json, str) else None
+            problems.append(
+                f"line {number}: content[{i}] ({kind}) holds {why or 'a value'} that a session "
+                f"cannot store in a {kind} block; change it to import the transcript"
+            )
     if (
         previous is not None
         and previous[1].role == message.role == "user"
@@ -237,28 +242,36 @@ def message_events(message: Message) -> list[Event]:
 
 def cmd_import(env: CliEnv, args: argparse.Namespace) -> int:
     """Create a session from a transcript file (see the module docstring)."""
-    if args.file == "-":
-        text = sys.stdin.read()
-    else:
-        try:
-            text = Path(args.file).read_text(encoding="utf-8")
-        except OSError as e:
-            raise InvalidArgumentError(f"cannot read {args.file!r}: {e.strerror}") from e
-        except UnicodeDecodeError as e:
-            raise InvalidArgumentError(f"{args.file!r} is not UTF-8 text: {e}") from e
+    name = "standard input" if args.file == "-" else repr(args.file)
+    try:
+        data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+    except OSError as e:
+        raise UsageError(f"cannot read {name}: {e.strerror or e}") from e
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InvalidArgumentError(f"{name} is not UTF-8 text: {e}") from e
     try:
         messages = read_transcript(text)
     except TranscriptError as e:
-        for problem in e.problems:
-            print(f"lite-agent: {problem}", file=sys.stderr)
+        if not args.json:  # --json reports them in the error document's details
+            for problem in e.problems:
+                print(f"lite-agent: {problem}", file=sys.stderr)
         raise
-    sid = validate_session_id(args.session) if args.session else new_session_id()
+    sid = new_session_id() if args.session is None else validate_session_id(args.session)
     cp = env.checkpointer
     if cp.head(sid):
-        raise InvalidArgumentError(f"session {sid!r} already exists; choose another --session")
+        raise UsageError(f"session {sid!r} already exists; choose another --session")
     events: list[Event] = [SessionStarted(workdir=str(env.workdir), model=env.model or "imported")]
+    shapes: list[tuple[int, dict[str, Any] | None, bool]] = []
     for m in messages:
+        if m.extra is not UNSET or m.string_content:
+            shapes.append(
+                (len(events) + 1, None if m.extra is UNSET else m.extra, m.string_content)
+            )
         events.extend(message_events(m))
+    if shapes:
+        events.append(TranscriptImported(shapes=tuple(shapes)))
     head = cp.append(sid, events, expected_head=0)
     prompts = sum(1 for e in events if isinstance(e, UserPrompt) and e.origin == "user")
     if args.json:

@@ -34,6 +34,7 @@ from ._cli_output import (
     when,
 )
 from ._cli_terminal import run_live
+from ._validate import MAX_SECONDS
 
 __all__ = [
     "branch_table",
@@ -56,7 +57,10 @@ def parse_duration(text: str, option: str) -> float:
     m = _DURATION.fullmatch(text.strip())
     if m is None:
         raise UsageError(f"{option} {text}: not a duration (seconds, or a number and s, m, h, d)")
-    return float(m.group(1)) * _UNITS[m.group(2)]
+    seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if seconds > MAX_SECONDS:
+        raise UsageError(f"{option} {text}: too long (at most ten years)")
+    return seconds
 
 
 def _size(n: int | None) -> str:

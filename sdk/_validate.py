@@ -13,6 +13,7 @@ from liteagent.eventlog import CancelToken, InvalidArgumentError, validate_sessi
 
 __all__ = [
     "MAX_COUNT",
+    "MAX_SECONDS",
     "check_bool",
     "check_cancel",
     "check_count",
@@ -29,7 +30,7 @@ __all__ = [
 
 MAX_COUNT = 2**31 - 1
 """The largest count (turns, tokens, sessions, queued sends) an argument may give."""
-_MAX_SECONDS = 10 * 365 * 24 * 3600.0
+MAX_SECONDS = 10 * 365 * 24 * 3600.0
 _MAX_SEQ = 2**63 - 1
 
 
@@ -108,7 +109,7 @@ def check_seconds(value: object, name: str) -> float | None:
         isinstance(value, bool)
         or not isinstance(value, (int, float))
         or math.isnan(value)
-        or not 0 < value <= _MAX_SECONDS
+        or not 0 < value <= MAX_SECONDS
     ):
         raise InvalidArgumentError(
             f"{name} must be None or a number of seconds > 0 (at most ten years), got {value!r}"
@@ -123,7 +124,7 @@ def check_grace(value: object, name: str, *, optional: bool = False) -> float | 
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         ok = False
     else:
-        ok = 0 <= value <= _MAX_SECONDS
+        ok = 0 <= value <= MAX_SECONDS
     if not ok:
         raise InvalidArgumentError(
             f"{name} must be {'None or ' if optional else ''}a number of seconds >= 0 (at most "

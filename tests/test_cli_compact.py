@@ -33,6 +33,7 @@ from liteagent.eventlog import (
     TextBlock,
     ToolResult,
     ToolResultBlock,
+    TranscriptImported,
     TurnAborted,
     UserPrompt,
 )
@@ -205,6 +206,7 @@ _SAMPLES: list[Event | OpaqueEvent] = [
     ContentArchived(tool_use_id="t1", ref="blob:abc", chars=10, size=10),
     BranchCreated(origin="s1", at_seq=3),
     Forked(origin="s1", at_seq=3),
+    TranscriptImported(shapes=((2, {"id": "m1"}, True),)),
     OpaqueEvent(kind="from_the_future", data=b"\x01\x02"),
 ]
 

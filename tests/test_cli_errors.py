@@ -67,6 +67,10 @@ USAGE_ERRORS = [
     (["restore", "s1"], "the following arguments are required: SEQ"),
     (["replay", "s1", "--at", "x"], "argument --at: invalid int value: 'x'"),
     (["frobnicate"], "argument COMMAND: invalid choice: 'frobnicate'"),
+    (["run", "hi", "--session", ""], "--session : not a session id"),
+    (["import", "/no/such/file.jsonl"], "cannot read '/no/such/file.jsonl': No such file"),
+    (["import", "/"], "cannot read '/': Is a directory"),
+    (["gc", "--grace", "99999999999999999999d"], "--grace 99999999999999999999d: too long"),
 ]
 
 
@@ -187,6 +191,57 @@ def test_a_closed_stdout_ends_the_command_quietly(cli: Cli, command: list[str]) 
         assert 0 == proc.wait(60)
     assert first
     assert b"" == err
+
+
+def _shell(cli: Cli, command: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    flags = f"--workdir {cli.work} --home {cli.home}"
+    return subprocess.run(
+        ["/bin/bash", "-c", command.replace("lite-agent", f"{LITE_AGENT} {flags}")],
+        input=stdin,
+        capture_output=True,
+        env=clean_env(),
+        timeout=60,
+        check=False,
+    )
+
+
+def test_an_output_that_cannot_be_written_is_no_traceback(session: Cli) -> None:
+    """A command started with stdout closed runs and exits 0 (nobody reads its output); one
+    whose stdout is a full disk fails with exit 1 and says so on stderr, in CLI words. Neither
+    writes a traceback; a failure still has its own exit code."""
+    closed = _shell(session, "lite-agent sessions >&-")
+    assert (0, b"") == (closed.returncode, closed.stderr)
+    for command, code in [
+        ("lite-agent sessions --json >/dev/full", 1),
+        ("lite-agent export s1 >/dev/full", 1),
+        ("lite-agent checkpoints nope --json >/dev/full", 2),
+    ]:
+        full = _shell(session, command)
+        assert code == full.returncode, full
+        err = full.stderr.decode()
+        assert "No space left on device" in err
+        assert_cli_words(err)
+
+
+def test_import_from_stdin_refuses_what_is_not_utf8_like_a_file(cli: Cli, tmp_path: Path) -> None:
+    """Bytes that are not UTF-8 are refused on stdin as in a file (never imported with
+    stand-ins for the bad bytes); with --json the failure is one document and stderr stays
+    empty."""
+    line = b'{"role": "user", "content": "caf\xe9"}\n'
+    (tmp_path / "latin1.jsonl").write_bytes(line)
+    for command in ["lite-agent import -", f"lite-agent import {tmp_path / 'latin1.jsonl'}"]:
+        run = _shell(cli, command, stdin=line)
+        assert 1 == run.returncode
+        assert b"is not UTF-8 text" in run.stderr
+        as_json = _shell(cli, command + " --json", stdin=line)
+        assert (1, b"") == (as_json.returncode, as_json.stderr)
+        assert "invalid" == json.loads(as_json.stdout)["error"]["type"]
+    bad = _shell(cli, "lite-agent import - --json", stdin=b"nope\n")
+    assert (1, b"") == (bad.returncode, bad.stderr)
+    assert ["line 1: not JSON"] == [
+        d.split(" (")[0] for d in json.loads(bad.stdout)["error"]["details"]
+    ]
+    assert [] == cli.ok("sessions", "--json").json()
 
 
 def test_the_shell_pipeline_exits_quietly(cli: Cli) -> None:

@@ -42,6 +42,7 @@ from liteagent.eventlog import (
     ToolResult,
     ToolResultBlock,
     ToolUseBlock,
+    TranscriptImported,
     TurnAborted,
     Usage,
     UserPrompt,
@@ -164,6 +165,9 @@ SAMPLES: dict[str, Event] = {
         undo_of="branch..x",
     ),
     "forked": Forked(origin="s1", at_seq=4, workdir="/elsewhere"),
+    "transcript_imported": TranscriptImported(
+        shapes=((2, {"id": "m1", "n": [1, 2.5, None]}, True), (3, None, True))
+    ),
 }
 
 _FACTORIES: dict[str, Callable[[Path], Checkpointer]] = {

@@ -92,6 +92,7 @@ EVENTLOG = {
     "ThinkingDelta",
     "ToolInputDelta",
     "ToolResult",
+    "TranscriptImported",
     "ToolResultBlock",
     "ToolSchema",
     "ToolUseBlock",

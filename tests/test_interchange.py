@@ -493,6 +493,41 @@ def test_unencodable_value_in_input_raises(value: Any) -> None:
     )
 
 
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
+def test_a_number_json_has_no_form_for_is_refused_both_ways(number: float) -> None:
+    """NaN and the infinities are not JSON: refused coming in (naming the block) and going out
+    (a message holding one, e.g. written to the log by hand, does not become text that no
+    JSON reader takes)."""
+    for block in [
+        {**_TOOL_USE, "input": {"x": [number]}},
+        {"type": "text", "text": "a", "cache_control": {"ttl": number}},
+        {"type": "image", "source": {"n": number}},
+    ]:
+        _raises_naming(re.escape("message 0 content[0] ("), [_user(block)])
+    message = Message("user", (ToolUseBlock("t", "bash", {"x": number}),))
+    with pytest.raises(InvalidMessageError, match="not JSON data"):
+        messages_to_dicts([message])
+
+
+def test_blocks_nested_beyond_the_stack_are_refused_in_a_short_message() -> None:
+    """A tool_result nested thousands of times is refused with InvalidMessageError (never a
+    RecursionError), whatever the caller's stack depth, in a message of bounded length."""
+    value: dict[str, Any] = {"type": "text", "text": "x"}
+    for _ in range(5000):
+        value = {"type": "tool_result", "tool_use_id": "x", "content": [value]}
+
+    def at_depth(n: int) -> None:
+        if n:
+            at_depth(n - 1)
+            return
+        with pytest.raises(InvalidMessageError) as raised:
+            messages_from_dicts([_user(value)])
+        assert len(str(raised.value)) < 300
+
+    for depth in range(0, 60, 7):
+        at_depth(depth)
+
+
 def test_unencodable_value_in_extra_raises() -> None:
     """A value in an extra key that is not plain data raises naming the block."""
     block = {"type": "text", "text": "a", "cache_control": object()}
