@@ -36,7 +36,6 @@ exact values. So ``message_from_dict(message_to_dict(m))`` is the storable form 
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -166,12 +165,8 @@ def _kept(text: Any, where: str, what: str) -> Any:
 
 def _json_copy(value: Any, where: str) -> Any:
     t = type(value)
-    if t is str or t is bool or t is int or value is None:
+    if t is str or t is bool or t is float or t is int or value is None:
         return value
-    if t is float:
-        if math.isfinite(value):
-            return value
-        raise InvalidMessageError(f"{where}: not JSON data (the number {value!r})")
     if t is dict:
         out = {}
         for k, v in value.items():

@@ -7,7 +7,9 @@ import json
 import math
 from typing import Any
 
-__all__ = ["strict_loads"]
+from liteagent.eventlog import InvalidMessageError
+
+__all__ = ["check_finite", "strict_loads"]
 
 
 def strict_loads(text: str) -> Any:
@@ -37,3 +39,31 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise ValueError(f"the key {key!r} appears twice in one object")
         out[key] = value
     return out
+
+
+def check_finite(message: dict[str, Any], where: str) -> None:
+    """Raise :class:`InvalidMessageError` naming the block of ``message`` (a message dict)
+    that holds a number JSON has no form for (NaN, an infinity: a log can hold one, a
+    transcript cannot carry it back)."""
+    content = message.get("content")
+    blocks = content if isinstance(content, list) else []
+    for i, block in enumerate(blocks):
+        number = _not_finite(block)
+        if number is not None:
+            raise InvalidMessageError(f"{where} content[{i}]: not JSON data (the number {number})")
+    number = _not_finite({k: v for k, v in message.items() if k != "content"})
+    if number is not None:
+        raise InvalidMessageError(f"{where}: not JSON data (the number {number})")
+
+
+def _not_finite(value: Any) -> str | None:
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if type(v) is float and not math.isfinite(v):
+            return repr(v)
+        if type(v) is dict:
+            stack.extend(v.values())
+        elif type(v) is list or type(v) is tuple:
+            stack.extend(v)
+    return None

@@ -67,7 +67,7 @@ from liteagent.eventlog._interchange import message_from_dict, message_to_dict, 
 from ._cli_args import existing_session
 from ._cli_env import CliEnv
 from ._cli_errors import UsageError
-from ._cli_json import strict_loads
+from ._cli_json import check_finite, strict_loads
 from ._cli_output import emit_json, json_text
 from ._core import new_session_id
 
@@ -89,10 +89,11 @@ def cmd_export(env: CliEnv, args: argparse.Namespace) -> int:
     """Print the session's conversation as JSON Lines (or one JSON document with --json)."""
     sid = existing_session(env, args.session_id)
     events = list(env.checkpointer.read(sid))
-    dicts = [
-        message_to_dict(m, where=f"message {i}")
-        for i, m in enumerate(export_messages(events, fold(events)), 1)
-    ]
+    dicts = []
+    for i, m in enumerate(export_messages(events, fold(events)), 1):
+        d = message_to_dict(m, where=f"message {i}")
+        check_finite(d, f"message {i}")
+        dicts.append(d)
     if args.json:
         sys.stdout.write(json_text({"session_id": sid, "messages": dicts}) + "\n")
     else:

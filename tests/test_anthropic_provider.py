@@ -274,8 +274,9 @@ def test_a_tool_input_the_log_cannot_store_is_kept_as_its_json_text(
 
 def test_values_json_on_the_wire_cannot_carry_go_out_replaced(server: FakeMessagesServer) -> None:
     """A tool input kept as JSON text with a lone surrogate, and a native input holding a
-    non-finite number, go out as U+FFFD and null: the SDK's encoder would refuse the whole
-    request (and every later one) otherwise."""
+    non-finite number (a block built in Python: the interchange format refuses one), go out as
+    U+FFFD and null: the SDK's encoder would refuse the whole request (and every later one)
+    otherwise."""
     server.add(message([text("ok")]))
     kept = message_from_dict(
         {
@@ -287,10 +288,10 @@ def test_values_json_on_the_wire_cannot_carry_go_out_replaced(server: FakeMessag
                     "name": "a",
                     "input": {"s": "x\ud800", "n": 2**64},
                 },
-                {"type": "tool_use", "id": "t2", "name": "b", "input": {"f": float("inf")}},
             ],
         }
     )
+    kept = Message("assistant", (*kept.content, ToolUseBlock("t2", "b", {"f": float("inf")})))
     convo = (
         Message("user", (TextBlock("go"),)),
         kept,

@@ -37,9 +37,10 @@ ALLOWED_RAISES = {
     ("liteagent.actors._reply", "TimeoutError"),
     ("liteagent.actors._reply", "CancelledError"),
     ("liteagent.actors._reply", "InvalidStateError"),
-    # json.loads hooks of the transcript reader: json's own protocol for a refused value is a
-    # ValueError, which the reader catches a few lines down and reports as TranscriptError.
-    ("liteagent.sdk._cli_transcript", "ValueError"),
+    # json.loads hooks of the CLI's strict JSON reader: json's own protocol for a refused value
+    # is a ValueError, which its two callers (the transcript and script readers) catch and
+    # report as TranscriptError / InvalidArgumentError.
+    ("liteagent.sdk._cli_json", "ValueError"),
     # An abstract hook a subclass must override: calling it is a programming error.
     ("liteagent.actors._envelope", "NotImplementedError"),
     # OSErrors raised inside the file backend's repair and the file tools' writes, caught at

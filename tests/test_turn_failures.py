@@ -6,6 +6,7 @@ error result."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -40,8 +41,10 @@ from liteagent.eventlog import (
     ToolResult,
     ToolUseBlock,
     TurnAborted,
+    file_checkpointer,
     fold,
     memory_checkpointer,
+    sqlite_checkpointer,
 )
 from liteagent.eventlog._messages import message_text
 from liteagent.providers import AnthropicProvider, ModelProvider, scripted
@@ -112,6 +115,47 @@ def test_a_tool_input_beyond_64_bits_from_the_real_client_is_stored(tmp_path: Pa
     assert "tool_result" == sent[2]["content"][0]["type"]
     assert sent[2]["content"][0]["is_error"] is True
     assert [True] == [r.block.is_error for r in _results(cp, sid)]
+
+
+@pytest.mark.parametrize("backend", ["file", "sqlite"])
+def test_a_tool_input_holding_nan_is_stored_and_the_session_goes_on(
+    tmp_path: Path, backend: str
+) -> None:
+    """A tool input holding NaN or an infinity (Python data a model's input can become) is
+    stored as it is, the tool runs, and the next turns go on: the session is never wedged."""
+    nan_input = {"n": float("nan"), "big": float("inf")}
+
+    @tool
+    def measure(n: float, big: float) -> str:
+        """Name the numbers."""
+        return f"{n} {big}"
+
+    provider = scripted(
+        [
+            AssistantMessage(
+                content=(ToolUseBlock("t1", "measure", nan_input),), stop_reason="tool_use"
+            ),
+            reply("first"),
+            reply("second"),
+        ]
+    )
+    cp = (
+        file_checkpointer(tmp_path / "s")
+        if backend == "file"
+        else sqlite_checkpointer(tmp_path / "s.db")
+    )
+    with create_agent(
+        model=provider, model_name="m", workdir=tmp_path, tools=[measure], checkpointer=cp
+    ) as agent:
+        assert "first" == agent.send("go").text
+        assert "second" == agent.send("again").text
+        sid = agent.session_id
+    call = next(e for e in events_of(cp, sid) if isinstance(e, AssistantMessage)).content[0]
+    assert isinstance(call, ToolUseBlock)
+    assert float("inf") == call.input["big"]
+    assert math.isnan(call.input["n"])
+    assert [("nan inf", False)] == [(r.block.content, r.block.is_error) for r in _results(cp, sid)]
+    assert verify_replay(cp.read(sid)).ok
 
 
 def test_a_lone_surrogate_in_the_models_text_is_stored_losslessly(tmp_path: Path) -> None:
