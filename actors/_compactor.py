@@ -111,8 +111,8 @@ class ManualCompaction:
     checkpointer: Checkpointer
     hub: EventHub
     is_busy: Callable[[str], bool]
-    session_ref: Callable[[str], pykka.ActorRef[Any]]
-    state: Callable[[str], SessionState]
+    session_ref: Callable[[str, CancelToken], pykka.ActorRef[Any]]
+    state: Callable[[str, CancelToken], SessionState]
 
     def _publish(
         self,
@@ -155,7 +155,7 @@ class ManualCompaction:
         self, session_id: str, instructions: str | None, cancel: CancelToken, lease: Lease
     ) -> CompactStats:
         self._publish(session_id, "start", stage="measure")
-        state = self.state(session_id)
+        state = self.state(session_id, cancel)
         view = ConversationView()
         messages = view.sync(state)
         usage = state.last_usage
@@ -201,7 +201,7 @@ class ManualCompaction:
             spilled=result.spilled_refs(messages),
         )
         ask(
-            self.session_ref(session_id),
+            self.session_ref(session_id, cancel),
             RecordCompaction(record, state.head),
             timeout=60,
             lease=lease,

@@ -150,14 +150,17 @@ class SessionHost:
         that too. Without ``cancel``, the turn gets a token of its own when it starts."""
         return self._submit(Request(session_id, "send", Send(text), cancel))
 
-    def state(self, session_id: str) -> Any:
-        """The session's folded state (from its actor, folding the log if needed)."""
-        return self._wait(Request(session_id, "ask", GetState(), None))
+    def state(self, session_id: str, cancel: CancelToken | None = None) -> Any:
+        """The session's folded state (from its actor, folding the log if needed). While it
+        waits for a slot, ``cancel`` firing takes it out of the queue at once
+        (:class:`OperationCancelledError`); the token itself is never fired here."""
+        return self._wait(Request(session_id, "ask", GetState(), cancel))
 
-    def ref(self, session_id: str) -> pykka.ActorRef[Any]:
-        """The session's actor (started, folding its log, if needed). For work under the
-        session's maintenance lock, which keeps it from being passivated."""
-        ref: pykka.ActorRef[Any] = self._wait(Request(session_id, "ref", None, None))
+    def ref(self, session_id: str, cancel: CancelToken | None = None) -> pykka.ActorRef[Any]:
+        """The session's actor (started, folding its log, if needed), cancellable while it
+        waits for a slot as :meth:`state`. For work under the session's maintenance lock,
+        which keeps it from being passivated."""
+        ref: pykka.ActorRef[Any] = self._wait(Request(session_id, "ref", None, cancel))
         return ref
 
     def is_busy(self, session_id: str) -> bool:

@@ -131,8 +131,8 @@ class Slots:
         pending = not request.reply.done()
         if request.queued:
             self._dequeue(request, reason)
-        if pending and request.cancel is not None:
-            request.cancel.cancel(reason)
+        if pending and request.kind == "send" and request.cancel is not None:
+            request.cancel.cancel(reason)  # an ask's token is its caller's: never fired here
 
     def on_request(self, request: Request) -> None:
         """A new request: refuse it, place it with its session's actor (starting one in a free

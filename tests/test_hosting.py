@@ -357,6 +357,37 @@ def test_cancel_token_takes_a_waiting_send_out_of_the_queue(held_agent: Any) -> 
     assert 0 == cp.head("b")
 
 
+@pytest.mark.parametrize("operation", ["compact", "iter_compact"])
+def test_cancel_token_takes_a_waiting_compaction_out_of_the_queue(
+    held_agent: Any, operation: str
+) -> None:
+    """A compaction of a session without an actor waits for a slot like a send; cancelling its
+    token takes it out of the queue at once (not when the running turn gives its slot back),
+    and it changes nothing."""
+    agent, model, cp = held_agent
+    token = CancelToken()
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            if operation == "compact":
+                future.set_result(agent.compact(session_id="a2", cancel=token))
+            else:
+                future.set_result(list(agent.iter_compact(session_id="a2", cancel=token)))
+        except BaseException as e:  # noqa: BLE001 -- handed to the test
+            future.set_exception(e)
+
+    cp.append("a2", [UserPrompt(content=(TextBlock("hello"),))], expected_head=0)
+    threading.Thread(target=run, daemon=True).start()
+    assert _until(lambda: 1 == agent.host_stats().queued)
+    token.cancel("changed my mind")
+    with pytest.raises(OperationCancelledError):
+        future.result(WAIT)
+    assert (0, 1, []) == (agent.host_stats().queued, agent.host_stats().running, model.prompts[1:])
+    model.release.set()
+    assert 1 == cp.head("a2")
+
+
 def test_task_cancel_takes_a_waiting_async_send_out_of_the_queue(workdir: Path) -> None:
     """Cancelling the task awaiting a waiting send: it leaves the queue, records nothing, and
     the running send is unaffected."""
