@@ -11,7 +11,7 @@ from pathlib import Path
 
 import msgspec
 
-from liteagent.eventlog import BlobStore, FileSnapshot, LiteAgentError, SessionState
+from liteagent.eventlog import BlobStore, LiteAgentError, SessionState
 
 __all__ = [
     "Checkpoint",
@@ -92,41 +92,69 @@ def _damaged(blobs: BlobStore, ref: str) -> str:
     return ""
 
 
+class _Change(msgspec.Struct, frozen=True, gc=False):
+    """One recorded change of a file: what it held before (``pre``: a blob ref, ``None`` =
+    absent; ``pre_hash``) and after (``post_hash``); ``truncated``: ``pre`` was not kept."""
+
+    pre: str | None
+    pre_hash: str | None
+    post_hash: str | None
+    truncated: bool = False
+
+
+def _changes_after(state: SessionState, seq: int) -> list[tuple[int, str, _Change]]:
+    """Every change the library recorded to a file after the prompt at ``seq``, in log order:
+    the file tools' snapshots, and the files a completed files-only restore (or undo) put
+    back, which are changes of the agent's as much as a tool's write."""
+    out: list[tuple[int, str, _Change]] = []
+    for snap_seq, snap in state.snapshots:
+        if snap_seq > seq:
+            out.append(
+                (
+                    snap_seq,
+                    snap.path,
+                    _Change(snap.pre_image, snap.pre_hash, snap.post_hash, snap.truncated),
+                )
+            )
+    for restore_seq, restore in state.file_restores:
+        if restore_seq > seq:
+            out.extend(
+                (restore_seq, f.path, _Change(f.backup, f.backup_hash, f.target_hash))
+                for f in restore.files
+            )
+    out.sort(key=lambda change: change[0])  # stable: a restore's files keep their order
+    return out
+
+
 def plan_files(
     state: SessionState, seq: int, blobs: BlobStore | None = None, *, verify: bool = False
 ) -> list[FilePlan]:
-    """The files changed by file tools after the prompt at ``seq``, with what to put back.
-
-    The hash the agent last left a file with comes from its last snapshot, or from a later
-    files-only restore that put it back. ``verify`` reads every needed snapshot back (a restore
-    does; listing checkpoints only checks that they exist).
+    """The files the library changed after the prompt at ``seq`` (by file tools, or by a
+    files-only restore or undo), with what to put back: the content before the first of those
+    changes, and the hash the last one left (what the file must still hold for the restore to
+    be safe). ``verify`` reads every needed snapshot back (a restore does; listing checkpoints
+    only checks that they exist).
     """
-    first: dict[str, FileSnapshot] = {}
-    last_hash: dict[str, tuple[int, str | None]] = {}
-    for snap_seq, snap in state.snapshots:
-        if snap_seq <= seq:
-            continue
-        first.setdefault(snap.path, snap)
-        last_hash[snap.path] = (snap_seq, snap.post_hash)
-    for restore_seq, restore in state.file_restores:
-        for f in restore.files:
-            if f.path in last_hash and restore_seq > last_hash[f.path][0]:
-                last_hash[f.path] = (restore_seq, f.target_hash)
+    first: dict[str, _Change] = {}
+    last_hash: dict[str, str | None] = {}
+    for _, path, change in _changes_after(state, seq):
+        first.setdefault(path, change)
+        last_hash[path] = change.post_hash
     plans = []
-    for path, snap in sorted(first.items()):
+    for path, change in sorted(first.items()):
         reason = ""
-        if snap.truncated:
+        if change.truncated:
             reason = "its snapshot was not kept (the file was over the snapshot size cap)"
-        elif snap.pre_image is not None and blobs is not None and not blobs.has(snap.pre_image):
-            reason = f"its snapshot {snap.pre_image} is missing from the blob store"
-        elif snap.pre_image is not None and blobs is not None and verify:
-            reason = _damaged(blobs, snap.pre_image)
+        elif change.pre is not None and blobs is not None and not blobs.has(change.pre):
+            reason = f"its snapshot {change.pre} is missing from the blob store"
+        elif change.pre is not None and blobs is not None and verify:
+            reason = _damaged(blobs, change.pre)
         plans.append(
             FilePlan(
                 path=path,
-                target=snap.pre_image,
-                target_hash=snap.pre_hash,
-                last_hash=last_hash[path][1],
+                target=change.pre,
+                target_hash=change.pre_hash,
+                last_hash=last_hash[path],
                 unavailable=reason,
             )
         )
