@@ -48,6 +48,7 @@ from ._errors import (
     CorruptLogError,
     InvalidArgumentError,
     LiteAgentError,
+    StorageIOError,
 )
 from ._events import StoredEvent
 from ._follow import poll_for_change
@@ -150,8 +151,18 @@ class SqliteCheckpointer(Checkpointer):
         self._blob_store = SqliteBlobStore(self, self._codec)
         self._lease_table = SqliteLeases(self)
         if not self._memory and not self._uri:
-            with translate():
+            if os.path.isdir(path):
+                raise InvalidArgumentError(f"file {path!r} is a folder, not a database file")
+            try:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
+            except (FileExistsError, NotADirectoryError) as e:
+                raise InvalidArgumentError(
+                    f"file {path!r}: a part of its folder is a file, not a folder"
+                ) from e
+            except OSError as e:
+                raise StorageIOError(
+                    e.errno, f"cannot make the folder of {path!r}: {e.strerror or e}"
+                ) from e
         try:
             with self._conn() as conn, translate():  # open now: a bad file fails here
                 if not self._memory:

@@ -151,9 +151,10 @@ class CliEnv:
         with self._lock:
             if self._cp is None:
                 if self.backend == "sqlite":
-                    path = Path(self.location)
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    self._cp = sqlite_checkpointer(path)
+                    try:  # it makes the folders it needs
+                        self._cp = sqlite_checkpointer(Path(self.location))
+                    except InvalidArgumentError as e:  # a folder, a file on its path
+                        raise UsageError(f"--db: {one_line(e)}") from e
                 else:
                     self._cp = file_checkpointer(workdir=self.workdir, home=self.home)
             return self._cp

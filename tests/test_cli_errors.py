@@ -71,6 +71,14 @@ USAGE_ERRORS = [
     (["import", "/no/such/file.jsonl"], "cannot read '/no/such/file.jsonl': No such file"),
     (["import", "/"], "cannot read '/': Is a directory"),
     (["gc", "--grace", "99999999999999999999d"], "--grace 99999999999999999999d: too long"),
+    (
+        ["--backend", "sqlite", "--db", "/", "sessions"],
+        "--db: file '/' is a folder, not a database file",
+    ),
+    (
+        ["--backend", "sqlite", "--db", "/dev/null/x.db", "sessions"],
+        "--db: file '/dev/null/x.db': a part of its folder is a file, not a folder",
+    ),
 ]
 
 
