@@ -16,7 +16,6 @@ import abc
 import asyncio
 import collections
 import contextlib
-import math
 import threading
 from collections.abc import Iterator
 from types import TracebackType
@@ -25,6 +24,7 @@ from typing import Any
 import msgspec
 
 from liteagent.eventlog import InvalidArgumentError, validate_session_id
+from liteagent.eventlog._shown import shown
 
 __all__ = ["AsyncSubscription", "EventHub", "LiveEvent", "Missed", "Subscription"]
 
@@ -114,13 +114,13 @@ class Subscription(_Inbox):
             if (
                 isinstance(timeout, bool)
                 or not isinstance(timeout, (int, float))
-                or math.isnan(timeout)
-                or timeout < 0
+                or not timeout >= 0  # NaN fails it
             ):
                 raise InvalidArgumentError(
-                    f"timeout must be None or a number of seconds >= 0, got {timeout!r}"
+                    f"timeout must be None or a number of seconds >= 0, got {shown(timeout)}"
                 )
-            timeout = min(float(timeout), threading.TIMEOUT_MAX)
+            # compared before float(): an int beyond a float's range is no OverflowError
+            timeout = threading.TIMEOUT_MAX if timeout >= threading.TIMEOUT_MAX else float(timeout)
         with self._cond:
             if not self._buffer and not self._missed and not self._closed:
                 self._cond.wait(timeout)
@@ -241,7 +241,7 @@ class EventHub:
     @staticmethod
     def _check(maxsize: object, session_id: object) -> None:
         if type(maxsize) is not int or maxsize < 1:
-            raise InvalidArgumentError(f"maxsize must be an int >= 1, got {maxsize!r}")
+            raise InvalidArgumentError(f"maxsize must be an int >= 1, got {shown(maxsize)}")
         if session_id is not None:
             validate_session_id(session_id)
 

@@ -378,6 +378,7 @@ class Restorer:
             if state.pending_restore is None:
                 raise InvalidCheckpointError(f"session {session_id!r} has no interrupted restore")
             intent_seq, intent = state.pending_restore
+            self._settle_problems(intent.files, "finish_restore")
             restored = self._switch(session_id, lease).finish(
                 events, generation, intent_seq, intent
             )
@@ -394,4 +395,29 @@ class Restorer:
             if state.pending_restore is None:
                 raise InvalidCheckpointError(f"session {session_id!r} has no interrupted restore")
             intent_seq, intent = state.pending_restore
+            self._settle_problems(intent.files, "rollback_restore")
             return self._switch(session_id, lease).rollback(intent_seq, intent)
+
+    def _settle_problems(self, files: Sequence[RestoreFile], operation: str) -> None:
+        """Refuse (naming each file, changing nothing) to settle an interrupted operation over a
+        file someone changed since: one that holds neither what the operation puts there nor
+        what it found there (an absent file is fine: putting one there destroys nothing), or
+        whose path is no longer safe (a symlink swapped in)."""
+        problems = []
+        for f in files:
+            unsafe = unsafe_path(self.workdir, f.path)
+            if unsafe:
+                problems.append((f.path, unsafe))
+                continue
+            now = current_hash(self.workdir / f.path)
+            if now is not None and now not in (f.target_hash, f.backup_hash):
+                problems.append(
+                    (
+                        f.path,
+                        "it was changed after the operation was interrupted (by the user, a "
+                        "shell command or another session); move it away, and "
+                        f"{operation}() puts it as it should be",
+                    )
+                )
+        if problems:
+            raise RestoreRefusedError(problems, operation)

@@ -53,6 +53,7 @@ import unicodedata
 
 from liteagent.eventlog import InvalidArgumentError
 from liteagent.eventlog._blobs import BLOB_REF_PATTERN, blob_ref
+from liteagent.eventlog._shown import shown
 
 from ._spill import SPILL_PREFIX
 
@@ -79,6 +80,7 @@ _MARKER_LINE = re.compile(
     "(" + BLOB_REF_PATTERN + ")(?![0-9a-f])",
     re.MULTILINE,
 )
+
 _ZWJ = "\u200d"
 #: Flags pair regional indicators from the start of a run; a longer run is paired from here.
 _REGIONAL_LOOKBACK = 4096
@@ -98,7 +100,7 @@ def archive_marker(ref: str, text: str, *, preview_chars: int = 400) -> str:
     :class:`~liteagent.eventlog.InvalidArgumentError` (a ``ValueError``) for a negative
     ``preview_chars``."""
     if type(preview_chars) is not int or preview_chars < 0:
-        raise InvalidArgumentError(f"preview_chars must be an int >= 0, got {preview_chars!r}")
+        raise InvalidArgumentError(f"preview_chars must be an int >= 0, got {shown(preview_chars)}")
     size = len(text.encode("utf-8", "surrogatepass"))
     header = (
         f"{ARCHIVE_PREFIX}{ref} — {len(text)} chars, {size} bytes; "
@@ -134,7 +136,7 @@ def slice_text(text: str, offset: int, limit: int) -> tuple[str, int | None]:
     if type(offset) is not int or not 0 <= offset <= total:
         raise InvalidArgumentError(f"offset {offset!r} is outside the text (0..{total})")
     if type(limit) is not int or limit < 1:
-        raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r}")
+        raise InvalidArgumentError(f"limit must be an int >= 1, got {shown(limit)}")
     end = offset + limit
     if end >= total:
         return text[offset:], None

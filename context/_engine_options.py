@@ -16,6 +16,7 @@ from liteagent.eventlog import (
     LiteAgentError,
     Message,
 )
+from liteagent.eventlog._shown import shown
 
 __all__ = [
     "LEVELS",
@@ -97,11 +98,13 @@ class ContextOptions:
             if value is None and name == "idle_compact_after":
                 continue
             if type(value) not in (int, float) or not value > 0:
-                raise InvalidArgumentError(f"{name} must be a number > 0, got {value!r}")
+                raise InvalidArgumentError(f"{name} must be a number > 0, got {shown(value)}")
         if self.planner is not None and not callable(self.planner):
-            raise InvalidArgumentError(f"planner must be callable, got {self.planner!r}")
+            raise InvalidArgumentError(f"planner must be callable, got {shown(self.planner)}")
         if type(self.native_edits) is not bool:
-            raise InvalidArgumentError(f"native_edits must be a bool, got {self.native_edits!r}")
+            raise InvalidArgumentError(
+                f"native_edits must be a bool, got {shown(self.native_edits)}"
+            )
 
     @classmethod
     def of(cls, value: ContextOptions | Mapping[str, Any]) -> ContextOptions:
@@ -110,7 +113,7 @@ class ContextOptions:
             return value
         if not isinstance(value, Mapping):
             raise InvalidArgumentError(
-                f"context must be ContextOptions, a dict of its fields or False, got {value!r}"
+                f"context must be ContextOptions, a dict of its fields or False, got {shown(value)}"
             )
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(str(k) for k in value if k not in known)
@@ -150,7 +153,7 @@ def _check_int(name: str, value: object, least: int, *, optional: bool = False) 
     if value is None and optional:
         return
     if type(value) is not int or not least <= value <= _MOST:
-        raise InvalidArgumentError(f"{name} must be an int in {least}..{_MOST}, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be an int in {least}..{_MOST}, got {shown(value)}")
 
 
 class ContextView(msgspec.Struct, frozen=True, kw_only=True):

@@ -71,6 +71,7 @@ from liteagent.eventlog import (
     Usage,
 )
 from liteagent.eventlog._messages import merge_adjacent, message_text
+from liteagent.eventlog._shown import shown
 
 from ._contract import Compactor, CompactResult, PassReport, accepts_cancel
 from ._render import cut_text, render_turn, text_tokens
@@ -476,7 +477,7 @@ def llm_compactor(
         ("summarizer_window_tokens", summarizer_window_tokens, 1),
     ):
         if type(value) is not int or value < least:
-            raise InvalidArgumentError(f"{name} must be an int >= {least}, got {value!r}")
+            raise InvalidArgumentError(f"{name} must be an int >= {least}, got {shown(value)}")
     if base is not None and not isinstance(base, Compactor):
         raise InvalidArgumentError(f"base must be a Compactor, got {type(base).__name__}")
     return _LLMCompactor(

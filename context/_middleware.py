@@ -30,6 +30,7 @@ from liteagent.eventlog import (
     Usage,
 )
 from liteagent.eventlog._messages import merge_adjacent
+from liteagent.eventlog._shown import shown
 
 from ._contract import Compactor
 from ._tokens import (
@@ -153,7 +154,7 @@ def reactive_compaction(*, floor_tokens: int = 1024) -> ReactiveCompaction:
     for a negative ``floor_tokens``.
     """
     if type(floor_tokens) is not int or floor_tokens < 0:
-        raise InvalidArgumentError(f"floor_tokens must be an int >= 0, got {floor_tokens!r}")
+        raise InvalidArgumentError(f"floor_tokens must be an int >= 0, got {shown(floor_tokens)}")
     return ReactiveCompaction(floor_tokens=floor_tokens)
 
 

@@ -27,6 +27,7 @@ from liteagent.eventlog import (
     ModelRequest,
     TextBlock,
 )
+from liteagent.eventlog._shown import shown
 
 from ._llm import SummarizerModel
 
@@ -109,5 +110,5 @@ def provider_compaction_planner(
         raise InvalidArgumentError(f"model must have complete(request), got {type(model).__name__}")
     for name, value in (("trigger_tokens", trigger_tokens), ("max_tokens", max_tokens)):
         if type(value) is not int or value < 1:
-            raise InvalidArgumentError(f"{name} must be an int >= 1, got {value!r}")
+            raise InvalidArgumentError(f"{name} must be an int >= 1, got {shown(value)}")
     return _ProviderCompactionPlanner(model, model_name, trigger_tokens, max_tokens, instructions)

@@ -15,6 +15,7 @@ import contextlib
 import errno
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -100,7 +101,7 @@ class FileBlobCollection(abc.ABC):
             for name in names:
                 try:
                     st = os.stat(folder / name)
-                except FileNotFoundError:
+                except OSError:  # gone meanwhile, or a symlink loop / dangling link: not a blob
                     continue
                 yield folder / name, name, st
 
@@ -138,10 +139,18 @@ class FileBlobCollection(abc.ABC):
     def remove_leftovers(self, *, written_before: float) -> int:
         removed = 0
         for path, name, st in self._entries():
+            if not stat.S_ISREG(st.st_mode):
+                continue  # not a temp file a put left (a folder, a FIFO, ...): not ours
             if name.startswith(".tmp-") and st.st_mtime < written_before:
-                with contextlib.suppress(FileNotFoundError):
+                try:
                     path.unlink()
-                    removed += 1
+                except FileNotFoundError:
+                    continue
+                except OSError as e:
+                    raise StorageIOError(
+                        e.errno, f"cannot remove the leftover {path}: {e.strerror}"
+                    ) from e
+                removed += 1
         return removed
 
     def interrupted_deletes(self) -> list[str]:

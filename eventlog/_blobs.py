@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import errno
 import os
 import secrets
 import threading
@@ -36,10 +37,11 @@ from ._errors import (
     BlobCollectionUnsupportedError,
     BlobNotFoundError,
     CodecError,
+    CorruptBlobError,
     InvalidArgumentError,
     StorageIOError,
 )
-from ._fsutil import fsync_dir, write_all
+from ._fsutil import fsync_dir, open_regular, write_all
 
 __all__ = [
     "BLOB_REF_PATTERN",
@@ -174,6 +176,24 @@ class MemoryBlobStore(BlobStore):
         return deleted
 
 
+def _read_regular(path: Path, ref: str) -> bytes:
+    """The bytes of the blob file at ``path``; :class:`CorruptBlobError` when what is there is
+    not a regular file (a FIFO would block the read forever, a folder cannot be read)."""
+    try:
+        fd = open_regular(path, os.O_RDONLY, follow=True)
+    except OSError as e:
+        if e.errno in (errno.EINVAL, errno.ENXIO, errno.ELOOP):  # a folder: a read error
+            raise CorruptBlobError(f"blob {ref} is damaged: {e.strerror}") from e
+        raise
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 class FileBlobStore(FileBlobCollection, BlobStore):
     """Blobs as files ``<root>/<2 hex>/<62 hex>``, written to a temp file and renamed into place,
     so a reader never sees part of a blob. The codec applies to the bytes on disk; the hash is
@@ -264,11 +284,11 @@ class FileBlobStore(FileBlobCollection, BlobStore):
         path = self._path(parse_blob_ref(ref))
         try:
             try:
-                stored = path.read_bytes()
+                stored = _read_regular(path, ref)
             except FileNotFoundError:
                 if not self._put_back(path):
                     raise
-                stored = path.read_bytes()
+                stored = _read_regular(path, ref)
         except FileNotFoundError as e:
             raise BlobNotFoundError(f"no blob {ref}") from e
         except OSError as e:

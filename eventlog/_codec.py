@@ -12,6 +12,7 @@ import zlib
 from typing import Protocol, runtime_checkable
 
 from ._errors import CodecError, InvalidArgumentError
+from ._shown import shown
 
 __all__ = ["Codec", "check_codec", "codec_decode", "codec_encode", "zlib_codec"]
 
@@ -50,7 +51,7 @@ class _ZlibCodec:
 def zlib_codec(level: int = 6) -> Codec:
     """Return a codec that compresses with zlib at ``level`` (0-9, or -1 for zlib's default)."""
     if type(level) is not int or not -1 <= level <= 9:
-        raise InvalidArgumentError(f"zlib level must be an int from -1 to 9, got {level!r}")
+        raise InvalidArgumentError(f"zlib level must be an int from -1 to 9, got {shown(level)}")
     return _ZlibCodec(level)
 
 
@@ -58,7 +59,7 @@ def check_codec(codec: object) -> Codec | None:
     """``codec`` if it is ``None`` or has ``encode`` and ``decode``, else
     :class:`InvalidArgumentError`."""
     if codec is not None and not isinstance(codec, Codec):
-        raise InvalidArgumentError(f"codec must have encode() and decode(), got {codec!r}")
+        raise InvalidArgumentError(f"codec must have encode() and decode(), got {shown(codec)}")
     return codec
 
 

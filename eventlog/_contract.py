@@ -32,6 +32,7 @@ from ._events import Event, OpaqueEvent, StoredEvent
 from ._follow import DEFAULT_MAX_STALENESS, Follower
 from ._ids import validate_session_id
 from ._lease import Lease, LeaseInfo, check_lease_args, check_lease_held
+from ._shown import shown
 
 if TYPE_CHECKING:
     from ._blobs import BlobStore
@@ -187,7 +188,9 @@ def decode_stored(
 
 def _check_optional_int(name: str, value: object) -> None:
     if value is not None and (type(value) is not int or not 0 <= value <= MAX_SEQ):
-        raise InvalidArgumentError(f"{name} must be None or an int in 0..{MAX_SEQ}, got {value!r}")
+        raise InvalidArgumentError(
+            f"{name} must be None or an int in 0..{MAX_SEQ}, got {shown(value)}"
+        )
 
 
 class Checkpointer(abc.ABC):
@@ -261,12 +264,12 @@ class Checkpointer(abc.ABC):
         self._check_lease_arg(sid, lease)
         given: object = events
         if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
-            raise InvalidEventError(f"events must be an iterable of events, got {given!r}")
+            raise InvalidEventError(f"events must be an iterable of events, got {shown(given)}")
         batch = [EncodedEvent(*encode_body(e)) for e in events]
         if ts is None:
             ts = time.time()
         elif type(ts) is not float or not math.isfinite(ts):
-            raise InvalidArgumentError(f"ts must be a finite float (Unix seconds), got {ts!r}")
+            raise InvalidArgumentError(f"ts must be a finite float (Unix seconds), got {shown(ts)}")
         self._refuse_damaged(sid)
         try:
             if lease is not None:
@@ -284,7 +287,7 @@ class Checkpointer(abc.ABC):
         sid = validate_session_id(session_id)
         if type(since_seq) is not int or not 0 <= since_seq <= MAX_SEQ:
             raise InvalidArgumentError(
-                f"since_seq must be an int in 0..{MAX_SEQ}, got {since_seq!r}"
+                f"since_seq must be an int in 0..{MAX_SEQ}, got {shown(since_seq)}"
             )
         return self._watched(sid, self._read(sid, since_seq))
 
@@ -311,17 +314,18 @@ class Checkpointer(abc.ABC):
         self._check_open()
         sid = validate_session_id(session_id)
         if type(since) is not int or not 0 <= since <= MAX_SEQ:
-            raise InvalidArgumentError(f"since must be an int in 0..{MAX_SEQ}, got {since!r}")
+            raise InvalidArgumentError(f"since must be an int in 0..{MAX_SEQ}, got {shown(since)}")
         _check_optional_int("expected_generation", expected_generation)
         if max_staleness is None:
             max_staleness = DEFAULT_MAX_STALENESS
         elif (
             not isinstance(max_staleness, (int, float))
             or isinstance(max_staleness, bool)
-            or not (math.isfinite(max_staleness) and 0 < max_staleness <= 3600)
+            or not 0 < max_staleness <= 3600  # NaN fails it; no float() of a huge int
         ):
             raise InvalidArgumentError(
-                f"max_staleness must be a number of seconds in (0, 3600], got {max_staleness!r}"
+                "max_staleness must be a number of seconds in (0, 3600], "
+                f"got {shown(max_staleness)}"
             )
         return Follower(self, sid, since, expected_generation, float(max_staleness))
 
@@ -403,7 +407,7 @@ class Checkpointer(abc.ABC):
             return
         if not isinstance(lease, Lease) or lease.checkpointer is not self:
             raise InvalidArgumentError(
-                f"lease must be None or a Lease taken from this checkpointer, got {lease!r}"
+                f"lease must be None or a Lease taken from this checkpointer, got {shown(lease)}"
             )
         if lease.session_id != session_id:
             raise InvalidArgumentError(
@@ -467,7 +471,7 @@ class Checkpointer(abc.ABC):
         self._check_open()
         sid = validate_session_id(session_id)
         if type(to_seq) is not int or abs(to_seq) > MAX_SEQ:
-            raise InvalidArgumentError(f"to_seq must be an int, got {to_seq!r}")
+            raise InvalidArgumentError(f"to_seq must be an int, got {shown(to_seq)}")
         _check_optional_int("expected_head", expected_head)
         _check_optional_int("expected_generation", expected_generation)
         self._check_lease_arg(sid, lease)

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._shown import shown
+
 if TYPE_CHECKING:
     from ._lease import LeaseInfo
 
@@ -68,15 +70,17 @@ class LiteAgentError(Exception):
 
 
 class InvalidSessionIdError(LiteAgentError, ValueError):
-    """Raised when a session id does not match ``[A-Za-z0-9][A-Za-z0-9._-]{0,127}``.
+    """Raised when a session id does not match ``[A-Za-z0-9][A-Za-z0-9._-]{0,127}``, or
+    (with ``reason``) names what a session cannot be, such as a branch a restore keeps.
 
     It is raised before any I/O: a session id is never a path.
     """
 
-    def __init__(self, session_id: object) -> None:
+    def __init__(self, session_id: object, reason: str | None = None) -> None:
         self.session_id = session_id
         super().__init__(
-            f"invalid session id {session_id!r}: expected 1-128 characters from "
+            reason
+            or f"invalid session id {shown(session_id)}: expected 1-128 characters from "
             "[A-Za-z0-9._-], starting with a letter or digit"
         )
 

@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import os
 import re
+import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,7 +45,7 @@ from ._errors import (
 )
 from ._events import StoredEvent
 from ._filelease import FileLease, acquire_file_lease, file_lease_holder
-from ._filerepair import assess_log, salvage_log
+from ._filerepair import Salvage, assess_log, salvage_log, survey
 from ._filerewrite import new_generation, rewrite_log, unlink_quietly
 from ._filescan import check_log, read_header, read_log, verify_frames
 from ._follow import poll_for_change
@@ -54,7 +55,7 @@ from ._frames import (
     build_header,
     encode_payload,
 )
-from ._fsutil import fsync_dir, write_all
+from ._fsutil import fsync_dir, open_regular, write_all
 from ._ids import SESSION_ID_PATTERN, validate_session_id
 from ._lease import Lease, LeaseInfo
 from ._paths import check_path, project_dir
@@ -204,7 +205,7 @@ class FileCheckpointer(Checkpointer):
         while True:
             if h.fd < 0:
                 try:
-                    h.fd = os.open(path, _RW | (os.O_CREAT if create else 0), 0o644)
+                    h.fd = open_regular(path, _RW | (os.O_CREAT if create else 0), 0o644)
                 except FileNotFoundError:
                     if create:
                         raise
@@ -259,7 +260,7 @@ class FileCheckpointer(Checkpointer):
             v = h.verified
             if v is not None and v[0] == h.ino and v[1] == generation and v[2] <= size:
                 start, head = v[2], v[3]
-            end, head, damage = verify_frames(h.fd, start, head, size)
+            end, head, damage = verify_frames(h.fd, start, head, size, count_with=(self._codec,))
             h.verified = (h.ino, generation, end, head)
             if damage is not None and not damage.torn:
                 raise CorruptLogError(session_id, head + 1, damage.reason)
@@ -366,7 +367,7 @@ class FileCheckpointer(Checkpointer):
         path = self._path(session_id)
         while True:
             try:
-                fd = os.open(path, _RO)
+                fd = open_regular(path, _RO)
             except FileNotFoundError:
                 return
             try:
@@ -413,7 +414,12 @@ class FileCheckpointer(Checkpointer):
             except FileNotFoundError:
                 continue
             except OSError as e:
-                raise _io_error(e, entry.name[:-4], "list") from e
+                # One entry that cannot be looked up (a symlink loop, ...) does not hide the
+                # store's other sessions; check_integrity() reports it.
+                _log.warning(
+                    "eventlog.unreadable_log_entry", name=entry.name, error=str(e.strerror or e)
+                )
+                continue
             if st.st_size >= FILE_HEADER_SIZE:
                 out.append(SessionInfo(entry.name[:-4], st.st_mtime))
         return out
@@ -498,10 +504,13 @@ class FileCheckpointer(Checkpointer):
     def _check_integrity(self) -> IntegrityReport:
         problems: list[IntegrityProblem] = []
         events = sessions = 0
-        for sid, size in self._log_files():
+        for sid, size, odd in self._log_files():
             if size == 0:
                 continue  # a session whose first write never happened
             sessions += 1
+            if odd:
+                problems.append(IntegrityProblem("corrupt", f"cannot read: {odd}", sid))
+                continue
             if size < FILE_HEADER_SIZE:
                 problems.append(
                     IntegrityProblem(
@@ -531,8 +540,9 @@ class FileCheckpointer(Checkpointer):
         )
         return integrity_report(problems, sessions, events)
 
-    def _log_files(self) -> list[tuple[str, int]]:
-        """Every ``<sid>.log`` file and its size, by session id (whatever the size)."""
+    def _log_files(self) -> list[tuple[str, int, str]]:
+        """Every ``<sid>.log`` entry, its size and, for one that is not a regular file (or
+        cannot be looked up), what is wrong with it (else ""), by session id."""
         out = []
         try:
             entries = list(os.scandir(self._root_s))
@@ -542,11 +552,18 @@ class FileCheckpointer(Checkpointer):
             if _LOG_NAME.fullmatch(entry.name) is None:
                 continue
             try:
-                out.append((entry.name[:-4], entry.stat().st_size))
+                st = entry.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue
             except OSError as e:
-                raise _io_error(e, entry.name[:-4], "list") from e
+                out.append((entry.name[:-4], -1, f"cannot look it up: {e.strerror or e}"))
+                continue
+            if stat.S_ISREG(st.st_mode):
+                out.append((entry.name[:-4], st.st_size, ""))
+            elif stat.S_ISLNK(st.st_mode):
+                out.append((entry.name[:-4], -1, f"{entry.path} is a symbolic link (not followed)"))
+            else:
+                out.append((entry.name[:-4], -1, f"{entry.path} is not a regular file"))
         out.sort()
         return out
 
@@ -569,7 +586,7 @@ class FileCheckpointer(Checkpointer):
 
     def _repair_locked(self, h: _Handle, session_id: str) -> RepairReport:
         size = os.fstat(h.fd).st_size
-        found = assess_log(h.fd, size)
+        found = self._assess(h.fd, size)
         unlink_quietly(self._tmp_path(session_id))
         if found.healthy:
             self._load(h, session_id, size, repair=True)
@@ -594,6 +611,22 @@ class FileCheckpointer(Checkpointer):
         return RepairReport(
             session_id, True, found.kept_head, generation, found.lost, quarantine, found.detail
         )
+
+    def _assess(self, fd: int, size: int) -> Salvage:
+        """:func:`assess_log`, also treating a frame whose header count disagrees with the
+        records in its payload as damage (which needs the codec to tell)."""
+        found = assess_log(fd, size)
+        if not found.header_ok or found.kept_end <= FILE_HEADER_SIZE:
+            return found
+        end, head, damage = verify_frames(
+            fd, FILE_HEADER_SIZE, 0, found.kept_end, count_with=(self._codec,)
+        )
+        if damage is None or end >= found.kept_end:
+            return found
+        last, unexplained = survey(os.pread(fd, size - end, end), head)
+        lost = ((head + 1, None if unexplained or last == head else last),)
+        detail = f"{damage.reason} at byte {end}: bytes {end}..{size} were quarantined"
+        return Salvage(end, head, True, lost, detail)
 
     def _acquire_lease(self, session_id: str, owner: str, ttl: float) -> Lease:  # noqa: ARG002
         try:

@@ -21,6 +21,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ._errors import SessionLeasedError
+from ._fsutil import open_regular
 from ._lease import Lease, LeaseInfo
 
 if TYPE_CHECKING:
@@ -138,7 +139,9 @@ def acquire_file_lease(
 ) -> FileLease:
     """Take the lease or raise :class:`SessionLeasedError` at once (``OSError`` passes
     through for the caller to translate)."""
-    fd = os.open(lease_path(root, session_id), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    # Never follow a symlink at the lease path (it could point at another session's log,
+    # which the record would overwrite) and never block on a FIFO there.
+    fd = open_regular(lease_path(root, session_id), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         _lock_or_refuse(fd, session_id)
         token = _read_record(fd).get("token")
@@ -166,7 +169,7 @@ def acquire_file_lease(
 def file_lease_holder(root: str, session_id: str) -> LeaseInfo | None:
     """Who holds the lease, from its record (without touching the lock)."""
     try:
-        fd = os.open(lease_path(root, session_id), os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_regular(lease_path(root, session_id), os.O_RDONLY)
     except FileNotFoundError:
         return None
     try:

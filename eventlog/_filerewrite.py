@@ -63,7 +63,8 @@ def rewrite_log(
             partial = item
         break
     tail = b"" if partial is None else _split(partial, to_seq, session_id, codec)
-    tfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    unlink_quietly(tmp)  # a leftover, or a symlink planted there: made anew, never followed
+    tfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
         try:
             write_all(tfd, build_header(generation))
@@ -76,7 +77,7 @@ def rewrite_log(
             os.fsync(tfd)
         finally:
             os.close(tfd)
-        new_fd = os.open(tmp, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        new_fd = os.open(tmp, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
     except BaseException:
         unlink_quietly(tmp)
         raise

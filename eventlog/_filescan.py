@@ -19,15 +19,62 @@ from ._frames import (
     FILE_HEADER_SIZE,
     FORMAT_VERSION,
     Damage,
+    Frame,
     FrameScanner,
     HeaderInfo,
     decode_payload,
     parse_header,
 )
+from ._fsutil import open_regular
 
-__all__ = ["check_log", "read_header", "read_log", "snapshot_size", "verify_frames"]
+__all__ = [
+    "check_log",
+    "read_header",
+    "read_log",
+    "record_count",
+    "snapshot_size",
+    "verify_frames",
+]
 
 _CHECK_EVERY = 1 << 20  # while reading, look for a replaced file after each MiB
+
+
+def _array_len(data: bytes | memoryview) -> int | None:
+    """The length of the msgpack array ``data`` starts with, or None if it starts with none."""
+    if not data:
+        return None
+    b = data[0]
+    if 0x90 <= b <= 0x9F:
+        return b & 0x0F
+    if b == 0xDC and len(data) >= 3:
+        return int.from_bytes(data[1:3], "big")
+    if b == 0xDD and len(data) >= 5:
+        return int.from_bytes(data[1:5], "big")
+    return None
+
+
+def record_count(payload: bytes | memoryview, codec: Codec | None) -> int | None:
+    """The number of records a frame payload holds, read from its msgpack array header (after
+    the codec), or None when that cannot be told (the payload does not decode: a codec error
+    for the reader to report)."""
+    data: bytes | memoryview = payload
+    if codec is not None:
+        try:
+            data = codec.decode(bytes(payload))
+        except Exception:  # noqa: BLE001 -- reported as a codec error by the reader
+            return None
+    return _array_len(data)
+
+
+def _count_damage(item: Frame, n: int | None) -> Damage | None:
+    """Damage when the frame's header count disagrees with the records in its payload."""
+    if n is None or n == item.n_events:
+        return None
+    return Damage(
+        item.offset,
+        False,
+        f"a frame whose header counts {item.n_events} events but holds {n}",
+    )
 
 
 def read_header(fd: int, session_id: str) -> HeaderInfo:
@@ -124,6 +171,9 @@ def _events(  # noqa: PLR0917 -- the private body of read_log
                     raise replaced(generation)
             first = item.first_seq
             records = decode_payload(item.payload, codec, session_id, first)
+            bad = _count_damage(item, len(records))
+            if bad is not None:
+                raise CorruptLogError(session_id, first, bad.reason)
             if first <= since:
                 records = records[since - first + 1 :]
                 first = since + 1
@@ -140,11 +190,21 @@ def _events(  # noqa: PLR0917 -- the private body of read_log
         end = new_end
 
 
-def verify_frames(fd: int, start: int, head: int, size: int) -> tuple[int, int, Damage | None]:
+def verify_frames(
+    fd: int,
+    start: int,
+    head: int,
+    size: int,
+    *,
+    count_with: tuple[Codec | None] | None = None,
+) -> tuple[int, int, Damage | None]:
     """Verify the frames from ``start`` (where seq ``head + 1`` must begin) to ``size``: each
     whole, checksummed and continuing the seqs. Return ``(end of the last good frame, its last
     seq, the damage after it or None)``; a frame that does not continue the seqs (a repeated,
-    swapped or dropped frame) is damage that is never torn."""
+    swapped or dropped frame) is damage that is never torn.
+
+    With ``count_with=(codec,)`` each frame's header count is also checked against the records
+    its payload (decoded with ``codec``) holds; a mismatch is damage that is never torn."""
     end = start
     for item in FrameScanner(fd, start, size):
         if isinstance(item, Damage):
@@ -157,6 +217,10 @@ def verify_frames(fd: int, start: int, head: int, size: int) -> tuple[int, int, 
                     item.offset, False, f"a frame starts at seq {item.first_seq}, not {head + 1}"
                 ),
             )
+        if count_with is not None:
+            bad = _count_damage(item, record_count(item.payload, count_with[0]))
+            if bad is not None:
+                return end, head, bad
         end, head = item.end, item.last_seq
     return end, head, None
 
@@ -166,7 +230,7 @@ def check_log(
 ) -> int:
     """Verify one log's header, frames and events; append what is wrong to ``problems`` and
     return the number of events checked."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fd = open_regular(path, os.O_RDONLY)
     try:
         end = snapshot_size(fd, path, os.fstat(fd).st_ino)
         if end is None or end < FILE_HEADER_SIZE:
@@ -208,6 +272,17 @@ def _check_frames(
             break
         try:
             records = decode_payload(item.payload, codec, session_id, item.first_seq)
+            bad = _count_damage(item, len(records))
+            if bad is not None:
+                problems.append(
+                    IntegrityProblem(
+                        "corrupt",
+                        f"{bad.reason} at byte {bad.offset} (needs repair)",
+                        session_id,
+                        expected,
+                    )
+                )
+                break
             for i, rec in enumerate(records):
                 ev = decode_stored(session_id, item.first_seq + i, rec.ts, rec.kind, rec.body)
                 if isinstance(ev.body, OpaqueEvent):

@@ -2,10 +2,67 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import stat
 from pathlib import Path
 
-__all__ = ["fsync_dir", "write_all"]
+__all__ = ["fsync_dir", "open_regular", "write_all"]
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def open_regular(
+    path: str | os.PathLike[str], flags: int, mode: int = 0o644, *, follow: bool = False
+) -> int:
+    """Open ``path`` with ``flags`` and return the fd, refusing anything but a regular file.
+
+    Unless ``follow``, a symbolic link at ``path`` is never followed (``O_NOFOLLOW``). The file
+    is opened with ``O_NONBLOCK`` (so a FIFO cannot block the open) and checked with ``fstat``;
+    ``O_NONBLOCK`` is then cleared. A symlink or a non-regular file raises :class:`OSError`
+    whose ``strerror`` names the path and what is there.
+    """
+    extra = os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags | extra, mode)
+    except OSError as e:
+        if e.errno == errno.ELOOP and not follow:
+            raise OSError(
+                errno.ELOOP,
+                f"{os.fspath(path)} is a symbolic link, not a regular file (not followed)",
+            ) from e
+        if e.errno == errno.ENXIO:  # a write-only open of a FIFO (or socket) without reader
+            raise OSError(errno.ENXIO, f"{os.fspath(path)} is not a regular file") from e
+        raise
+    try:
+        st = os.fstat(fd)
+        regular = stat.S_ISREG(st.st_mode)
+        if regular and not flags & os.O_NONBLOCK:
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not regular:
+        os.close(fd)
+        what = _kind(st.st_mode)
+        raise OSError(
+            errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL,
+            f"{os.fspath(path)} is {what}, not a regular file"
+            if what != "not a regular file"
+            else f"{os.fspath(path)} is not a regular file",
+        )
+    return fd
 
 
 def write_all(fd: int, data: bytes | memoryview) -> None:

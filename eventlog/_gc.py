@@ -29,7 +29,6 @@ are unknown). Events a repair moved to quarantine are not read: their blobs can 
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from collections.abc import Iterable
@@ -42,6 +41,7 @@ from ._contract import Checkpointer
 from ._errors import CheckpointConflictError, InvalidArgumentError
 from ._events import Event, OpaqueEvent
 from ._fold import fold
+from ._shown import shown
 
 __all__ = ["GarbageReport", "blob_refs", "collect_garbage", "referenced_blobs"]
 
@@ -71,17 +71,20 @@ class GarbageReport(msgspec.Struct, frozen=True, kw_only=True):
     dry_run: bool = False
 
 
+_MAX_SECONDS = 1e300  # beyond any clock: "never", while float() of it stays finite
+
+
 def _check_seconds(name: str, value: object, *, optional: bool = False) -> float | None:
     if value is None and optional:
         return None
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         ok = False
-    else:
-        ok = math.isfinite(value) and value >= 0
+    else:  # a comparison, not isfinite(): an int beyond a float's range is no OverflowError
+        ok = 0 <= value <= _MAX_SECONDS
     if not ok:
         raise InvalidArgumentError(
             f"{name} must be {'None or ' if optional else ''}a number of seconds >= 0, "
-            f"got {value!r}"
+            f"got {shown(value)}"
         )
     assert isinstance(value, (int, float))
     return float(value)
@@ -117,6 +120,7 @@ def _prunable(
     now = time.time()
     headers = {bid: branch_header(checkpointer, bid) for bid in ids}
     pending: dict[str, str | None] = {}
+    needed: set[str] = set()  # the branches an interrupted undo brings back: kept too
     for header in headers.values():
         if header is not None and header.origin not in pending:
             state = fold(checkpointer.read(header.origin))
@@ -125,6 +129,8 @@ def _prunable(
             else:
                 intent = state.pending_restore
                 pending[header.origin] = None if intent is None else intent[1].branch
+                if intent is not None and intent[1].undo_of is not None:
+                    needed.add(intent[1].undo_of)
     consumed = {
         h.undo_of
         for bid, h in headers.items()
@@ -132,8 +138,8 @@ def _prunable(
     }
     out = []
     for bid, header in headers.items():
-        if header is None or pending.get(header.origin) == bid:
-            continue  # not a branch after all (left alone), or an interrupted restore's
+        if header is None or pending.get(header.origin) == bid or bid in needed:
+            continue  # not a branch after all (left alone), or an interrupted operation's
         old = retention is not None and now - mtimes[bid] > retention
         if pending.get(header.origin) == "gone" or bid in consumed or old:
             out.append(bid)
@@ -160,9 +166,9 @@ def collect_garbage(
     grace_s = _check_seconds("grace", grace)
     retention = _check_seconds("branch_retention", branch_retention, optional=True)
     if type(dry_run) is not bool:
-        raise InvalidArgumentError(f"dry_run must be a bool, got {dry_run!r}")
+        raise InvalidArgumentError(f"dry_run must be a bool, got {shown(dry_run)}")
     if cancel is not None and not isinstance(cancel, CancelToken):
-        raise InvalidArgumentError(f"cancel must be None or a CancelToken, got {cancel!r}")
+        raise InvalidArgumentError(f"cancel must be None or a CancelToken, got {shown(cancel)}")
     token = cancel or CancelToken()
     assert grace_s is not None
     blobs = checkpointer.blobs

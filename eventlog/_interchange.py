@@ -54,6 +54,7 @@ from ._messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from ._shown import shown
 
 __all__ = [
     "canonical_json",
@@ -256,7 +257,7 @@ def _block_to_dict(block: Block, where: str) -> dict[str, Any]:
         if type(kind) is not str or kind in _KNOWN_KEYS:
             raise InvalidMessageError(
                 f"{where}: a RawBlock needs a str 'type' that liteagent does not model, "
-                f"got {kind!r}"
+                f"got {shown(kind)}"
             )
         copied: dict[str, Any] = _copy(block.data, where)
         return copied
@@ -466,7 +467,7 @@ def _message_from_dict(d: Any, where: str) -> Message:
         raise InvalidMessageError(f"{where}: a message must be an object, got {type(d).__name__}")
     role = _req(d, "role", str, where)
     if role not in ("user", "assistant"):
-        raise InvalidMessageError(f"{where}: role must be 'user' or 'assistant', got {role!r}")
+        raise InvalidMessageError(f"{where}: role must be 'user' or 'assistant', got {shown(role)}")
     raw = _req(d, "content", (str, list), where)
     if isinstance(raw, str):  # one text block (a lossless raw block if it cannot be stored)
         content: tuple[Block, ...] = (

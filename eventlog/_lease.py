@@ -9,7 +9,6 @@ fails even in the process that holds it.
 
 from __future__ import annotations
 
-import math
 import os
 import secrets
 import socket
@@ -18,6 +17,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, NamedTuple
 
 from ._errors import InvalidArgumentError, LeaseLostError
+from ._shown import shown
 
 if TYPE_CHECKING:
     from ._contract import Checkpointer
@@ -64,15 +64,16 @@ def check_lease_args(owner: object, ttl: object) -> tuple[str, float]:
         owner = default_owner()
     elif type(owner) is not str or not owner or len(owner) > _MAX_OWNER or not owner.isprintable():
         raise InvalidArgumentError(
-            f"owner must be None or a printable str of 1-{_MAX_OWNER} characters, got {owner!r}"
+            f"owner must be None or a printable str of 1-{_MAX_OWNER} characters, "
+            f"got {shown(owner)}"
         )
     if (
         not isinstance(ttl, (int, float))
         or isinstance(ttl, bool)
-        or not (math.isfinite(ttl) and 0 < ttl <= MAX_TTL)
+        or not 0 < ttl <= MAX_TTL  # NaN fails it; no float() of a huge int
     ):
         raise InvalidArgumentError(
-            f"ttl must be a number of seconds in (0, {MAX_TTL}], got {ttl!r}"
+            f"ttl must be a number of seconds in (0, {MAX_TTL}], got {shown(ttl)}"
         )
     return owner, float(ttl)
 

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from ._errors import InvalidArgumentError
+from ._shown import shown
 
 __all__ = ["check_path", "lite_agent_home", "project_dir", "project_hash"]
 
@@ -18,7 +19,7 @@ def check_path(name: str, value: object) -> str:
         path = os.fspath(value)
         if isinstance(path, str) and "\0" not in path:
             return path
-    raise InvalidArgumentError(f"{name} must be a path (str or os.PathLike), got {value!r}")
+    raise InvalidArgumentError(f"{name} must be a path (str or os.PathLike), got {shown(value)}")
 
 
 def lite_agent_home(home: str | os.PathLike[str] | None = None) -> Path:

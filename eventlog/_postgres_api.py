@@ -7,12 +7,12 @@ when the backend is asked for.
 
 from __future__ import annotations
 
-import math
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._codec import Codec, check_codec
 from ._errors import CheckpointerError, InvalidArgumentError
+from ._shown import shown
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
@@ -32,7 +32,7 @@ def check_schema_name(schema: object) -> str:
     if type(schema) is not str or _SCHEMA.fullmatch(schema) is None or schema.startswith("pg_"):
         raise InvalidArgumentError(
             f"schema must be a lower-case identifier matching {SCHEMA_PATTERN} (not pg_*), "
-            f"got {schema!r}"
+            f"got {shown(schema)}"
         )
     return schema
 
@@ -41,17 +41,17 @@ def _seconds(name: str, value: object, top: float) -> float:
     if (
         not isinstance(value, (int, float))
         or isinstance(value, bool)
-        or not (math.isfinite(value) and 0 < value <= top)
+        or not 0 < value <= top  # NaN fails it; no float() of a huge int
     ):
         raise InvalidArgumentError(
-            f"{name} must be a number of seconds in (0, {top}], got {value!r}"
+            f"{name} must be a number of seconds in (0, {top}], got {shown(value)}"
         )
     return float(value)
 
 
 def _flag(name: str, value: object) -> bool:
     if type(value) is not bool:
-        raise InvalidArgumentError(f"{name} must be a bool, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be a bool, got {shown(value)}")
     return value
 
 
@@ -96,26 +96,28 @@ def postgres_checkpointer(
     if isinstance(given, str):
         if not given or "\x00" in given:
             raise InvalidArgumentError(
-                f"the DSN must be a non-empty str without NUL, got {target!r}"
+                f"the DSN must be a non-empty str without NUL, got {shown(target)}"
             )
     elif type(given).__name__ != "ConnectionPool":
         raise InvalidArgumentError(
-            f"target must be a DSN str or a psycopg_pool.ConnectionPool, got {target!r}"
+            f"target must be a DSN str or a psycopg_pool.ConnectionPool, got {shown(target)}"
         )
     schema = check_schema_name(schema)
     mode: object = durability
     if type(mode) is not str or mode not in ("normal", "full"):
-        raise InvalidArgumentError(f"durability must be 'normal' or 'full', got {durability!r}")
+        raise InvalidArgumentError(
+            f"durability must be 'normal' or 'full', got {shown(durability)}"
+        )
     codec = check_codec(codec)
     notify = _flag("notify", notify)
     pgbouncer = _flag("pgbouncer", pgbouncer)
     if listen_dsn is not None and (type(listen_dsn) is not str or not listen_dsn):
         raise InvalidArgumentError(
-            f"listen_dsn must be None or a non-empty str, got {listen_dsn!r}"
+            f"listen_dsn must be None or a non-empty str, got {shown(listen_dsn)}"
         )
     if type(max_connections) is not int or not 1 <= max_connections <= 1000:
         raise InvalidArgumentError(
-            f"max_connections must be an int in 1..1000, got {max_connections!r}"
+            f"max_connections must be an int in 1..1000, got {shown(max_connections)}"
         )
     retry_timeout = _seconds("retry_timeout", retry_timeout, 3600.0)
     poll_interval = _seconds("poll_interval", poll_interval, 60.0)

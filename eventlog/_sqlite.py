@@ -54,6 +54,7 @@ from ._events import StoredEvent
 from ._follow import poll_for_change
 from ._ids import validate_session_id
 from ._lease import Lease, LeaseInfo
+from ._shown import shown
 from ._sqlite_batch import WriteOp
 from ._sqlite_blobs import SqliteBlobStore
 from ._sqlite_commit import run_alone
@@ -93,10 +94,10 @@ def _check_file(file: object) -> str:
         file = os.fspath(file)
     if type(file) is not str:
         raise InvalidArgumentError(
-            f"file must be a str or os.PathLike path of a database file, got {file!r}"
+            f"file must be a str or os.PathLike path of a database file, got {shown(file)}"
         )
     if not file or "\x00" in file:
-        raise InvalidArgumentError(f"file must be a non-empty path without NUL, got {file!r}")
+        raise InvalidArgumentError(f"file must be a non-empty path without NUL, got {shown(file)}")
     try:
         file.encode("utf-8")
     except UnicodeEncodeError as e:
@@ -120,15 +121,15 @@ class SqliteCheckpointer(Checkpointer):
         self._codec = check_codec(codec)
         if type(synchronous) is not str or synchronous not in ("normal", "full"):
             raise InvalidArgumentError(
-                f"synchronous must be 'normal' or 'full', got {synchronous!r}"
+                f"synchronous must be 'normal' or 'full', got {shown(synchronous)}"
             )
         if type(busy_timeout_ms) is not int or not 0 <= busy_timeout_ms <= _MAX_BUSY_MS:
             raise InvalidArgumentError(
-                f"busy_timeout_ms must be an int in 0..{_MAX_BUSY_MS}, got {busy_timeout_ms!r}"
+                f"busy_timeout_ms must be an int in 0..{_MAX_BUSY_MS}, got {shown(busy_timeout_ms)}"
             )
         if type(integrity_check_on_open) is not bool:
             raise InvalidArgumentError(
-                f"integrity_check_on_open must be a bool, got {integrity_check_on_open!r}"
+                f"integrity_check_on_open must be a bool, got {shown(integrity_check_on_open)}"
             )
         self._file = path
         self._uri = path.startswith("file:")

@@ -52,6 +52,7 @@ from liteagent.eventlog import (
     ToolUseBlock,
 )
 from liteagent.eventlog._interchange import message_from_dict, message_to_dict
+from liteagent.eventlog._shown import shown
 
 from ._contract import (
     CLEAR_THINKING,
@@ -78,6 +79,7 @@ ScriptItem: TypeAlias = (
     | Callable[[ModelRequest], AssistantMessage | ModelResponse]
     | Exception
 )
+
 """One scripted answer: a message or response, a function of the request, or an error to raise."""
 
 _KNOWN_CAPABILITIES = frozenset({TOKEN_COUNTING, CLEAR_TOOL_USES, CLEAR_THINKING, COMPACT})
@@ -154,7 +156,7 @@ def summarize_request(request: ModelRequest) -> str:
 def _check_chunk(stream_chunk: int | None) -> int | None:
     if stream_chunk is not None and (type(stream_chunk) is not int or stream_chunk < 1):
         raise InvalidArgumentError(
-            f"stream_chunk must be None or an int >= 1, got {stream_chunk!r}"
+            f"stream_chunk must be None or an int >= 1, got {shown(stream_chunk)}"
         )
     return stream_chunk
 

@@ -36,11 +36,12 @@ from liteagent.eventlog import (
     CancelToken,
     Checkpointer,
     GarbageReport,
+    InvalidSessionIdError,
     OperationCancelledError,
     collect_garbage,
     validate_session_id,
 )
-from liteagent.eventlog._branches import branch_prefix
+from liteagent.eventlog._branches import branch_prefix, is_branch_session
 from liteagent.providers import ModelProvider
 from liteagent.tools import Tool
 
@@ -326,7 +327,14 @@ class AgentCore:
             return self.session_id
         if not self.sessions and session_id != self.session_id:
             raise SessionsDisabledError(f"{method}(session_id=...) needs sessions=True")
-        return validate_session_id(session_id)
+        sid = validate_session_id(session_id)
+        if is_branch_session(sid):
+            raise InvalidSessionIdError(
+                sid,
+                f"{sid!r} is a branch a restore or an undo keeps, not a session: "
+                "list_branches() and undo_restore() bring it back",
+            )
+        return sid
 
     def _stop_refs(self) -> None:
         for ref in self._refs:

@@ -8,6 +8,7 @@ import sys
 import structlog
 
 from liteagent.eventlog import InvalidArgumentError
+from liteagent.eventlog._shown import shown
 
 __all__ = ["configure_logging"]
 
@@ -17,11 +18,11 @@ def configure_logging(*, json: bool = False, level: str | int = "INFO") -> None:
     for daemons) or readable console lines, from ``level`` on (a level name such as ``"INFO"``
     or a number). Call it once, from the application."""
     if type(json) is not bool:
-        raise InvalidArgumentError(f"json must be True or False, got {json!r}")
+        raise InvalidArgumentError(f"json must be True or False, got {shown(json)}")
     names = logging.getLevelNamesMapping()
     if not ((type(level) is int and level >= 0) or (isinstance(level, str) and level in names)):
         raise InvalidArgumentError(
-            f"level must be one of {sorted(names)} or an int >= 0, got {level!r}"
+            f"level must be one of {sorted(names)} or an int >= 0, got {shown(level)}"
         )
     shared: list[structlog.types.Processor] = [
         structlog.contextvars.merge_contextvars,

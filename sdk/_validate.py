@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from liteagent.eventlog import CancelToken, InvalidArgumentError, validate_session_id
+from liteagent.eventlog._shown import shown
 
 __all__ = [
     "MAX_COUNT",
@@ -81,7 +81,7 @@ def check_session_id(value: object) -> str | None:
 def check_bool(value: object, name: str) -> bool:
     """``True`` or ``False`` (not merely truthy)."""
     if type(value) is not bool:
-        raise InvalidArgumentError(f"{name} must be True or False, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be True or False, got {shown(value)}")
     return value
 
 
@@ -89,7 +89,7 @@ def check_count(value: object, name: str, minimum: int = 1) -> int:
     """An int in ``[minimum, MAX_COUNT]`` (bools are not ints here)."""
     if type(value) is not int or not minimum <= value <= MAX_COUNT:
         raise InvalidArgumentError(
-            f"{name} must be an int from {minimum} to {MAX_COUNT}, got {value!r}"
+            f"{name} must be an int from {minimum} to {MAX_COUNT}, got {shown(value)}"
         )
     return value
 
@@ -97,7 +97,7 @@ def check_count(value: object, name: str, minimum: int = 1) -> int:
 def check_seq(value: object) -> int:
     """A log position: an int >= 1 (and below 2**63)."""
     if type(value) is not int or not 1 <= value <= _MAX_SEQ:
-        raise InvalidArgumentError(f"seq must be an int >= 1, got {value!r}")
+        raise InvalidArgumentError(f"seq must be an int >= 1, got {shown(value)}")
     return value
 
 
@@ -108,11 +108,11 @@ def check_seconds(value: object, name: str) -> float | None:
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
-        or math.isnan(value)
-        or not 0 < value <= MAX_SECONDS
+        or not 0 < value <= MAX_SECONDS  # NaN fails it; no float() of a huge int
     ):
         raise InvalidArgumentError(
-            f"{name} must be None or a number of seconds > 0 (at most ten years), got {value!r}"
+            f"{name} must be None or a number of seconds > 0 (at most ten years), "
+            f"got {shown(value)}"
         )
     return float(value)
 
@@ -121,14 +121,14 @@ def check_grace(value: object, name: str, *, optional: bool = False) -> float | 
     """A finite number of seconds >= 0 (``None`` too when ``optional``)."""
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         ok = False
-    else:
+    else:  # a comparison, not isfinite(): an int beyond a float's range is no OverflowError
         ok = 0 <= value <= MAX_SECONDS
     if not ok:
         raise InvalidArgumentError(
             f"{name} must be {'None or ' if optional else ''}a number of seconds >= 0 (at most "
-            f"ten years), got {value!r}"
+            f"ten years), got {shown(value)}"
         )
     return float(value)  # type: ignore[arg-type]
 
@@ -147,7 +147,9 @@ def check_path(
         kind = "None, a str or a path" if optional else "a str or a path"
         raise InvalidArgumentError(f"{name} must be {kind}, got {type(value).__name__}")
     if not text or "\0" in text:
-        raise InvalidArgumentError(f"{name} must be a non-empty path without NUL, got {text!r}")
+        raise InvalidArgumentError(
+            f"{name} must be a non-empty path without NUL, got {shown(text)}"
+        )
     return value
 
 

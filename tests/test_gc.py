@@ -18,6 +18,7 @@ from liteagent.eventlog import (
     CancelToken,
     Checkpointer,
     CorruptLogError,
+    RestoreStarted,
     TextBlock,
     ToolUseBlock,
     collect_garbage,
@@ -109,6 +110,28 @@ def test_branch_retention(tmp_path: Path) -> None:
             assert [] == agent.list_branches("s")
 
 
+def test_retention_keeps_the_branch_an_interrupted_undo_brings_back(tmp_path: Path) -> None:
+    """An undo interrupted half way still needs the branch it brings back: a collection with
+    any retention keeps it, so that a rollback of the undo can be undone again."""
+    work = tmp_path / "work"
+    work.mkdir()
+    with memory_checkpointer() as cp:
+        first = edit_twice(work, cp, "s")
+        with agent_on(work, cp) as agent:
+            agent.restore("s", first)
+            (branch,) = agent.list_branches("s")
+            head = cp.head("s")  # an undo's intent, as if its process died right after it
+            intent = RestoreStarted(
+                to_seq=head + 1, conversation=True, undo_of=branch.id, rollback_to=head
+            )
+            cp.append("s", [intent], expected_head=head)
+            assert () == agent.collect_garbage(grace=0, branch_retention=0).branches_deleted
+            agent.rollback_restore("s")
+            assert [branch.id] == [b.id for b in agent.list_branches("s")]
+            agent.undo_restore("s")
+            assert "s two\n" == (work / "s.txt").read_text()
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -117,6 +140,8 @@ def test_branch_retention(tmp_path: Path) -> None:
         {"grace": float("nan")},
         {"grace": "1h"},
         {"branch_retention": -5},
+        {"grace": 10**400},
+        {"branch_retention": 10**5000},
         {"dry_run": 1},
         {"cancel": "no"},
     ],

@@ -308,6 +308,57 @@ def test_interrupted_restore_can_be_rolled_back(workdir: Path) -> None:
     assert "b" == (workdir / "sub" / "b.txt").read_text()
 
 
+def _interrupted(workdir: Path, cp: Any) -> tuple[str, int]:
+    """A session whose restore to its first checkpoint was interrupted before it changed a
+    file (its intent is the last record): its id and the checkpoint."""
+    with _three_prompts(workdir, cp) as agent:
+        sid, seq = agent.session_id, agent.list_checkpoints()[0].seq
+    plans = _restore_files.backup_files(workdir, [("sub/b.txt", None, None)], cp.blobs)
+    cp.append(sid, [RestoreStarted(to_seq=seq, conversation=True, files=tuple(plans))])
+    return sid, seq
+
+
+@pytest.mark.parametrize("settle", ["finish_restore", "rollback_restore"])
+def test_settling_an_interrupted_restore_never_overwrites_a_later_edit(
+    workdir: Path, settle: str
+) -> None:
+    """A file the user changed after the interruption (it holds neither what the restore puts
+    there nor what it found) is refused by name, and nothing changes; once the user moves it
+    away, the same call settles the restore."""
+    cp = memory_checkpointer()
+    sid, _ = _interrupted(workdir, cp)
+    (workdir / "sub" / "b.txt").write_text("the user's later edit")
+    head = cp.head(sid)
+    with _agent(workdir, [reply("unused")], cp) as agent:
+        with pytest.raises(RestoreRefusedError, match=r"sub/b\.txt: it was changed after"):
+            getattr(agent, settle)(sid)
+        assert "the user's later edit" == (workdir / "sub" / "b.txt").read_text()
+        assert (head, True) == (cp.head(sid), agent.pending_restore(sid) is not None)
+        (workdir / "sub" / "b.txt").rename(workdir / "moved.txt")
+        getattr(agent, settle)(sid)
+        assert agent.pending_restore(sid) is None
+    assert (settle == "rollback_restore") == (workdir / "sub" / "b.txt").exists()
+
+
+@pytest.mark.parametrize("settle", ["finish_restore", "rollback_restore"])
+def test_settling_an_interrupted_restore_never_follows_a_swapped_in_symlink(
+    workdir: Path, tmp_path: Path, settle: str
+) -> None:
+    """A folder on a file's path replaced by a symlink to a folder outside the workspace:
+    refused by name, and nothing outside is written or deleted."""
+    cp = memory_checkpointer()
+    sid, _ = _interrupted(workdir, cp)
+    outside = tmp_path / "outside"
+    (workdir / "sub").rename(outside)
+    (workdir / "sub").symlink_to(outside, target_is_directory=True)
+    with (
+        _agent(workdir, [reply("unused")], cp) as agent,
+        pytest.raises(RestoreRefusedError, match="a symlink was swapped in"),
+    ):
+        getattr(agent, settle)(sid)
+    assert "b" == (outside / "b.txt").read_text()
+
+
 def test_cancel_before_any_change(workdir: Path) -> None:
     """A cancelled token stops the restore before anything changes."""
     cancel = CancelToken()

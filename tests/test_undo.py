@@ -18,6 +18,7 @@ from liteagent.eventlog import (
     BranchCreated,
     CancelToken,
     Checkpointer,
+    InvalidSessionIdError,
     RestoreFinished,
     StoredEvent,
     TextBlock,
@@ -158,6 +159,31 @@ def test_an_undo_is_undoable(work: Path) -> None:
             assert before == workspace(work)
             assert content(log) == content(list(cp.read(SID)))
             assert 1 == len(branch_ids(cp))
+
+
+def test_a_branch_id_is_not_a_session_the_agent_uses(work: Path) -> None:
+    """Every method that takes a session refuses a branch's reserved id (InvalidSessionIdError,
+    nothing written): a prompt sent into a branch would come back with its undo."""
+    with memory_checkpointer() as cp:
+        first, _ = two_prompts(work, cp)
+        with agent_on(work, cp, [reply("unused")]) as agent:
+            branch = agent.restore(SID, first).branch
+            assert branch is not None
+            kept = content(list(cp.read(branch)))
+            for use in [
+                lambda: agent.send("hello", session_id=branch),
+                lambda: agent.resume(branch),
+                lambda: agent.restore(branch, 2),
+                lambda: agent.list_checkpoints(branch),
+                lambda: agent.delete_session(branch),
+                lambda: agent.compact(session_id=branch),
+                lambda: agent.undo_restore(branch),
+            ]:
+                with pytest.raises(InvalidSessionIdError, match="is a branch"):
+                    use()
+            assert kept == content(list(cp.read(branch)))
+            agent.undo_restore(SID)
+            assert ["p1", "p2"] == [c.prompt for c in agent.list_checkpoints(SID)]
 
 
 def test_two_restores_undo_in_reverse_order(work: Path) -> None:
