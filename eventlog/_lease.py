@@ -29,11 +29,22 @@ __all__ = [
     "check_lease_args",
     "check_lease_held",
     "default_owner",
+    "live_expiry",
     "mark_lease_lost",
 ]
 
 MAX_TTL = 86_400.0
 """The longest lease time-to-live accepted (seconds)."""
+
+_CLOCK_SLACK_S = 3_600.0  # how far ahead another host's clock may be
+
+
+def live_expiry(expires_at: float, now: float) -> bool:
+    """Whether a stored lease expiry still holds at ``now``: later than now, and no further
+    ahead than a holder can set one (``MAX_TTL``, plus an hour of clock skew between hosts).
+    An expiry beyond that, or NaN, is damage: the lease is free rather than held forever."""
+    return now < expires_at <= now + MAX_TTL + _CLOCK_SLACK_S
+
 
 _MAX_OWNER = 256
 

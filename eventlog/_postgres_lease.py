@@ -40,7 +40,7 @@ from ._errors import (
     LiteAgentError,
     SessionLeasedError,
 )
-from ._lease import Lease, LeaseInfo, mark_lease_lost
+from ._lease import Lease, LeaseInfo, live_expiry, mark_lease_lost
 from ._liveness import holder_gone, started_self
 from ._postgres_db import classify, translate
 from ._postgres_schema import q
@@ -92,7 +92,11 @@ def _holder(row: tuple[Any, ...] | None) -> LeaseInfo | None:
     if row is None:
         return None
     owner, pid, host, started, token, expires_at, backend_alive, now = row
-    if expires_at <= now or not backend_alive or holder_gone(pid, host, started):
+    if (
+        not live_expiry(float(expires_at), float(now))
+        or not backend_alive
+        or holder_gone(pid, host, started)
+    ):
         return None
     return LeaseInfo(owner, pid, host, int(token), float(expires_at))
 

@@ -24,7 +24,7 @@ import apsw
 import structlog
 
 from ._errors import LeaseLostError, LiteAgentError, SessionLeasedError
-from ._lease import Lease, LeaseInfo
+from ._lease import Lease, LeaseInfo, live_expiry
 from ._liveness import holder_gone as _holder_gone
 from ._liveness import started_self as _started_self
 from ._sqlite_batch import Batch
@@ -63,7 +63,7 @@ def _info(row: tuple[Any, ...]) -> LeaseInfo | None:
         or type(expires_at) is not float
     ):
         return None
-    if expires_at <= time.time() or _holder_gone(pid, host, started):
+    if not live_expiry(expires_at, time.time()) or _holder_gone(pid, host, started):
         return None
     return LeaseInfo(owner, pid, host, token, expires_at)
 

@@ -87,6 +87,18 @@ def test_expired_lease_is_free_and_the_token_goes_on(db: Path) -> None:
         assert 42 == cp.acquire_lease("s").token
 
 
+@pytest.mark.parametrize("expires_at", [1e300, time.time() + 3 * 86_400])
+def test_an_expiry_no_holder_can_set_is_damage_and_the_lease_free(
+    db: Path, expires_at: float
+) -> None:
+    """A row whose expiry lies further ahead than any ttl (plus clock skew) could set would
+    hold the session forever: it is read as free, and an acquire takes it."""
+    put_row(db, expires_at=expires_at)
+    with sqlite_checkpointer(db) as cp:
+        assert cp.lease_holder("s") is None
+        assert 42 == cp.acquire_lease("s").token
+
+
 def test_lease_of_a_dead_process_on_this_host_is_free(db: Path) -> None:
     """A row of a process of this host that no longer exists is free before its expiry."""
     ctx = mp_context()
