@@ -17,6 +17,7 @@ log that cannot be read back.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import struct
 import threading
@@ -153,12 +154,14 @@ class SqliteCheckpointer(Checkpointer):
         self._lease_table = SqliteLeases(self)
         if not self._memory and not self._uri:
             if os.path.isdir(path):
-                raise InvalidArgumentError(f"file {path!r} is a folder, not a database file")
+                raise StorageIOError(
+                    errno.EISDIR, f"file {path!r} is a folder, not a database file"
+                )
             try:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             except (FileExistsError, NotADirectoryError) as e:
-                raise InvalidArgumentError(
-                    f"file {path!r}: a part of its folder is a file, not a folder"
+                raise StorageIOError(
+                    errno.ENOTDIR, f"file {path!r}: a part of its folder is a file, not a folder"
                 ) from e
             except OSError as e:
                 raise StorageIOError(

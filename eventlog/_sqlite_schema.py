@@ -21,6 +21,7 @@ from typing import cast
 
 import apsw
 
+from ._errors import CorruptLogError
 from ._sqlite_rows import (
     MIGRATION_FAILED_CRC,
     Seeds,
@@ -121,6 +122,14 @@ _SESSIONS_1 = f"SELECT {raw_select(('id', 'head', 'generation'))} FROM sessions"
 def migrate_from_1(conn: apsw.Connection) -> int:
     """Migrate a schema-1 store to schema 2 inside the caller's transaction; return how many
     event rows failed their schema-1 checksum (kept, marked with ``-1``)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(sessions)")}
+    if "crc" in columns:  # a later schema's table under a version 1 header
+        raise CorruptLogError(
+            None,
+            None,
+            "the database header says schema version 1, but its tables are of a later "
+            "version: the header (PRAGMA user_version) was changed or damaged",
+        )
     conn.execute("ALTER TABLE sessions ADD COLUMN crc INTEGER NOT NULL DEFAULT 0")
     seeds: dict[str, Seeds] = {}
     failed = 0

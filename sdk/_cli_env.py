@@ -12,6 +12,7 @@ commands that never call the model) compacts mechanically, and the instructions 
 
 from __future__ import annotations
 
+import errno
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from liteagent.eventlog import (
     InvalidSessionIdError,
     ModelRequest,
     OperationCancelledError,
+    StorageIOError,
     StreamEvent,
     file_checkpointer,
     project_dir,
@@ -153,8 +155,10 @@ class CliEnv:
                 if self.backend == "sqlite":
                     try:  # it makes the folders it needs
                         self._cp = sqlite_checkpointer(Path(self.location))
-                    except InvalidArgumentError as e:  # a folder, a file on its path
-                        raise UsageError(f"--db: {one_line(e)}") from e
+                    except StorageIOError as e:
+                        if e.errno in (errno.EISDIR, errno.ENOTDIR):  # a folder, or on the path
+                            raise UsageError(f"--db: {e.strerror}") from e
+                        raise
                 else:
                     self._cp = file_checkpointer(workdir=self.workdir, home=self.home)
             return self._cp

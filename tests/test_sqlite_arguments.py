@@ -18,6 +18,7 @@ from liteagent.eventlog import (
     Checkpointer,
     InvalidArgumentError,
     LiteAgentError,
+    StorageIOError,
     TextBlock,
     UserPrompt,
     sqlite_checkpointer,
@@ -195,11 +196,11 @@ def test_constructor_raises_only_library_errors(
 
 
 def test_a_file_that_cannot_be_a_database_file_is_refused_by_name(tmp_path: Path) -> None:
-    """A folder given as the file, or a path through a file, is refused with
-    InvalidArgumentError naming it (not an I/O error without the path); nothing is created."""
+    """A folder given as the file, or a path through a file, is refused with StorageIOError
+    naming the path (not "[Errno 5] Input/output error" without it); nothing is created."""
     (tmp_path / "plain").write_text("not a folder")
-    with pytest.raises(InvalidArgumentError, match="is a folder, not a database file"):
+    with pytest.raises(StorageIOError, match="is a folder, not a database file"):
         sqlite_checkpointer(tmp_path)
-    with pytest.raises(InvalidArgumentError, match="a part of its folder is a file"):
+    with pytest.raises(StorageIOError, match="a part of its folder is a file"):
         sqlite_checkpointer(tmp_path / "plain" / "sub" / "log.db")
     assert ["plain"] == [p.name for p in tmp_path.iterdir()]

@@ -121,6 +121,24 @@ def test_newer_schema_version_is_refused_and_file_unchanged(db: Path) -> None:
     assert before == db.read_bytes()
 
 
+def test_an_older_version_header_over_current_tables_is_named_as_damage(db: Path) -> None:
+    """A current database whose user_version reads 1 (set back by a tool): refused with
+    CorruptLogError naming the header, not SQLite's "duplicate column"; putting the version
+    back opens it with its events."""
+    with sqlite_checkpointer(db) as cp:
+        cp.append("s", prompts("kept"))
+    conn = raw(db)
+    conn.pragma("user_version", 1)
+    conn.close()
+    with pytest.raises(CorruptLogError, match="header says schema version 1"):
+        sqlite_checkpointer(db)
+    conn = raw(db)
+    conn.pragma("user_version", SCHEMA_VERSION)
+    conn.close()
+    with sqlite_checkpointer(db) as cp:
+        assert ["kept"] == texts(cp.read("s"))
+
+
 def test_current_schema_version_opens(db: Path) -> None:
     """A database put back at SCHEMA_VERSION opens again with its events."""
     with sqlite_checkpointer(db) as cp:
