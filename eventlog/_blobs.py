@@ -182,7 +182,9 @@ def _read_regular(path: Path, ref: str) -> bytes:
     try:
         fd = open_regular(path, os.O_RDONLY, follow=True)
     except OSError as e:
-        if e.errno in (errno.EINVAL, errno.ENXIO, errno.ELOOP):  # a folder: a read error
+        # a FIFO, socket, device or symlink loop is damage; a folder (EISDIR) stays a read
+        # error, as the caller reports any other OSError
+        if e.errno in (errno.EINVAL, errno.ENXIO, errno.ELOOP):
             raise CorruptBlobError(f"blob {ref} is damaged: {e.strerror}") from e
         raise
     try:

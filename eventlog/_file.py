@@ -45,7 +45,7 @@ from ._errors import (
 )
 from ._events import StoredEvent
 from ._filelease import FileLease, acquire_file_lease, file_lease_holder
-from ._filerepair import Salvage, assess_log, salvage_log, survey
+from ._filerepair import assess_log, salvage_log
 from ._filerewrite import new_generation, rewrite_log, unlink_quietly
 from ._filescan import check_log, read_header, read_log, verify_frames
 from ._follow import poll_for_change
@@ -260,7 +260,9 @@ class FileCheckpointer(Checkpointer):
             v = h.verified
             if v is not None and v[0] == h.ino and v[1] == generation and v[2] <= size:
                 start, head = v[2], v[3]
-            end, head, damage = verify_frames(h.fd, start, head, size, count_with=(self._codec,))
+            end, head, damage = verify_frames(
+                h.fd, start, head, size, counts=True, codec=self._codec
+            )
             h.verified = (h.ino, generation, end, head)
             if damage is not None and not damage.torn:
                 raise CorruptLogError(session_id, head + 1, damage.reason)
@@ -586,7 +588,7 @@ class FileCheckpointer(Checkpointer):
 
     def _repair_locked(self, h: _Handle, session_id: str) -> RepairReport:
         size = os.fstat(h.fd).st_size
-        found = self._assess(h.fd, size)
+        found = assess_log(h.fd, size, self._codec)
         unlink_quietly(self._tmp_path(session_id))
         if found.healthy:
             self._load(h, session_id, size, repair=True)
@@ -611,22 +613,6 @@ class FileCheckpointer(Checkpointer):
         return RepairReport(
             session_id, True, found.kept_head, generation, found.lost, quarantine, found.detail
         )
-
-    def _assess(self, fd: int, size: int) -> Salvage:
-        """:func:`assess_log`, also treating a frame whose header count disagrees with the
-        records in its payload as damage (which needs the codec to tell)."""
-        found = assess_log(fd, size)
-        if not found.header_ok or found.kept_end <= FILE_HEADER_SIZE:
-            return found
-        end, head, damage = verify_frames(
-            fd, FILE_HEADER_SIZE, 0, found.kept_end, count_with=(self._codec,)
-        )
-        if damage is None or end >= found.kept_end:
-            return found
-        last, unexplained = survey(os.pread(fd, size - end, end), head)
-        lost = ((head + 1, None if unexplained or last == head else last),)
-        detail = f"{damage.reason} at byte {end}: bytes {end}..{size} were quarantined"
-        return Salvage(end, head, True, lost, detail)
 
     def _acquire_lease(self, session_id: str, owner: str, ttl: float) -> Lease:  # noqa: ARG002
         try:

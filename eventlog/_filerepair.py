@@ -91,9 +91,11 @@ def _lost(head: int, data: bytes) -> tuple[tuple[int, int | None], ...]:
     return ((head + 1, None if unexplained or last == head else last),)
 
 
-def assess_log(fd: int, size: int) -> Salvage:
+def assess_log(fd: int, size: int, codec: Codec | None = None) -> Salvage:
     """Find the readable prefix of the log open as ``fd`` (``size`` bytes) and what was lost
-    after it. Raises :class:`SchemaVersionError` for a log of a newer format."""
+    after it; a frame whose header count disagrees with the records in its payload (after
+    ``codec``) ends the prefix like any damage. Raises :class:`SchemaVersionError` for a log
+    of a newer format."""
     if size == 0:
         return Salvage(0, 0, True, (), "")
     hdr = parse_header(os.pread(fd, FILE_HEADER_SIZE, 0)) if size >= FILE_HEADER_SIZE else None
@@ -113,7 +115,7 @@ def assess_log(fd: int, size: int) -> Salvage:
             else "the file header is damaged"
         )
         return Salvage(0, 0, False, lost, f"{what}: the whole file was quarantined")
-    end, head, damage = verify_frames(fd, FILE_HEADER_SIZE, 0, size)
+    end, head, damage = verify_frames(fd, FILE_HEADER_SIZE, 0, size, counts=True, codec=codec)
     if damage is None:
         return Salvage(end, head, True, (), "")
     what = "an unfinished last write" if damage.torn else damage.reason

@@ -24,46 +24,13 @@ from ._frames import (
     HeaderInfo,
     decode_payload,
     parse_header,
+    record_count,
 )
 from ._fsutil import open_regular
 
-__all__ = [
-    "check_log",
-    "read_header",
-    "read_log",
-    "record_count",
-    "snapshot_size",
-    "verify_frames",
-]
+__all__ = ["check_log", "read_header", "read_log", "snapshot_size", "verify_frames"]
 
 _CHECK_EVERY = 1 << 20  # while reading, look for a replaced file after each MiB
-
-
-def _array_len(data: bytes | memoryview) -> int | None:
-    """The length of the msgpack array ``data`` starts with, or None if it starts with none."""
-    if not data:
-        return None
-    b = data[0]
-    if 0x90 <= b <= 0x9F:
-        return b & 0x0F
-    if b == 0xDC and len(data) >= 3:
-        return int.from_bytes(data[1:3], "big")
-    if b == 0xDD and len(data) >= 5:
-        return int.from_bytes(data[1:5], "big")
-    return None
-
-
-def record_count(payload: bytes | memoryview, codec: Codec | None) -> int | None:
-    """The number of records a frame payload holds, read from its msgpack array header (after
-    the codec), or None when that cannot be told (the payload does not decode: a codec error
-    for the reader to report)."""
-    data: bytes | memoryview = payload
-    if codec is not None:
-        try:
-            data = codec.decode(bytes(payload))
-        except Exception:  # noqa: BLE001 -- reported as a codec error by the reader
-            return None
-    return _array_len(data)
 
 
 def _count_damage(item: Frame, n: int | None) -> Damage | None:
@@ -196,15 +163,16 @@ def verify_frames(
     head: int,
     size: int,
     *,
-    count_with: tuple[Codec | None] | None = None,
+    counts: bool = False,
+    codec: Codec | None = None,
 ) -> tuple[int, int, Damage | None]:
     """Verify the frames from ``start`` (where seq ``head + 1`` must begin) to ``size``: each
     whole, checksummed and continuing the seqs. Return ``(end of the last good frame, its last
     seq, the damage after it or None)``; a frame that does not continue the seqs (a repeated,
     swapped or dropped frame) is damage that is never torn.
 
-    With ``count_with=(codec,)`` each frame's header count is also checked against the records
-    its payload (decoded with ``codec``) holds; a mismatch is damage that is never torn."""
+    With ``counts`` each frame's header count is also checked against the records its payload
+    (after ``codec``) holds; a mismatch is damage that is never torn."""
     end = start
     for item in FrameScanner(fd, start, size):
         if isinstance(item, Damage):
@@ -217,8 +185,8 @@ def verify_frames(
                     item.offset, False, f"a frame starts at seq {item.first_seq}, not {head + 1}"
                 ),
             )
-        if count_with is not None:
-            bad = _count_damage(item, record_count(item.payload, count_with[0]))
+        if counts:
+            bad = _count_damage(item, record_count(item.payload, codec))
             if bad is not None:
                 return end, head, bad
         end, head = item.end, item.last_seq

@@ -45,6 +45,7 @@ __all__ = [
     "encode_payload",
     "encode_records",
     "parse_header",
+    "record_count",
 ]
 
 MAGIC = b"LALOG\x00\x00\x01"
@@ -156,6 +157,28 @@ def decode_payload(
             session_id=session_id,
             seq=first_seq,
         ) from e
+
+
+def record_count(payload: bytes | memoryview, codec: Codec | None) -> int | None:
+    """The number of records a frame payload holds, read from the header of its msgpack array
+    (after the codec) without decoding the records; None when it cannot be told (the payload
+    does not decode: a codec error for the reader to report)."""
+    data: bytes | memoryview = payload
+    if codec is not None:
+        try:
+            data = codec.decode(bytes(payload))
+        except Exception:  # noqa: BLE001 -- reported as a codec error by the reader
+            return None
+    if not data:
+        return None
+    b = data[0]
+    if 0x90 <= b <= 0x9F:  # fixarray
+        return b & 0x0F
+    if b == 0xDC and len(data) >= 3:  # array 16
+        return int.from_bytes(data[1:3], "big")
+    if b == 0xDD and len(data) >= 5:  # array 32
+        return int.from_bytes(data[1:5], "big")
+    return None
 
 
 def build_frame(payload: bytes, first_seq: int, count: int) -> bytes:

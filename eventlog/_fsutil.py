@@ -20,7 +20,7 @@ def _kind(mode: int) -> str:
         return "a socket"
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         return "a device"
-    return "not a regular file"
+    return "a special file"
 
 
 def open_regular(
@@ -58,9 +58,7 @@ def open_regular(
         what = _kind(st.st_mode)
         raise OSError(
             errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL,
-            f"{os.fspath(path)} is {what}, not a regular file"
-            if what != "not a regular file"
-            else f"{os.fspath(path)} is not a regular file",
+            f"{os.fspath(path)} is {what}, not a regular file",
         )
     return fd
 

@@ -27,6 +27,7 @@ from liteagent.eventlog import (
     ToolResult,
     ToolResultBlock,
     ToolUseBlock,
+    TranscriptImported,
     TurnAborted,
     UserPrompt,
     file_checkpointer,
@@ -363,3 +364,19 @@ def test_what_json_cannot_carry_in_a_log_is_written_as_json_or_refused(cli: Cli)
     result = cli("export", "s")
     assert 1 == result.code
     assert "lite-agent: message 2 content[0]: not JSON data (the number nan)\n" == result.err
+
+
+def test_export_names_a_message_whose_other_keys_hold_a_nan(cli: Cli) -> None:
+    """A log written by hand whose TranscriptImported record gives a message a key holding
+    NaN: export refuses, naming the message itself (not one of its blocks)."""
+    _write(
+        cli,
+        "s",
+        [
+            UserPrompt(content=(TextBlock("hi"),)),
+            TranscriptImported(shapes=((2, {"weight": float("nan")}, False),)),
+        ],
+    )
+    result = cli("export", "s")
+    assert 1 == result.code
+    assert "lite-agent: message 1: not JSON data (the number nan)\n" == result.err

@@ -204,3 +204,5 @@ def test_a_file_that_cannot_be_a_database_file_is_refused_by_name(tmp_path: Path
     with pytest.raises(StorageIOError, match="a part of its folder is a file"):
         sqlite_checkpointer(tmp_path / "plain" / "sub" / "log.db")
     assert ["plain"] == [p.name for p in tmp_path.iterdir()]
+    with pytest.raises(StorageIOError, match="cannot make the folder of '/proc/"):
+        sqlite_checkpointer("/proc/no-such-liteagent-folder/log.db")  # /proc refuses a mkdir
