@@ -21,8 +21,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-import structlog
-
 from liteagent.context import (
     ContextBudgetError,
     ContextEngine,
@@ -54,13 +52,14 @@ from liteagent.eventlog import (
     TextBlock,
     ToolResult,
 )
+from liteagent.eventlog._logger import get_logger
 from liteagent.providers import COMPACT, ContextOverflowError, ModelProvider
 from liteagent.providers._contract import ToolSchema
 from liteagent.tools import UnknownReferenceError
 
 __all__ = ["LogArchiveReader", "SessionContext"]
 
-_log = structlog.get_logger("liteagent.context")
+_log = get_logger("liteagent.context")
 _READERS = frozenset({"context", "read_spilled"})  # what they return is already archived
 
 

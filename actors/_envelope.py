@@ -31,9 +31,9 @@ from typing import Any, TypeVar
 
 import msgspec
 import pykka
-import structlog
 
 from liteagent.eventlog import CancelToken, Lease, LiteAgentError, OperationCancelledError
+from liteagent.eventlog._logger import get_logger
 
 from ._pool import ThreadPool
 from ._reply import Reply
@@ -53,7 +53,7 @@ __all__ = [
     "tell",
 ]
 
-_log = structlog.get_logger("liteagent.actors")
+_log = get_logger("liteagent.actors")
 _ENCODER = msgspec.msgpack.Encoder()
 T = TypeVar("T")
 A = TypeVar("A", bound="ActorBase")

@@ -29,9 +29,9 @@ from typing import Any, TypeVar
 
 import msgspec
 import pykka
-import structlog
 
 from liteagent.eventlog import CancelToken
+from liteagent.eventlog._logger import get_logger
 
 from ._envelope import ActorStoppedError, ActorTimeoutError, Dispatcher
 from ._errors import AgentBusyError
@@ -43,7 +43,7 @@ from ._turn import SessionConfig
 
 __all__ = ["AgentBusyError", "HostSaturatedError", "HostStats", "SessionHost"]
 
-_log = structlog.get_logger("liteagent.actors")
+_log = get_logger("liteagent.actors")
 _STOP_TIMEOUT = 10.0  # waiting for actors to stop (close, forget)
 _QUERY_TIMEOUT = 30.0  # waiting for the dispatcher to answer
 _ASK_TIMEOUT = 300.0  # a state read or a ref: time in the queue plus the fold

@@ -22,9 +22,9 @@ from functools import partial
 from typing import Any, Literal
 
 import pykka
-import structlog
 
 from liteagent.eventlog import CancelToken, LiteAgentError, OperationCancelledError
+from liteagent.eventlog._logger import get_logger
 
 from ._envelope import ActorMessage, ActorStoppedError, complete, fail, start_actor, tell
 from ._errors import AgentBusyError
@@ -35,7 +35,7 @@ from ._turn import SessionConfig
 
 __all__ = ["HostSaturatedError", "Live", "Request", "Slots"]
 
-_log = structlog.get_logger("liteagent.actors")
+_log = get_logger("liteagent.actors")
 
 
 class HostSaturatedError(LiteAgentError):

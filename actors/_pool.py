@@ -15,11 +15,11 @@ import queue
 import threading
 from collections.abc import Callable
 
-import structlog
+from liteagent.eventlog._logger import get_logger
 
 __all__ = ["ThreadPool"]
 
-_log = structlog.get_logger("liteagent.actors")
+_log = get_logger("liteagent.actors")
 
 
 class _Worker:

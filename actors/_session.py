@@ -17,7 +17,6 @@ from typing import Any
 
 import msgspec
 import pykka
-import structlog
 
 from liteagent.eventlog import (
     BackgroundCompleted,
@@ -28,6 +27,7 @@ from liteagent.eventlog import (
     TextBlock,
     UserPrompt,
 )
+from liteagent.eventlog._logger import get_logger
 from liteagent.tools import ToolOutput
 
 from ._envelope import ActorBase, ActorMessage, Envelope, ask, tell
@@ -50,7 +50,7 @@ __all__ = [
     "SessionActor",
 ]
 
-_log = structlog.get_logger("liteagent.session")
+_log = get_logger("liteagent.session")
 
 
 class Send(ActorMessage, tag="send", frozen=True):

@@ -26,7 +26,6 @@ from typing import Any, Protocol
 
 import msgspec
 import pykka
-import structlog
 
 from liteagent.context import (
     ContextBudgetError,
@@ -60,6 +59,7 @@ from liteagent.eventlog import (
     UserPrompt,
 )
 from liteagent.eventlog import Message as ConvMessage
+from liteagent.eventlog._logger import get_logger
 from liteagent.eventlog._messages import merge_adjacent, message_text
 from liteagent.providers import ContextOverflowError, ModelProvider
 from liteagent.providers._contract import ModelRequest, ModelResponse, ResponseComplete, ToolSchema
@@ -83,7 +83,7 @@ from ._turn_tools import (
 
 __all__ = ["Middleware", "SessionConfig", "SessionCore", "TurnFailedError", "TurnResult"]
 
-_log = structlog.get_logger("liteagent.session")
+_log = get_logger("liteagent.session")
 
 
 class TurnFailedError(LiteAgentError):

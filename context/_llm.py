@@ -57,8 +57,6 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Protocol
 
-import structlog
-
 from liteagent.eventlog import (
     CancelToken,
     InvalidArgumentError,
@@ -70,6 +68,7 @@ from liteagent.eventlog import (
     TextBlock,
     Usage,
 )
+from liteagent.eventlog._logger import get_logger
 from liteagent.eventlog._messages import merge_adjacent, message_text
 from liteagent.eventlog._shown import shown
 
@@ -96,7 +95,7 @@ _TASK += "is kept verbatim elsewhere)."
 _CACHE_SIZE = 16
 _MIN_ROOM = 64  # estimated tokens a chunk must be able to hold
 _MESSAGE_TOKENS = 8  # estimate_tokens' overhead for a message with one block
-_log = structlog.get_logger("liteagent.context")
+_log = get_logger("liteagent.context")
 
 
 class SummarizerModel(Protocol):

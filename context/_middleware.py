@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
-import structlog
 
 from liteagent.eventlog import (
     CancelToken,
@@ -29,6 +28,7 @@ from liteagent.eventlog import (
     ToolResultBlock,
     Usage,
 )
+from liteagent.eventlog._logger import get_logger
 from liteagent.eventlog._messages import merge_adjacent
 from liteagent.eventlog._shown import shown
 
@@ -49,7 +49,7 @@ __all__ = [
     "trim_messages",
 ]
 
-_log = structlog.get_logger("liteagent.context")
+_log = get_logger("liteagent.context")
 """The share of the reported context window a trimmed request aims for."""
 
 

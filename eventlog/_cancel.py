@@ -9,13 +9,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-import structlog
-
 from ._errors import OperationCancelledError
+from ._logger import get_logger
 
 __all__ = ["CancelToken"]
 
-_log = structlog.get_logger("liteagent.eventlog")
+_log = get_logger("liteagent.eventlog")
 
 
 class CancelToken:

@@ -21,8 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
-import structlog
-
 from ._blobs import BlobStore, FileBlobStore
 from ._codec import Codec
 from ._contract import (
@@ -58,11 +56,12 @@ from ._frames import (
 from ._fsutil import fsync_dir, open_regular, write_all
 from ._ids import SESSION_ID_PATTERN, validate_session_id
 from ._lease import Lease, LeaseInfo
+from ._logger import get_logger
 from ._paths import check_path, project_dir
 
 __all__ = ["FileCheckpointer", "file_checkpointer"]
 
-_log = structlog.get_logger("liteagent.eventlog")
+_log = get_logger("liteagent.eventlog")
 
 Durability = Literal["normal", "full"]
 _MAX_OPEN_HANDLES = 128

@@ -32,7 +32,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
-import structlog
 
 from ._errors import (
     CheckpointerClosedError,
@@ -42,6 +41,7 @@ from ._errors import (
 )
 from ._lease import Lease, LeaseInfo, live_expiry, mark_lease_lost
 from ._liveness import holder_gone, started_self
+from ._logger import get_logger
 from ._postgres_db import classify, translate
 from ._postgres_schema import q
 
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 __all__ = ["PostgresLeases"]
 
 T = TypeVar("T")
-_log = structlog.get_logger("liteagent.eventlog")
+_log = get_logger("liteagent.eventlog")
 
 _ALIVE = (
     "(l.backend_pid IS NULL OR EXISTS (SELECT 1 FROM pg_stat_activity a"

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import apsw
-import structlog
 
 from ._contract import IntegrityProblem
 from ._errors import (
@@ -22,11 +21,12 @@ from ._errors import (
     SchemaVersionError,
     StorageIOError,
 )
+from ._logger import get_logger
 from ._sqlite_schema import SCHEMA, SCHEMA_VERSION, TABLES, migrate_from_1
 
 __all__ = ["SCHEMA_VERSION", "integrity_problem", "map_error", "open_connection", "translate"]
 
-_log = structlog.get_logger("liteagent.eventlog")
+_log = get_logger("liteagent.eventlog")
 
 _WAL_ATTEMPTS = 200  # x 10 ms: how long to retry a WAL switch refused on a fresh file
 _MIGRATION_WAIT_S = 600.0  # how long an open waits for another process's migration

@@ -21,12 +21,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import apsw
-import structlog
 
 from ._errors import LeaseLostError, LiteAgentError, SessionLeasedError
 from ._lease import Lease, LeaseInfo, live_expiry
 from ._liveness import holder_gone as _holder_gone
 from ._liveness import started_self as _started_self
+from ._logger import get_logger
 from ._sqlite_batch import Batch
 from ._sqlite_ops import Fence
 from ._sqlite_rows import decode_raw, raw_select
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SqliteLeases"]
 
-_log = structlog.get_logger("liteagent.eventlog")
+_log = get_logger("liteagent.eventlog")
 
 _ROW = (
     f"SELECT {raw_select(('owner', 'pid', 'host', 'started', 'token', 'expires_at'))} "  # noqa: S608

@@ -19,9 +19,9 @@ from typing import Any
 
 import anthropic
 import httpx2
-import structlog
 
 from liteagent.eventlog import CancelToken, OperationCancelledError
+from liteagent.eventlog._logger import get_logger
 
 from ._anthropic_convert import (
     applied_edits,
@@ -49,7 +49,7 @@ from ._errors import ProviderAuthError, ProviderError, ProviderStreamError
 
 __all__ = ["AnthropicProvider", "anthropic_provider"]
 
-_log = structlog.get_logger("liteagent.providers")
+_log = get_logger("liteagent.providers")
 
 
 class AnthropicProvider(ModelProvider):

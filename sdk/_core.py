@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pykka
-import structlog
 
 from liteagent.actors import (
     CompactorActor,
@@ -42,6 +41,7 @@ from liteagent.eventlog import (
     validate_session_id,
 )
 from liteagent.eventlog._branches import branch_prefix, is_branch_session
+from liteagent.eventlog._logger import get_logger
 from liteagent.providers import ModelProvider
 from liteagent.tools import Tool
 
@@ -50,7 +50,7 @@ from ._idle import IdleCompaction
 
 __all__ = ["CLOSE_WAIT_S", "POOL_WORKERS", "AgentCore", "new_session_id"]
 
-_log = structlog.get_logger("liteagent.sdk")
+_log = get_logger("liteagent.sdk")
 _AGENT_IDS = itertools.count(1)
 T = TypeVar("T")
 

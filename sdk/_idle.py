@@ -9,13 +9,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import structlog
-
 from liteagent.eventlog import LiteAgentError
+from liteagent.eventlog._logger import get_logger
 
 __all__ = ["IdleCompaction"]
 
-_log = structlog.get_logger("liteagent.sdk")
+_log = get_logger("liteagent.sdk")
 _MAX_SLEEP = 60.0
 _JOIN_TIMEOUT = 1.0  # a compaction in progress is not waited for: it fails on the closed agent
 
