@@ -42,9 +42,10 @@ from liteagent.eventlog._branches import new_branch_id
 
 from ._branches import Branch, list_branches, read_branch
 from ._envelope import ask
+from ._errors import AgentBusyError
 from ._fork import fork_session
 from ._hub import EventHub, LiveEvent
-from ._lease import session_lease
+from ._lease import describe_holder, session_lease
 from ._ledger import untracked_seqs
 from ._live import CheckpointRestore
 from ._maintenance import held
@@ -120,9 +121,33 @@ class Restorer:
         return checkpoints(state, self.checkpointer.blobs, untracked_seqs(events))
 
     def pending(self, session_id: str) -> RestoreStarted | None:
-        """The interrupted restore of the session, if any."""
-        state, _ = self._fold(session_id)
+        """The interrupted restore of the session, if any (not one that is running now)."""
+        try:
+            _, state, _ = self._read_settled(session_id)
+        except AgentBusyError:
+            return None  # a restore is running: nothing was interrupted
         return None if state.pending_restore is None else state.pending_restore[1]
+
+    def _read_settled(self, session_id: str) -> tuple[list[StoredEvent], SessionState, int]:
+        """:meth:`_read` for an operation that takes no lease, such that a restore intent in
+        the log is an interrupted restore's: raises AgentBusyError while one is running (its
+        lease is held, here or in another process). A restore holds the lease from before its
+        intent is written until after its last write, so an intent read while the lease was
+        free, with the log unchanged since, is one whose holder stopped."""
+        cp = self.checkpointer
+        for _ in range(_READ_ATTEMPTS):
+            events, state, generation = self._read(session_id)
+            if state.pending_restore is None:
+                return events, state, generation
+            holder = cp.lease_holder(session_id)
+            if holder is not None:
+                raise AgentBusyError(
+                    f"session {session_id!r} has a restore running: {describe_holder(holder)} "
+                    "holds its lease"
+                )
+            if cp.position(session_id) == (events[-1].seq if events else 0, generation):
+                return events, state, generation
+        raise CheckpointConflictError(session_id, None, None, "the session kept changing")
 
     def list_branches(self, session_id: str) -> list[Branch]:
         """The session's branches, oldest first (see :func:`._branches.list_branches`)."""
@@ -183,7 +208,7 @@ class Restorer:
         self, session_id: str, seq: int, *, files: bool = True, conversation: bool = True
     ) -> RestorePreview:
         """What :meth:`restore` would do now (it takes no lock and changes nothing)."""
-        events, state, _ = self._read(session_id)
+        events, state, _ = self._read_settled(session_id)
         self._idle(session_id, state)
         self._checkpoint(session_id, state, seq)
         return preview_restore(
@@ -361,7 +386,7 @@ class Restorer:
     def fork(self, session_id: str, seq: int, new_id: str, *, workdir: Path | None = None) -> str:
         """Fork ``session_id`` before its checkpoint ``seq`` into ``new_id`` (see
         :func:`._fork.fork_session`)."""
-        events, state, _ = self._read(session_id)
+        events, state, _ = self._read_settled(session_id)
         self._idle(session_id, state)
         self._checkpoint(session_id, state, seq)
         if workdir is not None and workdir.resolve() == self.workdir.resolve():

@@ -68,6 +68,7 @@ _MAX_OPEN_HANDLES = 128
 _MAX_VERIFIED = 16384  # verified prefixes remembered for sessions whose handle was evicted
 _RO = os.O_RDONLY | os.O_CLOEXEC
 _RW = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
+_LEFTOVER_TRIES = 5  # looks at a log replaced while it is looked at
 _LOG_NAME = re.compile(SESSION_ID_PATTERN + r"\.log")
 
 
@@ -525,10 +526,12 @@ class FileCheckpointer(Checkpointer):
                 continue
             try:
                 events += check_log(self._path(sid), sid, self._codec, problems)
+            except FileNotFoundError:
+                sessions -= 1  # deleted since it was listed
             except OSError as e:
                 problems.append(IntegrityProblem("corrupt", f"cannot read: {e}", sid))
         try:
-            leftovers = sorted(n for n in os.listdir(self._root_s) if n.endswith(".tmp"))
+            temps = sorted(n for n in os.listdir(self._root_s) if n.endswith(".tmp"))
         except OSError as e:
             raise _io_error(e, None, "check") from e
         problems.extend(
@@ -537,9 +540,35 @@ class FileCheckpointer(Checkpointer):
                 f"{name}: the temp file of an interrupted truncate (removed by the next write)",
                 name[1:-4],
             )
-            for name in leftovers
+            for name in temps
+            if self._left_over(name)
         )
         return integrity_report(problems, sessions, events)
+
+    def _left_over(self, temp: str) -> bool:
+        """Whether the temp file ``temp`` was left by an interrupted truncate, not made by one
+        running now: a truncate holds its log's exclusive flock while its temp file exists."""
+        temp_path = os.path.join(self._root_s, temp)
+        log_path = self._path(temp[1:-4])
+        for _ in range(_LEFTOVER_TRIES):
+            try:
+                fd = open_regular(log_path, os.O_RDONLY)
+            except FileNotFoundError:
+                return os.path.lexists(temp_path)
+            except OSError:
+                return True  # no log to ask (a link, a folder, ...): the temp file is left over
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                if os.fstat(fd).st_ino != os.stat(log_path).st_ino:
+                    continue  # a truncate replaced the log meanwhile: ask the new one
+                return os.path.lexists(temp_path)  # still there while no write holds the log
+            except BlockingIOError:
+                return False  # a write holds the log: its truncate is running
+            except OSError:
+                continue
+            finally:
+                os.close(fd)  # and with it the flock
+        return False  # replaced on every try: truncates are running
 
     def _log_files(self) -> list[tuple[str, int, str]]:
         """Every ``<sid>.log`` entry, its size and, for one that is not a regular file (or

@@ -63,7 +63,12 @@ _PAGE_Q = (
     " LEFT JOIN LATERAL (SELECT seq, ts, kind, body, crc FROM {s}.events"
     " WHERE session_id = s.id AND seq > %s ORDER BY seq LIMIT %s) e ON true WHERE s.id = %s"
 )
-_ANY_ROW = "SELECT 1 FROM {s}.events WHERE session_id = %s LIMIT 1"
+# Rows without a session record, in one statement (one snapshot): asked after a page query found
+# no record, it must not take a session created since for damage.
+_ANY_ROW = (
+    "SELECT 1 FROM {s}.events WHERE session_id = %(sid)s"
+    " AND NOT EXISTS (SELECT 1 FROM {s}.sessions WHERE id = %(sid)s) LIMIT 1"
+)
 _POSITION = (
     "SELECT (SELECT head FROM {s}.sessions WHERE id = %(sid)s),"
     " (SELECT generation FROM {s}.sessions WHERE id = %(sid)s),"
@@ -260,7 +265,7 @@ class PostgresCheckpointer(Checkpointer):
             cur = conn.cursor(binary=True)
             found = cur.execute(self._page_q, (after, _PAGE, session_id)).fetchall()
             if not found:
-                if cur.execute(self._any_row, (session_id,)).fetchone() is not None:
+                if cur.execute(self._any_row, {"sid": session_id}).fetchone() is not None:
                     raise corrupt(
                         session_id,
                         None,

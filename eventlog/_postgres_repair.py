@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ._checkread import check_read
 from ._contract import IntegrityProblem, IntegrityReport, RepairReport, integrity_report
-from ._errors import CodecError, CorruptLogError
-from ._events import OpaqueEvent, StoredEvent
+from ._events import StoredEvent
 from ._postgres_schema import q
 from ._sqlite_rows import Seeds, corrupt, row_crc
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["check_rows", "check_store", "repair_session"]
 
-_SESSIONS = "SELECT id, head FROM {s}.sessions"
+_SESSIONS = "SELECT id FROM {s}.sessions"
 _ORPHANS = (
     "SELECT DISTINCT session_id FROM {s}.events e"
     " WHERE NOT EXISTS (SELECT 1 FROM {s}.sessions s WHERE s.id = e.session_id)"
@@ -80,47 +80,9 @@ def check_store(
         for (sid,) in orphans
     ]
     events = 0
-    for sid, head in sorted(sessions):
-        events += _check_session(read, sid, int(head), problems)
+    for (sid,) in sorted(sessions):
+        events += check_read(read, sid, problems)
     return integrity_report(problems, len(sessions), events)
-
-
-def _check_session(
-    read: Callable[[str], Iterator[StoredEvent]],
-    session_id: str,
-    head: int,
-    problems: list[IntegrityProblem],
-) -> int:
-    unknown: set[str] = set()
-    count = 0
-    try:
-        for count, ev in enumerate(read(session_id), start=1):  # noqa: B007 -- count is kept
-            if isinstance(ev.body, OpaqueEvent):
-                unknown.add(ev.kind)
-    except CorruptLogError as e:
-        problems.append(IntegrityProblem("corrupt", e.detail, session_id, e.seq))
-        return count
-    except CodecError as e:
-        problems.append(IntegrityProblem("codec", str(e), session_id, e.seq))
-        return count
-    if count < head:  # a read checks this too; kept for a session truncated meanwhile
-        problems.append(
-            IntegrityProblem(
-                "gap",
-                f"the session records head {head}, the log ends at {count}",
-                session_id,
-                count + 1,
-            )
-        )
-    if unknown:
-        problems.append(
-            IntegrityProblem(
-                "unknown_kind",
-                f"events of kinds this version does not know (kept as-is): {sorted(unknown)}",
-                session_id,
-            )
-        )
-    return count
 
 
 def _readable_prefix(

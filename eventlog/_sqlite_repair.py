@@ -19,9 +19,10 @@ from collections.abc import Callable, Iterator
 
 import apsw
 
+from ._checkread import check_read
 from ._contract import IntegrityProblem, IntegrityReport, RepairReport, integrity_report
-from ._errors import CodecError, CorruptLogError, LiteAgentError
-from ._events import OpaqueEvent, StoredEvent
+from ._errors import CorruptLogError, LiteAgentError
+from ._events import StoredEvent
 from ._ids import validate_session_id
 from ._sqlite_batch import Batch, WriteOp
 from ._sqlite_db import integrity_problem
@@ -89,7 +90,7 @@ def check_store(
         if problem is not None:
             problems.append(IntegrityProblem("corrupt", problem, sid))
             continue
-        sessions.append((sid, rest[0]))
+        sessions.append(sid)
     for value in orphans:
         sid = _session_id(value)
         problems.append(
@@ -102,8 +103,8 @@ def check_store(
             )
         )
     events = 0
-    for sid, head in sorted(sessions):
-        events += _check_session(read, sid, head, problems)
+    for sid in sorted(sessions):
+        events += check_read(read, sid, problems)
     return integrity_report(problems, len(stored), events)
 
 
@@ -123,44 +124,6 @@ def _attribute(conn: apsw.Connection, problem: IntegrityProblem) -> IntegrityPro
         f"tables a repair moved aside keep their damaged pages: {', '.join(aside)} (every "
         "live table checks out; drop them, or VACUUM INTO a new file, to reclaim the space)",
     )
-
-
-def _check_session(
-    read: Callable[[str], Iterator[StoredEvent]],
-    session_id: str,
-    head: int,
-    problems: list[IntegrityProblem],
-) -> int:
-    unknown: set[str] = set()
-    count = 0
-    try:
-        for count, ev in enumerate(read(session_id), start=1):  # noqa: B007 -- count is kept
-            if isinstance(ev.body, OpaqueEvent):
-                unknown.add(ev.kind)
-    except CorruptLogError as e:
-        problems.append(IntegrityProblem("corrupt", e.detail, session_id, e.seq))
-        return count
-    except CodecError as e:
-        problems.append(IntegrityProblem("codec", str(e), session_id, e.seq))
-        return count
-    if count != head:  # a read checks this too; kept for a session appended meanwhile
-        problems.append(
-            IntegrityProblem(
-                "gap",
-                f"the session records head {head}, the log ends at {count}",
-                session_id,
-                count + 1,
-            )
-        )
-    if unknown:
-        problems.append(
-            IntegrityProblem(
-                "unknown_kind",
-                f"events of kinds this version does not know (kept as-is): {sorted(unknown)}",
-                session_id,
-            )
-        )
-    return count
 
 
 # -- repair ----------------------------------------------------------------------------------------

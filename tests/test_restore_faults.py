@@ -41,7 +41,13 @@ from liteagent.eventlog import (
 )
 from liteagent.eventlog._blobs import blob_ref
 from liteagent.providers import scripted
-from liteagent.sdk import LiteAgent, RestoreRefusedError, create_lite_agent
+from liteagent.sdk import (
+    AgentBusyError,
+    InterruptedRestoreError,
+    LiteAgent,
+    RestoreRefusedError,
+    create_lite_agent,
+)
 
 _IDS = iter(range(10**9))
 
@@ -458,4 +464,65 @@ def test_a_crash_inside_a_file_write_leaves_nothing_behind(zygote: Zygote, tmp_p
     with file_checkpointer(r.store) as cp, agent_on(r.work, cp, []) as agent:
         assert agent.pending_restore() is not None
         agent.finish_restore()
+    assert r.initial == workspace(r.work)
+
+
+_HOLDER = textwrap.dedent(
+    """
+    import sys
+    from liteagent.eventlog import file_checkpointer, sqlite_checkpointer
+    backend, store, sid = sys.argv[1:]
+    cp = (file_checkpointer if backend == "file" else sqlite_checkpointer)(store)
+    lease = cp.acquire_lease(sid)
+    print("held", flush=True)
+    sys.stdin.read()
+    lease.release()
+    cp.close()
+    """
+)
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("backend", ["file", "sqlite"])
+def test_a_restore_running_in_another_process_is_not_called_interrupted(
+    zygote: Zygote, tmp_path: Path, backend: str
+) -> None:
+    """While another process holds the session's lease (as a restore, or the finish of one,
+    does while it runs), the intent in the log is not an interrupted restore: pending_restore()
+    is None, and a preview or a fork is refused as busy, not as interrupted. Once the lease is
+    free, the same intent is an interrupted restore."""
+    r = run_round(zygote, tmp_path, backend, random.Random(7), kill_after=None, mode="die_in_write")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, backend, str(r.store), SID],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert "held" == holder.stdout.readline().strip()
+        with open_checkpointer(backend, r.store) as cp, agent_on(r.work, cp, []) as agent:
+            seq = agent.list_checkpoints(SID)[0].seq
+            assert agent.pending_restore(SID) is None
+            with pytest.raises(AgentBusyError, match="has a restore running"):
+                agent.restore(SID, seq, dry_run=True)
+            with pytest.raises(AgentBusyError, match="has a restore running"):
+                agent.fork(SID, seq)
+            with pytest.raises(AgentBusyError):
+                agent.finish_restore(SID)
+        assert holder.stdin is not None
+        holder.stdin.close()
+        assert 0 == holder.wait(60)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
+    with open_checkpointer(backend, r.store) as cp, agent_on(r.work, cp, []) as agent:
+        assert agent.pending_restore(SID) is not None
+        with pytest.raises(InterruptedRestoreError):
+            agent.fork(SID, seq)
+        agent.finish_restore(SID)
     assert r.initial == workspace(r.work)

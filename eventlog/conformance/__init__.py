@@ -53,7 +53,12 @@ from ._follow_tests import DurableFollowTests, FollowTests
 from ._gc_tests import BlobCollectionTests, DurableBlobCollectionTests
 from ._lease_tests import DurableLeaseTests, LeaseTests
 from ._machine import MACHINE_SETTINGS, make_machine
-from ._processes import run_crash_round, run_racing_writers, run_separate_writers
+from ._processes import (
+    run_checks_beside_churn,
+    run_crash_round,
+    run_racing_writers,
+    run_separate_writers,
+)
 from ._util import Factory, KillSettling, prompt, prompts, texts
 
 __all__ = [
@@ -187,6 +192,23 @@ class DurableConformance(DurableLeaseTests, DurableBlobCollectionTests, DurableF
             for sid in ids:
                 assert [f"{sid}:{i}" for i in range(50)] == texts(cp.read(sid))
             assert sorted(ids) == sorted(i.id for i in cp.list())
+
+    @pytest.mark.processes
+    def test_integrity_checks_beside_other_writers_find_nothing(self, tmp_path: Path) -> None:
+        """check_integrity() run over and over while another process appends, truncates,
+        deletes and creates sessions reports no problem and refuses no write: a session that
+        grew, shrank or went away while it was checked is not damaged."""
+        factory = self.checkpointer_factory(tmp_path / "store")
+        with factory():
+            pass
+        checks, writes, problems = run_checks_beside_churn(factory, seconds=2.0)
+        assert checks >= 5
+        assert writes >= 200
+        assert [] == problems, f"{checks} checks beside {writes} writes found: {problems[:5]}"
+        with factory() as cp:
+            for n in range(4):
+                cp.append(f"churn{n}", prompts("after"))
+            assert cp.check_integrity().ok
 
 
 class CrashConformance(KillSettling):

@@ -24,6 +24,7 @@ __all__ = [
     "CrashOutcome",
     "CrashRun",
     "mp_context",
+    "run_checks_beside_churn",
     "run_crash_round",
     "run_racing_writers",
     "run_separate_writers",
@@ -113,6 +114,63 @@ def run_separate_writers(factory: Factory, processes: int, count: int) -> list[s
         p.join(120)
         assert 0 == p.exitcode, f"writer process failed with exit code {p.exitcode}"
     return ids
+
+
+def _churn_worker(factory: Factory, seconds: float, conn: Connection) -> None:
+    """Append to, truncate, delete and create sessions for ``seconds``; send the count of writes."""
+    cp = factory()
+    rng = random.Random(7)
+    writes = 0
+    try:
+        conn.send("ready")
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline or writes < 200:
+            sid = f"churn{rng.randrange(4)}"
+            roll = rng.random()
+            head = cp.head(sid)
+            if roll < 0.15 and head:
+                cp.truncate(sid, rng.randrange(head + 1))
+            elif roll < 0.2:
+                cp.delete(sid)
+            else:
+                cp.append(
+                    sid, prompts(*(f"{sid}:{writes}:{i}" for i in range(rng.randrange(1, 4))))
+                )
+            writes += 1
+        conn.send(writes)
+    finally:
+        cp.close()
+
+
+def run_checks_beside_churn(factory: Factory, seconds: float) -> tuple[int, int, list[Any]]:
+    """Check the store's integrity over and over while another process appends to, truncates,
+    deletes and creates sessions; return the checks run, the other process's writes and every
+    problem a check reported (none: a history that moves is no damage)."""
+    ctx = mp_context()
+    receiver, sender = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_churn_worker, args=(factory, seconds, sender))
+    proc.start()
+    sender.close()
+    checks = 0
+    problems: list[Any] = []
+    try:
+        assert receiver.poll(60), "the writer did not start"
+        assert "ready" == receiver.recv()
+        with factory() as cp:
+            while not receiver.poll(0) and proc.is_alive():
+                problems.extend(cp.check_integrity().problems)
+                checks += 1
+            problems.extend(
+                (sid, why) for sid in (f"churn{n}" for n in range(4)) if (why := cp.damaged(sid))
+            )
+        proc.join(60)
+        assert 0 == proc.exitcode, f"the writer failed with exit code {proc.exitcode}"
+        writes = receiver.recv()
+    finally:
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+    return checks, writes, problems
 
 
 # -- SIGKILL ---------------------------------------------------------------------------------------
