@@ -41,6 +41,7 @@ from ._hub import EventHub, LiveEvent
 from ._lease import session_lease
 from ._live import CompactionProgress
 from ._maintenance import held
+from ._restore_plan import InterruptedRestoreError
 from ._session import RecordCompaction
 
 __all__ = ["CompactStats", "CompactorActor", "ManualCompaction", "RunCompaction"]
@@ -156,6 +157,14 @@ class ManualCompaction:
     ) -> CompactStats:
         self._publish(session_id, "start", stage="measure")
         state = self.state(session_id, cancel)
+        if state.pending_restore is not None:
+            # A compaction appended after the intent would leave finish_restore() nothing to
+            # finish: the restore cuts the log at the intent it wrote.
+            raise InterruptedRestoreError(
+                f"session {session_id!r} has an interrupted restore (started at seq "
+                f"{state.pending_restore[0]}): call finish_restore() or rollback_restore() "
+                "before compacting it"
+            )
         view = ConversationView()
         messages = view.sync(state)
         usage = state.last_usage

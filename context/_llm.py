@@ -304,13 +304,10 @@ class _LLMCompactor(Compactor):
             entries = list(self._cache)
         for e in entries:
             n = len(e.region)
-            aligned = n == len(region) or (n > 0 and opens_turn(region[n - 1], region[n]))
-            if (
-                e.instructions == instructions
-                and best[0] < n <= len(region)
-                and aligned
-                and region[:n] == e.region
-            ):
+            if not (e.instructions == instructions and best[0] < n <= len(region)):
+                continue  # a longer region than this one (a shorter session, a restore) too
+            aligned = n == len(region) or opens_turn(region[n - 1], region[n])
+            if aligned and region[:n] == e.region:
                 best = (n, e.summary)
         return best
 

@@ -124,8 +124,8 @@ def _prunable(
     for header in headers.values():
         if header is not None and header.origin not in pending:
             state = fold(checkpointer.read(header.origin))
-            if state.head == 0:
-                pending[header.origin] = "gone"
+            if state.head == 0 and checkpointer.position(header.origin).generation == 0:
+                pending[header.origin] = "gone"  # deleted (one restored to empty still exists)
             else:
                 intent = state.pending_restore
                 pending[header.origin] = None if intent is None else intent[1].branch

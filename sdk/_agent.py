@@ -286,9 +286,9 @@ class LiteAgent:
         """Complete the interrupted restore of the current session (or ``session_id``): files
         to their targets, then the log."""
         self._core.check_open()
-        return self._core.restorer.finish(
-            self._core.session_for(check_session_id(session_id), "finish_restore")
-        )
+        sid = self._core.session_for(check_session_id(session_id), "finish_restore")
+        self._core.history_rewritten(sid)
+        return self._core.restorer.finish(sid)
 
     def rollback_restore(self, session_id: str | None = None) -> list[str]:
         """Undo the interrupted restore of the current session (or ``session_id``): every file

@@ -252,6 +252,7 @@ class AgentCore:
         cancel: CancelToken | None,
     ) -> RestoreResult:
         """Run a restore of ``session_id`` (cancelled by close(): it puts back what it changed)."""
+        self.history_rewritten(session_id)
         with self._until_closed(cancel) as token:
             return self.restorer.restore(
                 session_id, seq, files=files, conversation=conversation, cancel=token
@@ -261,6 +262,7 @@ class AgentCore:
         self, session_id: str, branch: str | None, cancel: CancelToken | None
     ) -> RestoreResult:
         """Bring a branch of ``session_id`` back (cancelled by close(), as a restore)."""
+        self.history_rewritten(session_id)
         with self._until_closed(cancel) as token:
             return self.restorer.undo(session_id, branch, cancel=token)
 
@@ -301,6 +303,13 @@ class AgentCore:
 
     def turn_started(self, session_id: str) -> None:
         """A send is starting on ``session_id`` (stops its idle timer)."""
+        if self.idle is not None:
+            self.idle.turn_started(session_id)
+
+    def history_rewritten(self, session_id: str) -> None:
+        """A restore, an undo or the finish of one is about to rewrite ``session_id``'s history:
+        no idle compaction until its next turn ends (one appended after a restore would keep
+        that restore from being undone)."""
         if self.idle is not None:
             self.idle.turn_started(session_id)
 

@@ -49,7 +49,7 @@ class IdleCompaction:
         self._thread.start()  # here, not on an event loop at the first turn
 
     def turn_started(self, session_id: str) -> None:
-        """Clear the session's deadline (a turn is starting)."""
+        """Clear the session's deadline (a turn is starting, or a restore rewrites it)."""
         with self._cond:
             self._due.pop(session_id, None)
 

@@ -482,6 +482,30 @@ def test_an_idle_session_over_budget_is_compacted_without_new_input(tmp_path: Pa
     assert "compaction" == kinds[-1]
 
 
+def test_a_restore_stops_the_idle_timer_so_that_it_can_be_undone(tmp_path: Path) -> None:
+    """A restore (or an undo) right after a turn clears the idle deadline the turn set: an idle
+    compaction appended after it would leave the restore impossible to undo."""
+    provider = scripted([*long_task(8), reply("ok")])
+    cp = memory_checkpointer()
+    with agent_with(
+        tmp_path,
+        provider,
+        cp,
+        budget_tokens=6_000,
+        idle_compact_after=0.2,
+        archive_threshold_bytes=10**9,
+    ) as agent:
+        agent.send("work")
+        agent.send("more work")
+        sid = agent.session_id
+        agent.restore(sid, agent.list_checkpoints(sid)[-1].seq)
+        head = cp.head(sid)
+        time.sleep(1.0)
+        assert head == cp.head(sid)
+        agent.undo_restore(sid)
+        assert "compaction" not in [e.kind for e in cp.read(sid)]
+
+
 def test_an_idle_session_within_budget_is_left_alone(tmp_path: Path) -> None:
     """Below the budget, idleness changes nothing."""
     provider = scripted([reply("hi")])

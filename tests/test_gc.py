@@ -21,9 +21,11 @@ from liteagent.eventlog import (
     RestoreStarted,
     TextBlock,
     ToolUseBlock,
+    UserPrompt,
     collect_garbage,
     file_checkpointer,
     memory_checkpointer,
+    sqlite_checkpointer,
 )
 from liteagent.eventlog._gc import referenced_blobs
 from liteagent.providers import scripted
@@ -108,6 +110,30 @@ def test_branch_retention(tmp_path: Path) -> None:
             pruned = agent.collect_garbage(grace=0, branch_retention=0)
             assert (branch.id,) == pruned.branches_deleted
             assert [] == agent.list_branches("s")
+
+
+@pytest.mark.parametrize("backend", ["file", "sqlite"])
+def test_a_session_restored_to_empty_keeps_its_branch(tmp_path: Path, backend: str) -> None:
+    """A session whose first prompt is its first event (written with the Checkpointer API)
+    and is restored to it holds no event, yet it exists: its branch is not pruned as a deleted
+    session's, and the undo brings the prompt back."""
+    work = tmp_path / "work"
+    work.mkdir()
+    cp = (
+        file_checkpointer(tmp_path / "store")
+        if backend == "file"
+        else sqlite_checkpointer(tmp_path / "s.db")
+    )
+    with cp:
+        cp.append("s", [UserPrompt(content=(TextBlock("hello"),))])
+        cp.append("s", [reply("hi")], expected_head=1)
+        with agent_on(work, cp) as agent:
+            agent.restore("s", 1)
+            assert 0 == cp.head("s")
+            assert () == agent.collect_garbage(grace=0).branches_deleted
+            assert [True] == [b.available for b in agent.list_branches("s")]
+            agent.undo_restore("s")
+            assert 2 == cp.head("s")
 
 
 def test_retention_keeps_the_branch_an_interrupted_undo_brings_back(tmp_path: Path) -> None:

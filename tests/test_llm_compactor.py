@@ -326,6 +326,21 @@ def test_new_turns_are_summarized_on_top_of_the_remembered_summary() -> None:
     assert f"{SUMMARY_HEADER}\nsecond summary" in message_text(result.messages[0].content)
 
 
+def test_a_shorter_history_than_a_remembered_one_is_summarized_not_a_failure() -> None:
+    """After summarizing a long history, a shorter one (another session, the same one after a
+    restore) is summarized anew: the remembered longer region is no prefix of it, and looking
+    for one is no failure of the summarizer (it raised IndexError, which opened the circuit)."""
+    model = scripted([summary("long"), summary("short"), summary("short again")])
+    c = compactor(model, max_failures=1)
+    c.maybe_compact(conversation(8))
+    for turns in (4, 3):
+        result = c.maybe_compact(conversation(turns))
+        assert ["summarize"] == [r.name for r in result.passes if r.name != "base"]
+        assert result.changed
+    assert 3 == model.calls
+    assert 0 == c.consecutive_failures  # type: ignore[attr-defined]
+
+
 # -- failures and the circuit breaker -------------------------------------------------------------
 
 

@@ -526,3 +526,22 @@ def test_a_restore_running_in_another_process_is_not_called_interrupted(
             agent.fork(SID, seq)
         agent.finish_restore(SID)
     assert r.initial == workspace(r.work)
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("backend", ["file", "sqlite"])
+def test_a_compaction_is_refused_on_an_interrupted_restore(
+    zygote: Zygote, tmp_path: Path, backend: str
+) -> None:
+    """compact() on a session with an interrupted restore raises InterruptedRestoreError and
+    appends nothing: a compaction after the intent would leave finish_restore() nothing it
+    can finish (it cuts the log at the intent)."""
+    r = run_round(zygote, tmp_path, backend, random.Random(9), kill_after=None, mode="die_in_write")
+    with open_checkpointer(backend, r.store) as cp, agent_on(r.work, cp, []) as agent:
+        head = cp.head(SID)
+        with pytest.raises(InterruptedRestoreError, match="before compacting it"):
+            agent.compact(session_id=SID)
+        assert head == cp.head(SID)
+        agent.finish_restore(SID)
+    assert r.initial == workspace(r.work)
