@@ -26,6 +26,7 @@ from ._errors import (
     CorruptLogError,
     InvalidArgumentError,
     InvalidEventError,
+    LiteAgentError,
 )
 from ._eventcodec import DECODERS, encode_body
 from ._events import Event, OpaqueEvent, StoredEvent
@@ -132,6 +133,8 @@ class EncodedEvent(NamedTuple):
     body: bytes
 
 
+_UNKNOWN = -1  # the generation a session had when its damage was found could not be read
+
 DAMAGE_PROBLEMS = frozenset({"corrupt", "gap"})
 """Findings that make a session refuse writes until it is repaired (a ``codec`` finding is
 not damage: the bytes are intact, and the codec given may be the wrong one)."""
@@ -229,7 +232,8 @@ class Checkpointer(abc.ABC):
 
     def __init__(self) -> None:
         self._closed = False
-        self._damaged: dict[str, str] = {}
+        # session -> (why writes are refused, its generation when that was found)
+        self._damaged: dict[str, tuple[str, int | None]] = {}
         self._damaged_lock = threading.Lock()
         self._leases: set[Lease] = set()
         self._leases_lock = threading.Lock()
@@ -341,18 +345,51 @@ class Checkpointer(abc.ABC):
 
     def damaged(self, session_id: str) -> str | None:
         """Why this object refuses writes to ``session_id`` (damage it found), or ``None``."""
-        with self._damaged_lock:
-            return self._damaged.get(validate_session_id(session_id))
+        self._check_open()
+        return self._still_damaged(validate_session_id(session_id))
 
     def _mark_damaged(self, session_id: str, error: CorruptLogError | str) -> None:
-        """Refuse further writes to ``session_id`` until it is repaired."""
+        """Refuse further writes to ``session_id`` until it is repaired (here, or by another
+        process or checkpointer: a repair, like a delete or a truncate, gives the session a new
+        generation)."""
         detail = error if isinstance(error, str) else str(error)
         with self._damaged_lock:
-            self._damaged.setdefault(session_id, detail)
+            if session_id in self._damaged:
+                return
+        try:
+            generation: int | None = self._position(session_id).generation
+        except CorruptLogError:
+            generation = None  # the position itself meets the damage
+        except LiteAgentError:
+            generation = _UNKNOWN  # cannot tell a repair elsewhere: only repair() here lifts it
+        with self._damaged_lock:
+            self._damaged.setdefault(session_id, (detail, generation))
+
+    def _still_damaged(self, session_id: str) -> str | None:
+        """Why writes to ``session_id`` are refused, or None: none was found, or it was
+        repaired elsewhere since: its position reads with a new generation (or reads at all,
+        when the damage was in the way of the position itself). Writes check what they build
+        on in any case; this refusal only stops them early."""
+        with self._damaged_lock:
+            found = self._damaged.get(session_id)
+        if found is None:
+            return None
+        detail, generation = found
+        if generation == _UNKNOWN:
+            return detail
+        try:
+            now = self._position(session_id).generation
+        except LiteAgentError:
+            return detail
+        if now == generation:
+            return detail
+        with self._damaged_lock:
+            if self._damaged.get(session_id) == found:
+                del self._damaged[session_id]
+        return None
 
     def _refuse_damaged(self, session_id: str) -> None:
-        with self._damaged_lock:
-            detail = self._damaged.get(session_id)
+        detail = self._still_damaged(session_id)
         if detail is not None:
             raise CorruptLogError(
                 session_id,

@@ -22,7 +22,8 @@ into a ``list`` of :class:`EncodedEvent` (``kind``, msgpack ``body`` checked to 
 so a hook never sees an invalid event. The base class also remembers damage: a
 :class:`CorruptLogError` raised by ``_append``, ``_truncate``, ``_position`` or ``_read`` (and a
 ``corrupt``/``gap`` problem reported by ``_check_integrity``) makes this object refuse writes to
-that session until ``repair()`` or ``delete()``; a hook never checks for that itself. ``list()``
+that session until ``repair()`` or ``delete()`` (here, or elsewhere: a new generation seen by
+``_position`` lifts it); a hook never checks for that itself. ``list()``
 sorts what ``_list`` returns.
 
 The hooks

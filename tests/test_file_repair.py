@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -95,6 +97,35 @@ def test_repair_lifts_the_refusal_of_a_damaged_session(tmp_path: Path) -> None:
         cp.repair(SID)
         assert cp.damaged(SID) is None
         assert 3 == cp.append(SID, prompts("x"))
+
+
+def test_a_repair_by_another_process_lifts_the_refusal_here(tmp_path: Path) -> None:
+    """A long-running checkpointer that found damage takes writes again once another process
+    (``lite-agent doctor --repair``, say) repaired the session: the repair's new generation
+    tells it so. Without a repair it keeps refusing."""
+    sizes = _three_batches(tmp_path)
+    _flip(_log(tmp_path), sizes[0] + FRAME_HEAD_SIZE + 2)
+    with file_checkpointer(tmp_path) as cp:
+        with pytest.raises(CorruptLogError):
+            list(cp.read(SID))
+        assert cp.damaged(SID) is not None
+        with pytest.raises(CorruptLogError, match="writes are refused"):
+            cp.append(SID, prompts("x"))
+        repair = (
+            "import sys\nfrom liteagent.eventlog import file_checkpointer\n"
+            "with file_checkpointer(sys.argv[1]) as cp:\n    print(cp.repair(sys.argv[2]).repaired)"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", repair, str(tmp_path), SID],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        assert "True" == done.stdout.strip()
+        assert cp.damaged(SID) is None
+        assert 3 == cp.append(SID, prompts("x"))
+        assert ["a", "b", "x"] == texts(cp.read(SID))
 
 
 def test_repair_changes_the_generation_so_stale_writers_conflict(tmp_path: Path) -> None:

@@ -296,6 +296,31 @@ def test_repair_keeps_the_prefix_and_quarantines_the_rest(db: Path, reopen: Reop
     assert [*NAMES[:3], "again"] == texts(cp.read("s"))
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE events SET kind = 'user_prompX' WHERE session_id = 's' AND seq = 4",
+        "DELETE FROM events WHERE session_id = 's' AND seq >= 6",  # the position meets it too
+    ],
+)
+def test_a_repair_by_another_checkpointer_lifts_the_refusal_here(
+    db: Path, reopen: Reopen, sql: str
+) -> None:
+    """A checkpointer that found damage takes writes again once another one (another process,
+    ``lite-agent doctor --repair``) repaired the session; until then it refuses them."""
+    edit(db, sql)
+    cp, other = reopen(), reopen()
+    with pytest.raises(CorruptLogError):
+        list(cp.read("s"))
+    with pytest.raises(CorruptLogError):
+        cp.append("s", prompts("late"))
+    assert cp.damaged("s") is not None
+    report = other.repair("s")
+    assert cp.damaged("s") is None
+    assert report.kept_head + 1 == cp.append("s", prompts("late"))
+    assert [*NAMES[: report.kept_head], "late"] == texts(cp.read("s"))
+
+
 def test_repair_of_a_deleted_tail_reports_the_lost_seqs(db: Path, reopen: Reopen) -> None:
     """Rows 6 and 7 deleted: repair keeps 1..5 and reports 6..7 lost, with nothing to move."""
     edit(db, "DELETE FROM events WHERE session_id = 's' AND seq >= 6")
