@@ -15,7 +15,7 @@ from ._contract import IntegrityProblem
 from ._errors import CheckpointConflictError, CodecError, CorruptLogError
 from ._events import OpaqueEvent, StoredEvent
 
-__all__ = ["check_read"]
+__all__ = ["check_read", "unknown_kinds"]
 
 _ATTEMPTS = 3  # reads of a session whose history keeps being replaced, before it is skipped
 
@@ -44,12 +44,15 @@ def check_read(
             problems.append(IntegrityProblem("codec", str(e), session_id, e.seq))
             return count
         if unknown:
-            problems.append(
-                IntegrityProblem(
-                    "unknown_kind",
-                    f"events of kinds this version does not know (kept as-is): {sorted(unknown)}",
-                    session_id,
-                )
-            )
+            problems.append(unknown_kinds(session_id, unknown))
         return count
     return 0
+
+
+def unknown_kinds(session_id: str, kinds: set[str]) -> IntegrityProblem:
+    """The ``unknown_kind`` finding of a session holding events of ``kinds``."""
+    return IntegrityProblem(
+        "unknown_kind",
+        f"events of kinds this version does not know (kept as-is): {sorted(kinds)}",
+        session_id,
+    )

@@ -11,6 +11,7 @@ import fcntl
 import os
 from collections.abc import Callable, Iterator
 
+from ._checkread import unknown_kinds
 from ._codec import Codec
 from ._contract import IntegrityProblem, decode_stored
 from ._errors import CheckpointConflictError, CodecError, CorruptLogError, SchemaVersionError
@@ -260,11 +261,5 @@ def _check_frames(
             break
         expected = item.last_seq + 1
     if unknown:
-        problems.append(
-            IntegrityProblem(
-                "unknown_kind",
-                f"events of kinds this version does not know (kept as-is): {sorted(unknown)}",
-                session_id,
-            )
-        )
+        problems.append(unknown_kinds(session_id, unknown))
     return expected - 1

@@ -29,7 +29,7 @@ from ._cli_demo import cmd_demo
 from ._cli_doctor import cmd_doctor
 from ._cli_env import CliEnv
 from ._cli_errors import Failure, OutputClosedError, UsageError, failure
-from ._cli_output import emit_json, make_console
+from ._cli_output import emit_json, make_console, printable
 from ._cli_repl import cmd_interactive
 from ._cli_replay import cmd_replay
 from ._cli_script import SCRIPT_FORMAT
@@ -64,6 +64,13 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message, usage=self.format_usage().strip())
 
 
+def _path(text: str) -> str:
+    """A path argument: an empty one is a usage error (it would mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path (name a folder or a file)")
+    return text
+
+
 def _global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
     """The global options; on subcommands they default to "not given" (SUPPRESS) so that one
     given before the subcommand is kept."""
@@ -72,9 +79,10 @@ def _global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
         return value if defaults else argparse.SUPPRESS
 
     group = parser.add_argument_group("global options")
-    group.add_argument("--workdir", default=d("."), help="the workspace (default: .)")
+    group.add_argument("--workdir", type=_path, default=d("."), help="the workspace (default: .)")
     group.add_argument(
         "--home",
+        type=_path,
         default=d(None),
         help="the lite-agent home (default: $LITE_AGENT_HOME or ~/.lite-agent)",
     )
@@ -86,6 +94,7 @@ def _global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
     )
     group.add_argument(
         "--db",
+        type=_path,
         default=d(None),
         help="the SQLite file for --backend sqlite (default: <home>/projects/<hash>/sessions.db)",
     )
@@ -107,17 +116,20 @@ def _sub(
     help_text: str,
     *,
     json: bool = True,
+    creates: bool = False,
 ) -> _Parser:
+    """A subcommand; one that only reads (not ``creates``) never creates a session store."""
     parser = subs.add_parser(
         name,
         help=help_text,
         description=help_text,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
     if json:
         parser.add_argument("--json", action="store_true", help="print JSON for machines")
     _global_options(parser, defaults=False)
-    parser.set_defaults(command=command)
+    parser.set_defaults(command=command, creates=creates)
     return parser
 
 
@@ -129,9 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
         "compaction, replay.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
     _global_options(parser, defaults=True)
-    parser.set_defaults(command=cmd_interactive, json=False)
+    parser.set_defaults(command=cmd_interactive, json=False, creates=True)
     subs = parser.add_subparsers(title="commands", metavar="COMMAND")
 
     demo = _sub(
@@ -141,10 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
         "an offline tour: a scripted model edits a project with the real tools, then "
         "checkpoints, a restore, a compaction and the log",
         json=False,
+        creates=True,
     )
-    demo.add_argument("--dir", help="where to create the demo (default: a new temp folder)")
+    demo.add_argument(
+        "--dir", type=_path, help="where to create the demo (default: a new temp folder)"
+    )
 
-    run = _sub(subs, "run", cmd_run, "run one prompt to the end of the model's turn")
+    run = _sub(subs, "run", cmd_run, "run one prompt to the end of the model's turn", creates=True)
     run.add_argument("prompt")
     run.add_argument(
         "--session", help="continue this session, or start one with this id (default: a new one)"
@@ -197,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     fork.add_argument("seq", type=int, metavar="SEQ")
     fork.add_argument(
         "--into",
+        type=_path,
         metavar="DIR",
         help="a copy of the workspace where the files are put back as they were at SEQ "
         "(default: the fork shares the workspace)",
@@ -207,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
         "gc",
         cmd_gc,
         "remove blobs no session or branch references, and old branches",
+        creates=True,
     )
     gc.add_argument(
         "--grace",
@@ -270,8 +288,9 @@ def build_parser() -> argparse.ArgumentParser:
         "import",
         cmd_import,
         "a JSON Lines transcript (Anthropic Messages shape) becomes a session",
+        creates=True,
     )
-    imp.add_argument("file", metavar="FILE", help="the transcript ('-' for stdin)")
+    imp.add_argument("file", metavar="FILE", type=_path, help="the transcript ('-' for stdin)")
     imp.add_argument("--session", help="the new session's id (default: a new one)")
     return parser
 
@@ -284,7 +303,7 @@ def _report(problem: Failure, as_json: bool) -> int:
         err = make_console(sys.stderr)
         if problem.usage:
             err.print(problem.usage, style="dim")
-        err.print(f"lite-agent: {problem.message}", style="red")
+        err.print(f"lite-agent: {printable(problem.message)}", style="red")
     return problem.code
 
 
@@ -319,6 +338,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 -- lives as long as the process
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 -- lives as long as the process
+    if sys.stdin is None:  # started with stdin closed: there is nothing to read
+        sys.stdin = open(os.devnull)  # noqa: SIM115 -- lives as long as the process
     env: CliEnv | None = None
     try:
         try:
@@ -335,6 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             db=args.db,
             provider_spec=args.provider,
             model=args.model,
+            create_store=bool(args.creates),
         )
         command: Command = args.command
         code = command(env, args)
@@ -375,7 +397,7 @@ def _finish(problem: Failure, as_json: bool) -> int:
     except OSError as e:  # stdout cannot be written (a full disk): say so where it can be read
         _stdout_gone()
         with contextlib.suppress(OSError, ValueError):
-            print(f"lite-agent: {problem.message}", file=sys.stderr)
+            print(f"lite-agent: {printable(problem.message)}", file=sys.stderr)
             if problem.type != "io":
                 print(f"lite-agent: cannot write the output: {e.strerror or e}", file=sys.stderr)
         return problem.code

@@ -4,12 +4,26 @@ checkpoints (each a usage error, exit code 2, otherwise)."""
 from __future__ import annotations
 
 from liteagent.eventlog import InvalidSessionIdError, validate_session_id
+from liteagent.eventlog._branches import is_branch_session
 
 from ._agent import LiteAgent
-from ._cli_env import CliEnv
+from ._cli_env import CliEnv, NoStoreError
 from ._cli_errors import UsageError
 
-__all__ = ["checkpoint_seq", "existing_session"]
+__all__ = ["checkpoint_seq", "existing_session", "not_a_branch"]
+
+
+def not_a_branch(session_id: str, option: str = "") -> str:
+    """``session_id``, refused (:class:`UsageError`) when it is the reserved id of a branch
+    (what a restore keeps, ``branch..*``): no command makes or continues a session there."""
+    if is_branch_session(session_id):
+        where = f"{option} " if option else ""
+        raise UsageError(
+            f"{where}{session_id} is a branch a restore or an undo keeps, not a session: "
+            "`lite-agent branches ID` lists a session's branches, and `lite-agent restore "
+            "--undo ID --branch BRANCH` brings one back"
+        )
+    return session_id
 
 
 def existing_session(env: CliEnv, session_id: str) -> str:
@@ -22,7 +36,12 @@ def existing_session(env: CliEnv, session_id: str) -> str:
             f"{session_id!s} is not a session id: use 1-128 letters, digits, "
             "'.', '_' or '-', starting with a letter or digit"
         ) from e
-    if env.checkpointer.head(sid) == 0:
+    not_a_branch(sid)
+    try:
+        head = env.checkpointer.head(sid)
+    except NoStoreError:
+        head = 0  # nothing is stored there (and a command that reads creates nothing)
+    if head == 0:
         raise UsageError(f"no session {sid} in {env.location} (`lite-agent sessions` lists them)")
     return sid
 

@@ -21,15 +21,19 @@ from liteagent.eventlog import (
 )
 from liteagent.eventlog._branches import is_branch_session
 
-from ._cli_args import checkpoint_seq, existing_session
-from ._cli_env import KEEP_TAIL_TURNS, CliEnv, SummaryModel
-from ._cli_errors import NoApiKeyError, UsageError
+from ._cli_args import checkpoint_seq, existing_session, not_a_branch
+from ._cli_env import KEEP_TAIL_TURNS, CliEnv, NoStoreError, SummaryModel
+from ._cli_errors import NoApiKeyError, OutputClosedError, SessionLeftError, UsageError
 from ._cli_output import (
     LiveRenderer,
+    SessionRow,
     checkpoint_table,
     emit_json,
+    finite_time,
     make_console,
+    printable,
     quiet_console,
+    session_rows,
     session_table,
     show,
     to_json,
@@ -59,11 +63,19 @@ def cmd_run(env: CliEnv, args: argparse.Namespace) -> int:
             validate_session_id(args.session)
         except InvalidSessionIdError as e:
             raise UsageError(f"--session {args.session}: not a session id") from e
+        not_a_branch(args.session, "--session")
     agent = env.agent()
     if args.session is not None:
         agent.resume(args.session)
     renderer = _renderer(args)
-    result = run_live(agent, lambda token: agent.send(args.prompt, cancel=token), renderer)
+    try:
+        result = run_live(agent, lambda token: agent.send(args.prompt, cancel=token), renderer)
+    except (OutputClosedError, KeyboardInterrupt):
+        raise
+    except Exception as e:
+        if args.session is None and _recorded(env, agent.session_id):  # a new session is left
+            raise SessionLeftError(e, agent.session_id) from e
+        raise
     if args.json:
         emit_json(
             {
@@ -84,19 +96,39 @@ def cmd_run(env: CliEnv, args: argparse.Namespace) -> int:
     return 0
 
 
+def _listed(env: CliEnv) -> list[SessionRow]:
+    """The sessions to list, each with its event count, or why it cannot be read (a damaged
+    one is listed as damaged, never failing the listing); an empty log (all a salvage kept)
+    is no session, as for the other commands."""
+    try:
+        cp = env.checkpointer
+    except NoStoreError:
+        return []  # nothing stored there yet (and `sessions` creates nothing)
+    return session_rows(cp, [s for s in cp.list() if not is_branch_session(s.id)])
+
+
+def _recorded(env: CliEnv, session_id: str) -> bool:
+    """Whether the session has events (a failure to tell is a no)."""
+    try:
+        return env.checkpointer.head(session_id) > 0
+    except Exception:  # noqa: BLE001 -- only a hint for the report
+        return False
+
+
 def cmd_sessions(env: CliEnv, args: argparse.Namespace) -> int:
-    """List the stored sessions, most recently active first."""
-    sessions = [s for s in env.checkpointer.list() if not is_branch_session(s.id)]
+    """List the stored sessions, most recently active first (a damaged one as damaged)."""
+    rows = _listed(env)
     if args.json:
         emit_json(
             [
-                {"id": s.id, "mtime": s.mtime, "events": env.checkpointer.head(s.id)}
-                for s in sessions
+                {"id": r.info.id, "mtime": finite_time(r.info.mtime), "events": r.events}
+                | ({"damaged": r.damaged} if r.damaged is not None else {})
+                for r in rows
             ]
         )
     else:
         console = make_console()
-        show(console, session_table(console, sessions))
+        show(console, session_table(console, rows))
     return 0
 
 
@@ -150,7 +182,7 @@ def cmd_restore(env: CliEnv, args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"session_id": sid, "seq": seq, **to_json(result)})
     else:
-        names = ", ".join(result.restored_files) or "none"
+        names = printable(", ".join(result.restored_files)) or "none"
         say = renderer.console.print
         say(
             f"restored {len(result.restored_files)} files ({names}); the conversation is back "

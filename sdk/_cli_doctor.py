@@ -29,6 +29,7 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 import msgspec
@@ -38,13 +39,15 @@ from liteagent.eventlog import (
     IntegrityProblem,
     Lease,
     LiteAgentError,
+    NotADatabaseError,
     SessionLeasedError,
     SessionState,
     fold,
 )
 
-from ._cli_env import CliEnv
-from ._cli_output import emit_json, one_line
+from ._cli_env import CliEnv, NoStoreError
+from ._cli_errors import UsageError, plain_error
+from ._cli_output import emit_json, one_line, printable
 
 __all__ = ["Finding", "cmd_doctor"]
 
@@ -73,12 +76,30 @@ class Finding(msgspec.Struct, kw_only=True):
     quarantine: str | None = None
 
 
+_RUN_DOCTOR = re.compile(r"[;,]?\s*\(?`lite-agent doctor`[^;()]*\)?")
+
+
 def _failure(e: Exception) -> str:
-    """A one-line reason; a foreign exception (a defect: the store should have translated it)
-    is named by its type."""
+    """A one-line reason (without advice to run doctor: this is doctor); a foreign exception
+    (a defect: the store should have translated it) is named by its type."""
     if isinstance(e, (LiteAgentError, OSError)):
-        return one_line(e)
+        return _RUN_DOCTOR.sub("", plain_error(e)).strip()
     return f"{type(e).__name__}: {one_line(e)}"
+
+
+_NOT_REPAIRED = (
+    "not repaired: doctor cannot open the store; move {location} aside to start a new one "
+    "(the moved copy keeps what can still be read)"
+)
+
+
+def _unopenable(e: Exception) -> Finding:
+    """The finding of a store that cannot be opened at all: nothing can be repaired in it."""
+    return Finding(
+        session_id=None,
+        kind="corrupt",
+        detail=f"the store cannot be opened: {_failure(e)}",
+    )
 
 
 def _store_findings(cp: Checkpointer) -> list[Finding]:
@@ -253,14 +274,37 @@ def _repair(env: CliEnv, finding: Finding, finish: bool) -> None:
         finding.action = f"not repaired: {_failure(e)}"
 
 
-def cmd_doctor(env: CliEnv, args: argparse.Namespace) -> int:
-    """Check (and with --repair, repair) every session of the project."""
-    cp = env.checkpointer
+def _examine(env: CliEnv, repair: bool) -> tuple[list[Finding], int, bool, bool]:
+    """The findings, the number of sessions, whether there is a store at all, and whether it
+    could be opened."""
+    try:
+        cp = env.checkpointer
+    except NoStoreError:
+        return [], 0, False, False
+    except UsageError as e:  # an option names something that is no store (a folder as --db)
+        if not isinstance(e.__cause__, NotADatabaseError):  # a damaged one is a finding
+            raise
+        finding = _unopenable(e.__cause__)
+        if repair:
+            finding.action = _NOT_REPAIRED.format(location=env.location)
+        return [finding], 0, True, False
+    except Exception as e:  # noqa: BLE001 -- doctor reports whatever a damaged store raises
+        finding = _unopenable(e)
+        if repair:
+            finding.action = _NOT_REPAIRED.format(location=env.location)
+        return [finding], 0, True, False
     findings = _store_findings(cp) + _gc_findings(cp)
     damaged = {f.session_id for f in findings if f.session_id and f.kind not in _NOT_DAMAGE}
     more, count = _session_findings(cp, damaged)
     findings.extend(more)
-    if args.repair:
+    return findings, count, True, True
+
+
+def cmd_doctor(env: CliEnv, args: argparse.Namespace) -> int:
+    """Check (and with --repair, repair) every session of the project; a store that cannot
+    be opened is a finding too (exit code 1), and no store at all is no problem (0)."""
+    findings, count, exists, opened = _examine(env, args.repair)
+    if args.repair and opened:
         seen: set[tuple[str | None, str]] = set()
         for f in findings:
             key = (f.session_id, "salvage" if f.kind in _SALVAGED else f.kind)
@@ -272,6 +316,7 @@ def cmd_doctor(env: CliEnv, args: argparse.Namespace) -> int:
     remaining = [f for f in findings if f.kind not in _INFORMATIONAL and not f.repaired]
     doc: dict[str, Any] = {
         "store": env.location,
+        "exists": exists,
         "sessions": count,
         "ok": not remaining,
         "repair": bool(args.repair),
@@ -280,12 +325,16 @@ def cmd_doctor(env: CliEnv, args: argparse.Namespace) -> int:
     if args.json:
         emit_json(doc)
     else:
-        print(f"{env.location}: {count} sessions")
+        location = printable(env.location)
+        if not exists:
+            print(f"{location}: no store (no sessions)")
+        else:
+            print(f"{location}: {count} sessions" if opened else f"{location}: cannot be opened")
         for f in findings:
-            where = f"{f.session_id}" + (f" seq {f.seq}" if f.seq else "")
-            print(f"  {f.kind:<20} {where}: {f.detail}")
+            where = (f.session_id or "the store") + (f" seq {f.seq}" if f.seq else "")
+            print(f"  {f.kind:<20} {where}: {printable(f.detail)}")
             if f.action:
-                print(f"  {'':<20} → {f.action}")
+                print(f"  {'':<20} → {printable(f.action)}")
         if not findings:
             print("  no problems found")
         elif remaining and not args.repair:

@@ -31,6 +31,7 @@ from liteagent.eventlog import (
     InvalidArgumentError,
     InvalidSessionIdError,
     ModelRequest,
+    NotADatabaseError,
     OperationCancelledError,
     StorageIOError,
     StreamEvent,
@@ -49,12 +50,18 @@ from ._cli_script import script_provider
 from ._cli_terminal import main_thread_signals
 from ._factory import create_lite_agent
 
-__all__ = ["DEFAULT_MODEL", "KEEP_TAIL_TURNS", "CliEnv", "SummaryModel"]
+__all__ = ["DEFAULT_MODEL", "KEEP_TAIL_TURNS", "CliEnv", "NoStoreError", "SummaryModel"]
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 KEEP_TAIL_TURNS = 2  # the last turns a summarizing compaction keeps as they are
 _SPILL_BUDGET_BYTES = 200_000
 _PROVIDERS = "anthropic, scripted:FILE or replay:SESSION"
+
+
+class NoStoreError(UsageError):
+    """Raised by :attr:`CliEnv.checkpointer` for a command that only reads when there is no
+    session store where the options point (nothing is created there); each command says what
+    fits (no sessions, no such session)."""
 
 
 class NoModel(ModelProvider):
@@ -114,6 +121,24 @@ def check_provider_spec(spec: str) -> None:
         raise UsageError(f"--provider {spec}: expected {_PROVIDERS}")
 
 
+def _check_on_folders(option: str, path: Path, *, folder: bool) -> None:
+    """Refuse (:class:`UsageError`) a ``path`` that cannot be what ``option`` names: a file
+    where a folder is wanted or the reverse, or a path under a file."""
+    if path.exists():
+        if folder and not path.is_dir():
+            raise UsageError(f"{option}: '{path}' is a file, not a folder")
+        if not folder and path.is_dir():
+            raise UsageError(f"{option}: file '{path}' is a folder, not a database file")
+        return
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UsageError(
+                    f"{option}: file '{path}': a part of its folder is a file, not a folder"
+                )
+            return
+
+
 @dataclass
 class CliEnv:
     """The global options, and what they open (lazily; :meth:`close` releases it all)."""
@@ -124,6 +149,7 @@ class CliEnv:
     db: str | None = None
     provider_spec: str = "anthropic"
     model: str | None = None
+    create_store: bool = True
     summary_model: SummaryModel | None = field(default=None, repr=False)
     _cp: Checkpointer | None = field(default=None, repr=False)
     _agents: list[LiteAgent] = field(default_factory=list, repr=False)
@@ -133,6 +159,13 @@ class CliEnv:
         self.workdir = Path(self.workdir).expanduser().resolve()
         if not self.workdir.is_dir():
             raise UsageError(f"--workdir {self.workdir} is not a folder")
+        for option, value in (("--home", self.home), ("--db", self.db)):
+            if value is not None and not value.strip():
+                raise UsageError(f"{option}: an empty path (name a folder or a file)")
+        if self.home is not None:
+            _check_on_folders("--home", Path(self.home).expanduser(), folder=True)
+        if self.db is not None:
+            _check_on_folders("--db", Path(self.db).expanduser(), folder=False)
         check_provider_spec(self.provider_spec)
 
     @property
@@ -147,17 +180,30 @@ class CliEnv:
             return str(Path(self.db) if self.db else self.project / "sessions.db")
         return str(self.project / "sessions")
 
+    def store_exists(self) -> bool:
+        """Whether there is something at the store's location (a dangling link is nothing)."""
+        return Path(self.location).exists()
+
     @property
     def checkpointer(self) -> Checkpointer:
-        """The session store (opened on first use)."""
+        """The session store (opened on first use). Without ``create_store`` (a command that
+        only reads) a store that does not exist is not created: :class:`NoStoreError`."""
         with self._lock:
             if self._cp is None:
+                if not self.create_store and not self.store_exists():
+                    raise NoStoreError(f"no session store at {self.location}")
                 if self.backend == "sqlite":
                     try:  # it makes the folders it needs
                         self._cp = sqlite_checkpointer(Path(self.location))
                     except StorageIOError as e:
-                        if e.errno in (errno.EISDIR, errno.ENOTDIR):  # a folder, or on the path
+                        if self.db and e.errno in (errno.EISDIR, errno.ENOTDIR):  # a folder
                             raise UsageError(f"--db: {e.strerror}") from e
+                        raise
+                    except NotADatabaseError as e:
+                        if self.db:  # named on the command line: the wrong file
+                            raise UsageError(
+                                f"--db {self.db}: not a SQLite database of lite-agent sessions"
+                            ) from e
                         raise
                 else:
                     self._cp = file_checkpointer(workdir=self.workdir, home=self.home)

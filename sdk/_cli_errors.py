@@ -12,6 +12,7 @@ whose traceback is logged at DEBUG.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,9 +44,12 @@ __all__ = [
     "Failure",
     "NoApiKeyError",
     "OutputClosedError",
+    "SessionLeftError",
     "UsageError",
+    "cli_words",
     "failure",
     "one_line",
+    "plain_error",
 ]
 
 _log = logging.getLogger("liteagent.cli")
@@ -84,6 +88,16 @@ class OutputClosedError(LiteAgentError):
     ends the command quietly."""
 
 
+class SessionLeftError(LiteAgentError):
+    """Raised for an ``error`` of a command that left a new session behind (a failed ``run``
+    without ``--session``): the report names it, so a script can resume it."""
+
+    def __init__(self, error: BaseException, session_id: str) -> None:
+        super().__init__(one_line(error))
+        self.error = error
+        self.session_id = session_id
+
+
 @dataclass
 class Failure:
     """A failure as the CLI reports it: ``type`` (a stable word for machines), ``message`` (one
@@ -94,18 +108,37 @@ class Failure:
     code: int = 1
     details: list[str] = field(default_factory=list)
     usage: str = ""
+    session_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` document of this failure."""
         error: dict[str, Any] = {"type": self.type, "message": self.message}
         if self.details:
             error["details"] = self.details
+        if self.session_id is not None:
+            error["session_id"] = self.session_id
         return {"error": error}
 
 
 def one_line(error: BaseException) -> str:
     """``error``'s message on one line (its class name only when it has no message)."""
     return " ".join(str(error).split()) or type(error).__name__
+
+
+_ERRNO_PREFIX = re.compile(r"^\[Errno -?\d+\]\s*")
+
+
+def plain_error(error: BaseException) -> str:
+    """``error``'s one-line message without Python's words: an operating-system error is
+    said as what it is about and the system's reason (``cannot create X: Not a directory``),
+    never ``[Errno 20] ...``."""
+    text = one_line(error)
+    if isinstance(error, OSError):
+        text = _ERRNO_PREFIX.sub("", text)
+        if not text.strip() or text == type(error).__name__:
+            what = error.strerror or "input/output error"
+            text = f"{what}: {error.filename}" if error.filename else what
+    return text
 
 
 def _busy(error: AgentBusyError) -> str:
@@ -124,8 +157,42 @@ def _busy(error: AgentBusyError) -> str:
     return one_line(error)
 
 
+_PYTHON_WORDS = (
+    (re.compile(r"\brestore with files=False\b"), "restore with --conversation-only"),
+    (
+        re.compile(r"\blist_branches\(\) and undo_restore\(\)"),
+        "`lite-agent branches ID` and `lite-agent restore --undo ID --branch BRANCH`",
+    ),
+    (re.compile(r"\((?:[A-Z][A-Za-z]*)?Error: "), "("),
+)
+
+
+def cli_words(text: str) -> str:
+    """``text`` (a message of the library's) with the Python API's words it may use put in
+    the CLI's: options instead of keyword arguments, commands instead of methods, no class
+    names."""
+    for pattern, words in _PYTHON_WORDS:
+        text = pattern.sub(words, text)
+    return text
+
+
 def failure(error: BaseException) -> Failure:
-    """How the CLI reports ``error`` (see the module docstring)."""
+    """How the CLI reports ``error`` (see the module docstring), in the CLI's words."""
+    found = _failure(error)
+    found.message = cli_words(found.message)
+    found.details = [cli_words(d) for d in found.details]
+    return found
+
+
+def _failure(error: BaseException) -> Failure:
+    if isinstance(error, SessionLeftError):
+        left = _failure(error.error)
+        left.session_id = error.session_id
+        left.message += (
+            f" (session {error.session_id}; `lite-agent run PROMPT --session "
+            f"{error.session_id}` continues it)"
+        )
+        return left
     if isinstance(error, UsageError):
         return Failure("usage", one_line(error), 2, usage=error.usage)
     if isinstance(error, (InvalidSessionIdError, InvalidCheckpointError)):
@@ -165,13 +232,18 @@ def failure(error: BaseException) -> Failure:
             one_line(error) + " (another process wrote to the session; run the command again)",
         )
     if isinstance(error, (CorruptLogError, CodecError, NotADatabaseError, BlobError)):
-        return Failure("damaged", one_line(error) + " (`lite-agent doctor` checks the store)")
+        message = one_line(error)
+        if "lite-agent doctor" not in message:  # the store's own message may say it already
+            message += " (`lite-agent doctor` checks the store)"
+        return Failure("damaged", message)
     if isinstance(error, SchemaVersionError):
         return Failure("damaged", one_line(error) + " (it was written by a newer lite-agent)")
     listed: object = getattr(error, "problems", None)
     details = [p for p in listed if isinstance(p, str)] if isinstance(listed, list) else []
     if isinstance(error, InvalidArgumentError):
         return Failure("invalid", one_line(error), details=details)
+    if isinstance(error, LiteAgentError) and isinstance(error, OSError):  # StorageIOError
+        return Failure("io", plain_error(error), details=details)
     if isinstance(error, LiteAgentError):
         return Failure("failed", one_line(error), details=details)
     if isinstance(error, OSError):

@@ -16,6 +16,7 @@ import math
 import re
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 import msgspec
@@ -32,21 +33,24 @@ from liteagent.actors._live import (
     ToolCallStarted,
 )
 from liteagent.actors._restore_plan import Checkpoint
-from liteagent.eventlog import SessionInfo
+from liteagent.eventlog import Checkpointer, LiteAgentError, SessionInfo
 from liteagent.providers._contract import TextDelta, ToolInputDelta, ToolUseStart
 
 from ._cli_errors import OutputClosedError, one_line
 
 __all__ = [
     "LiveRenderer",
+    "SessionRow",
     "checkpoint_table",
     "emit_json",
+    "finite_time",
     "json_text",
     "make_console",
     "make_table",
     "one_line",
     "print_table",
     "printable",
+    "session_rows",
     "session_table",
     "short",
     "to_json",
@@ -142,9 +146,23 @@ def printable(text: str) -> str:
     return _CONTROL.sub(caret, text)
 
 
-def when(ts: float) -> str:
-    """A local timestamp, to the second."""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+def finite_time(ts: object) -> float | None:
+    """``ts`` when it is a usable timestamp (a finite number), else ``None`` (a damaged store
+    can hold an infinity or a string)."""
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
+        return None
+    return float(ts)
+
+
+def when(ts: object) -> str:
+    """A local timestamp, to the second; ``unknown`` for one that is not a time."""
+    value = finite_time(ts)
+    if value is None:
+        return "unknown"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
+    except (OverflowError, OSError, ValueError):  # out of the platform's range
+        return "unknown"
 
 
 def short(text: str, limit: int = _SUMMARY) -> str:
@@ -181,13 +199,41 @@ def print_table(console: Console, table: Table) -> None:
         console.out(line.rstrip())
 
 
-def session_table(console: Console, sessions: list[SessionInfo]) -> Table | str:
-    """The sessions as a table (id, last activity), or a line saying there are none."""
+@dataclass
+class SessionRow:
+    """A session as ``sessions`` lists it: its event count, or (``events`` ``None``) the
+    reason it cannot be read."""
+
+    info: SessionInfo
+    events: int | None
+    damaged: str | None = None
+
+
+def session_rows(cp: Checkpointer, sessions: list[SessionInfo]) -> list[SessionRow]:
+    """The ``sessions`` with their event counts; one that cannot be read is listed as damaged
+    (never failing the listing), one with an empty log (all a salvage could keep) is left out:
+    the other commands say there is no such session."""
+    rows: list[SessionRow] = []
+    for s in sessions:
+        try:
+            head = cp.head(s.id)
+        except LiteAgentError as e:
+            rows.append(SessionRow(s, None, one_line(e)))
+            continue
+        if head:
+            rows.append(SessionRow(s, head))
+    return rows
+
+
+def session_table(console: Console, sessions: list[SessionRow]) -> Table | str:
+    """The sessions as a table (id, last activity, events), or a line saying there are
+    none; a session that cannot be read says so in its events column."""
     if not sessions:
         return "no sessions"
-    table = _table(console, "session", "last active")
+    table = _table(console, "session", "last active", "events")
     for s in sessions:
-        table.add_row(s.id, when(s.mtime))
+        events = str(s.events) if s.damaged is None else f"damaged: {short(s.damaged, 80)}"
+        table.add_row(s.info.id, when(s.info.mtime), events)
     return table
 
 
@@ -199,9 +245,9 @@ def checkpoint_table(console: Console, checkpoints: list[Checkpoint]) -> Table |
         return "no checkpoints"
     table = _table(console, "seq", "time", "prompt", "effects", "files")
     for cp in checkpoints:
-        files = ", ".join(cp.files) if cp.files else "-"
+        files = printable(", ".join(cp.files)) if cp.files else "-"
         if cp.unavailable_files:
-            files += f" (cannot restore: {', '.join(cp.unavailable_files)})"
+            files += f" (cannot restore: {printable(', '.join(cp.unavailable_files))})"
         effects = str(cp.side_effects) if cp.side_effects else "-"
         table.add_row(str(cp.seq), when(cp.ts), short(cp.prompt, 40), effects, files)
     return table
@@ -320,11 +366,14 @@ class LiveRenderer:
     ) -> None:
         """One step of a compaction or restore: a bar on an interactive terminal, a line
         elsewhere."""
+        if phase in ("error", "cancelled"):  # the caller reports the failure (on stderr)
+            self.finish()
+            return
         if phase == "start":
             self._percent = 0.0
         self._percent = max(self._percent, percent)
-        ends = phase in ("done", "error", "cancelled")
-        if self.console.is_interactive and phase not in ("error", "cancelled"):
+        ends = phase == "done"
+        if self.console.is_interactive:
             if self._bar is None or self._bar.kind != kind:
                 if self._mid_line:
                     self.finish()
@@ -337,10 +386,7 @@ class LiveRenderer:
         self._end_bar()
         if phase in ("progress", "done"):
             description = f"{description} {self._percent:.0f}%"
-        self.line(
-            f"  {description}" + (f"  {detail}" if detail else ""),
-            style="red" if phase == "error" else None,
-        )
+        self.line(f"  {description}" + (f"  {detail}" if detail else ""))
 
     def _compaction(self, event: CompactionProgress) -> None:
         stage = f" {event.stage}" if event.stage else ""

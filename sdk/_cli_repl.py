@@ -24,7 +24,14 @@ from ._agent import LiteAgent
 from ._cli_commands import compaction_outcome, say_compacted
 from ._cli_env import CliEnv
 from ._cli_errors import EndOfInputError, failure
-from ._cli_output import LiveRenderer, checkpoint_table, make_console, session_table, show
+from ._cli_output import (
+    LiveRenderer,
+    checkpoint_table,
+    make_console,
+    session_rows,
+    session_table,
+    show,
+)
 from ._cli_terminal import Interrupts, live, run_loop
 
 if TYPE_CHECKING:
@@ -101,7 +108,8 @@ class Repl:
 
     async def sessions(self, _: str) -> None:
         """/sessions."""
-        show(self.console, session_table(self.console, self.agent.list_sessions()))
+        rows = session_rows(self.env.checkpointer, self.agent.list_sessions())
+        show(self.console, session_table(self.console, rows))
 
     async def checkpoints(self, _: str) -> None:
         """/checkpoints."""

@@ -37,7 +37,7 @@ from liteagent.tools import default_tools
 from ._cli_args import existing_session
 from ._cli_env import CliEnv
 from ._cli_errors import UsageError
-from ._cli_output import emit_json, make_console, short, to_json, when
+from ._cli_output import emit_json, make_console, printable, short, to_json, when
 from ._prompt import DEFAULT_SYSTEM_PROMPT
 from ._replay import ViewConfig, request_at, verify_session
 
@@ -242,5 +242,6 @@ def cmd_replay(env: CliEnv, args: argparse.Namespace) -> int:
     else:
         console = make_console()
         for e in events:
-            console.print(f"{e.seq:>6}  {when(e.ts)}  {e.kind:<20} {describe_event(e)}")
+            what = printable(describe_event(e))
+            console.print(f"{e.seq:>6}  {when(e.ts)}  {printable(e.kind):<20} {what}")
     return 0

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from liteagent.eventlog import CancelToken, OperationCancelledError
 
 from ._agent import LiteAgent
+from ._cli_errors import OutputClosedError
 from ._cli_output import LiveRenderer
 
 __all__ = ["Interrupts", "handling_ctrl_c", "live", "main_thread_signals", "run_live", "run_loop"]
@@ -117,6 +118,32 @@ def _post(loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args:
         loop.call_soon_threadsafe(callback, *args)
 
 
+class _Shown:
+    """The renderer as the loop calls it: a closed output is remembered (an error raised in a
+    loop callback would only be logged by asyncio, with its traceback) and nothing more is
+    shown."""
+
+    def __init__(self, renderer: LiveRenderer) -> None:
+        self.renderer = renderer
+        self.closed: BaseException | None = None
+
+    def feed(self, item: Any) -> None:
+        """Show one live event, unless the output is closed."""
+        self._guarded(self.renderer.feed, item)
+
+    def finish(self) -> None:
+        """End the renderer's line and bar, unless the output is closed."""
+        self._guarded(self.renderer.finish)
+
+    def _guarded(self, call: Callable[..., None], *args: Any) -> None:
+        if self.closed is not None:
+            return
+        try:
+            call(*args)
+        except (OutputClosedError, BrokenPipeError) as e:
+            self.closed = e
+
+
 async def live(
     agent: LiteAgent,
     work: Callable[[CancelToken], T],
@@ -127,12 +154,15 @@ async def live(
 ) -> T:
     """Run ``work(cancel)`` in a worker thread while the loop shows the agent's live events;
     Ctrl-C (also one pressed before this started) cancels the token, and the events are shown
-    until the work has stopped. Returns its result or raises its error."""
+    until the work has stopped. Returns its result or raises its error; when the reader of the
+    output went away meanwhile, the work still finishes, and then :class:`OutputClosedError`
+    is raised."""
     loop = asyncio.get_running_loop()
     token = CancelToken()
     result: asyncio.Future[T] = loop.create_future()
     drained: asyncio.Future[None] = loop.create_future()
     subscription = agent.subscribe(8192)
+    shown = _Shown(renderer)
 
     def run() -> None:
         try:
@@ -147,7 +177,7 @@ async def live(
     def pump() -> None:
         try:
             for item in subscription:
-                _post(loop, renderer.feed, item)
+                _post(loop, shown.feed, item)
         finally:
             _post(loop, _resolve, drained)
 
@@ -168,8 +198,11 @@ async def live(
     finally:
         subscription.close()
         await drained
-        renderer.finish()
-    return result.result()
+        shown.finish()
+    value = result.result()  # the work's own error comes first
+    if shown.closed is not None:  # the entry point ends the command quietly
+        raise OutputClosedError("the reader of the output went away") from shown.closed
+    return value
 
 
 def run_loop(main: Callable[[Interrupts], Coroutine[Any, Any, T]]) -> T:

@@ -64,7 +64,7 @@ from liteagent.eventlog import (
 )
 from liteagent.eventlog._interchange import message_from_dict, message_to_dict, unstorable
 
-from ._cli_args import existing_session
+from ._cli_args import existing_session, not_a_branch
 from ._cli_env import CliEnv
 from ._cli_errors import UsageError
 from ._cli_json import check_finite, strict_loads
@@ -260,6 +260,7 @@ def cmd_import(env: CliEnv, args: argparse.Namespace) -> int:
                 print(f"lite-agent: {problem}", file=sys.stderr)
         raise
     sid = new_session_id() if args.session is None else validate_session_id(args.session)
+    not_a_branch(sid, "--session")
     cp = env.checkpointer
     if cp.head(sid):
         raise UsageError(f"session {sid!r} already exists; choose another --session")

@@ -16,17 +16,19 @@ from rich.table import Table
 
 from liteagent.actors._branches import Branch
 from liteagent.actors._preview import RestorePreview
+from liteagent.actors._restore_plan import NoBranchError
 from liteagent.eventlog import GarbageReport
 
 from ._agent import LiteAgent
 from ._cli_args import checkpoint_seq, existing_session
 from ._cli_env import CliEnv
-from ._cli_errors import UsageError
+from ._cli_errors import UsageError, cli_words, one_line
 from ._cli_output import (
     LiveRenderer,
     emit_json,
     make_console,
     make_table,
+    printable,
     quiet_console,
     short,
     show,
@@ -82,15 +84,17 @@ def say_preview(console: Console, preview: RestorePreview) -> None:
             lines = ", binary"
         elif c.added_lines is not None:
             lines = f", +{c.added_lines} -{c.removed_lines} lines"
-        say(f"  {c.action:<9} {c.path} ({_size(c.size_now)} → {_size(c.size_after)}{lines})")
+        sizes = f"{_size(c.size_now)} → {_size(c.size_after)}{lines}"
+        say(f"  {c.action:<9} {printable(c.path)} ({sizes})")
     if preview.files and not preview.changes:
         say("  put back no file (no file tool changed one since)")
     for path, reason in preview.refused:
-        say(f"  refuse    {path or 'the session'}: {reason}", style="red")
+        why = printable(cli_words(reason))
+        say(f"  refuse    {printable(path or 'the session')}: {why}", style="red")
     if preview.side_effects:
         say(f"it cannot undo {len(preview.side_effects)} side effects since:", style="yellow")
         for e in preview.side_effects:
-            say(f"  {when(e.ts)}  {e.tool}: {short(e.summary, 60)}  [{e.status}]")
+            say(f"  {when(e.ts)}  {printable(e.tool)}: {short(e.summary, 60)}  [{e.status}]")
     else:
         say("no side effects it cannot undo (no shell command or untracked tool ran since)")
     if preview.would_refuse:
@@ -112,13 +116,20 @@ def show_preview(agent: LiteAgent, sid: str, seq: int, files: bool, as_json: boo
 def undo(agent: LiteAgent, sid: str, branch: str | None, as_json: bool) -> int:
     """``restore --undo``."""
     renderer = LiveRenderer(quiet_console() if as_json else make_console())
-    result = run_live(
-        agent, lambda token: agent.undo_restore(sid, branch=branch, cancel=token), renderer
-    )
+    try:
+        result = run_live(
+            agent, lambda token: agent.undo_restore(sid, branch=branch, cancel=token), renderer
+        )
+    except NoBranchError as e:
+        if branch is None:  # nothing to undo: refused
+            raise
+        raise UsageError(  # the argument names what is not there
+            f"--branch {branch}: {one_line(e)} (`lite-agent branches {sid}` lists them)"
+        ) from e
     if as_json:
         emit_json({"session_id": sid, **to_json(result)})
     else:
-        names = ", ".join(result.restored_files) or "none"
+        names = printable(", ".join(result.restored_files)) or "none"
         renderer.console.print(
             f"undone: put back {len(result.restored_files)} files ({names}); "
             f"`lite-agent restore --undo {sid}` undoes this too"
@@ -135,10 +146,10 @@ def branch_table(console: Console, branches: list[Branch]) -> Table | str:
         table.add_row(
             b.id,
             when(b.created),
-            b.made_by,
+            printable(b.made_by),
             str(b.at_seq),
             str(b.events),
-            ", ".join(b.files) or "-",
+            printable(", ".join(b.files)) or "-",
             "available" if b.available else short(b.reason, 60),
         )
     return table

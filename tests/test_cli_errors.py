@@ -142,7 +142,8 @@ def test_failures_under_json_are_one_document(session: Cli) -> None:
         1,
         "model",
     )
-    assert "try later" == model["message"]
+    # the run started a new session: the report names it, so a script can resume it
+    assert f"try later (session {model['session_id']}; " in model["message"]
 
 
 def test_a_cancelled_run_is_reported_in_cli_words(cli: Cli) -> None:

@@ -41,6 +41,9 @@ ALLOWED_RAISES = {
     # is a ValueError, which its two callers (the transcript and script readers) catch and
     # report as TranscriptError / InvalidArgumentError.
     ("liteagent.sdk._cli_json", "ValueError"),
+    # argparse's protocol for a ``type=`` function refusing a value: the parser turns it into
+    # its usage error (the CLI's UsageError), naming the option.
+    ("liteagent.sdk._cli", "ArgumentTypeError"),
     # An abstract hook a subclass must override: calling it is a programming error.
     ("liteagent.actors._envelope", "NotImplementedError"),
     # OSErrors raised inside the file backend's repair and the file tools' writes, caught at
