@@ -181,8 +181,11 @@ class PostgresLeases:
     def acquire(self, session_id: str, owner: str, ttl: float) -> Lease:
         """Take the lease of ``session_id`` or raise :class:`SessionLeasedError`."""
         pid, host, started = os.getpid(), socket.gethostname(), started_self()
+        tries = 0
 
         def take(conn: Conn) -> LeaseInfo | None:
+            nonlocal tries
+            tries += 1
             params = self._params(
                 session_id, owner=owner, pid=pid, host=host, started=started, ttl=ttl
             )
@@ -194,7 +197,7 @@ class PostgresLeases:
                         return None  # another acquirer inserted it first: look again
                 else:
                     holder = _holder(row)
-                    if holder is not None:
+                    if holder is not None and not (tries > 1 and self._lost_take(holder, owner)):
                         raise SessionLeasedError(session_id, holder)
                     got = conn.execute(self._take, params).fetchone()
                     assert got is not None  # the row is locked
@@ -210,6 +213,17 @@ class PostgresLeases:
         self._wake.set()  # a shorter ttl may need an earlier renewal
         return lease
 
+    def _lost_take(self, holder: LeaseInfo, owner: str) -> bool:
+        """Whether ``holder`` is an earlier try of this very acquisition, committed though its
+        answer was lost with the connection: this process's, ``owner``'s, and no lease this
+        checkpointer holds. The retry takes the lease again (on its new connection)."""
+        with self._lock:
+            return (
+                holder.owner == owner
+                and holder.pid == os.getpid()
+                and all(lease.info.token != holder.token for lease in self._held)
+            )
+
     def release(self, lease: Lease) -> None:
         """Give the lease up (if it is still ours); a failure is logged, the lease then ends at
         its expiry or with this process."""
@@ -223,8 +237,10 @@ class PostgresLeases:
 
     def holder(self, session_id: str) -> LeaseInfo | None:
         """The live holder of ``session_id``'s lease, or None."""
-        with self._cp._db.connection() as conn:
-            return _holder(conn.execute(self._row, (session_id,)).fetchone())
+        return self._cp._db.run(
+            lambda conn, _: _holder(conn.execute(self._row, (session_id,)).fetchone()),
+            "look up a lease",
+        )
 
     def check_mine(self, conn: Conn, lease: Lease, *, lock: bool = False) -> None:
         """Raise :class:`LeaseLostError` unless the lease row is still ``lease``'s (``lock``:
@@ -278,6 +294,9 @@ class PostgresLeases:
         def renew(conn: Conn) -> list[Lease]:
             lost = []
             for lease, ttl in held:
+                with self._lock:
+                    if lease not in self._held:  # released since (a retry must not revive it:
+                        continue  # release() takes it out before its statement runs)
                 if conn.execute(self._renew_q, self._params(lease, ttl=ttl)).rowcount == 0:
                     lost.append(lease)
             return lost

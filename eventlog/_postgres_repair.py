@@ -110,6 +110,11 @@ def repair_session(cp: PostgresCheckpointer, session_id: str) -> RepairReport:
 
     def repair(conn: Conn, _attempt: int) -> RepairReport:
         with conn.transaction():
+            # One snapshot for the whole repair: the record (or its absence) and the rows it
+            # judges are of one moment, and a writer that moved the session meanwhile (an
+            # append creating it, say) makes the writes below fail with a serialization error,
+            # which is retried, instead of a healthy session being taken for a damaged one.
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             srow = conn.execute(q(_LOCK, s), (sid,)).fetchone()
             recorded = None if srow is None else int(srow[0])
             generation = 0 if srow is None else int(srow[1])

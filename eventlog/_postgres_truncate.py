@@ -77,6 +77,8 @@ class Truncator:
                     cp._lease_rows.check_mine(conn, lease, lock=True)
                 row = conn.execute(self._lock_row, (session_id,)).fetchone()
                 head, gen = (0, 0) if row is None else (int(row[0]), int(row[1]))
+                if tries > 0 and row is not None and row[2] == op_id:
+                    return gen, to_seq  # the lost try committed after the look above
                 check_position(session_id, head, gen, *expected)
                 if not 0 <= to_seq <= head:
                     raise TruncateRangeError(session_id, to_seq, head)

@@ -1,7 +1,8 @@
 """A TCP proxy on 127.0.0.1 in front of a PostgreSQL server that can cut one connection at a
 chosen moment: the client's request forwarded and the server's answer never relayed (the
-statement ran, the client cannot know), or the request dropped before it reached the server.
-For the exactly-once tests of the Postgres backend."""
+statement ran, the client cannot know), the request dropped before it reached the server, or
+the request delivered late, after the client gave up (a server that has not noticed its client
+is gone). For the exactly-once tests of the Postgres backend."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import contextlib
 import select
 import socket
 import threading
+import time
 from collections.abc import Callable
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -29,7 +31,7 @@ class CutProxy:
         port_here = self._listener.getsockname()[1]
         params.update(host="127.0.0.1", port=str(port_here), sslmode="disable")
         self.dsn = make_conninfo(**{k: str(v) for k, v in params.items()})
-        self._armed: tuple[bytes, str, Callable[[], None]] | None = None
+        self._armed: tuple[bytes, str, Callable[[], None], float, float] | None = None
         self._lock = threading.Lock()
         self.cuts = 0
         self._stopped = False
@@ -37,13 +39,21 @@ class CutProxy:
         self._thread.start()
 
     def cut_on(
-        self, marker: bytes, how: str, after_forward: Callable[[], None] = lambda: None
+        self,
+        marker: bytes,
+        how: str,
+        after_forward: Callable[[], None] = lambda: None,
+        *,
+        delay: float = 0.0,
+        linger: float = 0.0,
     ) -> None:
         """Cut the next connection whose client sends ``marker``: ``how="after"`` forwards that
         request, calls ``after_forward()`` (e.g. waits until the server committed) and then
-        closes both sides; ``how="before"`` closes them without forwarding it."""
+        closes both sides; ``how="before"`` closes them without forwarding it; ``how="late"``
+        closes the client's side at once, forwards the request ``delay`` seconds later and
+        keeps the server's side open ``linger`` seconds more."""
         with self._lock:
-            self._armed = (marker, how, after_forward)
+            self._armed = (marker, how, after_forward, delay, linger)
 
     def _accept(self) -> None:
         while not self._stopped:
@@ -61,6 +71,7 @@ class CutProxy:
             threading.Thread(target=self._relay, args=(client, server), daemon=True).start()
 
     def _relay(self, client: socket.socket, server: socket.socket) -> None:
+        keep_server = False
         try:
             while True:
                 ready, _, _ = select.select([client, server], [], [], 1.0)
@@ -70,29 +81,47 @@ class CutProxy:
                     data = sock.recv(65536)
                     if not data:
                         return
-                    if sock is client and self._cut(data, server):
-                        return
+                    if sock is client:
+                        cut = self._cut(data, server)
+                        if cut:
+                            keep_server = cut == "late"
+                            return
                     (server if sock is client else client).sendall(data)
         except OSError:
             return
         finally:
-            for sock in (client, server):
+            for sock in (client,) if keep_server else (client, server):
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
                 sock.close()
 
-    def _cut(self, data: bytes, server: socket.socket) -> bool:
+    def _cut(self, data: bytes, server: socket.socket) -> str:
+        """How the connection was cut on ``data`` ("" when it was not)."""
         with self._lock:
             armed = self._armed
             if armed is None or armed[0] not in data:
-                return False
+                return ""
             self._armed = None
             self.cuts += 1
-        _marker, how, after_forward = armed
+        _marker, how, after_forward, delay, linger = armed
         if how == "after":
             server.sendall(data)
             after_forward()
-        return True
+        elif how == "late":
+
+            def deliver() -> None:
+                try:
+                    time.sleep(delay)
+                    server.sendall(data)
+                    after_forward()
+                    time.sleep(linger)
+                finally:
+                    with contextlib.suppress(OSError):
+                        server.shutdown(socket.SHUT_RDWR)
+                    server.close()
+
+            threading.Thread(target=deliver, daemon=True).start()
+        return how
 
     def close(self) -> None:
         """Stop accepting and relaying."""

@@ -23,7 +23,9 @@ from _postgres_server import Server, start_server
 from liteagent.eventlog import (
     CheckpointConflictError,
     Checkpointer,
+    SessionLeasedError,
     StoredEvent,
+    _postgres_lease,
     postgres_checkpointer,
 )
 from liteagent.eventlog.conformance import prompts, texts
@@ -128,6 +130,63 @@ def test_truncate_whose_commit_answer_was_lost_is_applied_once(
         assert (1, row[0]) == tuple(cp.position("s"))
         assert row[0] > before
         assert ["a"] == texts(cp.read("s"))
+
+
+def test_truncate_whose_commit_arrives_late_is_applied_once_and_reported_done(
+    postgres_server: Server, proxy: CutProxy, schema: str
+) -> None:
+    """The client gave up on a truncate's COMMIT, which reached the server only later: the
+    retry, waiting for the row lock the late try held, finds its own id and reports the
+    truncate done (it used to raise a false CheckpointConflictError)."""
+    with postgres_checkpointer(proxy.dsn, schema=schema) as cp:
+        cp.append("s", prompts("a", "b", "c", "d", "e"))
+        proxy.cut_on(b"COMMIT", "late", delay=0.3, linger=0.5)
+        assert 2 == cp.truncate("s", 2, expected_head=5)
+        assert 1 == proxy.cuts
+        assert ["a", "b"] == texts(cp.read("s"))
+
+
+def test_a_lease_whose_commit_answer_was_lost_is_held_by_its_acquirer(
+    postgres_server: Server, proxy: CutProxy, schema: str
+) -> None:
+    """acquire_lease() whose COMMIT reached the server but whose answer was lost (the server's
+    backend lingering): the retry takes the lease it took before instead of refusing it as
+    another holder's, and nobody else can take it."""
+    with (
+        postgres_checkpointer(proxy.dsn, schema=schema) as cp,
+        postgres_checkpointer(postgres_server.dsn, schema=schema) as other,
+    ):
+        proxy.cut_on(b"COMMIT", "late", linger=3.0)
+        lease = cp.acquire_lease("s", owner="me", ttl=30)
+        assert 1 == proxy.cuts
+        holder = other.lease_holder("s")
+        assert holder is not None
+        assert (lease.info.owner, lease.info.token) == (holder.owner, holder.token)
+        with pytest.raises(SessionLeasedError):
+            other.acquire_lease("s")
+        lease.release()
+        other.acquire_lease("s").release()
+
+
+def test_a_renewal_retried_after_a_release_does_not_revive_the_lease(
+    postgres_server: Server, proxy: CutProxy, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A renewal cut off on the lease connection is retried after a pause (made 0.5 s here);
+    a release in that pause takes the lease out first, so the retry leaves it released (it
+    used to push its expiry forward again: the session stayed leased for the whole ttl)."""
+    monkeypatch.setattr(_postgres_lease, "_FIRST_DELAY", 0.5)
+    with (
+        postgres_checkpointer(proxy.dsn, schema=schema) as cp,
+        postgres_checkpointer(postgres_server.dsn, schema=schema) as other,
+    ):
+        lease = cp.acquire_lease("s", ttl=3.0)  # renewed every second
+        proxy.cut_on(b"UPDATE", "before")
+        _until(lambda: proxy.cuts == 1, "a renewal cut off")
+        lease.release()
+        assert other.lease_holder("s") is None
+        time.sleep(1.0)  # the renewal's retry has run
+        assert other.lease_holder("s") is None
+        other.acquire_lease("s").release()
 
 
 # -- backends killed mid-run ---------------------------------------------------------------------
@@ -237,6 +296,19 @@ def own_server() -> Iterator[Server]:
         yield server
     finally:
         server.stop()
+
+
+def test_lease_lookups_are_retried_across_a_server_restart(own_server: Server) -> None:
+    """lease_holder() on a pooled connection the restart killed is retried like every other
+    statement (it raised psycopg's AdminShutdown, not a LiteAgentError)."""
+    with postgres_checkpointer(own_server.dsn, schema="leases") as cp:
+        assert cp.lease_holder("s") is None  # a pooled connection now exists
+        assert own_server.folder is not None
+        log = str(own_server.folder / "log")
+        own_server.pg_ctl("-m", "fast", "-w", "-l", log, "restart")
+        assert cp.lease_holder("s") is None
+        with cp.acquire_lease("s") as lease:
+            assert lease.info.token == cp.lease_holder("s").token  # type: ignore[union-attr]
 
 
 def test_server_restart_during_appends_and_follows(own_server: Server) -> None:

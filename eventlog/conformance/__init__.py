@@ -43,7 +43,7 @@ import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
 from .._contract import Checkpointer, Position
-from .._errors import CheckpointConflictError
+from .._errors import CheckpointConflictError, CheckpointerError
 from ._contract_tests import BAD_SESSION_IDS, ContractTests
 from ._corruption import CorruptionConformance, CorruptionTrialError
 from ._damage_file import TAIL_LOSS, damage_file_log
@@ -57,6 +57,7 @@ from ._processes import (
     run_checks_beside_churn,
     run_crash_round,
     run_racing_writers,
+    run_repairs_beside_creation,
     run_separate_writers,
 )
 from ._util import Factory, KillSettling, prompt, prompts, texts
@@ -209,6 +210,24 @@ class DurableConformance(DurableLeaseTests, DurableBlobCollectionTests, DurableF
             for n in range(4):
                 cp.append(f"churn{n}", prompts("after"))
             assert cp.check_integrity().ok
+
+    @pytest.mark.processes
+    def test_repairs_beside_a_writer_creating_sessions_find_them_healthy(
+        self, tmp_path: Path
+    ) -> None:
+        """repair() of the session another process is creating and appending to (a
+        ``doctor --repair`` sweep beside live agents) finds nothing to repair and loses no
+        acknowledged event."""
+        factory = self.checkpointer_factory(tmp_path / "store")
+        with factory() as cp:
+            try:
+                cp.repair("probe")
+            except CheckpointerError:
+                pytest.skip("this backend has no repair")
+        repairs, repaired, acked, heads = run_repairs_beside_creation(factory, sessions=150)
+        assert repairs >= 50
+        assert [] == repaired, f"{len(repaired)} of {repairs} repairs changed a healthy session"
+        assert acked == heads
 
 
 class CrashConformance(KillSettling):

@@ -27,6 +27,7 @@ __all__ = [
     "run_checks_beside_churn",
     "run_crash_round",
     "run_racing_writers",
+    "run_repairs_beside_creation",
     "run_separate_writers",
 ]
 
@@ -171,6 +172,58 @@ def run_checks_beside_churn(factory: Factory, seconds: float) -> tuple[int, int,
             proc.kill()
             proc.join()
     return checks, writes, problems
+
+
+def _creating_worker(factory: Factory, sessions: int, current: Any, conn: Connection) -> None:
+    """Create ``sessions`` sessions one after the other with four appends each, publishing the
+    index of the one being created in ``current``; send the acknowledged heads."""
+    cp = factory()
+    acked: dict[str, int] = {}
+    try:
+        conn.send("ready")
+        for i in range(sessions):
+            current.value = i
+            time.sleep(0.002)  # the repairs look at the session before it is created, too
+            sid = f"new{i}"
+            for n in range(4):
+                acked[sid] = cp.append(sid, prompts(f"{sid}:{n}"))
+        conn.send(acked)
+    finally:
+        cp.close()
+
+
+def run_repairs_beside_creation(
+    factory: Factory, sessions: int
+) -> tuple[int, list[Any], dict[str, int], dict[str, int]]:
+    """Repair, over and over, the session another process is creating and appending to;
+    return the repairs run, the reports of those that found something to repair (none: the
+    sessions are healthy), the heads the writer was acknowledged and the heads now."""
+    ctx = mp_context()
+    receiver, sender = ctx.Pipe(duplex=False)
+    current = ctx.Value("i", 0)
+    proc = ctx.Process(target=_creating_worker, args=(factory, sessions, current, sender))
+    proc.start()
+    sender.close()
+    repairs = 0
+    repaired: list[Any] = []
+    try:
+        assert receiver.poll(60), "the writer did not start"
+        assert "ready" == receiver.recv()
+        with factory() as cp:
+            while not receiver.poll(0) and proc.is_alive():
+                report = cp.repair(f"new{current.value}")
+                repairs += 1
+                if report.repaired:
+                    repaired.append(report)
+            proc.join(60)
+            assert 0 == proc.exitcode, f"the writer failed with exit code {proc.exitcode}"
+            acked = receiver.recv()
+            heads = {sid: cp.head(sid) for sid in acked}
+    finally:
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+    return repairs, repaired, acked, heads
 
 
 # -- SIGKILL ---------------------------------------------------------------------------------------
