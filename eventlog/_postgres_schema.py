@@ -20,6 +20,10 @@ Version 1 tables (all names schema-qualified):
 - ``blobs(ref, data, written)`` (``written``: the client's Unix time of the last put or touch,
   which garbage collection compares), ``leases(...)`` and ``quarantine(...)`` (rows a repair
   moved aside).
+
+Version 2 adds ``ops(op_id, generation, at)``: the id of each truncate and delete, written in
+its transaction and kept for an hour, which its retry after a lost connection looks for (the
+session's own ``truncated_by`` is overwritten by the next truncate, and a delete leaves no row).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from ._errors import SchemaVersionError
 
 __all__ = ["SCHEMA_VERSION", "ensure_schema", "q"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The schema version this liteagent writes."""
 
 _LOCK_NAMESPACE = 0x6C697465  # "lite": the advisory lock key is (this, hashtext(schema))
@@ -73,6 +77,10 @@ _STEPS: dict[int, list[str]] = {
         "CREATE TABLE {s}.quarantine ("
         " session_id text, seq bigint, ts float8, kind text, body bytea, crc bigint,"
         " reason text NOT NULL, generation bigint NOT NULL, moved_at float8 NOT NULL)",
+    ],
+    2: [
+        "CREATE TABLE {s}.ops (op_id uuid PRIMARY KEY, generation bigint NOT NULL,"
+        " at float8 NOT NULL)",
     ],
 }
 

@@ -82,6 +82,27 @@ def test_concurrent_setup_from_many_processes(postgres_server: Server, schema: s
         assert 1 == cp.append("s", prompts("a"))
 
 
+def test_a_version_1_store_is_migrated_with_its_sessions(
+    postgres_server: Server, schema: str
+) -> None:
+    """A store of schema version 1 (before ``ops``) is upgraded on open: its sessions read back
+    as they were, and truncates and deletes (which record their ids in ``ops``) work."""
+    dsn = postgres_server.dsn
+    assert 2 == SCHEMA_VERSION  # this test upgrades 1 to the current version
+    with postgres_checkpointer(dsn, schema=schema) as cp:
+        assert 1 == cp.append("old", prompts("a"))
+    _sql(dsn, f'DROP TABLE "{schema}".ops')  # what version 2 added: now a version 1 store
+    _sql(dsn, f'UPDATE "{schema}".schema_version SET version = 1')
+    with postgres_checkpointer(dsn, schema=schema) as cp:
+        assert [(SCHEMA_VERSION,)] == _sql(dsn, f'SELECT version FROM "{schema}".schema_version')
+        assert ["a"] == texts(cp.read("old"))
+        cp.append("old", prompts("b", "c"))
+        assert 1 == cp.truncate("old", 1)
+        cp.delete("old")
+        assert [] == cp.list()
+        assert 2 == len(_sql(dsn, f'SELECT op_id FROM "{schema}".ops'))
+
+
 def test_newer_schema_is_refused_and_left_alone(postgres_server: Server, schema: str) -> None:
     """A schema written by a newer liteagent is refused with SchemaVersionError; nothing in
     it changes."""

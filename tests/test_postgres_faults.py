@@ -132,6 +132,54 @@ def test_truncate_whose_commit_answer_was_lost_is_applied_once(
         assert ["a"] == texts(cp.read("s"))
 
 
+def test_a_delete_whose_commit_answer_was_lost_spares_the_session_created_since(
+    postgres_server: Server, proxy: CutProxy, schema: str
+) -> None:
+    """The server committed a delete, the answer was lost, and before the retry another writer
+    created the session again (acknowledged): the retry finds its id and deletes nothing more
+    (it used to delete the new session)."""
+    with (
+        postgres_checkpointer(proxy.dsn, schema=schema) as deleter,
+        postgres_checkpointer(postgres_server.dsn, schema=schema) as other,
+    ):
+        deleter.append("s", prompts("old 1", "old 2"))
+        acked: list[int] = []
+
+        def recreate() -> None:
+            _until(lambda: other.position("s").generation == 0, "the delete's commit")
+            acked.append(other.append("s", prompts("new 1", "new 2", "new 3")))
+
+        proxy.cut_on(b"COMMIT", "after", recreate)
+        deleter.delete("s")
+        assert (1, [3]) == (proxy.cuts, acked)
+        assert ["new 1", "new 2", "new 3"] == texts(other.read("s"))
+
+
+@pytest.mark.parametrize("expected", [True, False], ids=["expected_head", "blind"])
+def test_a_truncate_retried_after_other_writers_is_not_applied_again(
+    postgres_server: Server, proxy: CutProxy, schema: str, expected: bool
+) -> None:
+    """The server committed a truncate, the answer was lost, and before the retry another writer
+    truncated and appended (acknowledged): the retry finds its id in ``ops`` (the session's
+    ``truncated_by`` holds the other truncate's) and truncates nothing more."""
+    with (
+        postgres_checkpointer(proxy.dsn, schema=schema) as cp,
+        postgres_checkpointer(postgres_server.dsn, schema=schema) as other,
+    ):
+        cp.append("s", prompts("a", "b", "c", "d", "e"))
+        acked: list[int] = []
+
+        def move_on() -> None:
+            _until(lambda: other.head("s") == 3, "the truncate's commit")
+            other.truncate("s", 1)
+            acked.append(other.append("s", prompts(*"BCDEF")))
+
+        proxy.cut_on(b"COMMIT", "after", move_on)
+        assert 3 == cp.truncate("s", 3, expected_head=5 if expected else None)
+        assert (1, [6]) == (proxy.cuts, acked)
+        assert ["a", *"BCDEF"] == texts(other.read("s"))
+
+
 def test_truncate_whose_commit_arrives_late_is_applied_once_and_reported_done(
     postgres_server: Server, proxy: CutProxy, schema: str
 ) -> None:
