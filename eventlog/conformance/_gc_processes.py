@@ -12,7 +12,7 @@ from multiprocessing.connection import Connection
 
 from .._events import FileSnapshot
 from .._gc import collect_garbage, referenced_blobs
-from ._processes import mp_context
+from ._processes import mp_context, reporting_child
 from ._util import Factory, Settle, prompts
 
 __all__ = ["GARBAGE", "run_gc_killed", "run_gc_racing_appends"]
@@ -66,29 +66,16 @@ def run_gc_racing_appends(factory: Factory, seconds: float, grace: float) -> int
     collections deleted."""
     with factory():
         pass  # create the store once, before the race
-    ctx = mp_context()
-    receiver, sender = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_appender, args=(factory, seconds, sender))
-    proc.start()
-    sender.close()
     deleted = 0
-    try:
-        assert receiver.poll(60), "the writer did not start"
-        assert "ready" == receiver.recv()
-        cp = factory()
-        try:
+    with reporting_child(_appender, factory, seconds) as (proc, receiver):
+        with factory() as cp:
             while proc.is_alive() and not receiver.poll(0):
                 deleted += collect_garbage(cp, grace=grace).deleted
                 _check(factory)
-        finally:
-            cp.close()
         tag, appended = receiver.recv()
         assert "done" == tag
         assert appended > _POOL, "the writer did not come round to old contents again"
         print(f"{appended} appends; {deleted} blobs deleted by the collections meanwhile")
-    finally:
-        receiver.close()
-        proc.join(60)
     assert 0 == proc.exitcode, f"the writer failed with exit code {proc.exitcode}"
     return deleted
 

@@ -12,6 +12,8 @@ import os
 import random
 import signal
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -24,6 +26,7 @@ __all__ = [
     "CrashOutcome",
     "CrashRun",
     "mp_context",
+    "reporting_child",
     "run_checks_beside_churn",
     "run_crash_round",
     "run_racing_writers",
@@ -42,6 +45,28 @@ def mp_context() -> Any:
         ctx.set_forkserver_preload(["liteagent.eventlog", "liteagent.eventlog.conformance"])
         _CTX = ctx
     return _CTX
+
+
+@contextmanager
+def reporting_child(target: Callable[..., None], *args: Any) -> Iterator[tuple[Any, Connection]]:
+    """Run ``target(*args, conn)`` in a child process, which sends ``"ready"`` on ``conn``
+    first and its results later; yield the process and the receiving end once it is ready.
+    On the way out the child is waited for (killed after 60 s); check its ``exitcode`` then."""
+    ctx = mp_context()
+    receiver, sender = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=target, args=(*args, sender))
+    proc.start()
+    sender.close()
+    try:
+        assert receiver.poll(60), "the child process did not start"
+        assert "ready" == receiver.recv()
+        yield proc, receiver
+    finally:
+        receiver.close()
+        proc.join(60)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
 
 
 # -- racing writers --------------------------------------------------------------------------------
@@ -147,30 +172,17 @@ def run_checks_beside_churn(factory: Factory, seconds: float) -> tuple[int, int,
     """Check the store's integrity over and over while another process appends to, truncates,
     deletes and creates sessions; return the checks run, the other process's writes and every
     problem a check reported (none: a history that moves is no damage)."""
-    ctx = mp_context()
-    receiver, sender = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_churn_worker, args=(factory, seconds, sender))
-    proc.start()
-    sender.close()
     checks = 0
     problems: list[Any] = []
-    try:
-        assert receiver.poll(60), "the writer did not start"
-        assert "ready" == receiver.recv()
-        with factory() as cp:
-            while not receiver.poll(0) and proc.is_alive():
-                problems.extend(cp.check_integrity().problems)
-                checks += 1
-            problems.extend(
-                (sid, why) for sid in (f"churn{n}" for n in range(4)) if (why := cp.damaged(sid))
-            )
-        proc.join(60)
-        assert 0 == proc.exitcode, f"the writer failed with exit code {proc.exitcode}"
+    with reporting_child(_churn_worker, factory, seconds) as (proc, receiver), factory() as cp:
+        while not receiver.poll(0) and proc.is_alive():
+            problems.extend(cp.check_integrity().problems)
+            checks += 1
+        problems.extend(
+            (sid, why) for sid in (f"churn{n}" for n in range(4)) if (why := cp.damaged(sid))
+        )
         writes = receiver.recv()
-    finally:
-        if proc.is_alive():
-            proc.kill()
-            proc.join()
+    assert 0 == proc.exitcode, f"the writer failed with exit code {proc.exitcode}"
     return checks, writes, problems
 
 
@@ -198,31 +210,21 @@ def run_repairs_beside_creation(
     """Repair, over and over, the session another process is creating and appending to;
     return the repairs run, the reports of those that found something to repair (none: the
     sessions are healthy), the heads the writer was acknowledged and the heads now."""
-    ctx = mp_context()
-    receiver, sender = ctx.Pipe(duplex=False)
-    current = ctx.Value("i", 0)
-    proc = ctx.Process(target=_creating_worker, args=(factory, sessions, current, sender))
-    proc.start()
-    sender.close()
+    current = mp_context().Value("i", 0)
     repairs = 0
     repaired: list[Any] = []
-    try:
-        assert receiver.poll(60), "the writer did not start"
-        assert "ready" == receiver.recv()
-        with factory() as cp:
-            while not receiver.poll(0) and proc.is_alive():
-                report = cp.repair(f"new{current.value}")
-                repairs += 1
-                if report.repaired:
-                    repaired.append(report)
-            proc.join(60)
-            assert 0 == proc.exitcode, f"the writer failed with exit code {proc.exitcode}"
-            acked = receiver.recv()
-            heads = {sid: cp.head(sid) for sid in acked}
-    finally:
-        if proc.is_alive():
-            proc.kill()
-            proc.join()
+    with (
+        reporting_child(_creating_worker, factory, sessions, current) as (proc, receiver),
+        factory() as cp,
+    ):
+        while not receiver.poll(0) and proc.is_alive():
+            report = cp.repair(f"new{current.value}")
+            repairs += 1
+            if report.repaired:
+                repaired.append(report)
+        acked = receiver.recv()
+        heads = {sid: cp.head(sid) for sid in acked}
+    assert 0 == proc.exitcode, f"the writer failed with exit code {proc.exitcode}"
     return repairs, repaired, acked, heads
 
 
