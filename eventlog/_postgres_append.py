@@ -15,12 +15,17 @@ expected position (it waits behind the first one if that is still running). Eith
 (the first did not), or it finds the position moved, and then the batch id tells: found, the
 first one committed and its head is returned; absent, the position was moved by someone else,
 and the first one can never commit anymore (it expected the old ``(head, generation)``, and a
-generation is never reused). A lease (``append(..., lease=)``) is checked in the same
-statement, with the lease row share-locked, so a takeover cannot commit in between.
+generation is never reused). The first append of a new session has no generation to expect
+(its ``INSERT`` expects no row, which a delete makes true again): each of its tries carries an
+id of its own, and a retry first records the ids of the tries before it in ``ops``, which their
+statement checks, so a lost try delivered late cannot bring back a session deleted since.
+A lease (``append(..., lease=)``) is checked in the same statement, with the lease row
+share-locked, so a takeover cannot commit in between.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -61,16 +66,21 @@ _UPDATE = (
 )
 _INSERT = (
     "s AS (INSERT INTO {s}.sessions (id, head, generation, mtime)"
-    " SELECT %(sid)s, %(new)s, nextval('{s}.generations'), %(ts)s{lease}"
+    " SELECT %(sid)s, %(new)s, nextval('{s}.generations'), %(ts)s"
+    " WHERE NOT EXISTS (SELECT 1 FROM {s}.ops WHERE op_id = %(try)s::uuid){lease}"
     " ON CONFLICT (id) DO NOTHING RETURNING generation), "
 )
 _FOUND = "SELECT seq FROM {s}.events WHERE session_id = %s AND batch_id = %s"
+_FENCE = (
+    "INSERT INTO {s}.ops (op_id, generation, at) SELECT t, 0, %s FROM unnest(%s::uuid[]) AS t"
+    " ON CONFLICT (op_id) DO NOTHING"
+)
 _MAX_ROUNDS = 1000  # re-reads of a moving position before giving up (a pathological race)
 
 
 def _statement(schema: str, *, new: bool, leased: bool, single: bool, notify: bool) -> bytes:
     head = _INSERT if new else _UPDATE
-    cond = (" WHERE" if new else " AND") + " EXISTS (SELECT 1 FROM l)" if leased else ""  # noqa: S608
+    cond = " AND EXISTS (SELECT 1 FROM l)" if leased else ""
     text = "WITH " + (_LEASE_CTE if leased else "") + head.replace("{lease}", cond)
     text += _ONE_EVENT if single else _EVENTS
     text += "SELECT generation" + (", pg_notify(%(chan)s, %(sid)s)" if notify else "") + " FROM s"  # noqa: S608
@@ -92,6 +102,7 @@ class Appender:
             for single in (False, True)
         }
         self._found = q(_FOUND, schema)
+        self._fence = q(_FENCE, schema)
 
     def append(
         self,
@@ -143,7 +154,8 @@ class Appender:
                     for i, (seed, body) in enumerate(zip(kind_seeds, bodies, strict=True), start=1)
                 ]
             statement = self._statements[(gen == 0, lease is not None, single)]
-            outcome = cp._db.run(self._attempt(session_id, statement, params, lease), "append")
+            attempt = self._attempt(session_id, statement, params, lease, new=gen == 0)
+            outcome = cp._db.run(attempt, "append")
             if outcome is not None:
                 new_gen, new_head = outcome
                 if new_gen is not None:
@@ -157,14 +169,26 @@ class Appender:
         )
 
     def _attempt(
-        self, session_id: str, statement: bytes, params: dict[str, Any], lease: Lease | None
+        self,
+        session_id: str,
+        statement: bytes,
+        params: dict[str, Any],
+        lease: Lease | None,
+        *,
+        new: bool,
     ) -> Callable[[Conn, int], tuple[int | None, int] | None]:
         """One try: ``(generation, new head)`` on success, ``(None, head)`` when an earlier try
         (whose connection was lost) turns out to have committed, ``None`` when the position
-        moved."""
+        moved. The tries of a ``new`` session's first append fence the ones before them."""
         cp = self._cp
+        earlier: list[uuid.UUID] = []
 
         def attempt(conn: Conn, tries: int) -> tuple[int | None, int] | None:
+            if new:
+                if earlier:  # a lost try still on its way must never commit
+                    conn.execute(self._fence, (time.time(), earlier))
+                params["try"] = uuid.uuid4()
+                earlier.append(params["try"])
             try:
                 rows = conn.execute(statement, params).fetchall()
             except pg_errors.UniqueViolation as e:

@@ -180,6 +180,28 @@ def test_a_truncate_retried_after_other_writers_is_not_applied_again(
         assert ["a", *"BCDEF"] == texts(other.read("s"))
 
 
+def test_a_first_append_delivered_late_does_not_bring_a_deleted_session_back(
+    postgres_server: Server, proxy: CutProxy, schema: str
+) -> None:
+    """The first append of a new session is cut off and reaches the server only a second
+    later; its retry commits meanwhile and the session is deleted: the late copy finds its try
+    fenced and commits nothing (it used to create the session again)."""
+    with (
+        postgres_checkpointer(proxy.dsn, schema=schema) as cp,
+        postgres_checkpointer(postgres_server.dsn, schema=schema) as other,
+    ):
+        cp.position("warm")  # a pooled connection through the proxy
+        arrived = threading.Event()
+        proxy.cut_on(b"INSERT INTO", "late", arrived.set, delay=1.0, linger=0.5)
+        assert 1 == cp.append("s", prompts("hello"))
+        assert 1 == proxy.cuts
+        other.delete("s")
+        assert arrived.wait(_WAIT)
+        time.sleep(0.3)  # the late statement has run
+        assert (0, 0) == tuple(other.position("s"))
+        assert [] == list(other.read("s"))
+
+
 def test_truncate_whose_commit_arrives_late_is_applied_once_and_reported_done(
     postgres_server: Server, proxy: CutProxy, schema: str
 ) -> None:
