@@ -256,3 +256,20 @@ def test_symlink_at_the_temp_path_of_a_truncate_is_not_followed(tmp_path: Path) 
         assert not (root / "s1.log").is_symlink()
         assert [1] == [e.seq for e in cp.read("s1")]
         assert [1, 2, 3] == [e.seq for e in cp.read("s2")]
+
+
+def test_a_truncate_temp_file_left_beside_a_log_that_is_not_a_file_is_a_leftover(
+    tmp_path: Path,
+) -> None:
+    """A ``.<id>.tmp`` whose log is gone, or is a symlink (no flock to ask whether a truncate
+    is running), is reported as a leftover of an interrupted truncate; one beside a healthy,
+    unlocked log too."""
+    root = _store(tmp_path)
+    (root / ".s1.tmp").write_bytes(b"partial")  # beside a healthy log
+    (root / ".gone.tmp").write_bytes(b"partial")  # its log is gone
+    os.symlink(root / "s1.log", root / "linked.log")
+    (root / ".linked.tmp").write_bytes(b"partial")  # its log is a symlink
+    with file_checkpointer(root) as cp:
+        report = cp.check_integrity()
+    leftovers = sorted(p.session_id or "" for p in report.problems if p.kind == "leftover")
+    assert ["gone", "linked", "s1"] == leftovers
