@@ -151,13 +151,7 @@ class Slots:
         live = self._alive(sid)
         if live is None and (self.queue or not self._free_slot()):
             if len(self.queue) >= self.max_queued_sends:
-                fail(
-                    request.reply,
-                    HostSaturatedError(
-                        f"{self.max_live_sessions} sessions are running and {len(self.queue)} "
-                        f"requests wait (max_queued_sends={self.max_queued_sends})"
-                    ),
-                )
+                fail(request.reply, HostSaturatedError(self._saturated()))
                 return
             self._enqueue(request)
             return
@@ -165,6 +159,17 @@ class Slots:
             live = self._start(request)
         if live is not None:
             self._place(request, live)
+
+    def _saturated(self) -> str:
+        """Why a request is refused with :class:`HostSaturatedError`: what holds the slots."""
+        tasks = sum(
+            1 for live in self.live.values() if live.running is None and live.tasks.running()
+        )
+        return (
+            f"all {self.max_live_sessions} session slots are taken ({self.running} running a "
+            f"turn, {tasks} with background tasks, {len(self.stopping)} stopping) and "
+            f"{len(self.queue)} requests wait (max_queued_sends={self.max_queued_sends})"
+        )
 
     def _refusal(self, request: Request) -> LiteAgentError | None:
         sid = request.session_id
@@ -190,7 +195,8 @@ class Slots:
 
     def _start(self, request: Request) -> Live | None:
         sid = request.session_id
-        tasks = BackgroundTasks()
+        # a session with background tasks keeps its slot: when one ends, serve the queue again
+        tasks = BackgroundTasks(on_removed=partial(self._post, self._tasks_changed))
         stopped: concurrent.futures.Future[None] = concurrent.futures.Future()
         box: list[Live] = []
         try:
@@ -296,6 +302,11 @@ class Slots:
         self._unqueue(request)
         self.queue.remove(request)
         fail(request.reply, OperationCancelledError(reason))
+
+    def _tasks_changed(self) -> None:
+        """A background task ended: the ``after`` hooks that run next serve the queue (its
+        session may now be passivated to make room) and publish the tasks."""
+        self._tasks_dirty = True
 
     def pump(self) -> None:
         """Serve the waiting requests in order while slots are free, then passivate idle

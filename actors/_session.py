@@ -101,11 +101,14 @@ _BACKGROUND_RECORD_TIMEOUT = 3600.0  # the session may be running a long turn me
 
 class BackgroundTasks:
     """The running background tasks of one session; shared by its actor and the host, so it
-    can be read from any thread."""
+    can be read from any thread. ``on_removed`` is called (on the remover's thread) after a
+    finished task is forgotten: the host, which keeps a session with tasks live, looks again
+    at its queue then."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_removed: Callable[[], None] | None = None) -> None:
         self._tasks: dict[str, tuple[BackgroundTask, CancelToken]] = {}
         self._lock = threading.Lock()
+        self._on_removed = on_removed
 
     def add(self, task: BackgroundTask, token: CancelToken) -> None:
         """Record a started task."""
@@ -115,7 +118,9 @@ class BackgroundTasks:
     def remove(self, task_id: str) -> None:
         """Forget a finished task."""
         with self._lock:
-            self._tasks.pop(task_id, None)
+            removed = self._tasks.pop(task_id, None) is not None
+        if removed and self._on_removed is not None:
+            self._on_removed()
 
     def running(self) -> list[BackgroundTask]:
         """The tasks still running."""

@@ -54,7 +54,7 @@ from liteagent.sdk import (
     create_async_lite_agent,
     create_lite_agent,
 )
-from liteagent.tools import tool, write_file
+from liteagent.tools import bash, tool, write_file
 
 WAIT = 60.0  # a bound on waiting for a condition (never asserted as a timing)
 
@@ -431,6 +431,65 @@ def test_close_fails_waiting_sends(held_agent: Any) -> None:
 
 
 # -- passivation ----------------------------------------------------------------------------------
+
+
+class BackgroundThenReply:
+    """A scripted model: the prompt "bg" starts a background command that runs until the file
+    ``go`` exists in the workspace; any other prompt, and every tool result, gets "ok"."""
+
+    def __call__(self, request: ModelRequest) -> AssistantMessage:
+        if _prompt_text(request) != "bg":
+            return AssistantMessage(content=(TextBlock("ok"),), stop_reason="end_turn")
+        command = "while [ ! -e go ]; do sleep 0.02; done"
+        call = ToolUseBlock("toolu_bg", "bash", {"command": command, "run_in_background": True})
+        return AssistantMessage(content=(call,), stop_reason="tool_use")
+
+
+def _background_agent(workdir: Path, **kw: Any) -> LiteAgent:
+    """An agent with one slot whose session "a" runs a background command until ``go``."""
+    agent = create_lite_agent(
+        model=scripted([BackgroundThenReply()] * 10),
+        model_name="m",
+        workdir=workdir,
+        tools=[bash],
+        checkpointer=memory_checkpointer(),
+        max_live_sessions=1,
+        idle_timeout_s=None,
+        **kw,
+    )
+    agent.send("bg", session_id="a")
+    assert 1 == len(agent.background_tasks())
+    return agent
+
+
+def test_a_send_waiting_behind_a_background_task_runs_when_the_task_ends(workdir: Path) -> None:
+    """A slot kept by a session's background task is given to a waiting send as soon as the task
+    has ended (the host is told; it does not wait for its own clock)."""
+    agent = _background_agent(workdir)
+    try:
+        waiting = _send_in_thread(agent, "B", "b")
+        assert _until(lambda: 1 == agent.host_stats().queued)
+        stats = agent.host_stats()
+        (workdir / "go").touch()
+        # the dispatcher's own clock would serve the queue only after a minute
+        result = waiting.result(WAIT / 3)
+    finally:
+        (workdir / "go").touch()
+        agent.close()
+    assert (1, 0, 1) == (stats.live, stats.running, stats.queued)
+    assert "ok" == result.text
+
+
+def test_saturation_by_background_tasks_names_them(workdir: Path) -> None:
+    """HostSaturatedError says what holds the slots: here a background task, not a turn."""
+    agent = _background_agent(workdir, max_queued_sends=0)
+    try:
+        with pytest.raises(HostSaturatedError) as caught:
+            agent.send("B", session_id="b")
+    finally:
+        (workdir / "go").touch()
+        agent.close()
+    assert "0 running a turn, 1 with background tasks" in str(caught.value)
 
 
 def test_idle_timeout_returns_threads_to_the_baseline(workdir: Path) -> None:
