@@ -170,7 +170,9 @@ class TruncateRangeError(CheckpointerError, ValueError):
 
 
 class SchemaVersionError(CheckpointerError):
-    """Raised when a store was written by a newer liteagent (its schema version is unknown)."""
+    """Raised when a store's schema version is not the one this liteagent reads: written by a
+    newer liteagent, or older (written by a development version before the first release: there
+    is no migration from it). Nothing in the store is changed."""
 
 
 class CorruptLogError(CheckpointerError):

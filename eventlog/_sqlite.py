@@ -563,9 +563,10 @@ def sqlite_checkpointer(
     ``synchronous="normal"`` survives a process crash; ``"full"`` also survives power loss (an
     fsync per commit; the appends of concurrent sessions share a commit). ``busy_timeout_ms``
     bounds how long a writer waits for another process's. ``":memory:"`` gives a process-local
-    database. A database written by a newer liteagent is refused with
-    :class:`SchemaVersionError`; a file that is not a database with :class:`NotADatabaseError`;
-    an older one is migrated on open. ``codec`` transforms every stored event body and blob
+    database. A database of another schema version (written by a newer liteagent, or an older
+    one by a development version before the first release) is refused with
+    :class:`SchemaVersionError`, a file that is not a database with :class:`NotADatabaseError`,
+    and either is left as it is. ``codec`` transforms every stored event body and blob
     (e.g. :func:`zlib_codec`; the checksums cover the stored bytes): a store written with a
     codec must be opened with the same one, else reads raise :class:`CodecError`.
     """

@@ -21,15 +21,13 @@ from ._errors import (
     SchemaVersionError,
     StorageIOError,
 )
-from ._logger import get_logger
-from ._sqlite_schema import SCHEMA, SCHEMA_VERSION, TABLES, migrate_from_1
+from ._sqlite_schema import SCHEMA, SCHEMA_VERSION, TABLES
 
 __all__ = ["SCHEMA_VERSION", "integrity_problem", "map_error", "open_connection", "translate"]
 
-_log = get_logger("liteagent.eventlog")
 
 _WAL_ATTEMPTS = 200  # x 10 ms: how long to retry a WAL switch refused on a fresh file
-_MIGRATION_WAIT_S = 600.0  # how long an open waits for another process's migration
+_CREATE_WAIT_S = 600.0  # how long an open waits for another process creating the schema
 
 
 def map_error(e: BaseException, session_id: str | None) -> LiteAgentError:
@@ -84,18 +82,18 @@ def translate(session_id: str | None = None) -> Iterator[None]:
 
 
 def open_connection(file: str, busy_timeout_ms: int, synchronous: str) -> apsw.Connection:
-    """Open one connection: busy timeout first, refuse a newer or foreign database before
-    changing anything, switch to WAL (retrying a refusal on a fresh file), set
-    ``synchronous``, and create the schema if the database is new."""
+    """Open one connection: busy timeout first, refuse a database of another schema version
+    or of another program before changing anything, switch to WAL (retrying a refusal on a
+    fresh file), set ``synchronous``, and create the schema if the database is new."""
     flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     if file.startswith("file:"):
         flags |= apsw.SQLITE_OPEN_URI
     conn = apsw.Connection(file, flags=flags)
     try:
         conn.set_busy_timeout(busy_timeout_ms)  # before any pragma
-        # Refuse a newer or foreign database before changing anything in it (the WAL
-        # switch below rewrites the file header).
-        _refuse_newer_or_foreign(conn, file)
+        # Refuse a database of another version, or a foreign one, before changing anything
+        # in it (the WAL switch below rewrites the file header).
+        _refuse_unsupported_or_foreign(conn, file)
         for attempt in range(_WAL_ATTEMPTS):
             try:
                 conn.pragma("journal_mode", "wal")
@@ -116,20 +114,21 @@ def open_connection(file: str, busy_timeout_ms: int, synchronous: str) -> apsw.C
 
 
 def _ensure_schema(conn: apsw.Connection, file: str) -> None:
-    """Create the schema of a new database, or migrate an older one, in one ``BEGIN
-    IMMEDIATE`` transaction; wait (up to ``_MIGRATION_WAIT_S``) while another process does."""
+    """Create the schema of a new database in one ``BEGIN IMMEDIATE`` transaction; wait (up
+    to ``_CREATE_WAIT_S``) while another process holds the write lock, until it has created
+    the schema. Any version but the current one and 0 (new) is refused."""
     version = conn.pragma("user_version")
-    _refuse_newer(version, file)
+    _refuse_unsupported(version, file)
     if version == SCHEMA_VERSION:
         return
-    deadline = time.monotonic() + _MIGRATION_WAIT_S
+    deadline = time.monotonic() + _CREATE_WAIT_S
     while True:
         try:
             conn.execute("BEGIN IMMEDIATE")
             break
         except apsw.BusyError:
-            # Another process holds the write lock past our busy timeout: a migration of a
-            # big store takes a while. Done when it has set the new version.
+            # Another process holds the write lock past our busy timeout: it may be creating
+            # the schema and writing on at once. Done when it has set the version.
             if time.monotonic() > deadline:
                 raise
             if conn.pragma("user_version") == SCHEMA_VERSION:
@@ -137,13 +136,9 @@ def _ensure_schema(conn: apsw.Connection, file: str) -> None:
             time.sleep(0.01)
     try:
         version = conn.pragma("user_version")
-        _refuse_newer(version, file)
+        _refuse_unsupported(version, file)
         if version == 0:
             conn.execute(SCHEMA)
-        elif version == 1:
-            failed = migrate_from_1(conn)
-            _log.info("sqlite_migrated", file=file, to=SCHEMA_VERSION, failed_rows=failed)
-        if version < SCHEMA_VERSION:
             conn.pragma("user_version", SCHEMA_VERSION)
         conn.execute("COMMIT")
     except BaseException:
@@ -182,9 +177,10 @@ def _check_columns(conn: apsw.Connection) -> None:
             )
 
 
-def _refuse_newer_or_foreign(conn: apsw.Connection, file: str) -> None:
-    """Refuse a database of a newer liteagent, or of another program (unversioned, with
-    tables), before anything in it is changed. Both are read in one snapshot."""
+def _refuse_unsupported_or_foreign(conn: apsw.Connection, file: str) -> None:
+    """Refuse a database of a schema version this liteagent does not read, or of another
+    program (unversioned, with tables), before anything in it is changed. Both are read in
+    one snapshot."""
     conn.execute("BEGIN")
     try:
         version = conn.pragma("user_version")
@@ -197,7 +193,7 @@ def _refuse_newer_or_foreign(conn: apsw.Connection, file: str) -> None:
     finally:
         if conn.in_transaction:
             conn.execute("COMMIT")
-    _refuse_newer(version, file)
+    _refuse_unsupported(version, file)
     # liteagent creates its tables and sets user_version in one transaction, so an
     # unversioned database with any table is not one of ours.
     if version == 0 and names:
@@ -207,11 +203,22 @@ def _refuse_newer_or_foreign(conn: apsw.Connection, file: str) -> None:
         )
 
 
-def _refuse_newer(version: int, file: str) -> None:
+def _refuse_unsupported(version: int, file: str) -> None:
+    """Refuse every ``user_version`` but 0 (a new database) and :data:`SCHEMA_VERSION`."""
     if version > SCHEMA_VERSION:
         raise SchemaVersionError(
             f"{file} has schema version {version}; this liteagent knows up to "
             f"{SCHEMA_VERSION}: upgrade liteagent"
+        )
+    if version < 0:
+        raise SchemaVersionError(
+            f"{file} has schema version {version}, which no liteagent writes; it is left as it is"
+        )
+    if 0 < version < SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{file} has schema version {version}, older than the version {SCHEMA_VERSION} "
+            "this liteagent reads: it was written by a development version before the first "
+            "release, and there is no migration from it; it is left as it is"
         )
 
 

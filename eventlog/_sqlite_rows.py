@@ -2,8 +2,7 @@
 
 An event row's checksum covers everything a reader gets from it: ``(session_id, seq, ts, kind,
 body)``. A sessions row's checksum covers ``(id, head, generation)``. Both are xxh3-64 masked to
-63 bits (SQLite integers are signed), so ``-1`` never matches: the schema-1 migration writes it
-into a row whose old checksum failed, keeping the row where it was but never blessing it.
+63 bits (SQLite integers are signed).
 
 The checks run on rows exactly as apsw returns them, whatever their types: a column whose type
 was changed, a text that is not valid UTF-8 (see :func:`fetch_page`) or a NULL is damage named
@@ -22,7 +21,6 @@ import xxhash
 from ._errors import CorruptLogError
 
 __all__ = [
-    "MIGRATION_FAILED_CRC",
     "BadText",
     "Row",
     "Seeds",
@@ -39,12 +37,9 @@ __all__ = [
     "row_problem",
     "session_crc",
     "session_row_problem",
-    "v1_row_ok",
 ]
 
 _MASK = (1 << 63) - 1
-MIGRATION_FAILED_CRC = -1
-"""The checksum the migration to schema 2 gives a row whose schema-1 checksum failed."""
 
 _xxh = xxhash.xxh3_64_intdigest
 _pack_seq_ts = struct.Struct("<qd").pack
@@ -109,20 +104,6 @@ pack_head_gen = _pack_head_gen
 generation), seed=Seeds(session_id).session_seed)`` masked to 63 bits."""
 
 
-def v1_row_ok(row: Row) -> bool:
-    """Whether a row passes schema 1's check: a bytes body whose checksum is ``crc``, with an
-    int seq, a float ts and a str kind."""
-    seq, ts, kind, body, crc = row
-    return (
-        type(seq) is int
-        and type(ts) is float
-        and type(kind) is str
-        and type(body) is bytes
-        and type(crc) is int
-        and _xxh(body) & _MASK == crc
-    )
-
-
 _TYPES = (
     ("seq", int, "INTEGER"),
     ("ts", float, "REAL"),
@@ -150,8 +131,6 @@ def row_problem(seeds: Seeds, row: Row, expected_seq: int) -> str | None:
     seq, ts, kind, body, crc = row
     if seq != expected_seq:
         return f"expected seq {expected_seq}, the next stored seq is {seq}"
-    if crc == MIGRATION_FAILED_CRC:
-        return "the row failed its schema-1 checksum when the store was migrated to schema 2"
     if row_crc(seeds[kind], seq, ts, body) != crc:
         return "the event's checksum does not match"
     return None

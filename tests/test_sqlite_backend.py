@@ -121,17 +121,58 @@ def test_newer_schema_version_is_refused_and_file_unchanged(db: Path) -> None:
     assert before == db.read_bytes()
 
 
-def test_an_older_version_header_over_current_tables_is_named_as_damage(db: Path) -> None:
-    """A current database whose user_version reads 1 (set back by a tool): refused with
-    CorruptLogError naming the header, not SQLite's "duplicate column"; putting the version
-    back opens it with its events."""
+_SCHEMA_1 = """
+CREATE TABLE sessions(id TEXT PRIMARY KEY, head INTEGER NOT NULL, generation INTEGER NOT NULL,
+    mtime REAL NOT NULL) WITHOUT ROWID;
+CREATE TABLE events(session_id TEXT NOT NULL, seq INTEGER NOT NULL, ts REAL NOT NULL,
+    kind TEXT NOT NULL, body BLOB NOT NULL, crc INTEGER NOT NULL, PRIMARY KEY (session_id, seq));
+CREATE TABLE blobs(ref TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+INSERT INTO meta VALUES ('next_generation', 2);
+INSERT INTO sessions VALUES ('s', 1, 1, 0.0);
+INSERT INTO events VALUES ('s', 1, 0.0, 'user_prompt', x'00', 0);
+PRAGMA user_version = 1;
+"""
+
+
+def test_a_schema_1_store_is_refused_and_left_unchanged(db: Path) -> None:
+    """A store of schema version 1 (before the first release; its tables have no row
+    checksums of schema 2) is refused with SchemaVersionError saying it is older and that
+    there is no migration; its bytes are unchanged and no WAL file is made."""
+    conn = raw(db)
+    conn.execute(_SCHEMA_1)
+    conn.close()
+    before = db.read_bytes()
+    with pytest.raises(SchemaVersionError) as info:
+        sqlite_checkpointer(db)
+    assert (True, True, True) == (
+        f"{db} has schema version 1, older than the version {SCHEMA_VERSION}" in str(info.value),
+        "no migration" in str(info.value),
+        "left as it is" in str(info.value),
+    )
+    assert (before, False) == (db.read_bytes(), Path(f"{db}-wal").exists())
+
+
+@pytest.mark.parametrize(
+    ("version", "says"),
+    [(1, "older than the version"), (-1, "which no liteagent writes")],
+    ids=["older", "negative"],
+)
+def test_a_version_set_back_is_refused_and_the_store_opens_once_put_back(
+    db: Path, version: int, says: str
+) -> None:
+    """A current database whose user_version was set to an older or a negative version is
+    refused with SchemaVersionError naming the version, unchanged; putting the version back
+    opens it with its events."""
     with sqlite_checkpointer(db) as cp:
         cp.append("s", prompts("kept"))
     conn = raw(db)
-    conn.pragma("user_version", 1)
+    conn.pragma("user_version", version)
     conn.close()
-    with pytest.raises(CorruptLogError, match="header says schema version 1"):
+    before = db.read_bytes()
+    with pytest.raises(SchemaVersionError, match=f"schema version {version}, {says}"):
         sqlite_checkpointer(db)
+    assert before == db.read_bytes()
     conn = raw(db)
     conn.pragma("user_version", SCHEMA_VERSION)
     conn.close()
