@@ -23,7 +23,7 @@ import msgspec
 from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn
-from rich.table import Table
+from rich.table import Column, Table
 
 from liteagent.actors._hub import LiveEvent, Missed
 from liteagent.actors._live import (
@@ -58,6 +58,7 @@ __all__ = [
 ]
 
 _SUMMARY = 60
+_BAR_WIDTH = 20
 _ARG_KEYS = ("path", "command", "pattern", "file_path")
 _PLAIN_WIDTH = 1000  # what rich lays tables out in when the output is not a terminal
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
@@ -262,20 +263,35 @@ def show(console: Console, what: Table | str) -> None:
 
 
 class _Bar:
-    """The bar of one compaction or restore; its percentage never goes back."""
+    """The bar of one compaction or restore; its percentage never goes back.
+
+    Its colours are of the 8 basic ones, which every colour terminal shows as they are (rich's
+    own, given as RGB, fall to the same grey for a finished bar and the empty track on a
+    16-colour terminal). The line is as wide as the terminal and a long detail, the only
+    flexible column, is cut short with an ellipsis, so the bar always stays on it."""
 
     def __init__(self, console: Console, kind: str) -> None:
         self.kind = kind
         self.percent = 0.0
         self.progress = Progress(
             TextColumn("  {task.description}"),
-            BarColumn(bar_width=20),
+            BarColumn(
+                bar_width=_BAR_WIDTH,
+                style="bright_black",
+                complete_style="cyan",
+                finished_style="green",
+                pulse_style="cyan",
+            ),
             TaskProgressColumn(),
-            TextColumn("{task.fields[detail]}"),
+            TextColumn(
+                "{task.fields[detail]}",
+                table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"),
+            ),
             console=console,
             auto_refresh=False,
             redirect_stdout=False,
             redirect_stderr=False,
+            expand=True,
         )
         self.task: TaskID = self.progress.add_task("", total=100, detail="")
         self.progress.start()
