@@ -1,6 +1,6 @@
 """The PostgreSQL checkpointer (psycopg 3): sessions shared by many processes on many hosts.
 
-The pieces: ``_postgres_schema`` (tables and migrations), ``_postgres_db`` (the pool, error
+The pieces: ``_postgres_schema`` (the tables, created on open), ``_postgres_db`` (the pool, error
 classes, retries), ``_postgres_append`` (the one-statement, exactly-once append),
 ``_postgres_lease`` (leases and fencing), ``_postgres_tail`` (LISTEN/NOTIFY for ``follow``),
 ``_postgres_repair`` (integrity check and repair), ``_postgres_blobs``. This module holds the

@@ -75,9 +75,9 @@ def postgres_checkpointer(
     closed by :meth:`~Checkpointer.close`). Needs the ``postgres`` extra (``pip install
     'liteagent[postgres]'``: psycopg 3 and psycopg_pool).
 
-    - ``schema``: the schema holding the store's tables (created, or migrated under an advisory
-      lock, on open; one store per schema); a schema of a newer liteagent is refused with
-      :class:`SchemaVersionError`.
+    - ``schema``: the schema holding the store's tables (created under an advisory lock on
+      open; one store per schema); a schema of another version (a newer liteagent's, or an
+      older one written before the first release) is refused with :class:`SchemaVersionError`.
     - ``durability``: ``"full"`` (the server's ``synchronous_commit = on``: an append that
       returned survives a crash of the server) or ``"normal"`` (``synchronous_commit = off``:
       it survives a crash of the client; a server crash may lose the last fraction of a

@@ -1,7 +1,7 @@
-"""The PostgreSQL backend's own guarantees: migrations (concurrent, newer refused, any schema),
-leases across "hosts" (a holder whose server connection is gone loses its lease, and its
-writes are fenced), the codec, argument checks, and that ``import liteagent.eventlog`` needs
-no psycopg."""
+"""The PostgreSQL backend's own guarantees: its schema (created concurrently, another version
+refused, any schema name), leases across "hosts" (a holder whose server connection is gone
+loses its lease, and its writes are fenced), the codec, argument checks, and that ``import
+liteagent.eventlog`` needs no psycopg."""
 
 # ruff: noqa: S608 -- the SQL names the tests' own throwaway schemas
 
@@ -52,7 +52,7 @@ def _sql(dsn: str, query: str, *args: Any) -> list[tuple[Any, ...]]:
         return cur.fetchall() if cur.description else []
 
 
-# -- migrations ---------------------------------------------------------------------------------
+# -- schema -------------------------------------------------------------------------------------
 
 
 def _open_close(dsn: str, schema: str, barrier: Any) -> None:
@@ -82,25 +82,50 @@ def test_concurrent_setup_from_many_processes(postgres_server: Server, schema: s
         assert 1 == cp.append("s", prompts("a"))
 
 
-def test_a_version_1_store_is_migrated_with_its_sessions(
-    postgres_server: Server, schema: str
-) -> None:
-    """A store of schema version 1 (before ``ops``) is upgraded on open: its sessions read back
-    as they were, and truncates and deletes (which record their ids in ``ops``) work."""
+def _has_ops(dsn: str, schema: str) -> bool:
+    return bool(
+        _sql(dsn, "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'ops'", schema)
+    )
+
+
+def test_a_version_1_store_is_refused_and_left_alone(postgres_server: Server, schema: str) -> None:
+    """A store of schema version 1 (before ``ops``; written before the first release) is
+    refused with SchemaVersionError saying it is older and that there is no migration; its
+    version, tables and sessions stay as they were."""
     dsn = postgres_server.dsn
-    assert 2 == SCHEMA_VERSION  # this test upgrades 1 to the current version
     with postgres_checkpointer(dsn, schema=schema) as cp:
         assert 1 == cp.append("old", prompts("a"))
     _sql(dsn, f'DROP TABLE "{schema}".ops')  # what version 2 added: now a version 1 store
     _sql(dsn, f'UPDATE "{schema}".schema_version SET version = 1')
+    with pytest.raises(SchemaVersionError) as info:
+        postgres_checkpointer(dsn, schema=schema)
+    assert (True, True) == (
+        f"schema {schema!r} is at version 1, older than the version {SCHEMA_VERSION}"
+        in str(info.value),
+        "no migration" in str(info.value),
+    )
+    assert ([(1,)], [("old", 1)], False) == (
+        _sql(dsn, f'SELECT version FROM "{schema}".schema_version'),
+        _sql(dsn, f'SELECT id, head FROM "{schema}".sessions'),
+        _has_ops(dsn, schema),
+    )
+
+
+def test_a_version_no_liteagent_writes_is_refused_until_put_back(
+    postgres_server: Server, schema: str
+) -> None:
+    """A store whose version was set to 0 is refused with SchemaVersionError naming it and
+    left as it is; putting the version back opens it with its session."""
+    dsn = postgres_server.dsn
     with postgres_checkpointer(dsn, schema=schema) as cp:
-        assert [(SCHEMA_VERSION,)] == _sql(dsn, f'SELECT version FROM "{schema}".schema_version')
-        assert ["a"] == texts(cp.read("old"))
-        cp.append("old", prompts("b", "c"))
-        assert 1 == cp.truncate("old", 1)
-        cp.delete("old")
-        assert [] == cp.list()
-        assert 2 == len(_sql(dsn, f'SELECT op_id FROM "{schema}".ops'))
+        cp.append("s", prompts("a"))
+    _sql(dsn, f'UPDATE "{schema}".schema_version SET version = 0')
+    with pytest.raises(SchemaVersionError, match="version 0, which no liteagent writes"):
+        postgres_checkpointer(dsn, schema=schema)
+    assert [(0,)] == _sql(dsn, f'SELECT version FROM "{schema}".schema_version')
+    _sql(dsn, f'UPDATE "{schema}".schema_version SET version = %s', SCHEMA_VERSION)
+    with postgres_checkpointer(dsn, schema=schema) as cp:
+        assert ["a"] == texts(cp.read("s"))
 
 
 def test_newer_schema_is_refused_and_left_alone(postgres_server: Server, schema: str) -> None:
