@@ -43,10 +43,17 @@ its life and returns the base result with a ``circuit_open`` report. A successfu
 summarization resets the count. A summary that would not make the conversation smaller is not
 used (the base result is returned; not a failure).
 
+``fallback``: a compactor that reduces without a model, say ``default_compactor([snip_pass(),
+micro_pass()])``, which drops the older turns a summary would have replaced. When given, a
+failed summary and an open circuit return the fallback's result of the base result instead of
+the base result, so a compaction that cannot summarize still reduces as one without a model
+would.
+
 Reports (``CompactResult.passes``): the base compactor's own reports (or one ``base`` report
 when it gave none), then one ``summarize`` report per model call (tokens of the rendered chunk
 before, of its summary after; detail ``chunk i/n``), or one ``summarize`` / ``circuit_open``
-report saying why nothing was summarized. ``tokens_before`` / ``tokens_after`` are the estimates
+report saying why nothing was summarized, followed by the fallback's reports (or one
+``fallback`` report) when it ran. ``tokens_before`` / ``tokens_after`` are the estimates
 of the given messages and of the result.
 """
 
@@ -123,6 +130,18 @@ class _Entry:
         self.region, self.instructions, self.summary = region, instructions, summary
 
 
+def _reports(result: CompactResult, name: str) -> tuple[PassReport, ...]:
+    """The reports of another compactor's ``result``, or one report ``name`` of the whole."""
+    return result.passes or (
+        PassReport(
+            name=name,
+            changed=result.changed,
+            tokens_before=result.tokens_before,
+            tokens_after=result.tokens_after,
+        ),
+    )
+
+
 def _usage_tokens(usage: Usage | None) -> int:
     if usage is None:
         return 0
@@ -159,6 +178,7 @@ class _LLMCompactor(Compactor):
         model_name: str,
         token_threshold: int,
         base: Compactor | None,
+        fallback: Compactor | None,
         max_failures: int,
         keep_tail_turns: int,
         window: int,
@@ -167,6 +187,7 @@ class _LLMCompactor(Compactor):
     ) -> None:
         self._model, self._model_name, self._threshold = model, model_name, token_threshold
         self._base, self._max_failures, self._keep = base, max_failures, keep_tail_turns
+        self._fallback = fallback
         self._max_tokens, self._system = max_summary_tokens, system_prompt
         self._cancellable = accepts_cancel(model.complete)
         self._lock = threading.Lock()
@@ -182,8 +203,9 @@ class _LLMCompactor(Compactor):
 
     @property
     def spills(self) -> bool:
-        """Whether the base compactor may spill (the summary itself names no tool)."""
-        return self._base is not None and self._base.spills
+        """Whether the base or the fallback compactor may spill (the summary itself names no
+        tool)."""
+        return any(c is not None and c.spills for c in (self._base, self._fallback))
 
     @property
     def consecutive_failures(self) -> int:
@@ -208,17 +230,7 @@ class _LLMCompactor(Compactor):
         if self._base is not None:
             base = self._base.run(original, usage, instructions, cancel=cancel)
             current = base.messages
-            reports.extend(
-                base.passes
-                or (
-                    PassReport(
-                        name="base",
-                        changed=base.changed,
-                        tokens_before=base.tokens_before,
-                        tokens_after=base.tokens_after,
-                    ),
-                )
-            )
+            reports.extend(_reports(base, "base"))
         tokens = estimate_tokens(current)
 
         def done(result: Sequence[Message], *extra: PassReport) -> CompactResult:
@@ -236,13 +248,19 @@ class _LLMCompactor(Compactor):
                 name=name, changed=False, tokens_before=tokens, tokens_after=tokens, detail=detail
             )
 
+        def unsummarized(why: PassReport) -> CompactResult:
+            """No summary after a failure: the fallback's result when there is a fallback."""
+            if self._fallback is None:
+                return done(current, why)
+            fell = self._fallback.run(current, None, instructions, cancel=cancel)
+            return done(fell.messages, why, *_reports(fell, "fallback"))
+
         if max(tokens, _usage_tokens(usage)) <= self._threshold:
             return done(current)
         with self._lock:
             failures = self._failures
         if failures >= self._max_failures:
-            return done(
-                current,
+            return unsummarized(
                 unchanged(
                     "circuit_open",
                     (f"{failures} consecutive summarizer failures; the model is no longer called"),
@@ -268,8 +286,7 @@ class _LLMCompactor(Compactor):
                 self._failures += 1
                 failures = self._failures
             _log.warning("compaction.summarize_failed", error=repr(e), failures=failures)
-            return done(
-                current,
+            return unsummarized(
                 unchanged(
                     "summarize",
                     (
@@ -445,6 +462,7 @@ def llm_compactor(
     model_name: str,
     token_threshold: int,
     base: Compactor | None = None,
+    fallback: Compactor | None = None,
     max_failures: int = 2,
     keep_tail_turns: int = 2,
     summarizer_window_tokens: int = 150_000,
@@ -456,8 +474,10 @@ def llm_compactor(
 
     ``model`` is any object with ``complete(request, *, cancel=None) -> ModelResponse`` (a
     :class:`liteagent.providers.ModelProvider`); ``model_name`` the model it calls.
-    ``system_prompt`` replaces the summarizer's default system prompt. Raises
-    :class:`InvalidArgumentError` for a model without ``complete``, an empty ``model_name``,
+    ``system_prompt`` replaces the summarizer's default system prompt. ``fallback`` reduces
+    without a model when no summary can be had (a failure, an open circuit). Raises
+    :class:`InvalidArgumentError` for a model without ``complete``, a ``base`` or ``fallback``
+    that is not a :class:`Compactor`, an empty ``model_name``,
     ``token_threshold < 0``, ``max_failures < 1``, ``keep_tail_turns < 1``,
     ``max_summary_tokens < 1``, or a window too small for the summarizer's input.
     """
@@ -474,13 +494,17 @@ def llm_compactor(
     ):
         if type(value) is not int or value < least:
             raise InvalidArgumentError(f"{name} must be an int >= {least}, got {shown(value)}")
-    if base is not None and not isinstance(base, Compactor):
-        raise InvalidArgumentError(f"base must be a Compactor, got {type(base).__name__}")
+    for name, compactor in (("base", base), ("fallback", fallback)):
+        if compactor is not None and not isinstance(compactor, Compactor):
+            raise InvalidArgumentError(
+                f"{name} must be a Compactor, got {type(compactor).__name__}"
+            )
     return _LLMCompactor(
         model=model,
         model_name=model_name,
         token_threshold=token_threshold,
         base=base,
+        fallback=fallback,
         max_failures=max_failures,
         keep_tail_turns=keep_tail_turns,
         window=summarizer_window_tokens,

@@ -236,7 +236,7 @@ def compaction_outcome(
     if summary is not None and summary.failures:
         why = (
             f"the instructions were not used: the summary failed ({summary.failures[-1]}), "
-            "so the compaction went on without one"
+            "so the compaction was mechanical, as without a model"
         )
     elif summary is not None and summary.calls:
         why = (

@@ -20,12 +20,7 @@ from typing import TypeVar
 
 from rich.console import Console
 
-from liteagent.context import (
-    blob_spill_store,
-    default_compactor,
-    llm_compactor,
-    tool_result_budget_pass,
-)
+from liteagent.context import blob_spill_store
 from liteagent.eventlog import (
     AssistantMessage,
     CancelToken,
@@ -39,7 +34,7 @@ from liteagent.providers import scripted
 
 from ._agent import LiteAgent
 from ._cli_commands import compaction_outcome
-from ._cli_env import KEEP_TAIL_TURNS, CliEnv, SummaryModel
+from ._cli_env import CliEnv, SummaryModel, summarizing_compactor
 from ._cli_errors import UsageError
 from ._cli_output import LiveRenderer, checkpoint_table, make_console, short, show
 from ._cli_replay import cli_view_config
@@ -205,14 +200,8 @@ def cmd_demo(env: CliEnv, args: argparse.Namespace) -> int:
     python = "python3" if shutil.which("python3") else shlex.quote(sys.executable)
     model = scripted(demo_script(python), stream_chunk=12, name="demo-script")
     demo_env.summary_model = SummaryModel(model)
-    compactor = llm_compactor(
-        model=demo_env.summary_model,
-        model_name="demo-script",
-        token_threshold=0,
-        keep_tail_turns=KEEP_TAIL_TURNS,
-        base=default_compactor(
-            [tool_result_budget_pass(200_000, blob_spill_store(demo_env.checkpointer.blobs))]
-        ),
+    compactor = summarizing_compactor(
+        demo_env.summary_model, "demo-script", blob_spill_store(demo_env.checkpointer.blobs)
     )
     try:
         with create_lite_agent(

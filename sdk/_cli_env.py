@@ -20,9 +20,14 @@ from pathlib import Path
 
 from liteagent import providers
 from liteagent.context import (
+    Compactor,
+    Pass,
+    SpillStore,
     blob_spill_store,
     default_compactor,
     llm_compactor,
+    micro_pass,
+    snip_pass,
     tool_result_budget_pass,
 )
 from liteagent.eventlog import (
@@ -50,7 +55,15 @@ from ._cli_script import script_provider
 from ._cli_terminal import main_thread_signals
 from ._factory import create_lite_agent
 
-__all__ = ["DEFAULT_MODEL", "KEEP_TAIL_TURNS", "CliEnv", "NoStoreError", "SummaryModel"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "KEEP_TAIL_TURNS",
+    "CliEnv",
+    "NoStoreError",
+    "SummaryModel",
+    "mechanical_compactor",
+    "summarizing_compactor",
+]
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 KEEP_TAIL_TURNS = 2  # the last turns a summarizing compaction keeps as they are
@@ -106,6 +119,35 @@ class SummaryModel:
         self.calls += 1
         self.last_summary = message_text(response.message.content).strip()
         return response
+
+
+def _spill(store: SpillStore) -> Pass:
+    return tool_result_budget_pass(_SPILL_BUDGET_BYTES, store)
+
+
+def _drop() -> list[Pass]:
+    return [snip_pass(max_tokens=None), micro_pass(max_tokens=None)]
+
+
+def mechanical_compactor(store: SpillStore) -> Compactor:
+    """What ``compact`` runs without a model: large tool results move to ``store``, then the
+    older turns are dropped and old tool results cleared."""
+    return default_compactor([_spill(store), *_drop()])
+
+
+def summarizing_compactor(model: SummaryModel, model_name: str, store: SpillStore) -> Compactor:
+    """What ``compact`` runs with a model: large tool results move to ``store``, then the
+    older turns become the model's summary. When no summary can be had (the model fails), the
+    older turns are dropped and old tool results cleared instead: the compaction reduces as
+    :func:`mechanical_compactor` does."""
+    return llm_compactor(
+        model=model,
+        model_name=model_name,
+        token_threshold=0,
+        keep_tail_turns=KEEP_TAIL_TURNS,
+        base=default_compactor([_spill(store)]),
+        fallback=default_compactor(_drop()),
+    )
 
 
 def check_provider_spec(spec: str) -> None:
@@ -249,16 +291,10 @@ class CliEnv:
         if model:
             provider, name = self.provider()
             self.summary_model = SummaryModel(provider)
-            compactor = llm_compactor(
-                model=self.summary_model,
-                model_name=name,
-                token_threshold=0,
-                keep_tail_turns=KEEP_TAIL_TURNS,
-                base=default_compactor([tool_result_budget_pass(_SPILL_BUDGET_BYTES, store)]),
-            )
+            compactor = summarizing_compactor(self.summary_model, name, store)
         else:
             provider, name = NoModel(), self.model or DEFAULT_MODEL
-            compactor = default_compactor(max_tokens=None, store=store)
+            compactor = mechanical_compactor(store)
         with main_thread_signals():  # the agent's actor threads leave Ctrl-C to this one
             agent = create_lite_agent(
                 model=provider,

@@ -128,6 +128,27 @@ def test_compact_after_a_failed_summary_says_why(cli: Cli) -> None:
     )
 
 
+def test_a_failed_summary_still_reduces_as_without_a_model(cli: Cli) -> None:
+    """The model fails: the compaction drops the older turns just as one without a model does
+    (the same tokens after), and the note says it was mechanical."""
+    transcript = "".join(
+        json.dumps({"role": role, "content": f"{role} {i} " + "words " * 200}) + "\n"
+        for i in range(20)
+        for role in ("user", "assistant")
+    )
+    for sid in ("failed", "no-model"):
+        cli.ok("import", "-", "--session", sid, stdin=transcript)
+    failed = cli.ok("compact", "failed", _INSTRUCTIONS, "--json", provider=cli.script()).json()
+    mechanical = cli.ok("compact", "no-model", _INSTRUCTIONS, "--json").json()
+    assert (True, mechanical["before"], mechanical["after"]) == (
+        failed["changed"],
+        failed["before"],
+        failed["after"],
+    )
+    assert mechanical["after"] < mechanical["before"] // 3
+    assert failed["note"].endswith("so the compaction was mechanical, as without a model")
+
+
 def test_compaction_progress_never_goes_back(cli: Cli) -> None:
     """Off a terminal, each compaction step is a line with its percentage: the percentages
     never go down, the last is 100 %, and the persisting stage is there."""

@@ -366,6 +366,73 @@ def test_circuit_opens_after_max_failures_and_stops_calling() -> None:
     ]
 
 
+class DropMiddle(Compactor):
+    """A deterministic fallback for these tests: keeps the first and the last turn only."""
+
+    spills = False
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def maybe_compact(
+        self,
+        messages: Sequence[Message],
+        usage: Usage | None = None,
+        instructions: str | None = None,
+    ) -> CompactResult:
+        self.calls += 1
+        turns = split_turns(messages)
+        kept = [*turns[0], *turns[-1]] if len(turns) > 2 else list(messages)
+        return CompactResult(
+            messages=tuple(kept),
+            changed=len(kept) != len(messages),
+            tokens_before=estimate_tokens(messages),
+            tokens_after=estimate_tokens(kept),
+        )
+
+
+def test_a_failing_summarizer_runs_the_fallback_on_the_base_result() -> None:
+    """With a fallback, a failed summary still reduces: the fallback's result of the base
+    result is returned, reported after the failure."""
+    messages = conversation(5)
+    base = StandInBase().maybe_compact(messages).messages
+    result = compactor(
+        scripted([RuntimeError("down")]), base=StandInBase(), fallback=DropMiddle()
+    ).maybe_compact(messages)
+    assert DropMiddle().maybe_compact(base).messages == result.messages
+    assert ["clear_results", "summarize", "fallback"] == [p.name for p in result.passes]
+    assert result.passes[1].detail.startswith("failed (1/2 consecutive): RuntimeError: down")
+
+
+def test_an_open_circuit_runs_the_fallback() -> None:
+    """Once the circuit is open, each compaction returns the fallback's result, without a
+    model call."""
+    model = scripted([RuntimeError("down")])
+    c = compactor(model, fallback=DropMiddle(), max_failures=1)
+    messages = conversation(5)
+    results = [c.maybe_compact(messages) for _ in range(2)]
+    assert 1 == model.calls
+    assert [DropMiddle().maybe_compact(messages).messages] * 2 == [r.messages for r in results]
+    assert ["summarize", "circuit_open"] == [r.passes[-2].name for r in results]
+
+
+def test_a_used_summary_leaves_the_fallback_alone() -> None:
+    """A summary that is used: the fallback is not run."""
+    fallback = DropMiddle()
+    result = compactor(scripted([summary("S")]), fallback=fallback).maybe_compact(conversation(5))
+    assert (True, 0) == (result.changed, fallback.calls)
+
+
+def test_the_compactor_spills_when_its_fallback_does() -> None:
+    """``spills`` is true when the base or the fallback may spill."""
+    spilling = StandInBase()  # a Compactor's default: it may spill
+    assert [False, True, True] == [
+        compactor(scripted([])).spills,
+        compactor(scripted([]), fallback=spilling).spills,
+        compactor(scripted([]), base=spilling, fallback=DropMiddle()).spills,
+    ]
+
+
 def test_a_success_resets_the_failure_count() -> None:
     """fail, succeed, fail: the count restarts, so the next call is still made."""
     model = scripted([RuntimeError("a"), summary("S1"), RuntimeError("b"), summary("S2")])
@@ -412,6 +479,8 @@ def test_a_summary_that_does_not_shrink_is_not_used() -> None:
         {"max_failures": 0},
         {"keep_tail_turns": 0},
         {"summarizer_window_tokens": 500},
+        {"base": object()},
+        {"fallback": object()},
     ],
 )
 def test_bad_arguments_raise(kw: dict[str, object]) -> None:
