@@ -161,10 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     run = _sub(subs, "run", cmd_run, "run one prompt to the end of the model's turn", creates=True)
-    run.add_argument("prompt")
+    run.add_argument("prompt", metavar="PROMPT")
     run.add_argument(
         "--session", help="continue this session, or start one with this id (default: a new one)"
     )
+    run.set_defaults(usage=run.format_usage().strip())
 
     _sub(subs, "sessions", cmd_sessions, "list the sessions, most recently active first")
 

@@ -15,6 +15,7 @@ from rich.console import Console
 from liteagent.actors._compactor import CompactStats
 from liteagent.eventlog import (
     Compaction,
+    InvalidArgumentError,
     InvalidSessionIdError,
     TextBlock,
     validate_session_id,
@@ -23,7 +24,13 @@ from liteagent.eventlog._branches import is_branch_session
 
 from ._cli_args import checkpoint_seq, existing_session, not_a_branch
 from ._cli_env import KEEP_TAIL_TURNS, CliEnv, NoStoreError, SummaryModel
-from ._cli_errors import NoApiKeyError, OutputClosedError, SessionLeftError, UsageError
+from ._cli_errors import (
+    NoApiKeyError,
+    OutputClosedError,
+    SessionLeftError,
+    UsageError,
+    one_line,
+)
 from ._cli_output import (
     LiveRenderer,
     SessionRow,
@@ -40,6 +47,7 @@ from ._cli_output import (
 )
 from ._cli_terminal import run_live
 from ._cli_travel import show_preview, undo
+from ._validate import check_prompt
 
 __all__ = [
     "CompactionOutcome",
@@ -58,6 +66,15 @@ def _renderer(args: argparse.Namespace) -> LiveRenderer:
 
 def cmd_run(env: CliEnv, args: argparse.Namespace) -> int:
     """Run one prompt to the end of the model's turn (a new session unless --session)."""
+    if not args.prompt.strip():
+        raise UsageError(
+            'PROMPT is empty: give the text to send (lite-agent run "fix the failing test")',
+            usage=getattr(args, "usage", ""),
+        )
+    try:
+        check_prompt(args.prompt)
+    except InvalidArgumentError as e:
+        raise UsageError(f"PROMPT: {one_line(e)}", usage=getattr(args, "usage", "")) from e
     if args.session is not None:
         try:
             validate_session_id(args.session)
