@@ -2,9 +2,7 @@
 
 Every tool call whose result says it was *untracked* (``ToolResult.untracked``: it ran a tool
 that declares no paths and is not read-only — ``bash``, custom tools without ``changes_param``)
-is one entry, with the time of its result and its status. Logs written before that was recorded
-fall back on the tool's name: the built-in file tools are tracked, the built-in read-only tools
-change nothing, anything else counts.
+is one entry, with the time of its result and its status.
 """
 
 from __future__ import annotations
@@ -26,10 +24,8 @@ from liteagent.eventlog import (
     ToolUseBlock,
 )
 
-__all__ = ["SideEffect", "count_after", "is_untracked", "side_effects", "untracked_seqs"]
+__all__ = ["SideEffect", "count_after", "side_effects", "untracked_seqs"]
 
-_KNOWN = frozenset({"write_file", "edit_file", "delete_file", "read_file", "grep", "glob"})
-_KNOWN |= {"context"}
 _STATUS = re.compile(r"\[(exit code (-?\d+)|[^\[\]\n]*)\]\s*$")
 _BACKGROUND = re.compile(r"started background task (\S+):")
 _SUMMARY_CHARS = 200
@@ -52,16 +48,9 @@ class SideEffect(msgspec.Struct, frozen=True, kw_only=True):
     is_error: bool = False
 
 
-def is_untracked(result: ToolResult) -> bool:
-    """Whether the call behind ``result`` ran something a restore cannot undo."""
-    if result.untracked is not None:
-        return result.untracked
-    return result.tool_name is not None and result.tool_name not in _KNOWN
-
-
 def untracked_seqs(events: Iterable[StoredEvent]) -> list[int]:
     """The seqs of the untracked tool results of a log, in order."""
-    return [e.seq for e in events if isinstance(e.body, ToolResult) and is_untracked(e.body)]
+    return [e.seq for e in events if isinstance(e.body, ToolResult) and e.body.untracked]
 
 
 def count_after(seqs: Sequence[int], seq: int) -> int:
@@ -117,7 +106,7 @@ def side_effects(events: Sequence[StoredEvent], after_seq: int) -> list[SideEffe
     out = []
     for e in events:
         body = e.body
-        if e.seq <= after_seq or not isinstance(body, ToolResult) or not is_untracked(body):
+        if e.seq <= after_seq or not isinstance(body, ToolResult) or not body.untracked:
             continue
         call_id = body.block.tool_use_id
         name = body.tool_name or "?"

@@ -109,13 +109,12 @@ class ToolResult(_EventBase, tag="tool_result", frozen=True):
 
     ``untracked`` is true when the call ran a tool that declares no paths and is not read-only
     (a shell command, a custom tool): what it did is outside the file snapshots, so a restore
-    cannot undo it. ``None`` in logs written before it was recorded (then the tool's name
-    tells: see ``liteagent.actors`` side effects).
+    cannot undo it.
     """
 
     block: ToolResultBlock
     tool_name: str | None = None
-    untracked: bool | None = None
+    untracked: bool = False
 
 
 class FileSnapshot(_EventBase, tag="file_snapshot", frozen=True):
@@ -234,8 +233,7 @@ class TurnAborted(_EventBase, tag="turn_aborted", frozen=True):
 
     ``notice``, when not empty, closes the turn in the conversation: the fold adds it as an
     assistant message (a text block), so the next prompt opens a turn of its own instead of
-    joining the stopped turn's last user message. Logs written before it existed have ``None``
-    (nothing is added, so their views are unchanged).
+    joining the stopped turn's last user message. With ``None`` (the default) nothing is added.
     """
 
     reason: str

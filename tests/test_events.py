@@ -92,7 +92,9 @@ SAMPLES: dict[str, Event] = {
         model="claude",
     ),
     "tool_result": ToolResult(
-        block=ToolResultBlock("t1", (TextBlock("out"),), is_error=True), tool_name="bash"
+        block=ToolResultBlock("t1", (TextBlock("out"),), is_error=True),
+        tool_name="bash",
+        untracked=True,
     ),
     "file_snapshot": FileSnapshot(
         path="a.py",
@@ -426,7 +428,7 @@ _MINIMAL: list[tuple[dict[str, Any], Event]] = [
     ),
     (
         {"kind": "tool_result", "block": {"type": "tool_result", "tool_use_id": "t1"}},
-        ToolResult(block=ToolResultBlock("t1"), tool_name=None),
+        ToolResult(block=ToolResultBlock("t1"), tool_name=None, untracked=False),
     ),
     (
         {
@@ -484,6 +486,16 @@ _MINIMAL: list[tuple[dict[str, Any], Event]] = [
 def test_absent_optional_fields_take_their_defaults(body: dict[str, Any], expected: Event) -> None:
     """A body written without its optional fields decodes with their defaults."""
     assert expected == decode_body(body["kind"], msgspec.msgpack.encode(body))
+
+
+def test_a_tool_result_whose_untracked_is_null_is_a_codec_error() -> None:
+    """A tool_result body holding ``untracked: null`` (no writer makes one: the flag is a bool)
+    is refused with CodecError naming the field, the session and the seq."""
+    body = {"kind": "tool_result", "block": {"type": "tool_result", "tool_use_id": "t1"}}
+    data = msgspec.msgpack.encode({**body, "untracked": None})
+    with pytest.raises(CodecError, match=r"untracked") as info:
+        decode_stored("s", 7, 0.0, "tool_result", data)
+    assert ("s", 7) == (info.value.session_id, info.value.seq)
 
 
 def test_default_fields_are_not_written() -> None:

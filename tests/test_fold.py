@@ -233,7 +233,7 @@ def test_a_turn_aborted_notice_closes_the_turn_as_an_assistant_message() -> None
 
 
 def test_a_turn_aborted_without_notice_adds_nothing() -> None:
-    """A TurnAborted written before notices existed leaves the conversation as it was."""
+    """A TurnAborted without a notice leaves the conversation as it was."""
     state = fold(_numbered([_prompt("go"), TurnAborted(reason="failed"), _prompt("next")]))
     assert [Message("user", (TextBlock("go"), TextBlock("next")))] == conversation(state)
 
@@ -257,7 +257,7 @@ def test_a_turn_aborted_without_notice_adds_nothing() -> None:
         ([_prompt("go"), TurnAborted(reason="x")], True),
         ([_prompt("go"), TurnAborted(reason="x", notice="[stopped]")], False),
     ],
-    ids=["empty", "prompt", "calls", "results", "answered", "background", "old-abort", "closed"],
+    ids=["empty", "prompt", "calls", "results", "answered", "background", "abort", "closed"],
 )
 def test_turn_open_follows_the_conversation(bodies: list[Body], expected: bool) -> None:
     """turn_open: a prompt or tool result opens a turn, an answer or an abort notice ends it,

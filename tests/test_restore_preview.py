@@ -187,20 +187,22 @@ def test_preview_of_a_conversation_only_restore(work: Path) -> None:
     assert ((), 3) == (preview.changes, len(preview.side_effects))
 
 
-def test_logs_without_the_untracked_flag_fall_back_on_the_tool_name(work: Path) -> None:
-    """Results recorded before ``untracked`` existed: bash and unknown tools count, the
-    built-in file and read-only tools do not."""
+def test_the_ledger_goes_by_the_recorded_flag_not_the_tool_name(work: Path) -> None:
+    """Only results recorded with ``untracked=True`` are side effects, whatever the tool's name:
+    a result without the flag (false by default) is not one, even of bash."""
     with memory_checkpointer() as cp:
-        cp.append(SID, [UserPrompt(content=(TextBlock("old"),))])
-        for name in ("bash", "write_file", "read_file", "grep", "mytool", "context"):
-            cp.append(SID, [ToolResult(block=ToolResultBlock(f"t_{name}", "ok"), tool_name=name)])
+        cp.append(SID, [UserPrompt(content=(TextBlock("go"),))])
+        for name, untracked in (("bash", False), ("write_file", True), ("mytool", False)):
+            block = ToolResultBlock(f"t_{name}", "ok")
+            cp.append(SID, [ToolResult(block=block, tool_name=name, untracked=untracked)])
+        cp.append(SID, [ToolResult(block=ToolResultBlock("t_unflagged", "ok"), tool_name="bash")])
         with agent_on(work, cp) as agent:
             (checkpoint,) = agent.list_checkpoints()
             preview = agent.restore(SID, checkpoint.seq, dry_run=True)
-    assert 2 == checkpoint.side_effects
-    assert [("bash", "t_bash"), ("mytool", "t_mytool")] == [
-        (e.tool, e.tool_call_id) for e in preview.side_effects
-    ]
+    assert (1, [("write_file", "t_write_file")]) == (
+        checkpoint.side_effects,
+        [(e.tool, e.tool_call_id) for e in preview.side_effects],
+    )
 
 
 def test_dry_run_is_checked(work: Path) -> None:
