@@ -34,7 +34,7 @@ from liteagent.providers import scripted
 
 from ._agent import LiteAgent
 from ._cli_commands import compaction_outcome
-from ._cli_env import CliEnv, SummaryModel, summarizing_compactor
+from ._cli_env import CliEnv, SummaryModel, cli_tools, summarizing_compactor
 from ._cli_errors import UsageError
 from ._cli_output import LiveRenderer, checkpoint_table, make_console, short, show
 from ._cli_replay import cli_view_config
@@ -209,6 +209,7 @@ def cmd_demo(env: CliEnv, args: argparse.Namespace) -> int:
             model_name="demo-script",
             workdir=work,
             checkpointer=demo_env.checkpointer,
+            tools=cli_tools(),
             compactor=compactor,
         ) as agent:
             _run(_Tour(agent, demo_env, make_console()), agent, demo_env)

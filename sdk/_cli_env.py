@@ -48,6 +48,8 @@ from liteagent.eventlog import (
 from liteagent.eventlog._messages import message_text
 from liteagent.providers import ModelProvider, ProviderAuthError, ProviderRequestError, replay
 from liteagent.providers._contract import ModelResponse
+from liteagent.tools import Tool, default_tools
+from liteagent.tools import context as context_tool
 
 from ._agent import LiteAgent
 from ._cli_errors import NoApiKeyError, UsageError, one_line
@@ -61,6 +63,7 @@ __all__ = [
     "CliEnv",
     "NoStoreError",
     "SummaryModel",
+    "cli_tools",
     "mechanical_compactor",
     "summarizing_compactor",
 ]
@@ -119,6 +122,13 @@ class SummaryModel:
         self.calls += 1
         self.last_summary = message_text(response.message.content).strip()
         return response
+
+
+def cli_tools() -> list[Tool]:
+    """The tools of the CLI's agents (what ``replay --view`` shows their requests with): the
+    default tools and the ``context`` reader, which the spill and archive markers of their
+    compactions and context engine name."""
+    return [*default_tools(), context_tool]
 
 
 def _spill(store: SpillStore) -> Pass:
@@ -301,6 +311,7 @@ class CliEnv:
                 model_name=name,
                 workdir=self.workdir,
                 checkpointer=self.checkpointer,
+                tools=cli_tools(),
                 compactor=compactor,
             )
         self._agents.append(agent)

@@ -32,10 +32,9 @@ from liteagent.eventlog import (
     UserPrompt,
     messages_to_dicts,
 )
-from liteagent.tools import default_tools
 
 from ._cli_args import existing_session
-from ._cli_env import CliEnv
+from ._cli_env import CliEnv, cli_tools
 from ._cli_errors import UsageError
 from ._cli_output import emit_json, make_console, printable, short, to_json, when
 from ._prompt import DEFAULT_SYSTEM_PROMPT
@@ -45,8 +44,9 @@ __all__ = ["cli_view_config", "cmd_replay", "describe_event"]
 
 
 def cli_view_config() -> ViewConfig:
-    """The request configuration of the CLI's agents (default tools, prompt and max_tokens)."""
-    config = ViewConfig.of_tools(default_tools())
+    """The request configuration of the CLI's agents (their tools, the default prompt and
+    max_tokens)."""
+    config = ViewConfig.of_tools(cli_tools())
     return ViewConfig(
         tools=config.tools, max_tokens=config.max_tokens, system=DEFAULT_SYSTEM_PROMPT
     )
@@ -151,7 +151,10 @@ def _view(env: CliEnv, sid: str, at: int | None, as_json: bool) -> int:
         if record
         else None
     )
-    matches = None if computed is None else computed.ok
+    # the messages recomputed from the log, and the rest of the request (model, system
+    # prompt, tools, max_tokens) as the CLI's agents send it, against the record's digests
+    head = None if computed is None else computed.request_matches
+    matches = None if computed is None else computed.ok and head is not False
     doc: dict[str, Any] = {
         "session_id": sid,
         "seq": seq,
@@ -163,6 +166,7 @@ def _view(env: CliEnv, sid: str, at: int | None, as_json: bool) -> int:
         "messages": messages_to_dicts(request.messages),
         "view_hash": computed.computed if computed else None,
         "recorded_hash": record.view_hash if record else None,
+        "request_matches": head,
         "matches": matches,
     }
     if as_json:
@@ -178,12 +182,19 @@ def _view(env: CliEnv, sid: str, at: int | None, as_json: bool) -> int:
             style="bold",
         )
         console.print("\n".join(_message_lines(request.messages)))
-        if record is not None:
-            verdict = "matches" if matches else "DOES NOT match"
+        if record is not None and computed is not None:
+            verdict = "matches" if computed.ok else "DOES NOT match"
             console.print(
                 f"recomputed view hash {verdict} the recorded one ({record.view_hash[:16]}…)",
-                style="green" if matches else "red",
+                style="green" if computed.ok else "red",
             )
+            if head is False:
+                console.print(
+                    "but the recorded request had another model, system prompt, tools or "
+                    "max_tokens than the ones shown (the session was written with another "
+                    "configuration than lite-agent's)",
+                    style="red",
+                )
     return 0 if matches in (None, True) else 1
 
 

@@ -163,6 +163,49 @@ def test_replay_events_view_and_verify(cli: Cli) -> None:
     assert "4 of 4 recorded requests" in cli.ok("replay", "s1", "--verify").out
 
 
+def test_replay_view_lists_the_tools_the_agent_sent(cli: Cli) -> None:
+    """--view lists the tools the CLI's agent sends, the ``context`` reader included, and the
+    request it shows (model, system prompt, tools, max_tokens) is the one recorded."""
+    two_prompts(cli)
+    events = cli.ok("replay", "s1", "--json").json()
+    first = next(e["seq"] for e in events if e["kind"] == "model_request")
+    view = cli.ok("replay", "s1", "--view", "--at", str(first), "--json").json()
+    assert ([t.name for t in default_tools()] + ["context"], True, True) == (
+        view["tools"],
+        view["request_matches"],
+        view["matches"],
+    )
+    human = cli.ok("replay", "s1", "--view", "--at", str(first)).out
+    assert f"tools: {', '.join(view['tools'])}" in human
+
+
+_OTHER_TOOLS = """
+import liteagent.sdk._cli_replay as replay
+from liteagent.sdk._prompt import DEFAULT_SYSTEM_PROMPT
+from liteagent.sdk._replay import ViewConfig
+from liteagent.tools import default_tools
+config = ViewConfig.of_tools(default_tools())
+replay.cli_view_config = lambda: ViewConfig(tools=config.tools, system=DEFAULT_SYSTEM_PROMPT)
+"""
+
+
+def test_replay_view_with_other_tools_does_not_match(cli: Cli) -> None:
+    """A view computed with other tools than the recorded request's is no match: exit 1, and
+    the CLI says which part differs."""
+    two_prompts(cli)
+    events = cli.ok("replay", "s1", "--json").json()
+    first = str(next(e["seq"] for e in events if e["kind"] == "model_request"))
+    result = cli("replay", "s1", "--view", "--at", first, "--json", prelude=_OTHER_TOOLS)
+    assert (1, False, False) == (
+        result.code,
+        result.json()["request_matches"],
+        result.json()["matches"],
+    )
+    human = cli("replay", "s1", "--view", "--at", first, prelude=_OTHER_TOOLS)
+    assert 1 == human.code
+    assert "the recorded request had another model, system prompt, tools or max_tokens" in human.out
+
+
 class Inject:
     """Middleware that sends the model one more message than the log holds."""
 
