@@ -4,7 +4,6 @@ suite the built-in backends pass, and it is written with public names only."""
 from __future__ import annotations
 
 import ast
-import functools
 import importlib
 import sys
 from pathlib import Path
@@ -13,14 +12,7 @@ import pytest
 
 import liteagent.eventlog.backend
 from liteagent.eventlog import Checkpointer
-from liteagent.eventlog.conformance import (
-    CheckpointerConformance,
-    CrashConformance,
-    DurableConformance,
-    Factory,
-    prompts,
-    texts,
-)
+from liteagent.eventlog.conformance import prompts, texts
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "session_files_backend.py"
@@ -30,6 +22,7 @@ EXAMPLE = ROOT / "examples" / "session_files_backend.py"
 # test starts that server.
 sys.path.append(str(EXAMPLE.parent))
 example = importlib.import_module("session_files_backend")
+readme = importlib.import_module("session_files_conformance")  # the README's test class
 
 PUBLIC_MODULES = {"liteagent.eventlog", "liteagent.eventlog.backend"}
 
@@ -44,14 +37,12 @@ OPTIONAL_HOOKS = {
 """The hooks a backend may override (the abstract ones are ``Checkpointer.__abstractmethods__``)."""
 
 
-class TestSessionFilesCheckpointer(CheckpointerConformance, DurableConformance, CrashConformance):
+class TestSessionFilesCheckpointer(readme.TestSessionFilesCheckpointer):
     """One SQLite file per session passes the contract in one process, across instances and
-    processes (leases included), and under SIGKILL. Not the corruption suite: its rows carry no
+    processes (leases included), and under SIGKILL: the suites and the factory of the README's
+    class (examples/session_files_conformance.py). Not the corruption suite: its rows carry no
     checksums, so a changed byte inside a row would read back as something else (the example's
     docstring says so)."""
-
-    def checkpointer_factory(self, path: Path) -> Factory:
-        return functools.partial(example.session_files_checkpointer, path)
 
 
 def test_delete_removes_the_file(tmp_path: Path) -> None:
@@ -167,17 +158,3 @@ def test_readme_points_at_the_example() -> None:
     section = _readme_section()
     assert "liteagent.eventlog.backend" in section
     assert "examples/session_files_backend.py" in section
-
-
-def test_readme_conformance_snippet_runs(tmp_path: Path) -> None:
-    """The README's test class runs as written: its factory opens a working checkpointer."""
-    section = _readme_section()
-    start = section.index("```python\n") + len("```python\n")
-    namespace: dict[str, object] = {}
-    exec(section[start : section.index("```", start)], namespace)  # noqa: S102 -- our README
-    test_class = namespace["TestSessionFilesCheckpointer"]
-    assert isinstance(test_class, type)
-    assert issubclass(test_class, CheckpointerConformance)
-    with test_class().checkpointer_factory(tmp_path)() as cp:
-        assert 2 == cp.append("s", prompts("a", "b"))
-        assert ["a", "b"] == texts(cp.read("s"))
