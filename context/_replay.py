@@ -7,7 +7,8 @@ its non-message part, and, when the ContextEngine projected it, a
 settings and the budget it projected with. :func:`verify_replay` folds the log once and, at
 each record, projects the view again from the state before it — with an engine for those
 settings, or as the raw folded conversation (:class:`~._view.ConversationView`, what the
-session sent) when there is no status — and recomputes the hash.
+session sent) when there is no status — and recomputes the hash. A record without a request
+digest cannot be checked: its check fails, with :data:`NO_DIGEST` as the problem.
 """
 
 from __future__ import annotations
@@ -30,7 +31,13 @@ from ._engine_options import ContextBudgetError
 from ._view import ConversationView
 from ._viewhash import combine_view_hash
 
-__all__ = ["ReplayCheck", "ReplayReport", "verify_replay"]
+__all__ = ["NO_DIGEST", "ReplayCheck", "ReplayReport", "verify_replay"]
+
+NO_DIGEST = (
+    "the record holds no request digest, so the request cannot be recomputed from the log "
+    "(every model_request record liteagent writes holds one)"
+)
+"""The problem of a check whose record holds no ``request_digest``."""
 
 
 class ReplayCheck(msgspec.Struct, frozen=True, kw_only=True):
@@ -106,7 +113,7 @@ def _check(
             seq=seq,
             recorded=record.view_hash,
             computed=None,
-            problem="the record has no request digest (written by an older liteagent)",
+            problem=NO_DIGEST,
         )
     if status is None or status.settings is None:
         raw.update(state)

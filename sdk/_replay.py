@@ -1,23 +1,21 @@
 """Recomputing what the model saw from a session's log, and checking it against the record.
 
 Every model call appends a :class:`~liteagent.eventlog.ModelRequestRecord` holding
-:func:`~liteagent.context.view_hash` of the request it sent. The request is a pure function of
-the log before that record (the folded conversation, with the latest compaction applied, as
-:class:`~liteagent.context.ConversationView` projects it) and of the agent's configuration (the
-model, the system prompt the session started with, the tool schemas and ``max_tokens``), so
-it can be rebuilt offline and hashed again. :func:`verify_requests` does that for every record.
+:func:`~liteagent.context.view_hash` of the request it sent and ``request_digest``, the hash of
+the request without its messages. The messages are a pure function of the log before that
+record (the folded conversation, with the latest compaction applied, as
+:class:`~liteagent.context.ConversationView` projects it), so a record is checked on its
+messages alone: the view hash is recombined from the recorded digest and the messages
+re-projected from the log, whatever the configuration. A record without a request digest
+cannot be checked: its check fails, and its ``problem`` says why.
 
-A record that holds ``request_digest`` (the hash of the request without its messages) is
-checked on its messages alone: the view hash is recombined from that digest and the messages
-re-projected from the log, so the configuration does not matter. An older record holds only the
-combined hash; then the request is rebuilt with the configuration the caller passes (the tool
-schemas and ``max_tokens`` are not in the log; the CLI's are the defaults), and a session run
-with other tools, or with middleware that rewrote its requests, does not verify.
+The configuration the caller passes (the tool schemas and ``max_tokens`` are not in the log;
+the CLI's are the defaults) rebuilds the whole request: for :func:`request_at`, and to tell
+whether the record's request digest is that of this configuration (``request_matches``).
 
-:func:`verify_session` uses the ContextEngine's :func:`~liteagent.context.verify_replay` for
-every record that holds a request digest (it re-projects engine views with the recorded
-settings), and this module's recompute for older records. :func:`request_at` likewise projects
-with the engine when the record was engine-projected.
+:func:`verify_session` uses the ContextEngine's :func:`~liteagent.context.verify_replay` (it
+re-projects engine views with the recorded settings). :func:`request_at` likewise projects with
+the engine when the record was engine-projected.
 """
 
 from __future__ import annotations
@@ -26,7 +24,8 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import msgspec
 
-from liteagent.context import ContextEngine, request_digest, verify_replay, view_hash
+from liteagent.context import ContextEngine, request_digest, verify_replay
+from liteagent.context._replay import NO_DIGEST
 from liteagent.context._tokens import request_overhead_tokens
 from liteagent.context._view import ConversationView
 from liteagent.context._viewhash import combine_view_hash
@@ -73,7 +72,8 @@ class ViewConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 class RequestCheck(msgspec.Struct, frozen=True, kw_only=True):
     """One recorded request checked against the log: the record's ``seq``, the hash it recorded
-    and the one recomputed, and the token estimates of both."""
+    and the one recomputed (empty when it could not be: ``problem`` says why), and the token
+    estimates of both."""
 
     seq: int
     recorded: str
@@ -118,13 +118,11 @@ def iter_requests(
         body = event.body
         if isinstance(body, ModelRequestRecord):
             request = _request(state, view, config, body.model)
-            digest = view.messages_digest()
-            recorded_head = getattr(body, "request_digest", None)
-            head = request_digest(request)
-            if recorded_head:
-                computed = combine_view_hash(recorded_head, digest)
-            else:
-                computed = view_hash(request, digest)
+            head = body.request_digest
+            computed, matches, problem = "", None, NO_DIGEST  # no digest: nothing to check
+            if head is not None:
+                computed = combine_view_hash(head, view.messages_digest())
+                matches, problem = head == request_digest(request), ""
             yield (
                 event,
                 request,
@@ -136,7 +134,8 @@ def iter_requests(
                     computed_tokens=view.total_tokens
                     + request_overhead_tokens(request.system, request.tools),
                     messages=len(request.messages),
-                    request_matches=None if not recorded_head else recorded_head == head,
+                    request_matches=matches,
+                    problem=problem,
                 ),
             )
         state = apply(state, event)
@@ -176,22 +175,19 @@ def request_at(
 
 
 def verify_session(events: Sequence[StoredEvent], config: ViewConfig) -> list[RequestCheck]:
-    """Check every recorded request: with ``verify_replay`` where the record holds a request
-    digest, with :func:`verify_requests` (``config``) for older records."""
-    legacy = {c.seq: c for c in verify_requests(events, config)}
+    """Check every recorded request with ``verify_replay``, with the counts and the request
+    check of :func:`verify_requests` (``config``) beside each."""
+    raw = {c.seq: c for c in verify_requests(events, config)}
     checks = []
     for c in verify_replay(events).checks:
-        old = legacy[c.seq]
-        if c.computed is None and "no request digest" in c.problem:
-            checks.append(old)
-        else:
-            checks.append(
-                msgspec.structs.replace(
-                    old,
-                    computed=c.computed or "",
-                    level=c.level,
-                    problem=c.problem,
-                    computed_tokens=old.computed_tokens if c.tokens is None else c.tokens,
-                )
+        mine = raw[c.seq]
+        checks.append(
+            msgspec.structs.replace(
+                mine,
+                computed=c.computed or "",
+                level=c.level,
+                problem=c.problem,
+                computed_tokens=mine.computed_tokens if c.tokens is None else c.tokens,
             )
+        )
     return checks

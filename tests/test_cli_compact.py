@@ -1,7 +1,8 @@
 """``lite-agent compact`` and ``replay`` in real processes: a compaction with instructions
 summarizes with them when a model is available and says why not otherwise; its progress never
-goes back; replay shows every event kind (context_status with its level and numbers) and says
-when there is nothing to verify; no escape code reaches output that is not a terminal."""
+goes back; replay shows every event kind (context_status with its level and numbers), says
+when there is nothing to verify and fails a record it cannot check; no escape code reaches
+output that is not a terminal."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import msgspec
 import pytest
 from _cli_runner import Cli, clean_env, two_prompts, write
 
+from liteagent.context._replay import NO_DIGEST
 from liteagent.eventlog import (
     AssistantMessage,
     BackgroundCompleted,
@@ -36,6 +38,7 @@ from liteagent.eventlog import (
     TranscriptImported,
     TurnAborted,
     UserPrompt,
+    file_checkpointer,
 )
 from liteagent.providers.testing import FakeMessagesServer, message, text
 from liteagent.sdk._cli_replay import describe_event
@@ -201,6 +204,31 @@ def test_replay_verify_with_no_recorded_requests_says_so(cli: Cli) -> None:
     ) == out
     report = cli.ok("replay", "imp", "--verify", "--json").json()
     assert {"ok": True, "requests": 0, "nothing_to_verify": True}.items() <= report.items()
+
+
+def test_replay_verify_fails_a_record_without_a_request_digest(cli: Cli) -> None:
+    """A model_request record holding no request digest cannot be checked: --verify and --view
+    report it as not matching, with the reason, and exit 1."""
+    with file_checkpointer(workdir=cli.work, home=cli.home) as cp:
+        cp.append(
+            "bare",
+            [
+                SessionStarted(workdir=str(cli.work), model="m"),
+                UserPrompt(content=(TextBlock("hi"),)),
+                ModelRequestRecord(view_hash="ab" * 32, token_estimate=42),
+                AssistantMessage(content=(TextBlock("hello"),), stop_reason="end_turn"),
+            ],
+        )
+    report = cli("replay", "bare", "--verify", "--json")
+    human = cli("replay", "bare", "--verify")
+    view = cli("replay", "bare", "--view", "--at", "3", "--json")
+    assert (1, False, [(3, "", NO_DIGEST)]) == (
+        report.code,
+        report.json()["ok"],
+        [(m["seq"], m["computed"], m["problem"]) for m in report.json()["mismatches"]],
+    )
+    assert (1, True, True) == (human.code, "MISMATCH" in human.out, NO_DIGEST in human.out)
+    assert (1, False) == (view.code, view.json()["matches"])
 
 
 _SAMPLES: list[Event | OpaqueEvent] = [

@@ -29,6 +29,7 @@ from liteagent.context import (
     verify_replay,
 )
 from liteagent.context._archive import ARCHIVE_PREFIX, archive_ref, slice_text
+from liteagent.context._replay import NO_DIGEST
 from liteagent.context._tokens import request_overhead_tokens
 from liteagent.eventlog import (
     AssistantMessage,
@@ -185,6 +186,36 @@ def test_every_request_records_its_decision_and_verifies(tmp_path: Path) -> None
     )
     tampered = [forged if e.seq == bad.seq else e for e in events]
     assert [bad.seq] == [c.seq for c in verify_replay(tampered).mismatches]
+
+
+@pytest.mark.parametrize("context", [True, False], ids=["engine", "raw"])
+def test_a_record_without_a_request_digest_does_not_verify(tmp_path: Path, context: bool) -> None:
+    """A model_request record holding no request digest is never taken as verified: its check
+    fails, with no recomputed hash and a problem saying the request cannot be recomputed."""
+    cp = memory_checkpointer()
+    with create_lite_agent(
+        model=scripted([AssistantMessage(content=(TextBlock("hi"),))]),
+        model_name="m",
+        workdir=tmp_path,
+        checkpointer=cp,
+        context=context,
+    ) as agent:
+        agent.send("hello")
+        events = list(cp.read(agent.session_id))
+    (record,) = [e for e in events if isinstance(e.body, ModelRequestRecord)]
+    assert isinstance(record.body, ModelRequestRecord)
+    bare = StoredEvent(
+        record.seq,
+        record.ts,
+        record.kind,
+        ModelRequestRecord(view_hash=record.body.view_hash, token_estimate=1),
+    )
+    report = verify_replay([bare if e.seq == record.seq else e for e in events])
+    assert (True, False, [(record.seq, None, NO_DIGEST)]) == (
+        verify_replay(events).ok,
+        report.ok,
+        [(c.seq, c.computed, c.problem) for c in report.checks],
+    )
 
 
 def test_without_the_engine_requests_verify_too(tmp_path: Path) -> None:
