@@ -176,15 +176,36 @@ def _offers_reader(
     options: ContextOptions | None,
     spill_by_default: bool,
 ) -> bool:
-    """Whether the agent has the ``context`` tool: it was given one, or something it runs can
-    show the model a marker naming it — the engine (archive markers), a middleware with a true
-    ``spills`` attribute, or a compactor that spills (``Compactor.spills``; without a
-    ``compactor``, whether the default one should: ``spill_by_default``)."""
+    """Whether the agent has the ``context`` tool: it was given the library's, or something
+    it runs can show the model a marker naming it — the engine (archive markers), a middleware
+    with a true ``spills`` attribute, or a compactor that spills (``Compactor.spills``; without
+    a ``compactor``, whether the default one should: ``spill_by_default``, unless a tool of
+    the caller's own has that name).
+
+    A tool named ``context`` that is not the library's reader, beside something that shows
+    such markers, raises :class:`InvalidArgumentError`: the markers would send the model to
+    that tool for content it cannot read."""
+    own = any(t.name == context_tool.name and t is not context_tool for t in tools)
+    shows = [
+        *(["the context engine (context=...)"] if options is not None else []),
+        *(
+            f"use[{i}] (a middleware that spills)"
+            for i, mw in enumerate(middleware)
+            if getattr(mw, "spills", False) is True
+        ),
+        *(["the compactor (it spills)"] if compactor is not None and compactor.spills else []),
+    ]
+    if own and shows:
+        raise InvalidArgumentError(
+            f"tools: the tool named {context_tool.name!r} is not liteagent's context reader, "
+            f"but {shows[0]} shows the model markers telling it to read moved-out content "
+            f"with the {context_tool.name!r} tool: rename that tool, or pass "
+            "liteagent.tools.context instead of it"
+        )
     return (
-        options is not None
-        or any(t.name == context_tool.name for t in tools)
-        or any(getattr(mw, "spills", False) is True for mw in middleware)
-        or (compactor.spills if compactor is not None else spill_by_default)
+        bool(shows)
+        or any(t is context_tool for t in tools)
+        or (compactor is None and spill_by_default and not own)
     )
 
 
@@ -269,9 +290,11 @@ def create_lite_agent(
     ``context`` configures the ContextEngine (on by default; see :class:`ContextOptions`):
     ``ContextOptions(...)`` or a dict of its fields; ``False`` sends the raw folded
     conversation. The ``context`` tool (reading archived and spilled results) is added to the
-    tools unless one of that name is there, whenever a marker naming it can be shown: with
-    the engine on, or a ``compactor`` that spills (the default one does; see
-    :attr:`~liteagent.context.Compactor.spills`).
+    tools unless it is there already, whenever a marker naming it can be shown: with the
+    engine on, or a ``compactor`` that spills (the default one does, unless ``tools`` holds a
+    tool of its own named ``context``; see :attr:`~liteagent.context.Compactor.spills`). A
+    tool of one's own named ``context`` beside the engine or a spilling ``compactor`` raises
+    :class:`~liteagent.eventlog.InvalidArgumentError`: the markers would name it.
     """
     return LiteAgent(
         _lite_core(
@@ -362,7 +385,9 @@ def create_agent(
     :meth:`LiteAgent.compact`'s default compactor does not spill either: the large tool
     results it moves out are dropped (``tool_result_budget_pass(200_000, None)``), then it
     drops the middle turns and clears old tool results, as ``default_compactor(max_tokens=None)``
-    does."""
+    does. A tool of one's own named ``context`` (not ``liteagent.tools.context``) beside any
+    of those raises :class:`~liteagent.eventlog.InvalidArgumentError`: the markers would send
+    the model to it."""
     return LiteAgent(
         _core(
             model=model,

@@ -32,6 +32,7 @@ from liteagent.context._archive import archive_ref
 from liteagent.context._bodies import cleared_marker, spilled_text
 from liteagent.eventlog import (
     AssistantMessage,
+    InvalidArgumentError,
     Message,
     TextBlock,
     ToolResultBlock,
@@ -41,7 +42,7 @@ from liteagent.eventlog import (
 from liteagent.providers import ContextOverflowError, scripted
 from liteagent.providers._contract import ModelRequest
 from liteagent.sdk import LiteAgent, create_agent, create_lite_agent
-from liteagent.tools import default_tools, tool
+from liteagent.tools import context, default_tools, tool
 
 #: Over default_compactor()'s 200,000-byte budget (202,500 bytes), yet one slice of the context
 #: tool (77,500 characters, under its 100,000): 2,500 lines of mostly CJK characters.
@@ -571,3 +572,113 @@ def test_a_middleware_spill_reads_back_only_in_its_own_session(tmp_path: Path) -
     assert _slice_data(mine) == (ref, BIG)
     assert isinstance(theirs, str)
     assert theirs.startswith(f"reference {ref} is not recorded in this session")
+
+
+@tool(name="context")
+def my_context(topic: str) -> str:
+    """The user's own tool that happens to be named like the library's reader."""
+    return f"nothing about {topic}"
+
+
+#: (id, how the agent is built, what shows the model markers naming the ``context`` tool).
+CLASHES: list[tuple[str, Build, str]] = [
+    (
+        "create-agent-compaction",
+        lambda m, w: create_agent(
+            model=m,
+            model_name="m",
+            workdir=w,
+            tools=[dump, my_context],
+            use=[compaction(default_compactor())],
+        ),
+        "use[0] (a middleware that spills)",
+    ),
+    (
+        "create-agent-engine",
+        lambda m, w: create_agent(
+            model=m, model_name="m", workdir=w, tools=[my_context], context=True
+        ),
+        "the context engine (context=...)",
+    ),
+    (
+        "create-agent-compactor",
+        lambda m, w: create_agent(
+            model=m,
+            model_name="m",
+            workdir=w,
+            tools=[my_context],
+            compactor=default_compactor(),
+        ),
+        "the compactor (it spills)",
+    ),
+    (
+        "lite-engine",
+        lambda m, w: create_lite_agent(
+            model=m,
+            model_name="m",
+            workdir=w,
+            tools=[dump, my_context],
+            checkpointer=memory_checkpointer(),
+        ),
+        "the context engine (context=...)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("build", "source"), [c[1:] for c in CLASHES], ids=[c[0] for c in CLASHES])
+def test_a_tool_of_ones_own_named_context_is_refused_where_markers_name_it(
+    tmp_path: Path, build: Build, source: str
+) -> None:
+    """A tool named ``context`` that is not the library's reader, beside something that shows
+    markers naming the ``context`` tool: InvalidArgumentError at creation, naming both and
+    what to do."""
+    with pytest.raises(InvalidArgumentError) as raised:
+        build(scripted([]), tmp_path)
+    assert (
+        f"tools: the tool named 'context' is not liteagent's context reader, but {source} "
+        "shows the model markers telling it to read moved-out content with the 'context' "
+        "tool: rename that tool, or pass liteagent.tools.context instead of it"
+    ) == str(raised.value)
+
+
+def test_the_librarys_own_reader_passed_in_tools_is_taken_once(tmp_path: Path) -> None:
+    """Passing liteagent.tools.context itself is no clash: the agent has it once."""
+    provider = scripted([_reply("ok")])
+    with create_agent(
+        model=provider,
+        model_name="m",
+        workdir=tmp_path,
+        tools=[dump, context],
+        use=[compaction(default_compactor())],
+    ) as agent:
+        agent.send("hi")
+    assert ["dump", "context"] == [t.name for t in provider.requests[0].tools]
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda m, w: create_agent(model=m, model_name="m", workdir=w, tools=[dump, my_context]),
+        lambda m, w: create_lite_agent(
+            model=m,
+            model_name="m",
+            workdir=w,
+            tools=[dump, my_context],
+            checkpointer=memory_checkpointer(),
+            context=False,
+        ),
+    ],
+    ids=["create-agent", "lite-no-engine"],
+)
+def test_with_ones_own_context_tool_compact_names_no_tool(tmp_path: Path, build: Build) -> None:
+    """Where nothing given shows a marker, an own ``context`` tool is kept, and compact()
+    clears the large results instead of spilling them: no marker names a tool."""
+    model = ReadingModel()
+    provider = scripted([model] * 10)
+    with build(provider, tmp_path) as agent:
+        agent.send("dump")
+        assert agent.compact().changed
+        agent.send("read")
+    shown = [m for r in provider.requests for m in markers(r)]
+    assert ({"cleared"}, []) == ({m.kind for m in shown}, [m for m in shown if m.tool])
+    assert ["dump", "context"] == [t.name for t in provider.requests[-1].tools]
