@@ -1,9 +1,11 @@
 """The blob store of the SQLite checkpointer: blobs live in its database (table ``blobs``).
 
 Write times (for garbage collection) are in a table of their own, ``blob_times``, created by
-the first write that needs it: a blob stored before it existed has write time 0. Every change
-is one write transaction of the checkpointer's writer, so a conditional delete and a ``put``
-racing it are serialized by SQLite's write lock.
+the first blob operation (a store none has touched has no such table). A put writes the blob
+and its time in one transaction; a blob without a time row (none is stored without one, so
+only a hand-edited store has it) counts as written at time 0, so garbage collection deletes it
+when nothing references it. Every change is one write transaction of the checkpointer's
+writer, so a conditional delete and a ``put`` racing it are serialized by SQLite's write lock.
 """
 
 from __future__ import annotations
