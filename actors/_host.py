@@ -141,7 +141,7 @@ class SessionHost:
     # -- operations -------------------------------------------------------------------------------
 
     def send(self, session_id: str, text: str, cancel: CancelToken | None) -> Reply:
-        """Run ``text`` as a turn of ``session_id``; the reply completes with its TurnResult or
+        """Run ``text`` as a turn of ``session_id``; the reply completes with its LiteAgentResult or
         error. It never blocks (the dispatcher does the work), so the asyncio shell calls it on
         the event loop. :class:`AgentBusyError`, :class:`HostSaturatedError` and a cancellation
         while waiting (:class:`OperationCancelledError`, nothing recorded) arrive through the

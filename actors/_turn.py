@@ -81,7 +81,7 @@ from ._turn_tools import (
     takes_cancel,
 )
 
-__all__ = ["Middleware", "SessionConfig", "SessionCore", "TurnFailedError", "TurnResult"]
+__all__ = ["LiteAgentResult", "Middleware", "SessionConfig", "SessionCore", "TurnFailedError"]
 
 _log = get_logger("liteagent.session")
 
@@ -101,8 +101,9 @@ class Middleware(Protocol):
     """
 
 
-class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
-    """What one ``send`` produced: the final text, the new messages, usage and stop reason."""
+class LiteAgentResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``send`` returns: ``text`` (the model's last text), the new ``messages``, ``usage``,
+    ``stop_reason`` and the ``session_id``."""
 
     session_id: str
     text: str
@@ -187,7 +188,7 @@ class SessionCore(SessionLog):
 
     def send(
         self, text: str, cancel: CancelToken, start_background: BackgroundStarter | None
-    ) -> TurnResult:
+    ) -> LiteAgentResult:
         """Run one user prompt to the end of the model's turn (module docstring).
 
         Raises before anything is written: :class:`InvalidArgumentError` for a prompt that is
@@ -250,7 +251,7 @@ class SessionCore(SessionLog):
 
     def _turn(
         self, first_entry: int, cancel: CancelToken, start_background: BackgroundStarter | None
-    ) -> TurnResult:
+    ) -> LiteAgentResult:
         usage = Usage()
         stop_reason: str | None = None
         for _ in range(self.config.max_turns):
@@ -280,7 +281,7 @@ class SessionCore(SessionLog):
                 ]
             )
         self.config.hub.publish(LiveEvent(self.session_id, TurnFinished(stop_reason)))
-        return TurnResult(
+        return LiteAgentResult(
             session_id=self.session_id,
             text=last_text,
             messages=tuple(new),

@@ -34,7 +34,7 @@ from liteagent.actors._preview import RestorePreview
 from liteagent.actors._restore import RestoreResult
 from liteagent.actors._restore_plan import Checkpoint
 from liteagent.actors._session import BackgroundTask
-from liteagent.actors._turn import TurnResult
+from liteagent.actors._turn import LiteAgentResult
 from liteagent.eventlog import (
     CancelToken,
     GarbageReport,
@@ -59,10 +59,6 @@ from ._validate import (
 )
 
 __all__ = ["LiteAgent", "LiteAgentResult", "compact_args", "send_args"]
-
-LiteAgentResult = TurnResult
-"""What ``send`` returns: ``text`` (the model's last text), the new ``messages``, ``usage``,
-``stop_reason`` and the ``session_id``."""
 
 
 def send_args(

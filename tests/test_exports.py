@@ -431,3 +431,16 @@ def test_the_facade_reexports_its_names_from_their_home() -> None:
     for name in FACADE:
         obj = getattr(liteagent.sdk, name)
         assert [obj] == [getattr(m, name) for m in homes if name in m.__all__]
+
+
+def test_exported_classes_carry_their_public_name() -> None:
+    """Every exported class is named as it is exported, so reprs and the API reference show
+    that name (``liteagent.sdk.LiteAgentResult`` is not an alias of another class)."""
+    renamed = [
+        f"{module}.{name} is {obj.__name__}"
+        for module in PACKAGES
+        for name in importlib.import_module(module).__all__
+        if isinstance(obj := getattr(importlib.import_module(module), name), type)
+        and obj.__name__ != name
+    ]
+    assert [] == renamed

@@ -26,7 +26,7 @@ from liteagent.actors._gate import GATE, CpuGate
 from liteagent.actors._host_slots import Request
 from liteagent.actors._pool import ThreadPool
 from liteagent.actors._reply import Reply
-from liteagent.actors._turn import TurnResult
+from liteagent.actors._turn import LiteAgentResult
 from liteagent.eventlog import (
     AssistantMessage,
     CancelToken,
@@ -870,7 +870,7 @@ def _cyclic_garbage(run: Callable[[], None]) -> list[str]:
         return [
             type(o).__name__
             for o in gc.garbage
-            if isinstance(o, (Request, Reply, CancelToken, TurnResult))
+            if isinstance(o, (Request, Reply, CancelToken, LiteAgentResult))
         ]
     finally:
         gc.set_debug(0)
