@@ -13,7 +13,7 @@ _SESSION_ID = re.compile(SESSION_ID_PATTERN)
 
 
 def validate_session_id(session_id: object) -> str:
-    """Return ``session_id`` if it matches :data:`SESSION_ID_PATTERN`.
+    """Return ``session_id`` if it matches ``[A-Za-z0-9][A-Za-z0-9._-]{0,127}``.
 
     Raises :class:`InvalidSessionIdError` for anything else (``../x``, ``a/b``, ``""``, NUL,
     non-strings) before any I/O happens.

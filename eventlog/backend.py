@@ -3,18 +3,20 @@
 A backend is a subclass of ``liteagent.eventlog.Checkpointer`` that implements the ``_``-prefixed
 hooks below. The hooks are the documented, stable extension points (underscored so that they
 stay out of the user's API: a user calls ``append``, the base class calls ``_append``); this
-module adds the helpers a hook uses. The types the hooks take and return and
-the errors they raise are the user-facing ones, imported from ``liteagent.eventlog``
-(``Checkpointer``, ``Position``, ``SessionInfo``, ``StoredEvent``, ``IntegrityProblem``,
-``IntegrityReport``, ``RepairReport``, ``Lease``, ``LeaseInfo``, ``BlobStore``, ``BlobInfo``,
-``blob_ref`` and the errors). ``examples/session_files_backend.py`` is a complete backend that
-imports nothing else; ``tests/test_backend_example.py`` runs the conformance suite against it.
+module adds the helpers a hook uses (``blob_ref`` among them: it is exported here only). The
+types the hooks take and return and the errors they raise are the user-facing ones, imported
+from ``liteagent.eventlog`` (``Checkpointer``, ``Position``, ``SessionInfo``, ``StoredEvent``,
+``IntegrityProblem``, ``IntegrityReport``, ``RepairReport``, ``Lease``, ``LeaseInfo``,
+``BlobStore``, ``BlobInfo`` and the errors). ``examples/session_files_backend.py`` is a complete
+backend that imports nothing else; ``tests/test_backend_example.py`` runs the conformance suite
+against it.
 
 What the base class does before a hook runs
 -------------------------------------------
 Every public method first raises :class:`CheckpointerClosedError` on a closed checkpointer and
 validates its arguments, before any hook and so before any I/O: session ids (``str``, matching
-``SESSION_ID_PATTERN``), ``since_seq`` and ``expected_head``/``expected_generation`` (``None`` or
+``[A-Za-z0-9][A-Za-z0-9._-]{0,127}``, as :func:`~liteagent.eventlog.validate_session_id`
+checks), ``since_seq`` and ``expected_head``/``expected_generation`` (``None`` or
 an ``int`` in ``0..MAX_SEQ``), ``to_seq`` (an ``int``; its range against the head is the
 hook's to check), ``ts`` (a finite float), lease owners and ttls, ``lease=`` arguments (a
 :class:`Lease` of that session taken from this checkpointer). ``append`` encodes the events
