@@ -233,3 +233,8 @@ def anthropic_provider(
     if http_client is not None:
         kwargs["http_client"] = http_client
     return AnthropicProvider(anthropic.Anthropic(**kwargs), betas)
+
+
+# Its public name is ``liteagent.providers.anthropic`` (this module imports the SDK as
+# ``anthropic``): reprs, tracebacks and the API reference show that name.
+anthropic_provider.__name__ = anthropic_provider.__qualname__ = "anthropic"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from types import FunctionType
 
 import pytest
 
@@ -434,13 +435,14 @@ def test_the_facade_reexports_its_names_from_their_home() -> None:
 
 
 def test_exported_classes_carry_their_public_name() -> None:
-    """Every exported class is named as it is exported, so reprs and the API reference show
-    that name (``liteagent.sdk.LiteAgentResult`` is not an alias of another class)."""
+    """Every exported class and function is named as it is exported, so reprs and the API
+    reference show that name (``liteagent.sdk.LiteAgentResult`` is not an alias of another
+    class, ``liteagent.providers.anthropic`` not one of another function)."""
     renamed = [
         f"{module}.{name} is {obj.__name__}"
         for module in PACKAGES
         for name in importlib.import_module(module).__all__
-        if isinstance(obj := getattr(importlib.import_module(module), name), type)
+        if isinstance(obj := getattr(importlib.import_module(module), name), type | FunctionType)
         and obj.__name__ != name
     ]
     assert [] == renamed
