@@ -168,6 +168,7 @@ def _view(env: CliEnv, sid: str, at: int | None, as_json: bool) -> int:
         "recorded_hash": record.view_hash if record else None,
         "request_matches": head,
         "matches": matches,
+        "problem": computed.problem if computed else "",
     }
     if as_json:
         emit_json(doc)
@@ -188,6 +189,8 @@ def _view(env: CliEnv, sid: str, at: int | None, as_json: bool) -> int:
                 f"recomputed view hash {verdict} the recorded one ({record.view_hash[:16]}…)",
                 style="green" if computed.ok else "red",
             )
+            if computed.problem:
+                console.print(computed.problem, style="red")
             if head is False:
                 console.print(
                     "but the recorded request had another model, system prompt, tools or "

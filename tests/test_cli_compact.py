@@ -222,13 +222,15 @@ def test_replay_verify_fails_a_record_without_a_request_digest(cli: Cli) -> None
     report = cli("replay", "bare", "--verify", "--json")
     human = cli("replay", "bare", "--verify")
     view = cli("replay", "bare", "--view", "--at", "3", "--json")
+    view_human = cli("replay", "bare", "--view", "--at", "3")
     assert (1, False, [(3, "", NO_DIGEST)]) == (
         report.code,
         report.json()["ok"],
         [(m["seq"], m["computed"], m["problem"]) for m in report.json()["mismatches"]],
     )
     assert (1, True, True) == (human.code, "MISMATCH" in human.out, NO_DIGEST in human.out)
-    assert (1, False) == (view.code, view.json()["matches"])
+    assert (1, False, NO_DIGEST) == (view.code, view.json()["matches"], view.json()["problem"])
+    assert (1, True) == (view_human.code, NO_DIGEST in " ".join(view_human.out.split()))
 
 
 _SAMPLES: list[Event | OpaqueEvent] = [
