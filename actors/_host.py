@@ -221,7 +221,8 @@ class SessionHost:
 
     def close(self) -> None:
         """Refuse new requests and fail the waiting ones, cancel running turns and background
-        tasks, stop every actor and the dispatcher."""
+        tasks, stop every actor and the dispatcher; waits (at most ``_STOP_TIMEOUT`` seconds)
+        for the actors and the background tasks' threads to end."""
         if self._closing:
             return
         self._closing = True
@@ -231,6 +232,6 @@ class SessionHost:
             return
         _, late = concurrent.futures.wait(stopped, timeout=_STOP_TIMEOUT)
         if late:
-            _log.warning("host.stop_timeout", actors=len(late))
+            _log.warning("host.stop_timeout", still_running=len(late))
         assert self._dispatcher is not None
         self._dispatcher.stop(_STOP_TIMEOUT)

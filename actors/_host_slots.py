@@ -408,17 +408,19 @@ class Slots:
 
     def close(self) -> list[concurrent.futures.Future[None]]:
         """Fail the waiting requests, cancel running turns and background tasks, stop every
-        actor; their stop futures."""
+        actor; the futures of their stops and of the background tasks' threads."""
         self._closed = True
         while self.queue:
             request = self.queue.popleft()
             self._unqueue(request)
             fail(request.reply, ActorStoppedError("the agent is closed"))
+        threads: list[concurrent.futures.Future[None]] = []
         for live in list(self.live.values()):
             live.tasks.cancel_all("the agent is closing")
+            threads += live.tasks.threads()
             running = live.running
             if running is not None and running.cancel is not None:
                 running.cancel.cancel("the agent is closing")
             self._evict(live)
         self._threads.close()  # their threads end as the actors stop
-        return [live.stopped for live in self.stopping]
+        return [*(live.stopped for live in self.stopping), *threads]

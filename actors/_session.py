@@ -8,6 +8,7 @@ session comes back.
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import threading
 import time
@@ -109,6 +110,27 @@ class BackgroundTasks:
         self._tasks: dict[str, tuple[BackgroundTask, CancelToken]] = {}
         self._lock = threading.Lock()
         self._on_removed = on_removed
+        # one future per task thread still running (its result delivered or not): what the
+        # host's close waits for, so that no task thread outlives the agent
+        self._threads: set[concurrent.futures.Future[None]] = set()
+
+    def thread_started(self) -> concurrent.futures.Future[None]:
+        """Register a task's thread; :meth:`thread_ended` with the returned future ends it."""
+        ended: concurrent.futures.Future[None] = concurrent.futures.Future()
+        with self._lock:
+            self._threads.add(ended)
+        return ended
+
+    def thread_ended(self, ended: concurrent.futures.Future[None]) -> None:
+        """A task's thread is done (its last act)."""
+        with self._lock:
+            self._threads.discard(ended)
+        ended.set_result(None)
+
+    def threads(self) -> list[concurrent.futures.Future[None]]:
+        """The futures of the task threads still running."""
+        with self._lock:
+            return list(self._threads)
 
     def add(self, task: BackgroundTask, token: CancelToken) -> None:
         """Record a started task."""
@@ -253,21 +275,33 @@ class SessionActor(ActorBase):
 
         def run() -> None:
             try:
-                output = checked_output(work(token))  # text the log can store
-            except BaseException as e:  # noqa: BLE001 -- reported as the task's result
-                output = ToolOutput(safe_text(describe_error(e)), is_error=True)
-            done = BackgroundDone(task_id, safe_text(description), output.content, output.is_error)
-            error = _deliver(ref, done, token)
-            if error is not None:
-                _log.warning(
-                    "background.result_lost",
-                    session_id=self.session_id,
-                    task_id=task_id,
-                    error=repr(error),
+                try:
+                    output = checked_output(work(token))  # text the log can store
+                except BaseException as e:  # noqa: BLE001 -- reported as the task's result
+                    output = ToolOutput(safe_text(describe_error(e)), is_error=True)
+                done = BackgroundDone(
+                    task_id, safe_text(description), output.content, output.is_error
                 )
+                error = _deliver(ref, done, token)
+                if error is not None:
+                    _log.warning(
+                        "background.result_lost",
+                        session_id=self.session_id,
+                        task_id=task_id,
+                        error=repr(error),
+                    )
+            finally:
+                tasks.thread_ended(ended)
 
-        self.tasks.add(task, token)
-        threading.Thread(target=run, name=f"liteagent-{task_id}", daemon=True).start()
+        tasks = self.tasks
+        tasks.add(task, token)
+        ended = tasks.thread_started()
+        try:
+            threading.Thread(target=run, name=f"liteagent-{task_id}", daemon=True).start()
+        except BaseException:
+            tasks.remove(task_id)
+            tasks.thread_ended(ended)
+            raise
         return task_id
 
 

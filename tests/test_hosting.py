@@ -492,15 +492,25 @@ def test_saturation_by_background_tasks_names_them(workdir: Path) -> None:
     assert "0 running a turn, 1 with background tasks" in str(caught.value)
 
 
+def test_close_leaves_no_background_task_thread(workdir: Path) -> None:
+    """close() cancels a running background task and returns only once its thread has ended
+    (no thread of the agent outlives it)."""
+    agent = _background_agent(workdir)
+    (task,) = agent.background_tasks()
+    agent.close()
+    left = [t.name for t in threading.enumerate() if t.name == f"liteagent-{task.task_id}"]
+    assert [] == left
+
+
 def test_idle_timeout_returns_threads_to_the_baseline(workdir: Path) -> None:
     """After idle_timeout_s without traffic, every session's actor is stopped: the thread count
     is back to what it was before the turns."""
     model = ToolThenReply(sleep=0.01)
     with _agent(workdir, model, 8 * 2, idle_timeout_s=0.2) as agent:
-        baseline = threading.active_count()
+        before = set(threading.enumerate())
         futures = [_send_in_thread(agent, "go", f"s{i}") for i in range(8)]
         assert ["ok"] * 8 == [f.result(WAIT).text for f in futures]
-        assert _until(lambda: threading.active_count() == baseline)
+        assert _until(lambda: set(threading.enumerate()) <= before)
         assert 0 == agent.host_stats().live
 
 
