@@ -186,14 +186,24 @@ def run_checks_beside_churn(factory: Factory, seconds: float) -> tuple[int, int,
     return checks, writes, problems
 
 
-def _creating_worker(factory: Factory, sessions: int, current: Any, conn: Connection) -> None:
+_PACE_WAIT_S = 5.0  # the longest the creating writer waits for the repairs to catch up
+
+
+def _creating_worker(
+    factory: Factory, sessions: int, current: Any, repairs: Any, conn: Connection
+) -> None:
     """Create ``sessions`` sessions one after the other with four appends each, publishing the
-    index of the one being created in ``current``; send the acknowledged heads."""
+    index of the one being created in ``current``; send the acknowledged heads. Before session
+    ``i`` it waits (at most ``_PACE_WAIT_S``) until ``repairs`` counts ``i // 3 + 1``, so that a
+    loaded machine cannot let the writer finish before the repairs it races have run."""
     cp = factory()
     acked: dict[str, int] = {}
     try:
         conn.send("ready")
         for i in range(sessions):
+            deadline = time.monotonic() + _PACE_WAIT_S
+            while repairs.value <= i // 3 and time.monotonic() < deadline:
+                time.sleep(0.0005)
             current.value = i
             time.sleep(0.002)  # the repairs look at the session before it is created, too
             sid = f"new{i}"
@@ -211,15 +221,17 @@ def run_repairs_beside_creation(
     return the repairs run, the reports of those that found something to repair (none: the
     sessions are healthy), the heads the writer was acknowledged and the heads now."""
     current = mp_context().Value("i", 0)
+    done = mp_context().Value("i", 0)
     repairs = 0
     repaired: list[Any] = []
     with (
-        reporting_child(_creating_worker, factory, sessions, current) as (proc, receiver),
+        reporting_child(_creating_worker, factory, sessions, current, done) as (proc, receiver),
         factory() as cp,
     ):
         while not receiver.poll(0) and proc.is_alive():
             report = cp.repair(f"new{current.value}")
             repairs += 1
+            done.value = repairs
             if report.repaired:
                 repaired.append(report)
         acked = receiver.recv()
