@@ -14,6 +14,8 @@ message that still reaches a stopped actor fails with :class:`ActorStoppedError`
   waiting send leaves the queue when its cancel token fires (or its future is cancelled).
 - A session runs one ``send`` at a time: a second one while it runs or waits raises
   :class:`AgentBusyError` at once.
+- At most ``max_background_tasks`` background tasks (each a thread) run at once, every
+  session's together; a tool asking for one more gets an error result the model reads.
 - A session idle for ``idle_timeout_s`` is passivated by the dispatcher's own clock, without new
   traffic. Its state is the log: its next message folds it again. A session with background
   tasks, a message in flight or held for maintenance is never passivated.
@@ -53,14 +55,17 @@ T = TypeVar("T")
 class HostStats(msgspec.Struct, frozen=True, kw_only=True):
     """The host's load for an operator's metrics: sessions with an actor (``live``, running ones
     included), sessions running a turn (``running``), requests waiting for a slot (``queued``),
-    actors being passivated (``stopping``; their threads still count), and the two bounds."""
+    actors being passivated (``stopping``; their threads still count), background tasks running
+    (``background_tasks``, each a thread), and the three bounds."""
 
     live: int
     running: int
     queued: int
     stopping: int
+    background_tasks: int
     max_live_sessions: int
     max_queued_sends: int
+    max_background_tasks: int
 
 
 class SessionHost:
@@ -74,10 +79,12 @@ class SessionHost:
         max_queued_sends: int = 10_000,
         idle_timeout_s: float | None = 300.0,
         lock_ref: pykka.ActorRef[Any] | None = None,
+        max_background_tasks: int = 64,
     ) -> None:
         self.config = config
         self.max_live_sessions = max_live_sessions
         self.max_queued_sends = max_queued_sends
+        self.max_background_tasks = max_background_tasks
         self.idle_timeout_s = idle_timeout_s
         self._closing = False
         self._dispatcher: Dispatcher | None = None
@@ -88,6 +95,7 @@ class SessionHost:
             idle_timeout_s=idle_timeout_s,
             lock_ref=lock_ref,
             post=self._post_later,
+            max_background_tasks=max_background_tasks,
         )
         self._dispatcher = Dispatcher(
             "liteagent-host",
@@ -182,8 +190,10 @@ class SessionHost:
             running=s.running,
             queued=len(s.queue),
             stopping=len(s.stopping),
+            background_tasks=s.background.held,
             max_live_sessions=self.max_live_sessions,
             max_queued_sends=self.max_queued_sends,
+            max_background_tasks=self.max_background_tasks,
         )
 
     def background_tasks(self) -> list[BackgroundTask]:

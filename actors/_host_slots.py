@@ -30,7 +30,7 @@ from ._envelope import ActorMessage, ActorStoppedError, complete, fail, start_ac
 from ._errors import AgentBusyError
 from ._pool import ThreadPool
 from ._reply import Reply
-from ._session import BackgroundTasks, SessionActor
+from ._session import BackgroundLimit, BackgroundTasks, SessionActor
 from ._turn import SessionConfig
 
 __all__ = ["HostSaturatedError", "Live", "Request", "Slots"]
@@ -84,10 +84,12 @@ class Slots:
         idle_timeout_s: float | None,
         lock_ref: pykka.ActorRef[Any] | None,
         post: Callable[[Callable[[], Any]], None],
+        max_background_tasks: int = 64,
     ) -> None:
         self.config = config
         self.max_live_sessions = max_live_sessions
         self.max_queued_sends = max_queued_sends
+        self.background = BackgroundLimit(max_background_tasks)  # every session's together
         self.idle_timeout_s = idle_timeout_s
         self._lock_ref = lock_ref
         self._post = post
@@ -196,7 +198,7 @@ class Slots:
     def _start(self, request: Request) -> Live | None:
         sid = request.session_id
         # a session with background tasks keeps its slot: when one ends, serve the queue again
-        tasks = BackgroundTasks(on_removed=partial(self._post, self._tasks_changed))
+        tasks = BackgroundTasks(partial(self._post, self._tasks_changed), self.background)
         stopped: concurrent.futures.Future[None] = concurrent.futures.Future()
         box: list[Live] = []
         try:

@@ -29,7 +29,7 @@ from liteagent.eventlog import (
     UserPrompt,
 )
 from liteagent.eventlog._logger import get_logger
-from liteagent.tools import ToolOutput
+from liteagent.tools import ToolError, ToolOutput
 
 from ._envelope import ActorBase, ActorMessage, Envelope, ask, tell
 from ._errors import AgentBusyError
@@ -43,6 +43,7 @@ from ._turn_tools import checked_output, describe_error, safe_text
 __all__ = [
     "AgentBusyError",
     "BackgroundDone",
+    "BackgroundLimit",
     "BackgroundTask",
     "BackgroundTasks",
     "GetState",
@@ -100,22 +101,64 @@ _BACKGROUND_RETRY_FOR = 3600.0  # then the result is given up (and logged)
 _BACKGROUND_RECORD_TIMEOUT = 3600.0  # the session may be running a long turn meanwhile
 
 
+class BackgroundLimit:
+    """The bound on the background-task threads of one agent (every session's together): each
+    task holds one of ``limit`` places from before its thread starts until the thread ends."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._held = 0
+        self._lock = threading.Lock()
+
+    @property
+    def held(self) -> int:
+        """How many task threads hold a place now."""
+        return self._held
+
+    def take(self) -> None:
+        """Take a place, or raise :class:`~liteagent.tools.ToolError` (the tool call's result
+        then tells the model) when all of them are held."""
+        with self._lock:
+            if self._held < self.limit:
+                self._held += 1
+                return
+        raise ToolError(
+            f"too many background tasks: {self.limit} are running (the agent's "
+            "max_background_tasks); wait for one to finish (its result arrives as a message) "
+            "or run the command in the foreground"
+        )
+
+    def give_back(self) -> None:
+        """Give a place back (a task's thread ended, or never started)."""
+        with self._lock:
+            self._held -= 1
+
+
 class BackgroundTasks:
     """The running background tasks of one session; shared by its actor and the host, so it
     can be read from any thread. ``on_removed`` is called (on the remover's thread) after a
     finished task is forgotten: the host, which keeps a session with tasks live, looks again
-    at its queue then."""
+    at its queue then. ``limit`` bounds the task threads of the whole agent."""
 
-    def __init__(self, on_removed: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        on_removed: Callable[[], None] | None = None,
+        limit: BackgroundLimit | None = None,
+    ) -> None:
         self._tasks: dict[str, tuple[BackgroundTask, CancelToken]] = {}
         self._lock = threading.Lock()
         self._on_removed = on_removed
+        self._limit = limit
         # one future per task thread still running (its result delivered or not): what the
         # host's close waits for, so that no task thread outlives the agent
         self._threads: set[concurrent.futures.Future[None]] = set()
 
     def thread_started(self) -> concurrent.futures.Future[None]:
-        """Register a task's thread; :meth:`thread_ended` with the returned future ends it."""
+        """Register a task's thread before it starts; :meth:`thread_ended` with the returned
+        future ends it. Raises :class:`~liteagent.tools.ToolError` when the agent's bound on
+        task threads is reached (nothing registered)."""
+        if self._limit is not None:
+            self._limit.take()
         ended: concurrent.futures.Future[None] = concurrent.futures.Future()
         with self._lock:
             self._threads.add(ended)
@@ -125,6 +168,8 @@ class BackgroundTasks:
         """A task's thread is done (its last act)."""
         with self._lock:
             self._threads.discard(ended)
+        if self._limit is not None:
+            self._limit.give_back()
         ended.set_result(None)
 
     def threads(self) -> list[concurrent.futures.Future[None]]:
@@ -294,8 +339,8 @@ class SessionActor(ActorBase):
                 tasks.thread_ended(ended)
 
         tasks = self.tasks
+        ended = tasks.thread_started()  # first: at the agent's bound it raises, nothing added
         tasks.add(task, token)
-        ended = tasks.thread_started()
         try:
             threading.Thread(target=run, name=f"liteagent-{task_id}", daemon=True).start()
         except BaseException:

@@ -93,6 +93,7 @@ class AgentCore:
         max_live_sessions: int,
         max_queued_sends: int = 10_000,
         idle_timeout_s: float | None = 300.0,
+        max_background_tasks: int = 64,
     ) -> None:
         self.sessions = sessions
         self.checkpointer = checkpointer
@@ -137,6 +138,7 @@ class AgentCore:
                 max_queued_sends=max_queued_sends,
                 idle_timeout_s=idle_timeout_s,
                 lock_ref=lock_ref,
+                max_background_tasks=max_background_tasks,
             )
             compactor_ref = CompactorActor.start(compactor)
             self._refs.append(compactor_ref)

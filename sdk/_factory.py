@@ -45,6 +45,7 @@ __all__ = ["create_agent", "create_async_lite_agent", "create_lite_agent"]
 DEFAULT_MAX_TURNS = 50
 DEFAULT_MAX_QUEUED_SENDS = 10_000
 DEFAULT_IDLE_TIMEOUT_S = 300.0
+DEFAULT_MAX_BACKGROUND_TASKS = 64
 
 
 def _check_tools(tools: object) -> list[Tool] | None:
@@ -91,6 +92,7 @@ def _core(
     max_queued_sends: int = DEFAULT_MAX_QUEUED_SENDS,
     idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
     tool_env: ToolEnv | None = None,
+    max_background_tasks: int = DEFAULT_MAX_BACKGROUND_TASKS,
 ) -> AgentCore:
     """Check every argument (nothing is created before they all pass), then build the core."""
     if not isinstance(model, ModelProvider):
@@ -104,6 +106,7 @@ def _core(
     ):
         check_count(value, name)
     check_count(max_queued_sends, "max_queued_sends", minimum=0)
+    check_count(max_background_tasks, "max_background_tasks", minimum=0)
     idle = check_seconds(idle_timeout_s, "idle_timeout_s")
     check_bool(sessions, "sessions")
     check_text(system_prompt, "system_prompt", optional=True)
@@ -162,6 +165,7 @@ def _core(
             max_live_sessions=max_live_sessions,
             max_queued_sends=max_queued_sends,
             idle_timeout_s=idle,
+            max_background_tasks=max_background_tasks,
         )
     except BaseException:
         if owns:
@@ -267,6 +271,7 @@ def create_lite_agent(
     max_queued_sends: int = DEFAULT_MAX_QUEUED_SENDS,
     idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
     tool_env: ToolEnv | None = None,
+    max_background_tasks: int = DEFAULT_MAX_BACKGROUND_TASKS,
 ) -> LiteAgent:
     """Create a coding agent on ``workdir``.
 
@@ -280,7 +285,10 @@ def create_lite_agent(
     included; when all of them run a turn, further sends wait in FIFO order (at most
     ``max_queued_sends``; beyond that :class:`HostSaturatedError` is raised at once), and a
     session idle for ``idle_timeout_s`` seconds (``None``: never) is passivated; it comes back
-    from its log. :meth:`LiteAgent.host_stats` shows the load. ``compactor`` is what
+    from its log. At most ``max_background_tasks`` background tasks (``bash`` with
+    ``run_in_background``; each a thread) run at once, every session's together: one more is
+    refused with an error result the model reads (``0``: none at all).
+    :meth:`LiteAgent.host_stats` shows the load. ``compactor`` is what
     :meth:`LiteAgent.compact` runs (default: ``default_compactor(max_tokens=None)`` spilling
     into the checkpointer's blob store: asked to compact, it always drops the middle turns and
     clears old tool results, instead of waiting for a token trigger).
@@ -314,6 +322,7 @@ def create_lite_agent(
             max_queued_sends=max_queued_sends,
             idle_timeout_s=idle_timeout_s,
             tool_env=tool_env,
+            max_background_tasks=max_background_tasks,
         )
     )
 
@@ -336,6 +345,7 @@ def create_async_lite_agent(
     max_queued_sends: int = DEFAULT_MAX_QUEUED_SENDS,
     idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
     tool_env: ToolEnv | None = None,
+    max_background_tasks: int = DEFAULT_MAX_BACKGROUND_TASKS,
 ) -> AsyncLiteAgent:
     """Like :func:`create_lite_agent`, for asyncio: the methods are coroutines."""
     return AsyncLiteAgent(
@@ -356,6 +366,7 @@ def create_async_lite_agent(
             max_queued_sends=max_queued_sends,
             idle_timeout_s=idle_timeout_s,
             tool_env=tool_env,
+            max_background_tasks=max_background_tasks,
         )
     )
 

@@ -206,7 +206,9 @@ def test_hosting_with_claude(tmp_path: Path) -> None:
         fake.add(message([text("Done.")]), message([text("Done.")]))
         out = run_example("hosting.py", tmp_path / "work", **claude(fake))
     assert out.startswith("HostStats(live=")
-    assert out.endswith(", max_live_sessions=256, max_queued_sends=10000)\n")
+    assert out.endswith(
+        ", max_live_sessions=256, max_queued_sends=10000, max_background_tasks=64)\n"
+    )
     assert {"fix-tests": ["Make the tests pass"], "docs": ["Document utils.py"]} == stored_prompts(
         tmp_path / "work" / "sessions.db"
     )

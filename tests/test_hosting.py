@@ -31,9 +31,11 @@ from liteagent.eventlog import (
     AssistantMessage,
     CancelToken,
     Checkpointer,
+    InvalidArgumentError,
     LiteAgentError,
     OperationCancelledError,
     TextBlock,
+    ToolResult,
     ToolResultBlock,
     ToolUseBlock,
     UserPrompt,
@@ -305,7 +307,16 @@ def test_host_stats_show_live_running_and_queued(held_agent: Any) -> None:
     held_agent[1].release.set()
     waiting.result(WAIT)
     assert (
-        HostStats(live=1, running=1, queued=1, stopping=0, max_live_sessions=1, max_queued_sends=2)
+        HostStats(
+            live=1,
+            running=1,
+            queued=1,
+            stopping=0,
+            background_tasks=0,
+            max_live_sessions=1,
+            max_queued_sends=2,
+            max_background_tasks=64,
+        )
         == stats
     )
 
@@ -500,6 +511,95 @@ def test_close_leaves_no_background_task_thread(workdir: Path) -> None:
     agent.close()
     left = [t.name for t in threading.enumerate() if t.name == f"liteagent-{task.task_id}"]
     assert [] == left
+
+
+def _bash_results(cp: Checkpointer, session_id: str) -> list[tuple[str, bool]]:
+    """The text and error flag of every tool result of the session, in log order."""
+    return [
+        (str(e.body.block.content), e.body.block.is_error is True)
+        for e in cp.read(session_id)
+        if isinstance(e.body, ToolResult)
+    ]
+
+
+def _bounded_background_agent(workdir: Path, cp: Checkpointer, bound: int) -> LiteAgent:
+    return create_lite_agent(
+        model=scripted([BackgroundThenReply()] * 200),
+        model_name="m",
+        workdir=workdir,
+        tools=[bash],
+        checkpointer=cp,
+        max_live_sessions=8,
+        idle_timeout_s=None,
+        max_background_tasks=bound,
+    )
+
+
+def test_background_tasks_beyond_the_agent_bound_are_refused_to_the_model(workdir: Path) -> None:
+    """max_background_tasks bounds the task threads of the whole agent: while session a's task
+    runs, session b asking for one more gets an error result naming the bound (its turn goes on,
+    nothing raises); once a's task has ended, c gets its place."""
+    cp = memory_checkpointer()
+    agent = _bounded_background_agent(workdir, cp, 1)
+    try:
+        agent.send("bg", session_id="a")
+        refused = agent.send("bg", session_id="b")
+        stats = agent.host_stats()
+        (workdir / "go").touch()
+        assert _until(lambda: 0 == agent.host_stats().background_tasks)
+        agent.send("bg", session_id="c")
+        assert _until(lambda: [] == agent.background_tasks())
+    finally:
+        (workdir / "go").touch()
+        agent.close()
+    assert "ok" == refused.text
+    assert (1, 1) == (stats.background_tasks, stats.max_background_tasks)
+    ((text, is_error),) = _bash_results(cp, "b")
+    assert is_error
+    assert "too many background tasks" in text
+    assert "max_background_tasks" in text
+    assert [False] == [err for _, err in _bash_results(cp, "c")][:1]
+
+
+def test_no_background_tasks_at_all_with_a_bound_of_zero(workdir: Path) -> None:
+    """max_background_tasks=0: every background command is refused to the model."""
+    cp = memory_checkpointer()
+    agent = _bounded_background_agent(workdir, cp, 0)
+    try:
+        agent.send("bg", session_id="a")
+        assert 0 == agent.host_stats().background_tasks
+    finally:
+        agent.close()
+    assert [True] == [err for _, err in _bash_results(cp, "a")]
+
+
+@pytest.mark.parametrize("bound", [-1, 1.5, True, "2", None])
+def test_a_bad_background_bound_is_refused(workdir: Path, bound: Any) -> None:
+    """max_background_tasks must be an int >= 0."""
+    with pytest.raises(InvalidArgumentError, match="max_background_tasks"):
+        _bounded_background_agent(workdir, memory_checkpointer(), bound)
+
+
+def test_many_sessions_with_background_tasks_keep_threads_bounded(workdir: Path) -> None:
+    """Sixty sessions each asking for a long background command: at most max_background_tasks
+    task threads exist at once (the rest are refused to the model), so the agent's threads stay
+    within max_live_sessions + max_background_tasks + its fixed few."""
+    cp = memory_checkpointer()
+    bound = 4
+    before = set(threading.enumerate())
+    agent = _bounded_background_agent(workdir, cp, bound)
+    peak = 0
+    try:
+        for i in range(60):
+            agent.send("bg", session_id=f"s{i}")
+            peak = max(peak, len(set(threading.enumerate()) - before))
+            assert agent.host_stats().background_tasks <= bound
+        started = sum(1 for i in range(60) for _, err in _bash_results(cp, f"s{i}")[:1] if not err)
+    finally:
+        (workdir / "go").touch()
+        agent.close()
+    assert bound == started
+    assert peak <= 8 + bound + 16
 
 
 def test_idle_timeout_returns_threads_to_the_baseline(workdir: Path) -> None:
