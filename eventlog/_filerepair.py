@@ -104,7 +104,8 @@ def assess_log(fd: int, size: int, codec: Codec | None = None) -> Salvage:
             f"the log was written in format {hdr.version}; this liteagent reads up to "
             f"{FORMAT_VERSION} and does not repair it: upgrade liteagent"
         )
-    if hdr is None:
+    odd = hdr is not None and hdr.version < FORMAT_VERSION  # none wrote it: damage, as reads say
+    if hdr is None or odd:
         rest = b""
         if size > FILE_HEADER_SIZE:
             rest = os.pread(fd, size - FILE_HEADER_SIZE, FILE_HEADER_SIZE)
@@ -113,6 +114,8 @@ def assess_log(fd: int, size: int, codec: Codec | None = None) -> Salvage:
             "the file is shorter than its header"
             if size < FILE_HEADER_SIZE
             else "the file header is damaged"
+            if hdr is None
+            else f"the file header names log format {hdr.version}, which none wrote"
         )
         return Salvage(0, 0, False, lost, f"{what}: the whole file was quarantined")
     end, head, damage = verify_frames(fd, FILE_HEADER_SIZE, 0, size, counts=True, codec=codec)

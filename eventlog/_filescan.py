@@ -56,6 +56,10 @@ def read_header(fd: int, session_id: str) -> HeaderInfo:
             f"session {session_id!r} was written in log format {hdr.version}; this "
             f"liteagent reads up to {FORMAT_VERSION}: upgrade liteagent"
         )
+    if hdr.version < FORMAT_VERSION:  # no release ever wrote another one: not ours
+        raise CorruptLogError(
+            session_id, None, f"the file header names log format {hdr.version}, which none wrote"
+        )
     return hdr
 
 

@@ -290,6 +290,25 @@ def test_newer_format_version_is_refused(tmp_path: Path) -> None:
     assert bytes(data) == _log(tmp_path).read_bytes()
 
 
+def test_a_format_version_no_release_wrote_is_damage(tmp_path: Path) -> None:
+    """A header with a valid checksum naming format 0 (none was ever written) is not read as
+    the current format: CorruptLogError for reads and writes, the file left as it is."""
+    import xxhash
+
+    _three_batches(tmp_path)
+    data = bytearray(_log(tmp_path).read_bytes())
+    struct.pack_into("<I", data, 8, 0)
+    struct.pack_into("<Q", data, 24, xxhash.xxh3_64_intdigest(bytes(data[:24])))
+    _log(tmp_path).write_bytes(bytes(data))
+    with _open(tmp_path) as cp:
+        with pytest.raises(CorruptLogError, match="format 0"):
+            list(cp.read(SID))
+        with pytest.raises(CorruptLogError):
+            cp.append(SID, prompts("x"))
+        assert not cp.check_integrity().ok
+    assert bytes(data) == _log(tmp_path).read_bytes()
+
+
 # -- codecs -----------------------------------------------------------------------------------
 
 

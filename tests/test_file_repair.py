@@ -177,6 +177,23 @@ def test_damaged_header_quarantines_the_whole_file(tmp_path: Path) -> None:
     assert [damaged] == [p.read_bytes() for p in _quarantined(tmp_path)]
 
 
+def test_a_header_naming_a_format_none_wrote_is_repaired_as_damage(tmp_path: Path) -> None:
+    """A checksummed header naming format 0: repair treats it as the damaged header reads say
+    it is (quarantined whole, its seqs named), so the session is usable again afterwards."""
+    _three_batches(tmp_path)
+    data = bytearray(_log(tmp_path).read_bytes())
+    struct.pack_into("<I", data, 8, 0)
+    struct.pack_into("<Q", data, 24, xxhash.xxh3_64_intdigest(bytes(data[:24])))
+    _log(tmp_path).write_bytes(bytes(data))
+    with file_checkpointer(tmp_path) as cp:
+        report = cp.repair(SID)
+        assert (True, 0, ((1, 6),)) == (report.repaired, report.kept_head, report.lost)
+        assert "format 0" in report.detail
+        assert 1 == cp.append(SID, prompts("new"))
+        assert cp.check_integrity().ok
+    assert [bytes(data)] == [p.read_bytes() for p in _quarantined(tmp_path)]
+
+
 def test_a_log_cut_below_its_header_is_quarantined(tmp_path: Path) -> None:
     """A file shorter than its header: quarantined whole, nothing known of its seqs."""
     _log(tmp_path).write_bytes(b"LALOG\0")
