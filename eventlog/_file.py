@@ -616,7 +616,7 @@ class FileCheckpointer(Checkpointer):
 
     def _repair_locked(self, h: _Handle, session_id: str) -> RepairReport:
         size = os.fstat(h.fd).st_size
-        found = assess_log(h.fd, size, self._codec)
+        found = assess_log(h.fd, size, self._codec, session_id)
         unlink_quietly(self._tmp_path(session_id))
         if found.healthy:
             self._load(h, session_id, size, repair=True)

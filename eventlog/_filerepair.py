@@ -28,7 +28,8 @@ from typing import NamedTuple
 import xxhash
 
 from ._codec import Codec
-from ._errors import SchemaVersionError
+from ._decodecheck import wrong_codec
+from ._errors import CodecError, SchemaVersionError
 from ._filerewrite import new_generation, rewrite_log
 from ._filescan import verify_frames
 from ._frames import (
@@ -91,11 +92,12 @@ def _lost(head: int, data: bytes) -> tuple[tuple[int, int | None], ...]:
     return ((head + 1, None if unexplained or last == head else last),)
 
 
-def assess_log(fd: int, size: int, codec: Codec | None = None) -> Salvage:
+def assess_log(fd: int, size: int, codec: Codec | None = None, session_id: str = "") -> Salvage:
     """Find the readable prefix of the log open as ``fd`` (``size`` bytes) and what was lost
     after it; a frame whose header count disagrees with the records in its payload (after
-    ``codec``) ends the prefix like any damage. Raises :class:`SchemaVersionError` for a log
-    of a newer format."""
+    ``codec``), or whose events do not decode after frames that did, ends the prefix like any
+    damage. Raises :class:`SchemaVersionError` for a log of a newer format and
+    :class:`CodecError` when the first frame does not decode (a wrong codec: nothing to cut)."""
     if size == 0:
         return Salvage(0, 0, True, (), "")
     hdr = parse_header(os.pread(fd, FILE_HEADER_SIZE, 0)) if size >= FILE_HEADER_SIZE else None
@@ -118,7 +120,12 @@ def assess_log(fd: int, size: int, codec: Codec | None = None) -> Salvage:
             else f"the file header names log format {hdr.version}, which none wrote"
         )
         return Salvage(0, 0, False, lost, f"{what}: the whole file was quarantined")
-    end, head, damage = verify_frames(fd, FILE_HEADER_SIZE, 0, size, counts=True, codec=codec)
+    try:
+        end, head, damage = verify_frames(
+            fd, FILE_HEADER_SIZE, 0, size, counts=True, codec=codec, decodes=session_id
+        )
+    except CodecError as e:
+        raise wrong_codec(session_id, e) from e
     if damage is None:
         return Salvage(end, head, True, (), "")
     what = "an unfinished last write" if damage.torn else damage.reason

@@ -170,6 +170,7 @@ def verify_frames(
     *,
     counts: bool = False,
     codec: Codec | None = None,
+    decodes: str | None = None,
 ) -> tuple[int, int, Damage | None]:
     """Verify the frames from ``start`` (where seq ``head + 1`` must begin) to ``size``: each
     whole, checksummed and continuing the seqs. Return ``(end of the last good frame, its last
@@ -177,7 +178,11 @@ def verify_frames(
     swapped or dropped frame) is damage that is never torn.
 
     With ``counts`` each frame's header count is also checked against the records its payload
-    (after ``codec``) holds; a mismatch is damage that is never torn."""
+    (after ``codec``) holds; a mismatch is damage that is never torn.
+
+    With ``decodes`` (the session id) each frame's events are also decoded: a frame whose
+    events do not decode is damage when frames before it decoded with the same codec; in the
+    first frame it raises :class:`CodecError` (a wrong codec, not damage)."""
     end = start
     for item in FrameScanner(fd, start, size):
         if isinstance(item, Damage):
@@ -194,8 +199,26 @@ def verify_frames(
             bad = _count_damage(item, record_count(item.payload, codec))
             if bad is not None:
                 return end, head, bad
+        if decodes is not None:
+            error = _frame_undecodable(item, codec, decodes)
+            if error is not None:
+                if item.first_seq == 1:
+                    raise error
+                reason = f"a frame whose events do not decode: {error}"
+                return end, head, Damage(item.offset, False, reason)
         end, head = item.end, item.last_seq
     return end, head, None
+
+
+def _frame_undecodable(item: Frame, codec: Codec | None, session_id: str) -> CodecError | None:
+    """The error decoding the frame's events gives, or None when they all decode."""
+    try:
+        records = decode_payload(item.payload, codec, session_id, item.first_seq)
+        for i, rec in enumerate(records):
+            decode_stored(session_id, item.first_seq + i, rec.ts, rec.kind, rec.body)
+    except CodecError as e:
+        return e
+    return None
 
 
 def check_log(

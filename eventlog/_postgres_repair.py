@@ -1,12 +1,11 @@
 """Integrity check and repair of the PostgreSQL store.
 
-:func:`check_store` reports event rows that belong to no session and every session whose rows
-do not read back (checksums, consecutive seqs, the recorded head reached; see
-``_postgres``). :func:`repair_session` salvages one session in one transaction, holding its
-row lock: it keeps the readable prefix (the rows that verify, consecutive from seq 1, up to the
-recorded head), moves every other row of the session to the ``quarantine`` table (never
-deleted), sets the head to the kept prefix, gives the session a new generation and reports
-exactly which seqs were lost.
+:func:`check_store` reports event rows that belong to no session and every session whose rows do
+not read back (checksums, consecutive seqs, the recorded head reached; see ``_postgres``).
+:func:`repair_session` salvages one session in one transaction, holding its row lock: it keeps the
+readable prefix (the rows that verify and decode, consecutive from seq 1, up to the recorded head),
+moves every other row of the session to the ``quarantine`` table (never deleted), sets the head to
+the kept prefix, gives the session a new generation and reports exactly which seqs were lost.
 """
 
 from __future__ import annotations
@@ -16,7 +15,9 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ._checkread import check_read
+from ._codec import Codec
 from ._contract import IntegrityProblem, IntegrityReport, RepairReport, integrity_report
+from ._decodecheck import undecodable, wrong_codec
 from ._events import StoredEvent
 from ._postgres_schema import q
 from ._sqlite_rows import Seeds, corrupt, row_crc
@@ -86,10 +87,11 @@ def check_store(
 
 
 def _readable_prefix(
-    session_id: str, rows: list[tuple[Any, ...]], recorded: int | None
+    session_id: str, rows: list[tuple[Any, ...]], recorded: int | None, codec: Codec | None
 ) -> tuple[int, str | None]:
-    """How many rows from seq 1 verify (not past ``recorded``), and why the next one does not
-    (None when every stored row verified)."""
+    """How many rows from seq 1 verify and decode (not past ``recorded``), and why the next one
+    does not (None when every stored row verified). A first row that does not decode raises
+    :class:`CodecError` (see ``_decodecheck``)."""
     seeds = Seeds(session_id)
     kept = 0
     for seq, ts, kind, body, crc in rows:
@@ -99,6 +101,11 @@ def _readable_prefix(
             return kept, f"expected seq {kept + 1}, the next stored seq is {seq}"
         if crc != row_crc(seeds[kind], seq, ts, body):
             return kept, "the event's checksum does not match"
+        error = undecodable(codec, session_id, (seq, ts, kind, bytes(body)))
+        if error is not None:
+            if kept == 0:
+                raise wrong_codec(session_id, error)
+            return kept, f"the event does not decode: {error}"
         kept += 1
     return kept, None
 
@@ -119,7 +126,7 @@ def repair_session(cp: PostgresCheckpointer, session_id: str) -> RepairReport:
             recorded = None if srow is None else int(srow[0])
             generation = 0 if srow is None else int(srow[1])
             rows = conn.cursor(binary=True).execute(q(_ALL_ROWS, s), (sid,)).fetchall()
-            kept, problem = _readable_prefix(sid, rows, recorded)
+            kept, problem = _readable_prefix(sid, rows, recorded, cp.codec)
             if problem is None and recorded is not None and kept < recorded:
                 problem = f"the session records head {recorded}; its stored rows end at seq {kept}"
             if problem is None and srow is None and kept > 0:

@@ -468,7 +468,7 @@ class SqliteCheckpointer(Checkpointer):
             return check_store(conn, lambda sid: self._rows(sid, 0, decode=True))
 
     def _repair(self, session_id: str) -> RepairReport:
-        op = repair_op(session_id, self._verified, self._file)
+        op = repair_op(session_id, self._verified, self._file, self._codec)
         try:
             return cast(RepairReport, self._submit(op, session_id))
         except CorruptLogError as e:

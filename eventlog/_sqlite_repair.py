@@ -4,10 +4,10 @@
 that belong to no session, and every session whose rows do not read back (see ``_sqlite_rows``).
 
 :func:`repair_op` salvages one session: it keeps the readable prefix (the rows whose types and
-checksums verify, consecutive from seq 1, up to the head the session records when its record is
-intact), moves every other row of the session to the ``quarantine`` table (never deleted; the
-values keep the types they had), sets the head to the kept prefix, gives the session a new
-generation and reports exactly which seqs were lost. Damage in SQLite's own pages that a
+checksums verify and that decode, consecutive from seq 1, up to the head the session records when
+its record is intact), moves every other row of the session to the ``quarantine`` table (never
+deleted; the values keep the types they had), sets the head to the kept prefix, gives the session a
+new generation and reports exactly which seqs were lost. Damage in SQLite's own pages that a
 ``REINDEX`` cannot fix makes the repair impossible in place: it raises :class:`CorruptLogError`
 saying so (the file then needs SQLite's ``.recover``).
 """
@@ -20,7 +20,9 @@ from collections.abc import Callable, Iterator
 import apsw
 
 from ._checkread import check_read
+from ._codec import Codec
 from ._contract import IntegrityProblem, IntegrityReport, RepairReport, integrity_report
+from ._decodecheck import undecodable, wrong_codec
 from ._errors import CorruptLogError, LiteAgentError
 from ._events import StoredEvent
 from ._ids import validate_session_id
@@ -129,7 +131,7 @@ def _attribute(conn: apsw.Connection, problem: IntegrityProblem) -> IntegrityPro
 # -- repair ----------------------------------------------------------------------------------------
 
 
-def repair_op(session_id: str, verified: Verified, file: str) -> WriteOp:
+def repair_op(session_id: str, verified: Verified, file: str, codec: Codec | None) -> WriteOp:
     """The write that repairs ``session_id`` (see the module docstring). Damage in SQLite's own
     pages makes it raise ``apsw.CorruptError``: the caller then runs :func:`rebuild_op` and
     this again."""
@@ -137,7 +139,7 @@ def repair_op(session_id: str, verified: Verified, file: str) -> WriteOp:
     def op(conn: apsw.Connection, tx: Batch) -> RepairReport:
         # A damaged generation counter would refuse every later write of every session.
         conn.execute("SELECT value FROM meta WHERE key = 'next_generation'").fetchall()
-        return _repair(conn, tx, session_id, verified, file)
+        return _repair(conn, tx, session_id, verified, file, codec=codec)
 
     return op
 
@@ -159,7 +161,13 @@ def unrepairable(session_id: str, file: str, error: BaseException) -> CorruptLog
 
 
 def _repair(
-    conn: apsw.Connection, tx: Batch, session_id: str, verified: Verified, file: str
+    conn: apsw.Connection,
+    tx: Batch,
+    session_id: str,
+    verified: Verified,
+    file: str,
+    *,
+    codec: Codec | None,
 ) -> RepairReport:
     sid = session_id
     # Even a session that reads back whole needs tables it can be written to.
@@ -170,7 +178,7 @@ def _repair(
     generation = 0
     if srow is not None and record_problem is None:
         recorded, generation = int(srow[0]), int(srow[1])
-    kept, problem = _readable_prefix(conn, sid, recorded)
+    kept, problem = _readable_prefix(conn, sid, recorded, codec)
     if problem is None and recorded is not None and kept < recorded:
         problem = f"the session records head {recorded}; its stored rows end at seq {kept}"
     if problem is None and srow is None and kept > 0:
@@ -243,10 +251,11 @@ def _check_tables(conn: apsw.Connection, verified: Verified) -> None:
 
 
 def _readable_prefix(
-    conn: apsw.Connection, session_id: str, recorded: int | None
+    conn: apsw.Connection, session_id: str, recorded: int | None, codec: Codec | None
 ) -> tuple[int, str | None]:
-    """How many rows from seq 1 verify (not past ``recorded``), and why the next one does not
-    (None when every stored row verified)."""
+    """How many rows from seq 1 verify and decode (not past ``recorded``), and why the next one
+    does not (None when every stored row verified). A first row that does not decode raises
+    :class:`CodecError` (see ``_decodecheck``)."""
     seeds = Seeds(session_id)
     kept = 0
     while True:
@@ -257,6 +266,12 @@ def _readable_prefix(
             problem = row_problem(seeds, row, kept + 1)
             if problem is not None:
                 return kept, problem
+            seq, ts, kind, body, _crc = row
+            error = undecodable(codec, session_id, (seq, ts, kind, body))
+            if error is not None:
+                if kept == 0:
+                    raise wrong_codec(session_id, error)
+                return kept, f"the event does not decode: {error}"
             kept += 1
         if len(rows) < _PAGE:
             return kept, None
