@@ -253,7 +253,12 @@ def build_parser() -> argparse.ArgumentParser:
         "recorded request from the log",
     )
     rep.add_argument("session_id", metavar="ID")
-    rep.add_argument("--at", type=int, metavar="SEQ", help="stop at this seq")
+    rep.add_argument(
+        "--at",
+        type=int,
+        metavar="SEQ",
+        help="stop at this seq (with --verify: check the requests up to it)",
+    )
     rep.add_argument(
         "--view", action="store_true", help="the request the model saw at --at (default: the end)"
     )

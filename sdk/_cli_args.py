@@ -8,9 +8,23 @@ from liteagent.eventlog._branches import is_branch_session
 
 from ._agent import LiteAgent
 from ._cli_env import CliEnv, NoStoreError
-from ._cli_errors import UsageError
+from ._cli_errors import UsageError, shown_arg
 
-__all__ = ["checkpoint_seq", "existing_session", "not_a_branch"]
+__all__ = ["checkpoint_seq", "existing_session", "not_a_branch", "session_id_arg"]
+
+_ID_FORM = "use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def session_id_arg(value: str, option: str = "", *, what: str = "session") -> str:
+    """``value`` when it is a session id, else :class:`UsageError` naming the argument
+    (``option``, e.g. ``--session``; "" for the positional ID) and the value as given (quoted
+    when it holds whitespace or is empty: see :func:`shown_arg`)."""
+    try:
+        return validate_session_id(value)
+    except InvalidSessionIdError as e:
+        if option:
+            raise UsageError(f"{option} {shown_arg(value)}: not a {what} id ({_ID_FORM})") from e
+        raise UsageError(f"{shown_arg(value)} is not a {what} id: {_ID_FORM}") from e
 
 
 def not_a_branch(session_id: str, option: str = "") -> str:
@@ -29,13 +43,7 @@ def not_a_branch(session_id: str, option: str = "") -> str:
 def existing_session(env: CliEnv, session_id: str) -> str:
     """``session_id`` validated, refused (:class:`UsageError`) when it is not a session id or
     the store has no such session."""
-    try:
-        sid = validate_session_id(session_id)
-    except InvalidSessionIdError as e:
-        raise UsageError(
-            f"{session_id!s} is not a session id: use 1-128 letters, digits, "
-            "'.', '_' or '-', starting with a letter or digit"
-        ) from e
+    sid = session_id_arg(session_id)
     not_a_branch(sid)
     try:
         head = env.checkpointer.head(sid)

@@ -16,13 +16,11 @@ from liteagent.actors._compactor import CompactStats
 from liteagent.eventlog import (
     Compaction,
     InvalidArgumentError,
-    InvalidSessionIdError,
     TextBlock,
-    validate_session_id,
 )
 from liteagent.eventlog._branches import is_branch_session
 
-from ._cli_args import checkpoint_seq, existing_session, not_a_branch
+from ._cli_args import checkpoint_seq, existing_session, not_a_branch, session_id_arg
 from ._cli_env import KEEP_TAIL_TURNS, CliEnv, NoStoreError, SummaryModel
 from ._cli_errors import (
     NoApiKeyError,
@@ -76,11 +74,7 @@ def cmd_run(env: CliEnv, args: argparse.Namespace) -> int:
     except InvalidArgumentError as e:
         raise UsageError(f"PROMPT: {one_line(e)}", usage=getattr(args, "usage", "")) from e
     if args.session is not None:
-        try:
-            validate_session_id(args.session)
-        except InvalidSessionIdError as e:
-            raise UsageError(f"--session {args.session}: not a session id") from e
-        not_a_branch(args.session, "--session")
+        not_a_branch(session_id_arg(args.session, "--session"), "--session")
     agent = env.agent()
     if args.session is not None:
         agent.resume(args.session)

@@ -13,6 +13,7 @@ commands that never call the model) compacts mechanically, and the instructions 
 from __future__ import annotations
 
 import errno
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -52,7 +53,7 @@ from liteagent.tools import Tool, default_tools
 from liteagent.tools import context as context_tool
 
 from ._agent import LiteAgent
-from ._cli_errors import NoApiKeyError, UsageError, one_line
+from ._cli_errors import NoApiKeyError, UsageError, one_line, shown_arg
 from ._cli_script import script_provider
 from ._cli_terminal import main_thread_signals
 from ._factory import create_lite_agent
@@ -166,11 +167,11 @@ def check_provider_spec(spec: str) -> None:
         if spec.startswith(prefix):
             if not spec.removeprefix(prefix):
                 raise UsageError(
-                    f"--provider {spec}: name the {prefix[:-1]} source after the colon"
+                    f"--provider {shown_arg(spec)}: name the {prefix[:-1]} source after the colon"
                 )
             return
     if spec != "anthropic":
-        raise UsageError(f"--provider {spec}: expected {_PROVIDERS}")
+        raise UsageError(f"--provider {shown_arg(spec)}: expected {_PROVIDERS}")
 
 
 def _check_on_folders(option: str, path: Path, *, folder: bool) -> None:
@@ -267,6 +268,8 @@ class CliEnv:
         for a script or a recorded session that cannot be used."""
         spec = self.provider_spec
         if spec == "anthropic":
+            if not os.environ.get("ANTHROPIC_API_KEY"):  # known before importing the SDK
+                raise NoApiKeyError
             try:
                 return providers.anthropic(), self.model or DEFAULT_MODEL
             except ProviderAuthError as e:
@@ -275,17 +278,19 @@ class CliEnv:
             try:
                 script = script_provider(spec.removeprefix("scripted:"))
             except InvalidArgumentError as e:
-                raise UsageError(f"--provider {spec}: {one_line(e)}") from e
+                raise UsageError(f"--provider {shown_arg(spec)}: {one_line(e)}") from e
             return script, self.model or "scripted"
         sid = spec.removeprefix("replay:")
         try:
             sid = validate_session_id(sid)
         except InvalidSessionIdError as e:
-            raise UsageError(f"--provider {spec}: {sid} is not a session id") from e
+            raise UsageError(
+                f"--provider {shown_arg(spec)}: {shown_arg(sid)} is not a session id"
+            ) from e
         events = list(self.checkpointer.read(sid))
         if not events:
             raise UsageError(
-                f"--provider {spec}: no session {sid} in {self.location} "
+                f"--provider {shown_arg(spec)}: no session {sid} in {self.location} "
                 "(`lite-agent sessions` lists them)"
             )
         started = next((e.body for e in events if e.kind == "session_started"), None)

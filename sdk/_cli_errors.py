@@ -11,6 +11,7 @@ whose traceback is logged at DEBUG.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ __all__ = [
     "failure",
     "one_line",
     "plain_error",
+    "shown_arg",
 ]
 
 _log = logging.getLogger("liteagent.cli")
@@ -125,6 +127,22 @@ def one_line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 
+def shown_arg(text: str) -> str:
+    """A value from the command line as a message shows it: as it is, or in double quotes
+    with JSON escapes when it is empty or holds whitespace or characters that are not
+    printable (a message is one line: ``"s1\\n"`` must not read as ``s1``, nor ``""`` as
+    nothing)."""
+    if text and all(c.isprintable() and not c.isspace() for c in text):
+        return text
+    shown = "".join(
+        c
+        if c == " " or (c.isprintable() and not c.isspace() and c not in '"\\')
+        else json.dumps(c)[1:-1]
+        for c in text
+    )
+    return f'"{shown}"'
+
+
 _ERRNO_PREFIX = re.compile(r"^\[Errno -?\d+\]\s*")
 
 
@@ -157,6 +175,30 @@ def _busy(error: AgentBusyError) -> str:
     return one_line(error)
 
 
+_JSON_TYPES = {
+    "str": "a string",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "list": "an array",
+    "tuple": "an array",
+    "dict": "an object",
+    "NoneType": "null",
+    "null": "null",
+}
+_TYPE = r"(?:str|int|float|bool|list|tuple|dict|NoneType|null)"
+_EXPECTED_TYPES = re.compile(rf"\b(must be |got )({_TYPE}(?: or {_TYPE})*)\b")
+
+
+def _json_types(match: re.Match[str]) -> str:
+    """``must be str or list`` and ``got NoneType`` (what a JSON value of the wrong type is
+    told in Python's names) in JSON's words."""
+    names = [_JSON_TYPES[t] for t in match.group(2).split(" or ")]
+    if match.group(1) == "got " and names == ["true or false"]:
+        names = ["a boolean"]
+    return match.group(1) + " or ".join(names)
+
+
 _PYTHON_WORDS = (
     (re.compile(r"\brestore with files=False\b"), "restore with --conversation-only"),
     (
@@ -164,6 +206,7 @@ _PYTHON_WORDS = (
         "`lite-agent branches ID` and `lite-agent restore --undo ID --branch BRANCH`",
     ),
     (re.compile(r"\((?:[A-Z][A-Za-z]*)?Error: "), "("),
+    (re.compile(r"; use sys\.set_int_max_str_digits\(\) to increase the limit"), ""),
 )
 
 
@@ -173,7 +216,7 @@ def cli_words(text: str) -> str:
     names."""
     for pattern, words in _PYTHON_WORDS:
         text = pattern.sub(words, text)
-    return text
+    return _EXPECTED_TYPES.sub(_json_types, text)
 
 
 def failure(error: BaseException) -> Failure:
@@ -246,6 +289,8 @@ def _failure(error: BaseException) -> Failure:
         return Failure("io", plain_error(error), details=details)
     if isinstance(error, LiteAgentError):
         return Failure("failed", one_line(error), details=details)
+    if isinstance(error, MemoryError):
+        return Failure("failed", "out of memory (the input is too large for this machine)")
     if isinstance(error, OSError):
         what = error.strerror or one_line(error)
         return Failure("io", f"{what}: {error.filename}" if error.filename else what)

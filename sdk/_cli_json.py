@@ -14,11 +14,26 @@ __all__ = ["check_finite", "strict_loads"]
 
 def strict_loads(text: str) -> Any:
     """``text`` as JSON; raises ``ValueError`` for what JSON is not (``NaN``, ``Infinity``, a
-    number too large for a float) and for what would be lost (a key given twice in one
-    object), ``RecursionError`` for arrays or objects nested too deeply."""
+    number too large for a float), for what cannot be read (an integer of more than 4,300
+    digits) and for what would be lost (a key given twice in one object), ``RecursionError``
+    for arrays or objects nested too deeply."""
     return json.loads(
-        text, parse_constant=_no_constant, parse_float=_finite, object_pairs_hook=_unique_keys
+        text,
+        parse_constant=_no_constant,
+        parse_float=_finite,
+        parse_int=_integer,
+        object_pairs_hook=_unique_keys,
     )
+
+
+_MAX_DIGITS = 4300  # Python's own limit for reading an int from text
+
+
+def _integer(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > _MAX_DIGITS:
+        raise ValueError(f"a number of {digits} digits is too long (at most {_MAX_DIGITS})")
+    return int(text)
 
 
 def _no_constant(name: str) -> Any:

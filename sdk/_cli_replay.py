@@ -201,8 +201,9 @@ def _view(env: CliEnv, sid: str, at: int | None, as_json: bool) -> int:
     return 0 if matches in (None, True) else 1
 
 
-def _verify(env: CliEnv, sid: str, as_json: bool) -> int:
+def _verify(env: CliEnv, sid: str, at: int | None, as_json: bool) -> int:
     checks = verify_session(list(env.checkpointer.read(sid)), cli_view_config())
+    checks = [c for c in checks if at is None or c.seq <= at]  # --at: the requests up to it
     bad = [c for c in checks if not c.ok]
     if as_json:
         emit_json(
@@ -239,13 +240,15 @@ def _verify(env: CliEnv, sid: str, as_json: bool) -> int:
 
 def cmd_replay(env: CliEnv, args: argparse.Namespace) -> int:
     """The replay command (see the module docstring)."""
+    if args.view and args.verify:
+        raise UsageError("--view and --verify cannot be combined (run them one after the other)")
     sid = existing_session(env, args.session_id)
     if args.at is not None:
         head = env.checkpointer.head(sid)
         if not 1 <= args.at <= head:
             raise UsageError(f"--at {args.at} is outside the log: session {sid} has seqs 1..{head}")
     if args.verify:
-        return _verify(env, sid, args.json)
+        return _verify(env, sid, args.at, args.json)
     if args.view:
         return _view(env, sid, args.at, args.json)
     events = [e for e in env.checkpointer.read(sid) if args.at is None or e.seq <= args.at]

@@ -60,18 +60,18 @@ from liteagent.eventlog import (
     TranscriptImported,
     UserPrompt,
     fold,
-    validate_session_id,
 )
 from liteagent.eventlog._interchange import message_from_dict, message_to_dict, unstorable
 
-from ._cli_args import existing_session, not_a_branch
+from ._cli_args import existing_session, not_a_branch, session_id_arg
 from ._cli_env import CliEnv
-from ._cli_errors import UsageError
+from ._cli_errors import UsageError, cli_words
 from ._cli_json import check_finite, strict_loads
-from ._cli_output import emit_json, json_text
+from ._cli_output import emit_json, json_text, printable
 from ._core import new_session_id
 
 __all__ = [
+    "MAX_TRANSCRIPT_BYTES",
     "TranscriptError",
     "cmd_export",
     "cmd_import",
@@ -241,26 +241,56 @@ def message_events(message: Message) -> list[Event]:
     return events
 
 
-def cmd_import(env: CliEnv, args: argparse.Namespace) -> int:
-    """Create a session from a transcript file (see the module docstring)."""
-    name = "standard input" if args.file == "-" else repr(args.file)
+MAX_TRANSCRIPT_BYTES = 256 * 1024 * 1024
+"""The largest transcript ``import`` reads (a larger one, or an endless input such as
+``/dev/zero``, is refused rather than read until the memory runs out)."""
+
+
+def _read_input(file: str, name: str) -> bytes:
+    """The bytes of ``file`` (``-``: standard input), at most :data:`MAX_TRANSCRIPT_BYTES`."""
+    limit = MAX_TRANSCRIPT_BYTES
     try:
-        data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+        if file == "-":
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with Path(file).open("rb") as f:
+                data = f.read(limit + 1)
     except OSError as e:
         raise UsageError(f"cannot read {name}: {e.strerror or e}") from e
+    if len(data) > limit:
+        raise InvalidArgumentError(
+            f"{name} is larger than {limit // (1024 * 1024)} MiB, the most import reads"
+        )
+    return data
+
+
+def _decoded(data: bytes, name: str) -> str:
+    """``data`` as UTF-8 text, or :class:`InvalidArgumentError` naming the line and byte that
+    are not UTF-8."""
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise InvalidArgumentError(f"{name} is not UTF-8 text: {e}") from e
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise InvalidArgumentError(
+            f"{name} is not UTF-8 text: line {line}, byte {column} (0x{data[e.start]:02x}) "
+            "is not part of a UTF-8 character"
+        ) from e
+
+
+def cmd_import(env: CliEnv, args: argparse.Namespace) -> int:
+    """Create a session from a transcript file (see the module docstring)."""
+    sid = new_session_id() if args.session is None else session_id_arg(args.session, "--session")
+    not_a_branch(sid, "--session")
+    name = "standard input" if args.file == "-" else repr(args.file)
+    text = _decoded(_read_input(args.file, name), name)
     try:
         messages = read_transcript(text)
     except TranscriptError as e:
         if not args.json:  # --json reports them in the error document's details
             for problem in e.problems:
-                print(f"lite-agent: {problem}", file=sys.stderr)
+                print(f"lite-agent: {printable(cli_words(problem))}", file=sys.stderr)
         raise
-    sid = new_session_id() if args.session is None else validate_session_id(args.session)
-    not_a_branch(sid, "--session")
     cp = env.checkpointer
     if cp.head(sid):
         raise UsageError(f"session {sid!r} already exists; choose another --session")

@@ -20,7 +20,7 @@ from liteagent.actors._restore_plan import NoBranchError
 from liteagent.eventlog import GarbageReport
 
 from ._agent import LiteAgent
-from ._cli_args import checkpoint_seq, existing_session
+from ._cli_args import checkpoint_seq, existing_session, session_id_arg
 from ._cli_env import CliEnv
 from ._cli_errors import UsageError, cli_words, one_line
 from ._cli_output import (
@@ -115,6 +115,8 @@ def show_preview(agent: LiteAgent, sid: str, seq: int, files: bool, as_json: boo
 
 def undo(agent: LiteAgent, sid: str, branch: str | None, as_json: bool) -> int:
     """``restore --undo``."""
+    if branch is not None:
+        session_id_arg(branch, "--branch", what="branch")
     renderer = LiveRenderer(quiet_console() if as_json else make_console())
     try:
         result = run_live(

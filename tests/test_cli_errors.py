@@ -67,7 +67,7 @@ USAGE_ERRORS = [
     (["restore", "s1"], "the following arguments are required: SEQ"),
     (["replay", "s1", "--at", "x"], "argument --at: invalid int value: 'x'"),
     (["frobnicate"], "argument COMMAND: invalid choice: 'frobnicate'"),
-    (["run", "hi", "--session", ""], "--session : not a session id"),
+    (["run", "hi", "--session", ""], '--session "": not a session id'),
     (["run", ""], 'PROMPT is empty: give the text to send (lite-agent run "fix the'),
     (["run", " \t\n"], "PROMPT is empty: give the text to send"),
     (["run", "\udcff"], "PROMPT: the prompt is not valid text: a lone surrogate"),
