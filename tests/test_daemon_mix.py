@@ -295,6 +295,15 @@ async def _async_op(agent: AsyncLiteAgent, run: Run, rng: random.Random, session
         await _bounded(outcome, agent.list_sessions())
 
 
+async def _watch(agent: AsyncLiteAgent, session_id: str | None) -> int:
+    """Read a subscription (every session's events, or one's) until the agent closes it."""
+    count = 0
+    async with agent.subscribe(8, session_id=session_id) as events:
+        async for _ in events:
+            count += 1
+    return count
+
+
 async def _async_mix(
     agent: AsyncLiteAgent, run: Run, seed: int, *, sessions: int, ops: int, width: int
 ) -> None:
@@ -302,6 +311,7 @@ async def _async_mix(
     are in flight."""
     rng = random.Random(seed)
     pending: set[asyncio.Future[Any]] = set()
+    watchers = [asyncio.ensure_future(_watch(agent, sid)) for sid in (None, "p0", "t0")]
     for n in range(ops):
         op_rng = random.Random(rng.random())
         pending.add(asyncio.ensure_future(_async_op(agent, run, op_rng, sessions)))
@@ -321,6 +331,9 @@ async def _async_mix(
     assert not late, f"{len(late)} operations or close() still running"
     closing.result()
     await agent.close()  # a second close() is a no-op
+    _, late = await asyncio.wait(watchers, timeout=BOUND)
+    assert not late, "a subscription did not end with the agent"
+    assert [] == [w.exception() for w in watchers if w.exception() is not None]
     late_calls = [agent.send("late", session_id="p0"), agent.list_sessions()]
     for call in late_calls:
         with pytest.raises(AgentClosedError):
@@ -410,8 +423,11 @@ def _sync_mix(
     """``ops`` random operations on threads of the test, at most ``width`` at once, tokens
     fired by this thread; ``close()`` while the last ones are in flight."""
     rng = random.Random(seed)
-    threads: list[threading.Thread] = []
     timers: list[tuple[float, CancelToken]] = []
+    subscription = agent.subscribe(8)
+    watcher = threading.Thread(target=lambda: sum(1 for _ in subscription), name="mix-op")
+    watcher.start()
+    threads: list[threading.Thread] = []
 
     def fire_due() -> None:
         now = time.monotonic()
@@ -445,6 +461,8 @@ def _sync_mix(
     agent.close()
     for _, token in timers:
         token.cancel("the mix cancelled it")
+    watcher.join(BOUND)
+    assert not watcher.is_alive(), "a subscription did not end with the agent"
     deadline = time.monotonic() + BOUND
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
