@@ -338,7 +338,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``lite-agent`` with ``argv`` (default: the process arguments); return the exit
     code (see the module docstring)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    as_json = "--json" in args_list
+    # before the arguments are parsed (a usage error): --json as an option, not an argument
+    # after "--"
+    as_json = "--json" in args_list[: args_list.index("--") if "--" in args_list else None]
     # Started with stdout or stderr closed: nobody reads what would go there.
     if sys.stdout is None:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 -- lives as long as the process

@@ -340,6 +340,16 @@ def test_a_closed_stdout_ends_every_subcommand_quietly(server: CliServer, tmp_pa
     assert [] == problems
 
 
+def test_json_after_a_double_dash_is_an_argument(cli: Cli) -> None:
+    """``--json`` after ``--`` is an argument, not the option: a usage error about it is said
+    on stderr, not as a JSON document."""
+    for argv in (["restore", "--", "--json"], ["checkpoints", "--", "--json"]):
+        result = cli(*argv)
+        assert 2 == result.code, result
+        assert "" == result.out
+        assert result.err.splitlines()[-1].startswith("lite-agent: ")
+
+
 def test_help_of_every_subcommand(server: CliServer) -> None:
     """``--help`` of the command and of each subcommand: exit 0, the usage on stdout, nothing
     on stderr, no escape code off a terminal."""
@@ -520,8 +530,9 @@ def _sweep(server: CliServer, root: Path, seed: int, count: int) -> list[str]:
             argv.append("--json")
         done += 1
         result = cli(*argv, env=clean_env(**_ENV))
-        as_json = "--json" in argv and result.out.lstrip()[:1] in ("{", "[")
-        if "--json" in argv and not as_json and not result.out.startswith("usage:"):
+        asked = "--json" in argv[: argv.index("--") if "--" in argv else None]  # an option
+        as_json = asked and result.out.lstrip()[:1] in ("{", "[")
+        if asked and not as_json and not result.out.startswith("usage:"):
             problems.append(f"{argv}: --json printed {result.out[:80]!r}")
         reports = "doctor" in argv or "--verify" in argv or "--view" in argv
         problems += contract(result, argv, as_json=as_json, reports=reports)
