@@ -422,7 +422,9 @@ class FileCheckpointer(Checkpointer):
                     "eventlog.unreadable_log_entry", name=entry.name, error=str(e.strerror or e)
                 )
                 continue
-            if st.st_size >= FILE_HEADER_SIZE:
+            # empty: its first write never happened; shorter than a header: damage that reads
+            # report (so a garbage collection cannot take it for a session without blobs)
+            if st.st_size > 0:
                 out.append(SessionInfo(entry.name[:-4], st.st_mtime))
         return out
 

@@ -198,6 +198,22 @@ def test_a_damaged_session_stops_the_collection(tmp_path: Path) -> None:
         assert cp.blobs.has(stray)
 
 
+@pytest.mark.parametrize("keep", [1, 8, 31])
+def test_a_log_cut_below_its_header_stops_the_collection(tmp_path: Path, keep: int) -> None:
+    """A log cut shorter than its header is a damaged session, listed and refused like any
+    other (it used to be taken for no session at all, and its blobs collected)."""
+    with file_checkpointer(tmp_path / "store") as cp:
+        cp.append("s", [reply("a")])
+        stray = cp.blobs.put(b"stray")
+    log = tmp_path / "store" / "s.log"
+    log.write_bytes(log.read_bytes()[:keep])
+    with file_checkpointer(tmp_path / "store") as cp:
+        assert ["s"] == [i.id for i in cp.list()]
+        with pytest.raises(CorruptLogError):
+            collect_garbage(cp, grace=0)
+        assert cp.blobs.has(stray)
+
+
 class _Plain(BlobStore):
     """A third-party blob store without the collection hooks."""
 
