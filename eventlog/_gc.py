@@ -23,8 +23,11 @@ must therefore exceed the longest time between a put and the append that referen
 tool call's run, a compaction's summary): an hour by default. ``grace=0`` is safe only when no
 other process or agent writes to the store.
 
-A session that cannot be read stops the collection before anything is deleted (its references
-are unknown). Events a repair moved to quarantine are not read: their blobs can go.
+Damage stops the collection before anything is deleted: the store's integrity check runs
+first, and any finding but a torn tail or an informational one raises :class:`CorruptLogError`
+(a damaged session's references are unknown, and rows a repair would bring back, such as
+events whose session record is lost, are not listed at all). Events a repair moved to
+quarantine are not read: their blobs can go.
 """
 
 from __future__ import annotations
@@ -37,8 +40,8 @@ import msgspec
 
 from ._branches import branch_header, is_branch_session
 from ._cancel import CancelToken
-from ._contract import Checkpointer
-from ._errors import CheckpointConflictError, InvalidArgumentError
+from ._contract import INFORMATIONAL_PROBLEMS, Checkpointer
+from ._errors import CheckpointConflictError, CorruptLogError, InvalidArgumentError
 from ._events import Event, OpaqueEvent
 from ._fold import fold
 from ._shown import shown
@@ -146,6 +149,25 @@ def _prunable(
     return out
 
 
+_HARMLESS = INFORMATIONAL_PROBLEMS | {"torn_tail"}  # never acknowledged, or not data
+
+
+def _refuse_damage(checkpointer: Checkpointer) -> None:
+    """Raise :class:`CorruptLogError` when the store's integrity check finds damage: events a
+    repair would bring back (rows without their session record, a log cut below its header)
+    may reference blobs that no listed session's read shows."""
+    report = checkpointer.check_integrity()
+    found = [p for p in report.problems if p.kind not in _HARMLESS]
+    if found:
+        first = found[0]
+        raise CorruptLogError(
+            first.session_id,
+            first.seq,
+            f"garbage collection refused, nothing deleted: {first.detail} ({len(found)} "
+            "problem(s) in the store; repair it first, e.g. `lite-agent doctor --repair`)",
+        )
+
+
 def collect_garbage(
     checkpointer: Checkpointer,
     *,
@@ -161,7 +183,8 @@ def collect_garbage(
     ``dry_run`` reports what it would remove and changes nothing. ``cancel`` stops it between
     steps (:class:`OperationCancelledError`); what was deleted stays deleted, and nothing
     referenced ever is. Raises :class:`BlobCollectionUnsupportedError` for a blob store
-    without the hooks, and what reading a damaged session raises (nothing is deleted then).
+    without the hooks, and :class:`CorruptLogError` (or what reading a damaged session raises)
+    when the store holds damage: nothing is deleted then.
     """
     grace_s = _check_seconds("grace", grace)
     retention = _check_seconds("branch_retention", branch_retention, optional=True)
@@ -172,6 +195,8 @@ def collect_garbage(
     token = cancel or CancelToken()
     assert grace_s is not None
     blobs = checkpointer.blobs
+    _refuse_damage(checkpointer)
+    token.raise_if_cancelled()
     t0 = time.time()
     cutoff = t0 - grace_s
     listed = checkpointer.list()

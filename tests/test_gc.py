@@ -214,6 +214,28 @@ def test_a_log_cut_below_its_header_stops_the_collection(tmp_path: Path, keep: i
         assert cp.blobs.has(stray)
 
 
+def test_rows_without_their_session_record_stop_the_collection(tmp_path: Path) -> None:
+    """SQLite: events whose sessions row is lost are listed nowhere, but a repair brings them
+    back; the blobs they reference must survive a collection, which refuses until then."""
+    import apsw
+
+    file = str(tmp_path / "s.db")
+    with sqlite_checkpointer(file) as cp:
+        ref = cp.blobs.put(b"referenced only by the orphaned rows")
+        cp.append("s", [reply(f"see {ref}")])
+    conn = apsw.Connection(file)
+    conn.execute("DELETE FROM sessions WHERE id = 's'")
+    conn.close()
+    with sqlite_checkpointer(file) as cp:
+        assert [] == cp.list()
+        with pytest.raises(CorruptLogError, match="garbage collection refused"):
+            collect_garbage(cp, grace=0)
+        assert cp.blobs.has(ref)
+        assert cp.repair("s").repaired
+        assert 0 == collect_garbage(cp, grace=0).deleted
+        assert cp.blobs.has(ref)
+
+
 class _Plain(BlobStore):
     """A third-party blob store without the collection hooks."""
 
