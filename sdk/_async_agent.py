@@ -105,7 +105,8 @@ class AsyncLiteAgent:
         (nothing recorded), and returns once the session is settled."""
         self._core.check_open()
         text, token, sid = send_args(self._core, input, session_id, cancel)
-        self._core.turn_started(sid)
+        if self._core.turn_started(sid, wait=False):  # an idle compaction of it, cancelled
+            await asyncio.to_thread(self._core.settle_idle, sid)
         try:
             reply = self._core.host.send(sid, text, token)  # never blocks: the host posts it
             result: LiteAgentResult = await await_reply(reply)

@@ -166,7 +166,7 @@ class AgentCore:
                 if delay is None
                 else IdleCompaction(
                     delay,
-                    compact=lambda sid: self.compact(sid, None, None),
+                    compact=lambda sid, cancel: self.compact(sid, None, cancel),
                     is_busy=self.host.is_busy,
                     state=self.host.state,
                 )
@@ -303,10 +303,18 @@ class AgentCore:
         if self._host is not None:
             self._host.hold(session_id, held)
 
-    def turn_started(self, session_id: str) -> None:
-        """A send is starting on ``session_id`` (stops its idle timer)."""
+    def turn_started(self, session_id: str, *, wait: bool = True) -> bool:
+        """A send is starting on ``session_id``: stops its idle timer and cancels an idle
+        compaction of it in progress, waiting for it to stop with ``wait`` (see
+        :meth:`settle_idle`). Returns whether that compaction is still in progress."""
         if self.idle is not None:
-            self.idle.turn_started(session_id)
+            return self.idle.turn_started(session_id, wait=wait)
+        return False
+
+    def settle_idle(self, session_id: str) -> None:
+        """Wait (bounded) until the cancelled idle compaction of ``session_id`` has stopped."""
+        if self.idle is not None:
+            self.idle.settle(session_id)
 
     def history_rewritten(self, session_id: str) -> None:
         """A restore, an undo or the finish of one is about to rewrite ``session_id``'s history:
