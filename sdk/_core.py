@@ -166,7 +166,7 @@ class AgentCore:
                 if delay is None
                 else IdleCompaction(
                     delay,
-                    compact=lambda sid, cancel: self.compact(sid, None, cancel),
+                    compact=lambda sid, cancel: self.compact(sid, None, cancel, idle=True),
                     is_busy=self.host.is_busy,
                     state=self.host.state,
                 )
@@ -238,9 +238,18 @@ class AgentCore:
                 _log.warning("agent.close_operations_running", threads=len(self._operations))
 
     def compact(
-        self, session_id: str, instructions: str | None, cancel: CancelToken | None
+        self,
+        session_id: str,
+        instructions: str | None,
+        cancel: CancelToken | None,
+        *,
+        idle: bool = False,
     ) -> CompactStats:
-        """Run a compaction of ``session_id`` (cancelled by close())."""
+        """Run a compaction of ``session_id`` (cancelled by close()). One asked for (not the
+        ``idle`` one) first cancels an idle compaction of the session in progress and waits for
+        it to stop, so that it is not refused as busy because of it."""
+        if not idle and self.idle is not None:
+            self.idle.turn_started(session_id)
         with self._until_closed(cancel) as token:
             return self.compaction.compact(session_id, instructions, token)
 

@@ -534,3 +534,45 @@ def test_a_send_during_an_idle_compaction_cancels_it_instead_of_failing(tmp_path
         after = list(cp.read(agent.session_id))
     assert before == after[: len(before)]
     assert verify_replay(after).ok
+
+
+def test_a_compact_during_an_idle_compaction_cancels_it_instead_of_failing(
+    tmp_path: Path,
+) -> None:
+    """The sibling of the send: ``agent.compact()`` asked for while the idle compaction runs
+    cancels it and runs, instead of raising AgentBusyError."""
+    slow = _SlowCompactor()
+    long = [
+        AssistantMessage(
+            content=(ToolUseBlock(f"toolu_{i}", "emit", {"seed": i, "size": 8_000}),),
+            stop_reason="tool_use",
+        )
+        for i in range(6)
+    ]
+    done = AssistantMessage(content=(TextBlock("done"),), stop_reason="end_turn")
+    with create_lite_agent(
+        model=scripted([*long, done]),
+        model_name="m",
+        workdir=tmp_path,
+        tools=[emit],
+        checkpointer=memory_checkpointer(),
+        compactor=slow,
+        context={"budget_tokens": 6_000, "idle_compact_after": 0.05},
+    ) as agent:
+        agent.send("work")
+        assert slow.started.wait(10)
+        slow.started.clear()
+        with pytest.raises(OperationCancelledError):  # the slow compactor runs until cancelled
+            agent.compact(cancel=_cancel_later(slow))
+        assert slow.cancelled.is_set()
+
+
+def _cancel_later(slow: _SlowCompactor) -> CancelToken:
+    token = CancelToken()
+
+    def run() -> None:
+        if slow.started.wait(10):
+            token.cancel("enough")
+
+    threading.Thread(target=run, daemon=True).start()
+    return token
