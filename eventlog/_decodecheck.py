@@ -9,6 +9,8 @@ wrong codec, and the repair changes nothing and raises :class:`CodecError`.
 
 from __future__ import annotations
 
+import msgspec
+
 from ._codec import Codec, codec_decode
 from ._contract import decode_stored
 from ._errors import CodecError
@@ -17,14 +19,14 @@ __all__ = ["undecodable", "wrong_codec"]
 
 
 def undecodable(
-    codec: Codec | None, session_id: str, event: tuple[int, float, str, bytes]
+    codec: Codec | None, session_id: str, event: tuple[int, float, str, bytes | msgspec.Raw]
 ) -> CodecError | None:
     """The error reading the stored event ``(seq, ts, kind, body)`` gives (after ``codec``), or
     None when it decodes."""
     seq, ts, kind, body = event
     try:
         if codec is not None:
-            body = codec_decode(codec, body, "an event", session_id=session_id, seq=seq)
+            body = codec_decode(codec, bytes(body), "an event", session_id=session_id, seq=seq)
         decode_stored(session_id, seq, ts, kind, body)
     except CodecError as e:
         return e

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from ._checkread import unknown_kinds
 from ._codec import Codec
 from ._contract import IntegrityProblem, decode_stored
+from ._decodecheck import undecodable
 from ._errors import CheckpointConflictError, CodecError, CorruptLogError, SchemaVersionError
 from ._events import OpaqueEvent, StoredEvent
 from ._frames import (
@@ -214,10 +215,12 @@ def _frame_undecodable(item: Frame, codec: Codec | None, session_id: str) -> Cod
     """The error decoding the frame's events gives, or None when they all decode."""
     try:
         records = decode_payload(item.payload, codec, session_id, item.first_seq)
-        for i, rec in enumerate(records):
-            decode_stored(session_id, item.first_seq + i, rec.ts, rec.kind, rec.body)
     except CodecError as e:
         return e
+    for i, rec in enumerate(records):
+        error = undecodable(None, session_id, (item.first_seq + i, rec.ts, rec.kind, rec.body))
+        if error is not None:
+            return error
     return None
 
 
