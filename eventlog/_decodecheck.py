@@ -15,7 +15,7 @@ from ._codec import Codec, codec_decode
 from ._contract import decode_stored
 from ._errors import CodecError
 
-__all__ = ["undecodable", "wrong_codec"]
+__all__ = ["decode_problem", "undecodable", "wrong_codec"]
 
 
 def undecodable(
@@ -41,3 +41,16 @@ def wrong_codec(session_id: str, error: CodecError) -> CodecError:
         session_id=session_id,
         seq=1,
     )
+
+
+def decode_problem(
+    codec: Codec | None, session_id: str, event: tuple[int, float, str, bytes], kept: int
+) -> str | None:
+    """For a repair's readable prefix of ``kept`` events: why ``event`` ends it (it does not
+    decode), or None. Raises :func:`wrong_codec`'s error when it is the first event."""
+    error = undecodable(codec, session_id, event)
+    if error is None:
+        return None
+    if kept == 0:
+        raise wrong_codec(session_id, error)
+    return f"the event does not decode: {error}"

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ._checkread import check_read
 from ._codec import Codec
 from ._contract import IntegrityProblem, IntegrityReport, RepairReport, integrity_report
-from ._decodecheck import undecodable, wrong_codec
+from ._decodecheck import decode_problem
 from ._events import StoredEvent
 from ._postgres_schema import q
 from ._sqlite_rows import Seeds, corrupt, row_crc
@@ -101,11 +101,9 @@ def _readable_prefix(
             return kept, f"expected seq {kept + 1}, the next stored seq is {seq}"
         if crc != row_crc(seeds[kind], seq, ts, body):
             return kept, "the event's checksum does not match"
-        error = undecodable(codec, session_id, (seq, ts, kind, bytes(body)))
-        if error is not None:
-            if kept == 0:
-                raise wrong_codec(session_id, error)
-            return kept, f"the event does not decode: {error}"
+        problem = decode_problem(codec, session_id, (seq, ts, kind, bytes(body)), kept)
+        if problem is not None:
+            return kept, problem
         kept += 1
     return kept, None
 

@@ -22,7 +22,7 @@ import apsw
 from ._checkread import check_read
 from ._codec import Codec
 from ._contract import IntegrityProblem, IntegrityReport, RepairReport, integrity_report
-from ._decodecheck import undecodable, wrong_codec
+from ._decodecheck import decode_problem
 from ._errors import CorruptLogError, LiteAgentError
 from ._events import StoredEvent
 from ._ids import validate_session_id
@@ -266,12 +266,9 @@ def _readable_prefix(
             problem = row_problem(seeds, row, kept + 1)
             if problem is not None:
                 return kept, problem
-            seq, ts, kind, body, _crc = row
-            error = undecodable(codec, session_id, (seq, ts, kind, body))
-            if error is not None:
-                if kept == 0:
-                    raise wrong_codec(session_id, error)
-                return kept, f"the event does not decode: {error}"
+            problem = decode_problem(codec, session_id, row[:4], kept)
+            if problem is not None:
+                return kept, problem
             kept += 1
         if len(rows) < _PAGE:
             return kept, None
