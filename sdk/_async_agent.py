@@ -106,7 +106,7 @@ class AsyncLiteAgent:
         self._core.check_open()
         text, token, sid = send_args(self._core, input, session_id, cancel)
         if self._core.turn_started(sid, wait=False):  # an idle compaction of it, cancelled
-            await asyncio.to_thread(self._core.settle_idle, sid)
+            await self._run(self._core.settle_idle, sid)  # off the loop, on the agent's pool
         try:
             reply = self._core.host.send(sid, text, token)  # never blocks: the host posts it
             result: LiteAgentResult = await await_reply(reply)

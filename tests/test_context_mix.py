@@ -20,6 +20,7 @@ The default variant runs a few seeds per backend; ``-m soak`` runs many more, bi
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import re
@@ -65,7 +66,7 @@ from liteagent.eventlog import (
 )
 from liteagent.providers import ContextOverflowError, scripted
 from liteagent.providers._contract import ModelRequest
-from liteagent.sdk import create_lite_agent
+from liteagent.sdk import create_async_lite_agent, create_lite_agent
 from liteagent.tools import tool
 
 # -- deterministic content --------------------------------------------------------------------
@@ -537,6 +538,37 @@ def test_a_send_during_an_idle_compaction_cancels_it_instead_of_failing(tmp_path
         after = list(cp.read(agent.session_id))
     assert before == after[: len(before)]
     assert verify_replay(after).ok
+
+
+def test_an_async_send_during_an_idle_compaction_cancels_it_off_the_loop(tmp_path: Path) -> None:
+    """The asyncio send does the same, waiting for the cancelled idle compaction on the agent's
+    pool, not on the event loop."""
+    slow = _SlowCompactor()
+    long = [
+        AssistantMessage(
+            content=(ToolUseBlock(f"toolu_{i}", "emit", {"seed": i, "size": 8_000}),),
+            stop_reason="tool_use",
+        )
+        for i in range(6)
+    ]
+    done = AssistantMessage(content=(TextBlock("done"),), stop_reason="end_turn")
+
+    async def run() -> str:
+        async with create_async_lite_agent(
+            model=scripted([*long, done, done]),
+            model_name="m",
+            workdir=tmp_path,
+            tools=[emit],
+            checkpointer=memory_checkpointer(),
+            compactor=slow,
+            context={"budget_tokens": 6_000, "idle_compact_after": 0.05},
+        ) as agent:
+            await agent.send("work")
+            assert await asyncio.to_thread(slow.started.wait, 10)
+            return (await agent.send("go on")).text
+
+    assert "done" == asyncio.run(run())
+    assert slow.cancelled.is_set()
 
 
 def test_a_compact_during_an_idle_compaction_cancels_it_instead_of_failing(
