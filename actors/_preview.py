@@ -17,7 +17,7 @@ import msgspec
 from liteagent.eventlog import BlobStore, LiteAgentError, SessionState, StoredEvent
 
 from ._ledger import SideEffect, side_effects
-from ._restore_plan import FilePlan, plan_files, preflight
+from ._restore_plan import FilePlan, plan_files, preflight, read_regular, unsafe_path
 
 __all__ = ["FileChange", "RestorePreview", "preview_restore"]
 
@@ -62,10 +62,14 @@ class RestorePreview(msgspec.Struct, frozen=True, kw_only=True):
         return bool(self.refused)
 
 
-def _read(path: Path) -> bytes | None:
+def _read(workdir: Path, rel: str) -> bytes | None:
+    """The file's content now; None when it is absent, not a regular file, cannot be read, or
+    its path is not safe (a symlink swapped in: what it points to is never read)."""
+    if unsafe_path(workdir, rel):
+        return None
     try:
-        return path.read_bytes()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
+        return read_regular(workdir / rel)
+    except OSError:
         return None
 
 
@@ -79,7 +83,7 @@ def _lines(data: bytes) -> list[str] | None:
 
 
 def _change(workdir: Path, plan: FilePlan, blobs: BlobStore, refused: bool) -> FileChange:
-    now = _read(workdir / plan.path)
+    now = _read(workdir, plan.path)
     after: bytes | None = None
     if plan.target is not None and not plan.unavailable:
         try:

@@ -61,6 +61,7 @@ from ._restore_plan import (
     current_hash,
     plan_files,
     preflight,
+    unreadable,
     unsafe_path,
 )
 from ._snapshots import ApplyRestore
@@ -371,7 +372,11 @@ class Restorer:
                         (f.path, f"its content before the restore ({f.backup}) cannot be read: {e}")
                     )
                     continue
-            now = current_hash(self.workdir / f.path)
+            try:
+                now = current_hash(self.workdir / f.path)
+            except OSError as e:
+                problems.append((f.path, unreadable(e)))
+                continue
             if now != f.target_hash:
                 what = "deleted" if now is None else "changed"
                 problems.append(
@@ -434,7 +439,11 @@ class Restorer:
             if unsafe:
                 problems.append((f.path, unsafe))
                 continue
-            now = current_hash(self.workdir / f.path)
+            try:
+                now = current_hash(self.workdir / f.path)
+            except OSError as e:
+                problems.append((f.path, unreadable(e)))
+                continue
             if now is not None and now not in (f.target_hash, f.backup_hash):
                 problems.append(
                     (

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from liteagent.eventlog import BlobStore, LiteAgentError, OperationCancelledError, RestoreFile
 
+from ._restore_plan import RestoreRefusedError, read_regular, unreadable
+
 __all__ = ["RestoreFailedError", "apply_files", "backup_files", "put_file"]
 
 
@@ -78,14 +80,14 @@ def backup_files(
     workdir: Path, files: Sequence[tuple[str, str | None, str | None]], blobs: BlobStore
 ) -> list[RestoreFile]:
     """For each ``(path, target, target_hash)``, store the file's current content as its backup
-    (so a restore can be rolled back) and return the restore records."""
+    (so a restore can be rolled back) and return the restore records. Raises
+    :class:`RestoreRefusedError` (nothing was changed) when a file cannot be read."""
     out = []
     for rel, target, target_hash in files:
-        path = workdir / rel
         try:
-            data: bytes | None = path.read_bytes()
-        except FileNotFoundError:
-            data = None
+            data = read_regular(workdir / rel)
+        except OSError as e:
+            raise RestoreRefusedError([(rel, unreadable(e))]) from e
         backup = None if data is None else blobs.put(data)
         out.append(
             RestoreFile(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import os
+import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -24,6 +25,8 @@ __all__ = [
     "current_hash",
     "plan_files",
     "preflight",
+    "read_regular",
+    "unreadable",
     "unsafe_path",
 ]
 
@@ -183,17 +186,55 @@ def checkpoints(
     return out
 
 
-def current_hash(path: str | os.PathLike[str]) -> str | None:
-    """SHA-256 of the file's content now, or None when there is no file there (it does not
-    exist, it is a folder, or a folder on its path is now a file)."""
+def _open_regular(path: str | os.PathLike[str]) -> int | None:
+    """A descriptor of the regular file at ``path`` (symlinks followed), or None when there is
+    none (it does not exist, it is a folder, a folder on its path is now a file, or it is a
+    FIFO, socket or device). Opened without blocking, so a FIFO never hangs the caller; raises
+    ``OSError`` for a file that exists but cannot be opened (``PermissionError``)."""
     try:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        return h.hexdigest()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: str | os.PathLike[str], max_bytes: int | None = None) -> bytes | None:
+    """The content of the regular file at ``path`` (at most ``max_bytes + 1`` bytes when
+    given), or None when there is no regular file there (see :func:`_open_regular`; a FIFO is
+    never opened for a blocking read). Raises ``OSError`` when it cannot be read."""
+    fd = _open_regular(path)
+    if fd is None:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        return f.read() if max_bytes is None else f.read(max_bytes + 1)
+
+
+def current_hash(path: str | os.PathLike[str]) -> str | None:
+    """SHA-256 of the file's content now, or None when there is no regular file there (it
+    does not exist, it is a folder, a folder on its path is now a file, or it is a FIFO,
+    socket or device: never opened for a blocking read). Raises ``OSError`` when the file
+    exists but cannot be read."""
+    fd = _open_regular(path)
+    if fd is None:
+        return None
+    h = hashlib.sha256()
+    with os.fdopen(fd, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def unreadable(error: OSError) -> str:
+    """The refusal reason for a file that exists but cannot be read."""
+    return f"it cannot be read ({type(error).__name__}: {error.strerror or error})"
 
 
 def unsafe_path(workdir: Path, rel: str) -> str:
@@ -205,8 +246,16 @@ def unsafe_path(workdir: Path, rel: str) -> str:
         return "the path is outside the workspace"
     if os.path.realpath(joined) != joined:
         return "a symlink was swapped in on the path since the agent wrote it"
-    if os.path.isdir(joined):
+    try:
+        mode: int | None = os.lstat(joined).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None
+    except OSError as e:
+        return f"the path cannot be checked ({type(e).__name__}: {e.strerror or e})"
+    if mode is not None and stat.S_ISDIR(mode):
         return "the path is now a folder"
+    if mode is not None and not stat.S_ISREG(mode):
+        return "the path is now a FIFO, socket or device, not a regular file"
     parent = os.path.dirname(joined)
     while len(parent) > len(str(workdir)):
         if os.path.lexists(parent) and not os.path.isdir(parent):
@@ -242,7 +291,11 @@ def preflight(
         if unsafe:
             problems.append((plan.path, unsafe))
             continue
-        now = current_hash(workdir / plan.path)
+        try:
+            now = current_hash(workdir / plan.path)
+        except OSError as e:
+            problems.append((plan.path, unreadable(e)))
+            continue
         if now != plan.last_hash:
             what = "deleted" if now is None else "changed"
             problems.append(

@@ -21,7 +21,7 @@ from ._envelope import ActorBase, ActorMessage, Envelope
 from ._hub import EventHub, LiveEvent
 from ._live import CheckpointRestore
 from ._restore_files import apply_files
-from ._restore_plan import current_hash
+from ._restore_plan import current_hash, read_regular
 
 __all__ = [
     "MAX_SNAPSHOT_BYTES",
@@ -71,14 +71,6 @@ class PreImage(msgspec.Struct, frozen=True):
     truncated: bool = False
 
 
-def _read(path: str, max_bytes: int) -> bytes | None:
-    try:
-        with open(path, "rb") as f:
-            return f.read(max_bytes + 1)
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None
-
-
 class FileSnapshotActor(ActorBase):
     """Snapshots files of one workspace into one blob store."""
 
@@ -124,7 +116,7 @@ class FileSnapshotActor(ActorBase):
             )
 
     def _pre_image(self, path: str) -> PreImage:
-        data = _read(path, self.max_bytes)
+        data = read_regular(path, self.max_bytes)  # a FIFO is not read: it never blocks
         if data is None:
             return PreImage(path, None, None)
         if len(data) > self.max_bytes:
