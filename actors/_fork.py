@@ -42,7 +42,7 @@ def fork_session(
         problems = preflight(state, seq, workdir, plans)
         if problems:
             raise RestoreRefusedError(problems, "fork")
-        records = backup_files(workdir, [(p.path, p.target, p.target_hash) for p in plans], blobs)
+        records = backup_files(workdir, plans, blobs)
         apply_files(workdir, records, blobs, to_target=True)
     bodies = [e.body for e in events if e.seq < seq]
     record = Forked(

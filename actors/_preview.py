@@ -68,9 +68,10 @@ def _read(workdir: Path, rel: str) -> bytes | None:
     if unsafe_path(workdir, rel):
         return None
     try:
-        return read_regular(workdir / rel)
+        now = read_regular(workdir / rel)
     except OSError:
         return None
+    return None if now is None else now.data
 
 
 def _lines(data: bytes) -> list[str] | None:

@@ -247,9 +247,7 @@ class Restorer:
             if not plans and not conversation:
                 return RestoreResult(restored_files=(), conversation_restored=False)
             self._publish(session_id, "start", 0, len(plans))
-            records = backup_files(
-                self.workdir, [(p.path, p.target, p.target_hash) for p in plans], cp.blobs
-            )
+            records = backup_files(self.workdir, plans, cp.blobs)
             intent = RestoreStarted(
                 to_seq=seq,
                 conversation=conversation,
@@ -296,6 +294,8 @@ class Restorer:
                     target_hash=f.backup_hash,
                     backup=f.target,
                     backup_hash=f.target_hash,
+                    target_mode=f.backup_mode,
+                    backup_mode=f.target_mode,
                 )
                 for f in header.files
             )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from liteagent.eventlog import BlobStore, LiteAgentError, OperationCancelledError, RestoreFile
 
-from ._restore_plan import RestoreRefusedError, read_regular, unreadable
+from ._restore_plan import FilePlan, RestoreRefusedError, read_regular, unreadable
 
 __all__ = ["RestoreFailedError", "apply_files", "backup_files", "put_file"]
 
@@ -41,8 +41,10 @@ def _remove_temps(path: Path) -> None:
                 os.unlink(path.parent / name)
 
 
-def put_file(workdir: Path, rel: str, content: bytes | None) -> None:
-    """Make ``workdir/rel`` hold ``content`` (``None``: not exist), atomically and durably.
+def put_file(workdir: Path, rel: str, content: bytes | None, mode: int | None = None) -> None:
+    """Make ``workdir/rel`` hold ``content`` (``None``: not exist), atomically and durably. A
+    file that is there keeps its permission bits; one this creates gets ``mode`` (when given;
+    else the default, 0o644 less the umask).
 
     Temp files a crashed earlier write of the same path left beside it are removed first."""
     path = workdir / rel
@@ -64,6 +66,8 @@ def put_file(workdir: Path, rel: str, content: bytes | None) -> None:
             os.close(fd)
         if path.exists():
             os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        elif mode is not None:
+            os.chmod(tmp, mode & 0o7777)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -76,26 +80,26 @@ def put_file(workdir: Path, rel: str, content: bytes | None) -> None:
         os.close(dfd)
 
 
-def backup_files(
-    workdir: Path, files: Sequence[tuple[str, str | None, str | None]], blobs: BlobStore
-) -> list[RestoreFile]:
-    """For each ``(path, target, target_hash)``, store the file's current content as its backup
-    (so a restore can be rolled back) and return the restore records. Raises
+def backup_files(workdir: Path, plans: Sequence[FilePlan], blobs: BlobStore) -> list[RestoreFile]:
+    """For each file to put back, store its current content (and note its mode) as its backup,
+    so the restore can be rolled back, and return the restore records. Raises
     :class:`RestoreRefusedError` (nothing was changed) when a file cannot be read."""
     out = []
-    for rel, target, target_hash in files:
+    for plan in plans:
         try:
-            data = read_regular(workdir / rel)
+            now = read_regular(workdir / plan.path)
         except OSError as e:
-            raise RestoreRefusedError([(rel, unreadable(e))]) from e
-        backup = None if data is None else blobs.put(data)
+            raise RestoreRefusedError([(plan.path, unreadable(e))]) from e
+        backup = None if now is None else blobs.put(now.data)
         out.append(
             RestoreFile(
-                path=rel,
-                target=target,
-                target_hash=target_hash,
+                path=plan.path,
+                target=plan.target,
+                target_hash=plan.target_hash,
                 backup=backup,
                 backup_hash=None if backup is None else backup.removeprefix("sha256:"),
+                target_mode=plan.target_mode,
+                backup_mode=None if now is None else now.mode,
             )
         )
     return out
@@ -129,13 +133,13 @@ def apply_files(
     for i, (f, content) in enumerate(zip(files, contents, strict=True)):
         try:
             _check_stop(stop if to_target else None)
-            put_file(workdir, f.path, content)  # looked up at call time (tests inject faults)
+            # put_file is looked up at call time (tests inject faults)
+            put_file(workdir, f.path, content, f.target_mode if to_target else f.backup_mode)
         except Exception as e:
             if to_target:
                 for back in reversed(done):
-                    put_file(
-                        workdir, back.path, None if back.backup is None else blobs.get(back.backup)
-                    )
+                    backup = None if back.backup is None else blobs.get(back.backup)
+                    put_file(workdir, back.path, backup, back.backup_mode)
                 raise RestoreFailedError(
                     f"could not put back {f.path}: {type(e).__name__}: {e}; the "
                     f"{len(done)} file(s) already changed were returned to how they were"

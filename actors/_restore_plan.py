@@ -9,6 +9,7 @@ import os
 import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 
@@ -20,6 +21,7 @@ __all__ = [
     "InterruptedRestoreError",
     "InvalidCheckpointError",
     "NoBranchError",
+    "RegularFile",
     "RestoreRefusedError",
     "checkpoints",
     "current_hash",
@@ -77,13 +79,15 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
 
 class FilePlan(msgspec.Struct, frozen=True, kw_only=True):
     """One file to put back: its pre-image before the checkpoint (``target`` blob ref, ``None``
-    when it did not exist) and the hash the agent last left it with (``last_hash``)."""
+    when it did not exist; ``target_mode``: its permission bits, when recorded) and the hash
+    the agent last left it with (``last_hash``)."""
 
     path: str
     target: str | None
     target_hash: str | None
     last_hash: str | None
     unavailable: str = ""  # why it cannot be put back ("" = it can)
+    target_mode: int | None = None
 
 
 def _damaged(blobs: BlobStore, ref: str) -> str:
@@ -97,12 +101,14 @@ def _damaged(blobs: BlobStore, ref: str) -> str:
 
 class _Change(msgspec.Struct, frozen=True, gc=False):
     """One recorded change of a file: what it held before (``pre``: a blob ref, ``None`` =
-    absent; ``pre_hash``) and after (``post_hash``); ``truncated``: ``pre`` was not kept."""
+    absent; ``pre_hash``; ``pre_mode``: its permission bits, when recorded) and after
+    (``post_hash``); ``truncated``: ``pre`` was not kept."""
 
     pre: str | None
     pre_hash: str | None
     post_hash: str | None
     truncated: bool = False
+    pre_mode: int | None = None
 
 
 def _changes_after(state: SessionState, seq: int) -> list[tuple[int, str, _Change]]:
@@ -116,13 +122,19 @@ def _changes_after(state: SessionState, seq: int) -> list[tuple[int, str, _Chang
                 (
                     snap_seq,
                     snap.path,
-                    _Change(snap.pre_image, snap.pre_hash, snap.post_hash, snap.truncated),
+                    _Change(
+                        snap.pre_image, snap.pre_hash, snap.post_hash, snap.truncated, snap.pre_mode
+                    ),
                 )
             )
     for restore_seq, restore in state.file_restores:
         if restore_seq > seq:
             out.extend(
-                (restore_seq, f.path, _Change(f.backup, f.backup_hash, f.target_hash))
+                (
+                    restore_seq,
+                    f.path,
+                    _Change(f.backup, f.backup_hash, f.target_hash, pre_mode=f.backup_mode),
+                )
                 for f in restore.files
             )
     out.sort(key=lambda change: change[0])  # stable: a restore's files keep their order
@@ -159,6 +171,7 @@ def plan_files(
                 target_hash=change.pre_hash,
                 last_hash=last_hash[path],
                 unavailable=reason,
+                target_mode=change.pre_mode,
             )
         )
     return plans
@@ -206,15 +219,23 @@ def _open_regular(path: str | os.PathLike[str]) -> int | None:
     return fd
 
 
-def read_regular(path: str | os.PathLike[str], max_bytes: int | None = None) -> bytes | None:
-    """The content of the regular file at ``path`` (at most ``max_bytes + 1`` bytes when
-    given), or None when there is no regular file there (see :func:`_open_regular`; a FIFO is
-    never opened for a blocking read). Raises ``OSError`` when it cannot be read."""
+class RegularFile(NamedTuple):
+    """A regular file's content and its permission bits (``stat.S_IMODE``)."""
+
+    data: bytes
+    mode: int
+
+
+def read_regular(path: str | os.PathLike[str], max_bytes: int | None = None) -> RegularFile | None:
+    """The content (at most ``max_bytes + 1`` bytes when given) and mode of the regular file at
+    ``path``, or None when there is no regular file there (see :func:`_open_regular`; a FIFO
+    is never opened for a blocking read). Raises ``OSError`` when it cannot be read."""
     fd = _open_regular(path)
     if fd is None:
         return None
     with os.fdopen(fd, "rb") as f:
-        return f.read() if max_bytes is None else f.read(max_bytes + 1)
+        mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
+        return RegularFile(f.read() if max_bytes is None else f.read(max_bytes + 1), mode)
 
 
 def current_hash(path: str | os.PathLike[str]) -> str | None:

@@ -63,12 +63,14 @@ SnapshotMessage = PreImages | PostHashes | ApplyRestore
 
 
 class PreImage(msgspec.Struct, frozen=True):
-    """A file as it was before a tool call: its blob ref and hash, or ``None`` when absent."""
+    """A file as it was before a tool call: its blob ref, hash and permission bits, or ``None``
+    when absent."""
 
     path: str
     ref: str | None
     sha256: str | None
     truncated: bool = False
+    mode: int | None = None
 
 
 class FileSnapshotActor(ActorBase):
@@ -116,12 +118,14 @@ class FileSnapshotActor(ActorBase):
             )
 
     def _pre_image(self, path: str) -> PreImage:
-        data = read_regular(path, self.max_bytes)  # a FIFO is not read: it never blocks
-        if data is None:
+        now = read_regular(path, self.max_bytes)  # a FIFO is not read: it never blocks
+        if now is None:
             return PreImage(path, None, None)
-        if len(data) > self.max_bytes:
-            return PreImage(path, None, current_hash(path), truncated=True)
-        return PreImage(path, self.blobs.put(data), hashlib.sha256(data).hexdigest())
+        if len(now.data) > self.max_bytes:
+            return PreImage(path, None, current_hash(path), truncated=True, mode=now.mode)
+        return PreImage(
+            path, self.blobs.put(now.data), hashlib.sha256(now.data).hexdigest(), mode=now.mode
+        )
 
 
 def snapshot_event(
@@ -137,4 +141,5 @@ def snapshot_event(
         pre_hash=pre.sha256,
         post_hash=post_hash,
         truncated=pre.truncated,
+        pre_mode=pre.mode,
     )

@@ -123,6 +123,8 @@ class FileSnapshot(_EventBase, tag="file_snapshot", frozen=True):
     ``pre_image`` is the blob reference of the content before the call, or ``None`` when the file
     was absent; ``pre_hash`` and ``post_hash`` are SHA-256 hex digests before and after (``None``:
     absent). ``truncated`` marks a pre-image that was not stored in full, which cannot be restored.
+    ``pre_mode`` is the file's permission bits before the call (``None``: absent, or not
+    recorded), which a restore that recreates the file gives it back.
     """
 
     path: str
@@ -131,6 +133,7 @@ class FileSnapshot(_EventBase, tag="file_snapshot", frozen=True):
     pre_hash: str | None
     post_hash: str | None = None
     truncated: bool = False
+    pre_mode: int | None = None
 
 
 class PassRecord(msgspec.Struct, frozen=True, omit_defaults=True, gc=False, kw_only=True):
@@ -243,13 +246,18 @@ class TurnAborted(_EventBase, tag="turn_aborted", frozen=True):
 class RestoreFile(msgspec.Struct, frozen=True, omit_defaults=True, gc=False, kw_only=True):
     """One file of a restore: what it is put back to (``target``: a blob ref, ``None`` = the
     file must not exist) and what it was before the restore (``backup``, likewise), with the
-    SHA-256 of each, so the restore can be finished or rolled back after a crash."""
+    SHA-256 of each, so the restore can be finished or rolled back after a crash.
+    ``target_mode`` and ``backup_mode`` are the permission bits each had (``None``: not
+    recorded); a file the restore (or its rollback, its undo) creates gets them back, a file it
+    overwrites keeps its own."""
 
     path: str
     target: str | None
     target_hash: str | None
     backup: str | None
     backup_hash: str | None
+    target_mode: int | None = None
+    backup_mode: int | None = None
 
 
 class RestoreStarted(_EventBase, tag="restore_started", frozen=True):

@@ -19,6 +19,7 @@ import structlog
 from liteagent.actors import MaintenanceLockActor, _restore_files
 from liteagent.actors._envelope import ask
 from liteagent.actors._maintenance import IsHeld, held
+from liteagent.actors._restore_plan import FilePlan
 from liteagent.context import Compactor, CompactResult, PassReport, estimate_tokens
 from liteagent.eventlog import (
     AssistantMessage,
@@ -166,7 +167,11 @@ def _interrupt_a_restore(store: Path, workdir: Path) -> int:
         ) as agent,
     ):
         seq = agent.list_checkpoints("s1")[0].seq
-        plans = _restore_files.backup_files(workdir, [("a.txt", None, None)], cp.blobs)
+        plans = _restore_files.backup_files(
+            workdir,
+            [FilePlan(path="a.txt", target=None, target_hash=None, last_hash=None)],
+            cp.blobs,
+        )
         cp.append("s1", [RestoreStarted(to_seq=seq, conversation=True, files=tuple(plans))])
     (workdir / "a.txt").unlink()
     return seq

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from liteagent.actors import _restore_files
+from liteagent.actors._restore_plan import FilePlan
 from liteagent.eventlog import (
     AssistantMessage,
     CancelToken,
@@ -251,10 +252,10 @@ def test_a_failed_write_puts_everything_back(
         before = {p.name: p.read_bytes() for p in workdir.rglob("*") if p.is_file()}
         real = _restore_files.put_file
 
-        def failing(root: Path, rel: str, content: bytes | None) -> None:
+        def failing(root: Path, rel: str, content: bytes | None, mode: int | None = None) -> None:
             if rel == "sub/b.txt" and content is None:
                 raise OSError(28, "No space left on device")
-            real(root, rel, content)
+            real(root, rel, content, mode)
 
         monkeypatch.setattr(_restore_files, "put_file", failing)
         head = cp.head(agent.session_id)
@@ -269,6 +270,11 @@ def test_a_failed_write_puts_everything_back(
         assert agent.pending_restore() is None
 
 
+def _plan(path: str) -> FilePlan:
+    """A file to put back to absent, as a restore plans it."""
+    return FilePlan(path=path, target=None, target_hash=None, last_hash=None)
+
+
 def test_interrupted_restore_is_reported_and_can_be_finished(workdir: Path) -> None:
     """An intent left at the end of the log (a crash mid-restore) is reported by the next agent
     on the session, blocks send, and can be finished."""
@@ -276,9 +282,7 @@ def test_interrupted_restore_is_reported_and_can_be_finished(workdir: Path) -> N
     with _three_prompts(workdir, cp) as agent:
         sid = agent.session_id
         seq = agent.list_checkpoints()[0].seq
-    plans = _restore_files.backup_files(
-        workdir, [("a.txt", None, None), ("sub/b.txt", None, None)], cp.blobs
-    )
+    plans = _restore_files.backup_files(workdir, [_plan("a.txt"), _plan("sub/b.txt")], cp.blobs)
     cp.append(sid, [RestoreStarted(to_seq=seq, conversation=True, files=tuple(plans))])
     (workdir / "sub" / "b.txt").unlink()  # the crash came after one of the two files
     with _agent(workdir, [reply("unused")], cp) as agent:
@@ -298,7 +302,7 @@ def test_interrupted_restore_can_be_rolled_back(workdir: Path) -> None:
     cp = memory_checkpointer()
     with _three_prompts(workdir, cp) as agent:
         seq = agent.list_checkpoints()[0].seq
-        plans = _restore_files.backup_files(workdir, [("sub/b.txt", None, None)], cp.blobs)
+        plans = _restore_files.backup_files(workdir, [_plan("sub/b.txt")], cp.blobs)
         cp.append(
             agent.session_id, [RestoreStarted(to_seq=seq, conversation=True, files=tuple(plans))]
         )
@@ -313,7 +317,7 @@ def _interrupted(workdir: Path, cp: Any) -> tuple[str, int]:
     file (its intent is the last record): its id and the checkpoint."""
     with _three_prompts(workdir, cp) as agent:
         sid, seq = agent.session_id, agent.list_checkpoints()[0].seq
-    plans = _restore_files.backup_files(workdir, [("sub/b.txt", None, None)], cp.blobs)
+    plans = _restore_files.backup_files(workdir, [_plan("sub/b.txt")], cp.blobs)
     cp.append(sid, [RestoreStarted(to_seq=seq, conversation=True, files=tuple(plans))])
     return sid, seq
 

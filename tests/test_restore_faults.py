@@ -356,7 +356,7 @@ def test_a_writer_in_another_process_during_the_restore(
         real = _restore_files.put_file
         calls: list[str] = []
 
-        def racing(root: Path, rel: str, content: bytes | None) -> None:
+        def racing(root: Path, rel: str, content: bytes | None, mode: int | None = None) -> None:
             if not calls:
                 subprocess.run(
                     [sys.executable, "-c", _APPEND, str(tmp_path / "log.db"), SID],
@@ -364,7 +364,7 @@ def test_a_writer_in_another_process_during_the_restore(
                     timeout=60,
                 )
             calls.append(rel)
-            real(root, rel, content)
+            real(root, rel, content, mode)
 
         monkeypatch.setattr(_restore_files, "put_file", racing)
         with agent_on(work, cp, []) as agent:

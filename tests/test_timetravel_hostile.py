@@ -505,11 +505,6 @@ class Run:
         for key in set(want) | set(got):
             if key not in want and got[key][0] == "dir":
                 continue  # a folder made for a file put back
-            if key in keys and got.get(key) and want.get(key):
-                # The content comes back; the mode of a file the restore had deleted does not
-                # (snapshots keep no mode): test_undo_keeps_the_mode_of_a_file_it_recreates.
-                assert got[key][:2] == want[key][:2], key
-                continue
             assert got.get(key) == want.get(key), key
         if conversation:
             assert self.log() == log
@@ -742,13 +737,42 @@ def test_an_unreadable_file_is_a_refusal(tmp_path: Path, monkeypatch: pytest.Mon
         assert (work / "a.txt").read_bytes() == b"the user's\n"
 
 
-@pytest.mark.xfail(strict=True, reason="snapshots and restore records keep no file mode")
 def test_undo_keeps_the_mode_of_a_file_it_recreates(tmp_path: Path) -> None:
     """A file the agent created and the user made executable: the restore deletes it, and its
-    undo brings the content back but with mode 0644 (not fixed: see the module's report)."""
+    undo brings it back with its content and its mode (it used to come back 0644: the restore
+    records kept no mode)."""
     agent, work, seq = _one_write(tmp_path)
     os.chmod(work / "a.txt", 0o755)  # noqa: S103 -- an executable file is the case
     with agent:
         agent.restore("s", seq)
+        assert not (work / "a.txt").exists()
         agent.undo_restore("s")
         assert stat.S_IMODE(os.stat(work / "a.txt").st_mode) == 0o755
+        assert (work / "a.txt").read_bytes() == b"agent\n"
+
+
+@pytest.mark.parametrize("mode", [0o755, 0o600, 0o444])
+def test_a_restore_recreates_a_deleted_file_with_its_mode(tmp_path: Path, mode: int) -> None:
+    """A script the user had (executable, private, read-only) that the agent deleted: the
+    restore brings it back with the mode it had, as its snapshot recorded it, and an undo of
+    that restore deletes it again."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "run.sh").write_bytes(b"#!/bin/sh\necho hi\n")
+    os.chmod(work / "run.sh", mode)
+    agent = create_lite_agent(
+        model=scripted([call("delete_file", {"path": "run.sh"}), reply("deleted")]),
+        model_name="m",
+        workdir=work,
+        checkpointer=memory_checkpointer(),
+        tools=TOOLS,
+    )
+    with agent:
+        agent.resume("s")
+        agent.send("delete run.sh")
+        assert not (work / "run.sh").exists()
+        agent.restore("s", agent.list_checkpoints("s")[0].seq)
+        assert stat.S_IMODE(os.stat(work / "run.sh").st_mode) == mode
+        assert (work / "run.sh").read_bytes() == b"#!/bin/sh\necho hi\n"
+        agent.undo_restore("s")
+        assert not (work / "run.sh").exists()

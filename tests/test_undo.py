@@ -299,11 +299,11 @@ def test_undo_that_fails_writing_a_file_changes_nothing(
             real = _restore_files.put_file
             calls: list[str] = []
 
-            def failing(root: Path, rel: str, data: bytes | None) -> None:
+            def failing(root: Path, rel: str, data: bytes | None, mode: int | None = None) -> None:
                 calls.append(rel)
                 if len(calls) == 2:
                     raise OSError(28, "No space left on device")
-                real(root, rel, data)
+                real(root, rel, data, mode)
 
             monkeypatch.setattr(_restore_files, "put_file", failing)
             with pytest.raises(_restore_files.RestoreFailedError):
@@ -386,11 +386,11 @@ def test_undo_racing_a_writer_records_its_completion(work: Path) -> None:
             real = _restore_files.put_file
             done: list[str] = []
 
-            def racing(root: Path, rel: str, data: bytes | None) -> None:
+            def racing(root: Path, rel: str, data: bytes | None, mode: int | None = None) -> None:
                 if not done:
                     cp.append(SID, [UserPrompt(content=(TextBlock("from elsewhere"),))])
                 done.append(rel)
-                real(root, rel, data)
+                real(root, rel, data, mode)
 
             with pytest.MonkeyPatch.context() as m:
                 m.setattr(_restore_files, "put_file", racing)
