@@ -300,12 +300,15 @@ class AgentCore:
 
     def delete_session(self, session_id: str) -> None:
         """Delete ``session_id`` (under its lease) and then its branches, whose blobs the next
-        garbage collection reclaims with the session's own."""
-        self.host.delete(session_id)
-        prefix = branch_prefix(session_id)
-        for info in self.checkpointer.list():
-            if info.id.startswith(prefix):
-                self.checkpointer.delete(info.id)
+        garbage collection reclaims with the session's own. A close() meanwhile waits for it
+        (bounded), or cancels it (:class:`OperationCancelledError`) before it stops an actor
+        the deletion still had to ask."""
+        with self._until_closed(None):
+            self.host.delete(session_id)
+            prefix = branch_prefix(session_id)
+            for info in self.checkpointer.list():
+                if info.id.startswith(prefix):
+                    self.checkpointer.delete(info.id)
 
     def _held(self, session_id: str, held: bool) -> None:
         """The maintenance lock of ``session_id`` changed hands (told by its actor)."""
