@@ -507,11 +507,8 @@ class _SlowCompactor(Compactor):
         )
 
 
-def test_a_send_during_an_idle_compaction_cancels_it_instead_of_failing(tmp_path: Path) -> None:
-    """A send that arrives while the idle compaction (maintenance the agent started by itself)
-    holds the session used to fail with AgentBusyError ("held for maintenance"): now the send
-    cancels the idle compaction, waits for it to stop, and runs; the log keeps every event."""
-    slow = _SlowCompactor()
+def _long_turn() -> tuple[list[AssistantMessage], AssistantMessage]:
+    """Six ``emit`` calls of 8,000 tokens each (past the 6,000-token budget), and a reply."""
     long = [
         AssistantMessage(
             content=(ToolUseBlock(f"toolu_{i}", "emit", {"seed": i, "size": 8_000}),),
@@ -519,7 +516,15 @@ def test_a_send_during_an_idle_compaction_cancels_it_instead_of_failing(tmp_path
         )
         for i in range(6)
     ]
-    done = AssistantMessage(content=(TextBlock("done"),), stop_reason="end_turn")
+    return long, AssistantMessage(content=(TextBlock("done"),), stop_reason="end_turn")
+
+
+def test_a_send_during_an_idle_compaction_cancels_it_instead_of_failing(tmp_path: Path) -> None:
+    """A send that arrives while the idle compaction (maintenance the agent started by itself)
+    holds the session used to fail with AgentBusyError ("held for maintenance"): now the send
+    cancels the idle compaction, waits for it to stop, and runs; the log keeps every event."""
+    slow = _SlowCompactor()
+    long, done = _long_turn()
     cp = memory_checkpointer()
     with create_lite_agent(
         model=scripted([*long, done, done]),
@@ -544,14 +549,7 @@ def test_an_async_send_during_an_idle_compaction_cancels_it_off_the_loop(tmp_pat
     """The asyncio send does the same, waiting for the cancelled idle compaction on the agent's
     pool, not on the event loop."""
     slow = _SlowCompactor()
-    long = [
-        AssistantMessage(
-            content=(ToolUseBlock(f"toolu_{i}", "emit", {"seed": i, "size": 8_000}),),
-            stop_reason="tool_use",
-        )
-        for i in range(6)
-    ]
-    done = AssistantMessage(content=(TextBlock("done"),), stop_reason="end_turn")
+    long, done = _long_turn()
 
     async def run() -> str:
         async with create_async_lite_agent(
@@ -577,14 +575,7 @@ def test_a_compact_during_an_idle_compaction_cancels_it_instead_of_failing(
     """The sibling of the send: ``agent.compact()`` asked for while the idle compaction runs
     cancels it and runs, instead of raising AgentBusyError."""
     slow = _SlowCompactor()
-    long = [
-        AssistantMessage(
-            content=(ToolUseBlock(f"toolu_{i}", "emit", {"seed": i, "size": 8_000}),),
-            stop_reason="tool_use",
-        )
-        for i in range(6)
-    ]
-    done = AssistantMessage(content=(TextBlock("done"),), stop_reason="end_turn")
+    long, done = _long_turn()
     with create_lite_agent(
         model=scripted([*long, done]),
         model_name="m",
