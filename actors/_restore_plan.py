@@ -95,7 +95,7 @@ def _damaged(blobs: BlobStore, ref: str) -> str:
     try:
         blobs.get(ref)
     except LiteAgentError as e:
-        return f"its snapshot {ref} is damaged ({type(e).__name__}: {e})"
+        return f"its snapshot cannot be read back intact: {e}"
     return ""
 
 

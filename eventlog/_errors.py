@@ -229,7 +229,16 @@ class LeaseLostError(SessionLeasedError):
 
 
 class StorageIOError(CheckpointerError, OSError):
-    """Raised when the operating system refuses a storage operation (disk full, permissions)."""
+    """Raised when the operating system refuses a storage operation (disk full, permissions).
+
+    Its message is what failed and the system's reason (``cannot read session 's1':
+    Permission denied``), without the ``[Errno 13]`` an ``OSError`` puts first; ``errno`` and
+    ``strerror`` are set as on any ``OSError``."""
+
+    def __str__(self) -> str:
+        if not self.strerror:
+            return super().__str__()
+        return str(self.strerror if self.filename is None else f"{self.strerror}: {self.filename}")
 
 
 class BlobError(LiteAgentError):

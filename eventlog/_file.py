@@ -531,7 +531,9 @@ class FileCheckpointer(Checkpointer):
             except FileNotFoundError:
                 sessions -= 1  # deleted since it was listed
             except OSError as e:
-                problems.append(IntegrityProblem("corrupt", f"cannot read: {e}", sid))
+                problems.append(
+                    IntegrityProblem("corrupt", f"cannot read the log: {e.strerror or e}", sid)
+                )
         try:
             temps = sorted(n for n in os.listdir(self._root_s) if n.endswith(".tmp"))
         except OSError as e:

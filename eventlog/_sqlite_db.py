@@ -56,10 +56,10 @@ def map_error(e: BaseException, session_id: str | None) -> LiteAgentError:
         return CheckpointerClosedError(f"{where}the SQLite checkpointer is closed")
     code = _ERRNO.get(type(e))
     if code is not None:
-        return StorageIOError(code, f"{where}{os.strerror(code)}: SQLite {type(e).__name__}: {e}")
+        return StorageIOError(code, f"{where}{os.strerror(code)} (SQLite: {e})")
     if isinstance(e, OSError):
         return StorageIOError(e.errno, f"{where}{e.strerror or e}")
-    return CheckpointerError(f"{where}SQLite error {type(e).__name__}: {e}")
+    return CheckpointerError(f"{where}SQLite error: {e}")
 
 
 _ERRNO: dict[type[BaseException], int] = {
@@ -227,8 +227,8 @@ def integrity_problem(conn: apsw.Connection) -> IntegrityProblem | None:
     try:
         rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
     except (apsw.CorruptError, apsw.NotADBError, UnicodeError) as e:
-        rows = [f"{type(e).__name__}: {e}"]
+        rows = [str(e)]
     if rows == ["ok"]:
         return None
-    detail = "; ".join(str(r) for r in rows[:10])
+    detail = "; ".join(" ".join(str(r).split()) for r in rows[:10])  # one line
     return IntegrityProblem("database", f"PRAGMA integrity_check: {detail}")
