@@ -28,10 +28,13 @@ The properties:
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import json
 import os
 import random
+import socket
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -45,6 +48,7 @@ from _cli_runner import Cli, CliServer, Result, two_prompts
 from _restore_model import call, reply
 from test_cli_contract import contract
 
+from liteagent.actors._restore_plan import plan_files
 from liteagent.eventlog import (
     Checkpointer,
     LiteAgentError,
@@ -52,11 +56,13 @@ from liteagent.eventlog import (
     StorageIOError,
     StoredEvent,
     file_checkpointer,
+    fold,
     project_dir,
     sqlite_checkpointer,
 )
 from liteagent.eventlog._branches import branch_prefix, is_branch_session
 from liteagent.eventlog._gc import blob_refs
+from liteagent.eventlog._liveness import started_self
 from liteagent.eventlog.conformance import damage_file_log, prompts, texts
 from liteagent.eventlog.conformance._damage_file import TAIL_LOSS
 from liteagent.eventlog.conformance._damage_sqlite import _ROW_DAMAGE, _file_damage, _rows, _settle
@@ -122,6 +128,7 @@ class Mix:
 
     def __init__(self, seed: int, kind: str, tmp: Path, sessions: int) -> None:
         self.seed = seed
+        self.live = seed % 2 == 1  # damage behind the back of the agent that built the store
         self.rng = random.Random(seed)
         self.kind = kind
         self.tmp = tmp
@@ -230,8 +237,15 @@ class Mix:
         return f"p{self.prompts} of {sid}"
 
     def build(self) -> None:
+        """Sessions with turns, restores, undos, forks and compactions. With ``self.live`` the
+        agent stays open: the damage then happens behind a running agent's back."""
         r = self.rng
-        with self.open_cp() as cp, self.agent(cp) as agent:
+        cp = self.cp = self.open_cp()
+        agent = self.live_agent = self.agent(cp)
+        with contextlib.ExitStack() as stack:
+            if not self.live:
+                stack.enter_context(cp)
+                stack.enter_context(agent)
             mains: list[str] = []
             for i in range(self.n_sessions):
                 sid = f"s{i:03d}"
@@ -259,8 +273,8 @@ class Mix:
                 now = [(c.seq, c.prompt) for c in agent.list_checkpoints(sid)]
                 self.known.setdefault(sid, []).append(now)
             self.before = {s: _events(cp.read(s)) for s in [i.id for i in cp.list()]}
+            self.refs = {s: blob_refs(e.body for e in cp.read(s)) for s in self.before}
         self.raw_before = self.raw()
-        self.refs = {s: blob_refs(_decoded(self.open_cp, s)) for s in self.before}
         missing = {ref for refs in self.refs.values() for ref in refs if not self.blob_exists(ref)}
         assert not missing, missing  # the build itself left every reference whole
 
@@ -302,11 +316,22 @@ class Mix:
 
     def _damage_file(self, sid: str) -> Damage:
         r = self.rng
-        op = r.choice(["log", "log", "log", "blob", "blob", "unreadable", "junk"])
+        op = r.choice(["log", "log", "log", "blob", "blob", "unreadable", "junk", "lease"])
         ref = self._pick_blob(sid)
+        if op == "lease":
+            lease = self.sessions_dir / f".{sid}.lease"
+            lease.unlink(missing_ok=True)
+            if r.random() < 0.5:  # the record a holder leaves is only a hint: the flock counts
+                lease.write_bytes(r.randbytes(r.randint(0, 64)))
+                return Damage(f"lease garbage: {sid}")
+            if r.random() < 0.5:
+                lease.mkdir()
+            else:
+                os.mkfifo(lease)
+            return Damage(f"lease not a file: {sid}", {self.owner(sid)})
         if op == "blob" and ref is not None:
             path = self.sessions_dir / "blobs" / ref[7:9] / ref[9:]
-            style = r.choice(["delete", "flip", "cut", "folder", "empty"])
+            style = r.choice(["delete", "flip", "cut", "folder", "empty", "fifo"])
             data = path.read_bytes() if path.is_file() else b""
             if path.is_file():
                 path.unlink()
@@ -320,6 +345,8 @@ class Mix:
                 path.mkdir()
             elif style == "empty":
                 path.write_bytes(b"")
+            elif style == "fifo":
+                os.mkfifo(path)
             return Damage(f"blob {style}: {ref} of {sid}", self.referrers(ref))
         if op == "unreadable":
             if ref is not None and r.random() < 0.5:
@@ -335,7 +362,16 @@ class Mix:
     def _junk_file(self) -> str:
         r, root = self.rng, self.sessions_dir
         style = r.choice(
-            ["text", "log of garbage", "empty log", "folder log", "blob junk", "tmp", "quarantine"]
+            [
+                "text",
+                "log of garbage",
+                "empty log",
+                "folder log",
+                "fifo log",
+                "blob junk",
+                "tmp",
+                "quarantine",
+            ]
         )
         if style == "text":
             (root / "README.txt").write_text("my notes\n")
@@ -345,6 +381,9 @@ class Mix:
             (root / "empty.log").write_bytes(b"")
         elif style == "folder log":
             (root / "folder.log").mkdir(exist_ok=True)
+        elif style == "fifo log":
+            if not (root / "fifo.log").exists():
+                os.mkfifo(root / "fifo.log")
         elif style == "blob junk":
             (root / "blobs" / "zz").mkdir(parents=True, exist_ok=True)
             (root / "blobs" / "zz" / "not-a-blob").write_bytes(b"junk")
@@ -358,7 +397,8 @@ class Mix:
     def _damage_sqlite(self, sid: str) -> Damage:
         r = self.rng
         _settle(self.db)
-        op = r.choice(["rows", "rows", "rows", "session", "blob", "blob", "junk", "file"])
+        ops = ["rows", "rows", "rows", "session", "blob", "blob", "junk", "file"]
+        op = r.choice(ops[:-1] if self.live else ops)  # not under a live page cache
         if op == "file":
             return Damage(f"database file: {_file_damage(self.db, r)}", whole_store=True)
         conn = apsw.Connection(str(self.db))
@@ -391,8 +431,35 @@ class Mix:
                     )
                     return Damage(f"session record: {column} of {sid}", {self.owner(sid)})
                 if op == "junk":
-                    style = r.choice(["orphan row", "bad blob", "file"])
-                    if style == "orphan row":
+                    style = r.choice(
+                        [
+                            "orphan row",
+                            "bad blob",
+                            "file",
+                            "stale lease",
+                            "junk lease",
+                            "quarantine",
+                        ]
+                    )
+                    if style == "stale lease":  # its holder is dead: the next call takes it
+                        conn.execute(
+                            "INSERT OR REPLACE INTO leases VALUES (?, 'gone', ?, ?, ?, 1, ?)",
+                            (sid, _dead_pid(), socket.gethostname(), _started_dead(), 4e9),
+                        )
+                        return Damage(f"junk: a lease of {sid} held by a dead process")
+                    if style == "junk lease":  # columns of the wrong types: a free lease
+                        conn.execute(
+                            "INSERT OR REPLACE INTO leases VALUES (?, 7, 'x', 8, 9, 'y', 'z')",
+                            (sid,),
+                        )
+                        return Damage(f"junk: a lease row of {sid} of the wrong types")
+                    if style == "quarantine":
+                        conn.execute(
+                            "INSERT INTO quarantine VALUES (?, 1, 'x', 7, x'00', 'crc', 'junk', "
+                            "'gen', 0.5)",
+                            (sid,),
+                        )
+                    elif style == "orphan row":
                         conn.execute(
                             "INSERT INTO events(session_id, seq, ts, kind, body, crc) "
                             "VALUES ('orphan', 1, 1.0, 'user_prompt', x'00', 0)"
@@ -510,14 +577,27 @@ class Mix:
         return ok, result, ()
 
     def _restore(self, agent: LiteAgent, sid: str, last: list[Any], seq: int) -> Outcome:
+        try:  # what each file must hold after it: the hashes the log recorded
+            plans = plan_files(fold(list(self.cp.read(sid))), seq)
+        except LiteAgentError:
+            plans = None
+        files = _workspace(self.work)
         ok, result = self.attempt(f"restore {sid} {seq}", lambda: agent.restore(sid, seq))
+        self.check_failed_kept_files(agent, sid, "restore", ok, files)
         if ok:
             self.written.add(sid)
             self.known[sid].append([c for c in last if c[0] < seq])
+            for plan in plans or ():
+                path = self.work / plan.path
+                now = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+                if now != plan.target_hash:
+                    self.unexpected.append(f"restore {sid} {seq} put back {plan.path} wrong")
         return ok, result, USABLE_REFUSALS
 
     def _undo(self, agent: LiteAgent, sid: str, last: list[Any], seq: int) -> Outcome:
+        files = _workspace(self.work)
         ok, result = self.attempt(f"undo {sid}", lambda: agent.undo_restore(sid))
+        self.check_failed_kept_files(agent, sid, "undo", ok, files)
         if ok:
             self.written.add(sid)
             now = self._checkpoints(agent, sid)
@@ -526,6 +606,17 @@ class Mix:
             else:
                 self.known[sid].append(now)
         return ok, result, USABLE_REFUSALS
+
+    def check_failed_kept_files(
+        self, agent: LiteAgent, sid: str, what: str, ok: bool, before: dict[str, str]
+    ) -> None:
+        """A restore or undo that failed left the workspace as it was, unless it left its
+        intent record (an interrupted restore, which doctor settles)."""
+        if ok or _workspace(self.work) == before:
+            return
+        pending = self.attempt(f"pending_restore {sid}", lambda: agent.pending_restore(sid))
+        if pending[0] and pending[1] is None:
+            self.unexpected.append(f"{sid}: a failed {what} changed files and left no intent")
 
     def _fork(self, agent: LiteAgent, sid: str, last: list[Any], seq: int) -> Outcome:
         ok, result = self.attempt(f"fork {sid} {seq}", lambda: agent.fork(sid, seq))
@@ -572,13 +663,15 @@ class Mix:
         damaged = self.damaged()
         tail = {s for d in self.damages if d.tail_loss for s in d.sessions}
         mains = sorted(self.known)
-        with _denying(self.denied):
-            opened, cp = self.attempt("open", self.open_cp)
-        if not opened:
-            assert self.damaged() == set(self.known), cp  # only a damaged database refuses
-            return
-        assert isinstance(cp, Checkpointer)
-        with _denying(self.denied), cp, self.agent(cp) as agent:
+        if not self.live:
+            with _denying(self.denied):
+                opened, cp = self.attempt("open", self.open_cp)
+            if not opened:
+                assert self.damaged() == set(self.known), cp  # only a damaged database refuses
+                return
+            assert isinstance(cp, Checkpointer)
+            self.cp, self.live_agent = cp, self.agent(cp)
+        with _denying(self.denied), self.cp, self.live_agent as agent:
             for sid in self.rng.sample(mains, len(mains)):
                 if sid in damaged:
                     self.ops(agent, sid, True, sid in tail)
@@ -637,24 +730,19 @@ class Mix:
     # -- phase 4: the commands ---------------------------------------------------------------
 
     def cli_phase(self, cli: Cli) -> None:
-        opts = self.cli_options()
-        prelude = _DENY_PRELUDE.format(names=sorted(self.denied)) if self.denied else ""
-        mains = sorted(self.known)
-        mains = [s for s in mains if s not in self.deleted]
-        picks = self.rng.sample(mains, min(len(mains), 6))
+        """The commands that only read on some sessions (damaged ones among them), which change
+        nothing stored; then the ones that write; then ``doctor --repair``."""
+        mains = [s for s in sorted(self.known) if s not in self.deleted]
         damaged = self.damaged()
-        picks += sorted(damaged - self.deleted)[:4]
+        picks = self.rng.sample(mains, min(len(mains), 4)) + sorted(damaged - self.deleted)[:3]
         commands: list[tuple[list[str], bool]] = [
             (["sessions"], False),
             (["doctor"], True),
             (["gc", "--dry-run"], False),
         ]
         for sid in picks:
-            commands += [
-                (["export", sid], False),
-                (["checkpoints", sid], False),
-                (["replay", sid], False),
-            ]
+            commands += [([c, sid], False) for c in ("export", "checkpoints", "replay")]
+            commands += [(["branches", sid], False), (["replay", sid, "--verify"], True)]
             cps = self.known.get(sid, [[]])[-1]
             if cps:
                 seq = str(self.rng.choice(cps)[0])
@@ -662,46 +750,121 @@ class Mix:
         before = self.raw()
         for argv, reports in commands:
             for as_json in (False, True):
-                full = [*opts, *argv] + (["--json"] if as_json else [])
-                result = _without_logs(
-                    _finishes(" ".join(full), lambda f=full: cli(*f, prelude=prelude))
-                )
-                self.stats[f"cli {argv[0]} exit {result.code}"] += 1
-                problems = contract(result, full, as_json=as_json, reports=reports)
-                if result.code == 2:
-                    problems.append(f"{full}: a usage error: {result.err or result.out}")
-                sid = argv[1] if argv[0] in ("export", "checkpoints", "replay", "restore") else None
-                if sid and sid not in damaged and sid not in self.deleted and result.code:
-                    problems.append(f"{full} on undamaged {sid}: {result.err or result.out}")
-                one_line = len(result.err.splitlines()) == 1
-                if not as_json and result.code and not reports and not one_line:
-                    problems.append(f"{full}: stderr is not one line: {result.err!r}")
-                if problems:
-                    problems.append(f"  out: {result.out[-600:]!r}\n  err: {result.err[-600:]!r}")
-                self.unexpected += problems
+                self.cli_run(cli, argv, as_json, reports, must_pass=argv[0] != "restore")
         if self.raw() != before:
             self.unexpected.append("a command without --repair changed the store")
-        self.check_undamaged_kept("the commands")
-        full = [*opts, "doctor", "--repair", "--json"]
-        result = _without_logs(_finishes("doctor --repair", lambda: cli(*full, prelude=prelude)))
-        self.stats[f"cli doctor --repair exit {result.code}"] += 1
-        problems = contract(result, full, as_json=True, reports=True)
+        self.check_undamaged_kept("the commands that read")
+        self.cli_writes(cli, picks[:2] + picks[4:])
+        self.check_undamaged_kept("the commands that write")
+        self.cli_run(cli, ["doctor", "--repair"], True, True, must_pass=False)
+        self.check_undamaged_kept("doctor --repair")
+
+    def after_repair(self) -> None:
+        """Every session ``doctor --repair`` left without a finding takes a turn again (a
+        damaged database file aside, which no repair of sessions mends)."""
+        if any(d.whole_store for d in self.damages):
+            return
+        with _denying(self.denied), self.open_cp() as cp:
+            report = cp.check_integrity()
+            left = {p.session_id for p in report.problems} | {None}
+            self.queue.clear()
+            with self.agent(cp) as agent:
+                for sid in sorted(self.damaged() - self.deleted - left):
+                    ok, error = self.attempt(
+                        f"send after repair {sid}", lambda s=sid: agent.send("again", session_id=s)
+                    )
+                    if not ok:
+                        self.unexpected.append(f"{sid} repaired, but a turn fails: {error}")
+
+    def cli_writes(self, cli: Cli, picks: list[str]) -> None:
+        """A turn, a compaction, a fork, a restore and its undo by command on each of
+        ``picks``, and a garbage collection."""
+        for sid in picks:
+            provider = cli.script({"text": "ok"})
+            self.tried.add(sid)
+            for argv in (
+                ["--provider", provider, "run", "go on", "--session", sid],
+                ["compact", sid],
+            ):
+                if self.cli_run(cli, argv, self.rng.random() < 0.5, False, must_pass=True) == 0:
+                    self.written.add(sid)
+            listed = cli(*self.cli_options(), "checkpoints", sid, "--json")
+            cps = [c["seq"] for c in listed.json()] if listed.code == 0 else []
+            seq = str(self.rng.choice(cps)) if cps else "1"
+            for argv, usable in (
+                (["fork", sid, seq], bool(cps)),
+                (["restore", sid, seq], False),
+                (["restore", "--undo", sid], False),
+            ):
+                code = self.cli_run(
+                    cli, argv, self.rng.random() < 0.5, False, must_pass=usable, usage=not cps
+                )
+                if code == 0 and argv[0] != "fork":
+                    self.written.add(sid)
+        self.cli_run(cli, ["gc", "--grace", "0"], self.rng.random() < 0.5, False, must_pass=False)
+
+    def cli_run(
+        self,
+        cli: Cli,
+        argv: list[str],
+        as_json: bool,
+        reports: bool,
+        *,
+        must_pass: bool,
+        usage: bool = False,
+    ) -> int:
+        """Run one command and check it keeps the contract (module docstring); with
+        ``must_pass``, exit 0 on an undamaged session; ``usage``: a usage error is fine (a seq
+        that may be no checkpoint). Returns the exit code."""
+        full = [*self.cli_options(), *argv] + (["--json"] if as_json else [])
+        prelude = _DENY_PRELUDE.format(names=sorted(self.denied)) if self.denied else ""
+        result = _without_logs(_finishes(" ".join(full), lambda: cli(*full, prelude=prelude)))
+        self.stats[f"cli {argv[0]} exit {result.code}"] += 1
+        problems = contract(result, full, as_json=as_json, reports=reports)
+        if result.code == 2 and not usage:
+            problems.append(f"{full}: a usage error: {result.err or result.out}")
+        sids = [a for a in argv if a in self.known]
+        if must_pass and sids and sids[0] not in self.damaged() | self.deleted and result.code:
+            problems.append(f"{full} on undamaged {sids[0]}: {result.err or result.out}")
+        if not as_json and result.code and not reports and len(result.err.splitlines()) != 1:
+            problems.append(f"{full}: stderr is not one line: {result.err!r}")
         if problems:
             problems.append(f"  out: {result.out[-600:]!r}\n  err: {result.err[-600:]!r}")
         self.unexpected += problems
-        self.check_undamaged_kept("doctor --repair")
+        return result.code
 
     def report(self) -> str:
         named = {w.split()[0].rstrip(":") for w in self.unexpected if w.startswith("s")}
         trace = [t for t in self.trace if any(f" {s}" in t for s in named)]
         return "\n".join(
             [
-                f"seed {self.seed} {self.kind}: {[d.what for d in self.damages]}",
+                f"seed {self.seed} {self.kind} live={self.live}: {[d.what for d in self.damages]}",
                 *self.unexpected,
                 "-- the calls on the sessions named:",
                 *trace[-40:],
             ]
         )
+
+
+def _workspace(root: Path) -> dict[str, str]:
+    """Every file below ``root`` with the SHA-256 of its content."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has ended."""
+    child = subprocess.Popen(["true"])  # noqa: S607 -- any short-lived process
+    child.wait()
+    return child.pid
+
+
+def _started_dead() -> str:
+    """A lease row's ``started`` for a process of this machine that has ended."""
+    return started_self().rpartition("|")[0] + "|1"
 
 
 def _without_logs(result: Result) -> Result:
@@ -717,11 +880,6 @@ def _without_logs(result: Result) -> Result:
         if not (isinstance(record, dict) and {"event", "level"} <= record.keys()):
             kept.append(line)
     return Result(result.code, result.out, "".join(kept))
-
-
-def _decoded(open_cp: Callable[[], Checkpointer], sid: str) -> list[Any]:
-    with open_cp() as cp:
-        return [e.body for e in cp.read(sid)]
 
 
 _DENY_PRELUDE = """
@@ -773,6 +931,7 @@ def hunt(seed: int, kind: str, tmp: Path, server: CliServer, sessions: int) -> M
     cli.work, cli.home = mix.work, mix.home
     mix.cli_phase(cli)
     mix.check_prefixes()
+    mix.after_repair()
     assert not mix.unexpected, mix.report()
     return mix
 
