@@ -42,7 +42,7 @@ from ._errors import (
     TruncateRangeError,
 )
 from ._events import StoredEvent
-from ._filelease import FileLease, acquire_file_lease, file_lease_holder
+from ._filelease import FileLease, acquire_file_lease, file_lease_holder, lease_problems
 from ._filerepair import assess_log, salvage_log
 from ._filerewrite import new_generation, rewrite_log, unlink_quietly
 from ._filescan import check_log, read_header, read_log, verify_frames
@@ -535,9 +535,11 @@ class FileCheckpointer(Checkpointer):
                     IntegrityProblem("corrupt", f"cannot read the log: {e.strerror or e}", sid)
                 )
         try:
-            temps = sorted(n for n in os.listdir(self._root_s) if n.endswith(".tmp"))
+            entries = sorted(os.scandir(self._root_s), key=lambda e: e.name)
         except OSError as e:
             raise _io_error(e, None, "check") from e
+        problems.extend(lease_problems(entries))
+        temps = [e.name for e in entries if e.name.endswith(".tmp")]
         problems.extend(
             IntegrityProblem(
                 "leftover",

@@ -16,26 +16,73 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import socket
+import stat
 import time
 from typing import TYPE_CHECKING, Any
 
+from ._contract import IntegrityProblem
 from ._errors import SessionLeasedError
 from ._fsutil import open_regular
+from ._ids import SESSION_ID_PATTERN
 from ._lease import Lease, LeaseInfo
 
 if TYPE_CHECKING:
     from ._contract import Checkpointer
 
-__all__ = ["FileLease", "acquire_file_lease", "file_lease_holder", "lease_path"]
+__all__ = ["FileLease", "acquire_file_lease", "file_lease_holder", "lease_path", "lease_problems"]
 
 _RECORD_MAX = 4096
 _NAMING_WAIT = 0.5  # seconds a refused acquire waits for the winner to write its record
 
 
+_LEASE_NAME = re.compile(r"\.(" + SESSION_ID_PATTERN + r")\.lease")
+
+
 def lease_path(root: str, session_id: str) -> str:
     """The lease file of ``session_id`` under ``root``."""
     return os.path.join(root, "." + session_id + ".lease")
+
+
+def lease_problems(entries: list[os.DirEntry[str]]) -> list[IntegrityProblem]:
+    """A ``"corrupt"`` finding for each lease path among the store folder's ``entries`` that
+    is not a regular file (a folder, FIFO or symbolic link put there): its session can take
+    no lease, so no turn, restore or compaction, until that is removed (never by the library:
+    a lease file is never deleted)."""
+    problems = []
+    for entry in entries:
+        name = _LEASE_NAME.fullmatch(entry.name)
+        if name is None:
+            continue
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            what = f"cannot be looked up ({e.strerror or e})"
+        else:
+            if stat.S_ISREG(mode):
+                continue
+            kind = "a symbolic link" if stat.S_ISLNK(mode) else _not_a_file(mode)
+            what = f"is {kind}, not a regular file"
+        problems.append(
+            IntegrityProblem(
+                "corrupt",
+                f"its lease file {entry.path} {what}: the session takes no turn, restore or "
+                "compaction until it is removed",
+                name.group(1),
+            )
+        )
+    return problems
+
+
+def _not_a_file(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    return "a socket or device"
 
 
 class FileLease(Lease):

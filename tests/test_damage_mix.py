@@ -1078,3 +1078,35 @@ def test_an_unreadable_snapshot_is_a_refusal_in_plain_words(
         f"its snapshot cannot be read back intact: cannot read blob {ref}: Permission denied; "
         "restore with files=False to restore the conversation alone",
     )
+
+
+@pytest.mark.parametrize("thing", ["folder", "fifo", "symlink"])
+def test_a_lease_path_that_is_no_file_is_reported(cli: Cli, thing: str) -> None:
+    """A folder, FIFO or symbolic link at a session's lease path: every turn, restore and
+    compaction of it is refused (as before), and ``doctor`` now says why (it reported no
+    problem, leaving the session unusable without a word); the log is untouched."""
+    two_prompts(cli)
+    sessions = project_dir(cli.work, cli.home) / "sessions"
+    lease = sessions / ".s1.lease"
+    lease.unlink(missing_ok=True)
+    if thing == "folder":
+        lease.mkdir()
+    elif thing == "fifo":
+        os.mkfifo(lease)
+    else:
+        lease.symlink_to("s1.log")
+    log = (sessions / "s1.log").read_bytes()
+    with file_checkpointer(sessions) as cp:
+        (problem,) = cp.check_integrity().problems
+        assert (problem.kind, problem.session_id) == ("corrupt", "s1")
+        assert problem.detail.startswith(f"its lease file {lease} is a ")
+        assert problem.detail.endswith(
+            ", not a regular file: the session takes no turn, restore or compaction until it "
+            "is removed"
+        )
+    found = cli("doctor", "--json")
+    assert found.code == 1
+    assert [(f["session_id"], f["kind"]) for f in found.json()["findings"]] == [("s1", "corrupt")]
+    refused = cli("run", "more", "--session", "s1", provider=cli.script({"text": "x"}))
+    assert refused.code == 1
+    assert (sessions / "s1.log").read_bytes() == log
