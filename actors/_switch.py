@@ -16,7 +16,9 @@ Until the conclusion the session has an interrupted restore (the intent is its l
 puts every file back to its backup, deletes the branch, and cuts the log back (an undo's
 events go again) or records the rollback. A writer that appended after the intent makes the
 truncate conflict: a restore then rolls back; an undo, whose events and files are in place,
-records its completion instead.
+records its completion instead. A conclusion the store refuses otherwise (an I/O error, damage)
+rolls back too, as far as the store lets it, and raises that error: what the rollback cannot
+record stays an interrupted restore.
 """
 
 from __future__ import annotations
@@ -135,6 +137,10 @@ class Switch:
             self._roll_back(
                 intent_seq, intent, "another writer appended to the session during the restore"
             )
+            raise
+        except LiteAgentError as e:  # the files are in place, but the log cannot say so
+            with contextlib.suppress(LiteAgentError):  # what it cannot record stays pending
+                self._roll_back(intent_seq, intent, f"the log could not be concluded: {e}")
             raise
         self._forget(intent)
 

@@ -539,7 +539,17 @@ class FileCheckpointer(Checkpointer):
         except OSError as e:
             raise _io_error(e, None, "check") from e
         problems.extend(lease_problems(entries))
-        temps = [e.name for e in entries if e.name.endswith(".tmp")]
+        temps = [e.name for e in entries if e.name.endswith(".tmp") and not _folder(e)]
+        problems.extend(
+            IntegrityProblem(
+                "corrupt",
+                f"{e.path} is a folder where a truncate writes its temp file: the session cannot "
+                "be restored or repaired until it is removed",
+                e.name[1:-4],
+            )
+            for e in entries
+            if e.name.endswith(".tmp") and _folder(e)
+        )
         problems.extend(
             IntegrityProblem(
                 "leftover",
@@ -695,6 +705,14 @@ class FileCheckpointer(Checkpointer):
             with h.lock:
                 h.evicted = True
                 h.close_fd()
+
+
+def _folder(entry: os.DirEntry[str]) -> bool:
+    """Whether ``entry`` is a folder (not followed through a symlink)."""
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
 
 
 def _io_error(e: OSError, session_id: str | None, what: str) -> StorageIOError:

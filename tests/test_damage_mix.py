@@ -610,13 +610,10 @@ class Mix:
     def check_failed_kept_files(
         self, agent: LiteAgent, sid: str, what: str, ok: bool, before: dict[str, str]
     ) -> None:
-        """A restore or undo that failed left the workspace as it was, unless it left its
-        intent record (an interrupted restore, which doctor settles)."""
-        if ok or _workspace(self.work) == before:
-            return
-        pending = self.attempt(f"pending_restore {sid}", lambda: agent.pending_restore(sid))
-        if pending[0] and pending[1] is None:
-            self.unexpected.append(f"{sid}: a failed {what} changed files and left no intent")
+        """A restore or undo that failed left the workspace as it was (it puts back what it
+        changed, even when the store cannot record that and an interrupted restore stays)."""
+        if not ok and _workspace(self.work) != before:
+            self.unexpected.append(f"{sid}: a failed {what} left files changed")
 
     def _fork(self, agent: LiteAgent, sid: str, last: list[Any], seq: int) -> Outcome:
         ok, result = self.attempt(f"fork {sid} {seq}", lambda: agent.fork(sid, seq))
@@ -1031,6 +1028,7 @@ def _two_writes(tmp: Path, cp: Checkpointer) -> tuple[LiteAgent, int, str]:
                 reply("ok"),
                 call("write_file", {"path": "a.txt", "content": "second\n"}),
                 reply("ok"),
+                reply("done"),
             ]
         ),
         model_name="m",
@@ -1110,3 +1108,41 @@ def test_a_lease_path_that_is_no_file_is_reported(cli: Cli, thing: str) -> None:
     refused = cli("run", "more", "--session", "s1", provider=cli.script({"text": "x"}))
     assert refused.code == 1
     assert (sessions / "s1.log").read_bytes() == log
+
+
+def test_a_restore_whose_log_cannot_be_cut_puts_the_files_back(tmp_path: Path) -> None:
+    """A folder where a truncate writes its temp file (``.s.tmp``): the restore cannot cut the
+    log, raises StorageIOError, and puts the files back as they were, recording the rollback
+    (it left them restored, with the session stuck on an interrupted restore); the session
+    takes a turn again."""
+    cp = file_checkpointer(tmp_path / "store")
+    agent, seq, _ = _two_writes(tmp_path, cp)
+    (tmp_path / "store" / ".s.tmp").mkdir()
+    with cp, agent:
+        with pytest.raises(StorageIOError, match="cannot truncate session 's'"):
+            agent.restore("s", seq)
+        assert (tmp_path / "work" / "a.txt").read_text() == "second\n"
+        assert agent.pending_restore("s") is None
+        assert [b.id for b in agent.list_branches("s")] == []
+        assert agent.send("three", session_id="s").text == "done"
+
+
+def test_a_folder_at_a_truncate_temp_path_is_reported(tmp_path: Path) -> None:
+    """A folder at ``.s.tmp`` keeps every truncate of the session from writing its temp file:
+    check_integrity reports it (it called it a leftover "removed by the next write")."""
+    with file_checkpointer(tmp_path) as cp:
+        cp.append("s", prompts("one", "two"))
+    (tmp_path / ".s.tmp").mkdir()
+    with file_checkpointer(tmp_path) as cp:
+        with pytest.raises(StorageIOError, match="cannot truncate session 's'"):
+            cp.truncate("s", 1)
+        report = cp.check_integrity()
+    assert not report.ok
+    assert [(p.kind, p.session_id, p.detail) for p in report.problems] == [
+        (
+            "corrupt",
+            "s",
+            f"{tmp_path / '.s.tmp'} is a folder where a truncate writes its temp file: the "
+            "session cannot be restored or repaired until it is removed",
+        )
+    ]
