@@ -5,8 +5,9 @@ same seqs, kinds and bodies; their blobs are shared, and touched first so that a
 collection running meanwhile keeps them) and a :class:`Forked` record. The original is not
 written. The fork shares the workspace unless given another folder (a copy of the workspace):
 then the files the agent's file tools changed since the checkpoint are put back there first,
-with a restore's preflight, so a crash leaves at worst that folder partly restored and no
-session (forking again puts the rest back).
+with a restore's preflight, and put back as they were when the new session cannot be written;
+a crash leaves at worst that folder partly restored and no session (forking again puts the
+rest back).
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from liteagent.eventlog import Checkpointer, Forked, SessionState, StoredEvent
+from liteagent.eventlog import (
+    Checkpointer,
+    Forked,
+    LiteAgentError,
+    RestoreFile,
+    SessionState,
+    StoredEvent,
+)
 
 from ._branches import touch_refs
 from ._restore_files import apply_files, backup_files
@@ -35,8 +43,10 @@ def fork_session(
 ) -> str:
     """Fork ``session_id`` (its log ``events``, folded to ``state``) before its checkpoint
     ``seq`` into the new session ``new_id``; with ``workdir``, put the checkpoint's files back
-    there first (refused, naming each file, when one is not as the agent last left it)."""
+    there first (refused, naming each file, when one is not as the agent last left it), and
+    as they were again when the new session cannot be written."""
     blobs = checkpointer.blobs
+    records: list[RestoreFile] = []
     if workdir is not None:
         plans = plan_files(state, seq, blobs, verify=True)
         problems = preflight(state, seq, workdir, plans)
@@ -48,6 +58,11 @@ def fork_session(
     record = Forked(
         origin=session_id, at_seq=seq, workdir=None if workdir is None else str(workdir)
     )
-    touch_refs(blobs, bodies)
-    checkpointer.append(new_id, [*bodies, record], expected_head=0)
+    try:
+        touch_refs(blobs, bodies)
+        checkpointer.append(new_id, [*bodies, record], expected_head=0)
+    except LiteAgentError:
+        if workdir is not None:
+            apply_files(workdir, records, blobs, to_target=False)
+        raise
     return new_id

@@ -33,6 +33,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import threading
@@ -1146,3 +1147,21 @@ def test_a_folder_at_a_truncate_temp_path_is_reported(tmp_path: Path) -> None:
             "session cannot be restored or repaired until it is removed",
         )
     ]
+
+
+def test_a_fork_into_a_folder_the_store_refuses_leaves_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork into another workspace whose new session the store cannot write (a folder where
+    its log goes): the fork raises StorageIOError and the files it had put back in that
+    workspace are as they were (they were left changed, with no session to show for it)."""
+    cp = file_checkpointer(tmp_path / "store")
+    agent, seq, _ = _two_writes(tmp_path, cp)
+    copy = tmp_path / "copy"
+    shutil.copytree(tmp_path / "work", copy)
+    monkeypatch.setattr("liteagent.sdk._core.new_session_id", lambda: "forked")
+    (tmp_path / "store" / "forked.log").mkdir()
+    with cp, agent:
+        with pytest.raises(StorageIOError, match="forked"):
+            agent.fork("s", seq, workdir=copy)
+        assert (copy / "a.txt").read_text() == "second\n"
