@@ -1,10 +1,12 @@
 """The whole agent over a damaged store: seeded random runs build a store of many sessions with
-real turns (the file tools writing files), restores, undos, forks and compactions, close it,
-damage it behind the library's back (bytes flipped, cut or appended in a session's log or a
-SQLite row, a session record changed, a snapshot blob deleted, corrupted, cut or replaced by a
-folder, a log or blob made unreadable, junk dropped into the store), then call every public
-agent API and the ``lite-agent`` commands on damaged and undamaged sessions, on the file and
-SQLite checkpointers.
+real turns (the file tools writing files), restores, undos, forks and compactions, then damage
+it behind the library's back, with the agent closed or (odd seeds) still running: bytes
+flipped, cut or appended in a session's log or a SQLite row, a session record changed or
+deleted, a snapshot blob deleted, corrupted, cut or replaced by a folder or FIFO, a log or blob
+made unreadable, a folder or FIFO at a lease path, stale and junk lease rows, junk dropped into
+the store (a whole database file damaged, now and then). Then every public agent API and the
+``lite-agent`` commands run on damaged and undamaged sessions, on the file and SQLite
+checkpointers, and ``doctor --repair`` at the end.
 
 The properties:
 - every call returns or raises a ``LiteAgentError`` with a message; never another exception,
@@ -17,12 +19,15 @@ The properties:
   a session (its checkpoints) is the history it had, or what the calls made of it, unless the
   damage only cut the end of a log (a torn tail, which the store cannot tell from an
   unfinished write: then a prefix); after ``doctor --repair`` a damaged session keeps exactly a
-  prefix of its events;
+  prefix of its events, and one that doctor no longer reports takes a turn;
+- a restore puts back exactly the content the log recorded (never a damaged snapshot's), and
+  one that fails leaves the workspace as it was;
 - each command exits 0 or 1 (``doctor`` reports with 1), and a failure is one line
   ``lite-agent: <reason>`` on stderr (with ``--json``, one ``{"error": {...}}`` document on
-  stdout), never a traceback.
+  stdout) in plain words, never a traceback.
 
-``pytest -m soak tests/test_damage_mix.py`` runs a few hundred sessions per store and more seeds.
+``pytest -m soak tests/test_damage_mix.py`` runs 200 sessions per store and more seeds (about a
+minute each).
 """
 
 from __future__ import annotations
@@ -425,7 +430,10 @@ class Mix:
                         conn.execute("UPDATE blobs SET data = 7 WHERE ref = ?", (ref,))
                     return Damage(f"blob {style}: {ref} of {sid}", self.referrers(ref))
                 if op == "session":
-                    column = r.choice(["head", "generation", "crc"])
+                    column = r.choice(["head", "generation", "crc", "record"])
+                    if column == "record":  # its rows stay: orphans, never a new session
+                        conn.execute("DELETE FROM sessions WHERE id = ?", (sid,))
+                        return Damage(f"session record deleted: {sid}", {self.owner(sid)})
                     conn.execute(
                         f"UPDATE sessions SET {column} = {column} + 1 WHERE id = ?",  # noqa: S608
                         (sid,),
@@ -525,7 +533,7 @@ class Mix:
     def ops(self, agent: LiteAgent, sid: str, damaged: bool, tail_loss: bool) -> None:
         """Every public call on ``sid``, in a random order, with a model of its checkpoints."""
         r = self.rng
-        names = ["send", "preview", "restore", "undo", "fork", "compact", "list", "gc"]
+        names = ["send", "preview", "restore", "undo", "fork", "compact", "list", "gc", "branches"]
         r.shuffle(names)
         if r.random() < 0.3:
             names.append("delete")
@@ -639,6 +647,12 @@ class Mix:
             lost = {s for s in self.known if s not in self.deleted} - self.damaged() - listed
             if lost:
                 self.unexpected.append(f"list_sessions leaves out undamaged {sorted(lost)}")
+        return ok, result, ()
+
+    def _branches(self, agent: LiteAgent, sid: str, last: list[Any], seq: int) -> Outcome:
+        ok, result = self.attempt(f"list_branches {sid}", lambda: agent.list_branches(sid))
+        if ok:
+            ok, result = self.attempt(f"pending {sid}", lambda: agent.pending_restore(sid))
         return ok, result, ()
 
     def _gc(self, agent: LiteAgent, sid: str, last: list[Any], seq: int) -> Outcome:
@@ -943,6 +957,7 @@ def test_damaged_store_mix(seed: int, kind: str, tmp_path: Path, server: CliServ
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("kind", ["file", "sqlite"])
 @pytest.mark.parametrize("seed", range(100, 120))
 def test_damaged_store_mix_soak(seed: int, kind: str, tmp_path: Path, server: CliServer) -> None:
