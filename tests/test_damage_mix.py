@@ -157,6 +157,7 @@ class Mix:
         self.tried: set[str] = set()  # sessions a call of phase 3 tried to change
         self.maybe_prompt: dict[str, str] = {}  # the prompt of a send that failed
         self.maybe_gone: set[str] = set()  # sessions whose deletion failed part way
+        self.unmodeled: set[str] = set()  # sessions changed where no read could follow
         self.trace: list[str] = []  # every call of phase 3 and how it ended
 
     # -- the store -------------------------------------------------------------------------
@@ -511,7 +512,7 @@ class Mix:
         """The session's checkpoints, if it can be read, are the last known ones (a prefix of
         them after a tail loss nobody has seen yet)."""
         ok, got = self.attempt(f"list_checkpoints {sid}", lambda: agent.list_checkpoints(sid))
-        if not ok or sid in self.deleted:
+        if not ok or sid in self.deleted or sid in self.unmodeled:
             return
         now = [(c.seq, c.prompt) for c in got]  # type: ignore[union-attr]
         last = self.known[sid][-1]
@@ -573,7 +574,9 @@ class Mix:
             return ok, result, ()
         self.written.add(sid)
         now = self._checkpoints(agent, sid)
-        if now is None or now[:-1] != last or now[-1][1] != prompt:
+        if now is None:  # a live agent wrote through a file it had open; no read can see it
+            self.unmodeled.add(sid)
+        elif now[:-1] != last or now[-1][1] != prompt:
             self.unexpected.append(f"{sid}: after a send {now}, before {last}")
         else:
             self.known[sid].append(now)
@@ -610,7 +613,9 @@ class Mix:
         if ok:
             self.written.add(sid)
             now = self._checkpoints(agent, sid)
-            if now not in self.known[sid]:
+            if now is None:
+                self.unmodeled.add(sid)
+            elif now not in self.known[sid]:
                 self.unexpected.append(f"{sid}: an undo made {now}, never seen")
             else:
                 self.known[sid].append(now)
