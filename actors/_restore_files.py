@@ -15,7 +15,7 @@ from pathlib import Path
 
 from liteagent.eventlog import BlobStore, LiteAgentError, OperationCancelledError, RestoreFile
 
-from ._restore_plan import FilePlan, RestoreRefusedError, read_regular, unreadable
+from ._restore_plan import FilePlan, RestoreRefusedError, read_regular, reason, unreadable
 
 __all__ = ["RestoreFailedError", "apply_files", "backup_files", "put_file"]
 
@@ -141,7 +141,7 @@ def apply_files(
                     backup = None if back.backup is None else blobs.get(back.backup)
                     put_file(workdir, back.path, backup, back.backup_mode)
                 raise RestoreFailedError(
-                    f"could not put back {f.path}: {type(e).__name__}: {e}; the "
+                    f"could not put back {f.path}: {reason(e)}; the "
                     f"{len(done)} file(s) already changed were returned to how they were"
                 ) from e
             raise

@@ -28,6 +28,7 @@ __all__ = [
     "plan_files",
     "preflight",
     "read_regular",
+    "reason",
     "unreadable",
     "unsafe_path",
 ]
@@ -253,9 +254,20 @@ def current_hash(path: str | os.PathLike[str]) -> str | None:
     return h.hexdigest()
 
 
+def reason(error: BaseException) -> str:
+    """``error`` in the words a refusal or a failure shows a user: the system's reason for an
+    ``OSError`` (``Permission denied``), a library error's own message, and the type with the
+    message for anything else (a defect, which the type helps to find)."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    if isinstance(error, (OSError, LiteAgentError)):
+        return str(error) or type(error).__name__
+    return f"{type(error).__name__}: {error}"
+
+
 def unreadable(error: OSError) -> str:
     """The refusal reason for a file that exists but cannot be read."""
-    return f"it cannot be read ({type(error).__name__}: {error.strerror or error})"
+    return f"it cannot be read: {reason(error)}"
 
 
 def unsafe_path(workdir: Path, rel: str) -> str:
@@ -272,7 +284,7 @@ def unsafe_path(workdir: Path, rel: str) -> str:
     except (FileNotFoundError, NotADirectoryError):
         mode = None
     except OSError as e:
-        return f"the path cannot be checked ({type(e).__name__}: {e.strerror or e})"
+        return f"the path cannot be checked: {reason(e)}"
     if mode is not None and stat.S_ISDIR(mode):
         return "the path is now a folder"
     if mode is not None and not stat.S_ISREG(mode):

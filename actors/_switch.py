@@ -43,6 +43,7 @@ from liteagent.eventlog import (
 )
 
 from ._branches import branch_for, touch_refs, write_branch
+from ._restore_plan import reason
 
 __all__ = ["Apply", "Switch"]
 
@@ -90,7 +91,7 @@ class Switch:
             self._write_branch(log, intent_seq, intent)
             restored = self.apply(intent.files, True, cancel)
         except Exception as e:  # the files were put back (or never changed)
-            self._roll_back(intent_seq, intent, f"{type(e).__name__}: {e}", files=False)
+            self._roll_back(intent_seq, intent, reason(e), files=False)
             if cancel is not None and cancel.cancelled:
                 raise OperationCancelledError(cancel.reason or "cancelled") from e
             raise

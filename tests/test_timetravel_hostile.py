@@ -722,7 +722,7 @@ def test_an_unreadable_file_is_a_refusal(tmp_path: Path, monkeypatch: pytest.Mon
 
     with agent:
         monkeypatch.setattr(os, "open", denied)
-        reason = "it cannot be read (PermissionError: Permission denied)"
+        reason = "it cannot be read: Permission denied"
         assert agent.restore("s", seq, dry_run=True).refused == (("a.txt", reason),)
         with pytest.raises(RestoreRefusedError) as info:
             agent.restore("s", seq)
