@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import random
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,11 +24,49 @@ from ._errors import (
 )
 from ._sqlite_schema import SCHEMA, SCHEMA_VERSION, TABLES
 
-__all__ = ["SCHEMA_VERSION", "integrity_problem", "map_error", "open_connection", "translate"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "integrity_problem",
+    "map_error",
+    "open_connection",
+    "set_busy_wait",
+    "translate",
+]
 
 
+_BUSY_SLEEP_S = (0.0002, 0.002)  # a waiting connection looks again after a random pause in this
 _WAL_ATTEMPTS = 200  # x 10 ms: how long to retry a WAL switch refused on a fresh file
 _CREATE_WAIT_S = 600.0  # how long an open waits for another process creating the schema
+
+
+def set_busy_wait(conn: apsw.Connection, busy_ms: int) -> None:
+    """Make ``conn`` wait up to ``busy_ms`` for a lock another connection holds, looking again
+    every 0.2 to 2 ms (at random), until it gets it.
+
+    SQLite's own busy timeout sleeps longer and longer between looks, up to 100 ms each: a
+    connection that has waited a while looks ten times a second, while newcomers look at once
+    and take the lock as it comes free. With several processes writing all the time, one could
+    then wait past any timeout although each transaction holds the lock for a millisecond.
+    Looking often keeps every waiter in the race at each release."""
+    if busy_ms <= 0:
+        conn.set_busy_handler(None)
+        return
+    budget = busy_ms / 1000
+    since = 0.0
+    low, high = _BUSY_SLEEP_S
+
+    def wait(prior: int) -> bool:
+        nonlocal since
+        now = time.monotonic()
+        if prior == 0:
+            since = now
+        left = budget - (now - since)
+        if left <= 0:
+            return False
+        time.sleep(min(left, random.uniform(low, high)))  # noqa: S311 -- jitter, not secrets
+        return True
+
+    conn.set_busy_handler(wait)
 
 
 def map_error(e: BaseException, session_id: str | None) -> LiteAgentError:
@@ -90,7 +129,7 @@ def open_connection(file: str, busy_timeout_ms: int, synchronous: str) -> apsw.C
         flags |= apsw.SQLITE_OPEN_URI
     conn = apsw.Connection(file, flags=flags)
     try:
-        conn.set_busy_timeout(busy_timeout_ms)  # before any pragma
+        set_busy_wait(conn, busy_timeout_ms)  # before any pragma
         # Refuse a database of another version, or a foreign one, before changing anything
         # in it (the WAL switch below rewrites the file header).
         _refuse_unsupported_or_foreign(conn, file)

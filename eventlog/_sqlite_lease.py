@@ -88,7 +88,15 @@ class SqliteLeases:
         self._stopped = False
 
     def acquire(self, session_id: str, owner: str, ttl: float) -> Lease:
-        """Take the lease of ``session_id`` or raise :class:`SessionLeasedError`."""
+        """Take the lease of ``session_id`` or raise :class:`SessionLeasedError`.
+
+        A lease visibly held is refused after a read, without the database's write lock: hosts
+        racing for the same sessions would otherwise queue a write transaction per refusal,
+        and under SQLite's polling busy handler the writes that matter (appends, releases)
+        could wait past ``busy_timeout_ms`` behind them."""
+        held = self.holder(session_id)
+        if held is not None:
+            raise SessionLeasedError(session_id, held)
         pid, host, started = os.getpid(), socket.gethostname(), _started_self()
 
         def take(conn: apsw.Connection, _tx: Batch) -> LeaseInfo:

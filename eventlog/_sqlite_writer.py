@@ -32,7 +32,7 @@ import apsw
 from ._errors import CheckpointerClosedError
 from ._sqlite_batch import Batch, WriteOp
 from ._sqlite_commit import LOCAL, Item, commit_batch, outcome, run_own, waiter
-from ._sqlite_db import map_error, open_connection
+from ._sqlite_db import map_error, open_connection, set_busy_wait
 from ._sqlite_rows import Verified
 
 __all__ = ["REGISTRY", "Writer", "group_commit", "set_group_commit"]
@@ -259,7 +259,7 @@ class Writer:
             conn.pragma("synchronous", sync)
             self._sync = sync
         if busy != self._busy_ms:
-            conn.set_busy_timeout(busy)
+            set_busy_wait(conn, busy)
             self._busy_ms = busy
         return conn
 
