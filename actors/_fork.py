@@ -25,8 +25,8 @@ from liteagent.eventlog import (
 )
 
 from ._branches import touch_refs
-from ._restore_files import apply_files, backup_files
-from ._restore_plan import RestoreRefusedError, plan_files, preflight
+from ._restore_files import RestoreFailedError, apply_files, backup_files
+from ._restore_plan import RestoreRefusedError, plan_files, preflight, reason
 
 __all__ = ["fork_session"]
 
@@ -61,8 +61,13 @@ def fork_session(
     try:
         touch_refs(blobs, bodies)
         checkpointer.append(new_id, [*bodies, record], expected_head=0)
-    except LiteAgentError:
+    except LiteAgentError as e:
         if workdir is not None:
-            apply_files(workdir, records, blobs, to_target=False)
+            try:
+                apply_files(workdir, records, blobs, to_target=False)
+            except RestoreFailedError as back:
+                raise RestoreFailedError(
+                    f"the new session {new_id} could not be written ({reason(e)}), and {back}"
+                ) from e
         raise
     return new_id

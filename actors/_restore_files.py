@@ -111,6 +111,19 @@ def _check_stop(stop: Callable[[], str | None] | None) -> None:
         raise OperationCancelledError(reason)
 
 
+def _put_back(workdir: Path, files: Sequence[RestoreFile], blobs: BlobStore) -> list[str]:
+    """Put each file back to its backup, going on past failures; return one line per file
+    that could not be put back (its path and why)."""
+    failed: list[str] = []
+    for f in files:
+        try:
+            backup = None if f.backup is None else blobs.get(f.backup)
+            put_file(workdir, f.path, backup, f.backup_mode)
+        except Exception as e:  # noqa: BLE001 -- each failure is reported, the rest go on
+            failed.append(f"{f.path} ({reason(e)})")
+    return failed
+
+
 def apply_files(
     workdir: Path,
     files: Sequence[RestoreFile],
@@ -125,26 +138,30 @@ def apply_files(
     If a write fails (or ``stop()`` returns a reason) while going to the targets, the files
     already written are put back to their backups and :class:`RestoreFailedError` is raised.
     """
-    contents = [
-        blobs.get(ref) if ref is not None else None
-        for ref in ((f.target if to_target else f.backup) for f in files)
-    ]
+    if not to_target:
+        failed = _put_back(workdir, files, blobs)
+        if failed:
+            raise RestoreFailedError(
+                f"could not return {len(failed)} of {len(files)} file(s) to how they were: "
+                + "; ".join(failed)
+            )
+        return [f.path for f in files]
+    contents = [None if f.target is None else blobs.get(f.target) for f in files]
     done: list[RestoreFile] = []
     for i, (f, content) in enumerate(zip(files, contents, strict=True)):
         try:
-            _check_stop(stop if to_target else None)
+            _check_stop(stop)
             # put_file is looked up at call time (tests inject faults)
-            put_file(workdir, f.path, content, f.target_mode if to_target else f.backup_mode)
+            put_file(workdir, f.path, content, f.target_mode)
         except Exception as e:
-            if to_target:
-                for back in reversed(done):
-                    backup = None if back.backup is None else blobs.get(back.backup)
-                    put_file(workdir, back.path, backup, back.backup_mode)
-                raise RestoreFailedError(
-                    f"could not put back {f.path}: {reason(e)}; the "
-                    f"{len(done)} file(s) already changed were returned to how they were"
-                ) from e
-            raise
+            failed = _put_back(workdir, list(reversed(done)), blobs)
+            returned = (
+                f"the {len(done)} file(s) already changed were returned to how they were"
+                if not failed
+                else f"{len(failed)} of the {len(done)} file(s) already changed could not be "
+                f"returned to how they were: {'; '.join(failed)}"
+            )
+            raise RestoreFailedError(f"could not put back {f.path}: {reason(e)}; {returned}") from e
         done.append(f)
         if progress is not None:
             progress(i + 1, len(files))

@@ -54,6 +54,7 @@ from _cli_runner import Cli, CliServer, Result, two_prompts
 from _restore_model import call, reply
 from test_cli_contract import contract
 
+from liteagent.actors import _restore_files
 from liteagent.actors._restore_plan import plan_files
 from liteagent.eventlog import (
     Checkpointer,
@@ -73,7 +74,13 @@ from liteagent.eventlog.conformance import damage_file_log, prompts, texts
 from liteagent.eventlog.conformance._damage_file import TAIL_LOSS
 from liteagent.eventlog.conformance._damage_sqlite import _ROW_DAMAGE, _file_damage, _rows, _settle
 from liteagent.providers import scripted
-from liteagent.sdk import LiteAgent, NoBranchError, RestoreRefusedError, create_lite_agent
+from liteagent.sdk import (
+    LiteAgent,
+    NoBranchError,
+    RestoreFailedError,
+    RestoreRefusedError,
+    create_lite_agent,
+)
 from liteagent.tools import delete_file, edit_file, read_file, write_file
 
 pytestmark = pytest.mark.processes
@@ -1185,3 +1192,37 @@ def test_a_fork_into_a_folder_the_store_refuses_leaves_its_files(
         with pytest.raises(StorageIOError, match="forked"):
             agent.fork("s", seq, workdir=copy)
         assert (copy / "a.txt").read_text() == "second\n"
+
+
+def test_a_fork_whose_store_and_rollback_both_fail_says_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As above, and the disk also refuses to put the workspace's file back: the fork raises a
+    RestoreFailedError that names the new session, why the store refused it, and the file left
+    changed (not a raw OSError, and not the store's error alone, which would hide the file)."""
+    cp = file_checkpointer(tmp_path / "store")
+    agent, seq, _ = _two_writes(tmp_path, cp)
+    copy = tmp_path / "copy"
+    shutil.copytree(tmp_path / "work", copy)
+    monkeypatch.setattr("liteagent.sdk._core.new_session_id", lambda: "forked")
+    (tmp_path / "store" / "forked.log").mkdir()
+    real = _restore_files.put_file
+    writes: list[str] = []
+
+    def full_after_one(
+        workdir: Path, rel: str, content: bytes | None, mode: int | None = None
+    ) -> None:
+        writes.append(rel)
+        if len(writes) > 1:
+            raise OSError(28, "No space left on device")
+        real(workdir, rel, content, mode)
+
+    monkeypatch.setattr(_restore_files, "put_file", full_after_one)
+    with cp, agent:
+        with pytest.raises(RestoreFailedError) as info:
+            agent.fork("s", seq, workdir=copy)
+        message = str(info.value)
+        assert "forked" in message
+        assert "a.txt (No space left on device)" in message
+        assert isinstance(info.value.__cause__, StorageIOError)
+        assert (copy / "a.txt").read_text() == "first\n"  # left as the fork put it
