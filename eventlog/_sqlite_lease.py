@@ -68,6 +68,19 @@ def _info(row: tuple[Any, ...]) -> LeaseInfo | None:
     return LeaseInfo(owner, pid, host, token, expires_at)
 
 
+def _same(a: LeaseInfo, b: LeaseInfo) -> bool:
+    """Whether two holders are the same acquisition."""
+    return (a.owner, a.token, a.pid) == (b.owner, b.token, b.pid)
+
+
+def _free(conn: apsw.Connection, session_id: str, info: LeaseInfo) -> None:
+    """Free ``session_id``'s lease if the row is still ``info``'s acquisition."""
+    conn.execute(
+        f"UPDATE leases SET expires_at = 0.0 WHERE {_MINE}",  # noqa: S608
+        (session_id, info.owner, info.token, info.pid),
+    )
+
+
 def _row(conn: apsw.Connection | apsw.Cursor, session_id: str) -> tuple[Any, ...] | None:
     raw = conn.execute(_ROW, (session_id,)).fetchone()
     return None if raw is None else decode_raw(raw)
@@ -82,6 +95,10 @@ class SqliteLeases:
     def __init__(self, owner: SqliteCheckpointer) -> None:
         self._cp = owner
         self._held: dict[Lease, float] = {}  # lease -> its ttl
+        # session -> (holder, ttl) of a lease whose release could not be written (a full disk):
+        # its row still names this process, so this checkpointer may take it over, and the
+        # renewer frees it as soon as the store takes writes again
+        self._left: dict[str, tuple[LeaseInfo, float]] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._renewer: threading.Thread | None = None
@@ -103,7 +120,7 @@ class SqliteLeases:
             row = _row(conn, session_id)
             if row is not None:
                 holder = _info(row)
-                if holder is not None:
+                if holder is not None and not self._left_here(session_id, holder):
                     raise SessionLeasedError(session_id, holder)
             token = (row[4] if row is not None and type(row[4]) is int else 0) + 1
             expires = time.time() + ttl
@@ -113,28 +130,36 @@ class SqliteLeases:
         info: LeaseInfo = self._cp._submit(take, session_id)
         lease = Lease(self._cp, session_id, info)
         with self._lock:
+            self._left.pop(session_id, None)
             self._held[lease] = ttl
             self._start_renewer()
         self._wake.set()  # a shorter ttl may need an earlier renewal
         return lease
 
+    def _left_here(self, session_id: str, holder: LeaseInfo) -> bool:
+        """Whether ``holder`` is a lease this checkpointer released but could not write so."""
+        with self._lock:
+            left = self._left.get(session_id)
+        return left is not None and _same(left[0], holder)
+
     def release(self, lease: Lease) -> None:
         """Give the lease up (if it is still ours); a failure is logged, the lease then ends
         at its expiry or with this process."""
         with self._lock:
-            self._held.pop(lease, None)
+            ttl = self._held.pop(lease, None)
         info = lease.info
 
         def free(conn: apsw.Connection, _tx: Batch) -> None:
-            conn.execute(
-                f"UPDATE leases SET expires_at = 0.0 WHERE {_MINE}",  # noqa: S608
-                (lease.session_id, info.owner, info.token, info.pid),
-            )
+            _free(conn, lease.session_id, info)
 
         try:
             self._cp._submit(free, lease.session_id)
         except LiteAgentError as e:
             _log.warning("lease_release_failed", session_id=lease.session_id, error=str(e))
+            with self._lock:
+                self._left[lease.session_id] = (info, 30.0 if ttl is None else ttl)
+                self._start_renewer()
+            self._wake.set()
 
     def fence(self, lease: Lease) -> Fence:
         """The check a write under ``lease`` runs first in its transaction: the leases row
@@ -154,13 +179,18 @@ class SqliteLeases:
         return check
 
     def holder(self, session_id: str) -> LeaseInfo | None:
-        """The live holder of ``session_id``'s lease, or None."""
+        """The live holder of ``session_id``'s lease, or None (also when the row still names a
+        lease this checkpointer released but could not write so)."""
         with self._cp._snapshot(session_id) as conn:
             row = _row(conn, session_id)
-        return None if row is None else _info(row)
+        holder = None if row is None else _info(row)
+        return None if holder is None or self._left_here(session_id, holder) else holder
 
     def close(self) -> None:
-        """Stop the renewer (the base class released every lease before)."""
+        """Stop the renewer (the base class released every lease before), after a last try
+        at freeing the leases whose release could not be written."""
+        with contextlib.suppress(LiteAgentError):
+            self._free_left()
         with self._lock:
             self._stopped = True
             renewer, self._renewer = self._renewer, None
@@ -181,17 +211,38 @@ class SqliteLeases:
     def _renew_loop(self) -> None:
         while True:
             with self._lock:
-                if self._stopped or not self._held:
+                if self._stopped or not (self._held or self._left):
                     self._renewer = None
                     return
-                wait = min(self._held.values()) / 3
+                wait = min([*self._held.values(), *(ttl for _, ttl in self._left.values())]) / 3
             if self._wake.wait(wait):
                 self._wake.clear()
                 continue
             self._renew()
 
+    def _free_left(self) -> None:
+        """Free the leases whose release could not be written (see :meth:`release`)."""
+        with self._lock:
+            left = list(self._left.items())
+        if not left:
+            return
+
+        def free(conn: apsw.Connection, _tx: Batch) -> None:
+            for session_id, (info, _) in left:
+                _free(conn, session_id, info)
+
+        self._cp._submit(free, None)
+        with self._lock:
+            for session_id, (info, _) in left:
+                now = self._left.get(session_id)
+                if now is not None and _same(now[0], info):
+                    del self._left[session_id]
+
     def _renew(self) -> None:
-        """Push every held lease's expiry forward; mark the ones found taken as lost."""
+        """Push every held lease's expiry forward; mark the ones found taken as lost; free the
+        leases whose release could not be written."""
+        with contextlib.suppress(LiteAgentError):  # a store that cannot be written: next time
+            self._free_left()
         with self._lock:
             held = [(lease, ttl) for lease, ttl in self._held.items() if not lease.released]
 

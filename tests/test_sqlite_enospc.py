@@ -9,38 +9,28 @@ SQLite's "disk full" while the test says so (runs everywhere).
 from __future__ import annotations
 
 import errno
-import os
-import shutil
-import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import apsw
 import pytest
+from _tmpfs import small_tmpfs as mounted
 
-from liteagent.eventlog import Checkpointer, StorageIOError, sqlite_checkpointer
+from liteagent.eventlog import (
+    Checkpointer,
+    SessionLeasedError,
+    StorageIOError,
+    sqlite_checkpointer,
+)
 from liteagent.eventlog.conformance import prompts, texts
 
 
 @pytest.fixture
 def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
     """A 256 KiB tmpfs mounted on a fresh folder (unmounted afterwards)."""
-    mount, umount = shutil.which("mount"), shutil.which("umount")
-    point = tmp_path / "full"
-    point.mkdir()
-    if os.geteuid() != 0 or mount is None or umount is None:
-        pytest.skip("mounting a small tmpfs needs root and mount(8)")
-    done = subprocess.run(
-        [mount, "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(point)],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace')}")
-    try:
+    with mounted(tmp_path / "full", 256) as point:
         yield point
-    finally:
-        subprocess.run([umount, str(point)], check=True)
 
 
 def _fill(cp: Checkpointer, acknowledged: list[int]) -> None:
@@ -111,3 +101,72 @@ def test_sqlite_full_error_is_enospc(tmp_path: Path, full_disk_vfs: _FullDisk) -
         assert errno.ENOSPC == info.value.errno
         assert ["before"] == texts(cp.read("s"))
         assert 2 == cp.append("s", prompts("after"), expected_head=1)
+
+
+def test_a_lease_released_on_a_full_disk_can_be_taken_again(
+    tmp_path: Path, full_disk_vfs: _FullDisk
+) -> None:
+    """A release that cannot be written (the disk is full) leaves the row naming this process,
+    whose pid is alive: the same checkpointer may take the lease again at once (it was an agent
+    that could not continue after a full disk until the lease expired), and its renewer frees
+    the row once there is room, so another checkpointer (another process) can take it. (``cp``
+    is opened first: the process's one writer for the file is then the shim's.)"""
+    uri = f"file:{tmp_path / 'log.db'}?vfs={full_disk_vfs.name}"
+    with sqlite_checkpointer(uri) as cp, sqlite_checkpointer(tmp_path / "log.db") as other:
+        lease = cp.acquire_lease("s", ttl=0.6)
+        full_disk_vfs.full = True
+        lease.release()  # logged, not raised
+        full_disk_vfs.full = False
+        assert other.lease_holder("s") is not None  # the row still names cp's lease
+        assert cp.lease_holder("s") is None  # cp released it: nobody holds it for cp
+        again = cp.acquire_lease("s", ttl=0.6)
+        assert again.info.token > lease.info.token
+        assert again.info.owner == other.lease_holder("s").owner  # type: ignore[union-attr]
+        again.release()
+        assert other.lease_holder("s") is None
+
+        lease = cp.acquire_lease("s", ttl=0.6)
+        full_disk_vfs.full = True
+        lease.release()
+        full_disk_vfs.full = False
+        deadline = time.monotonic() + 10  # the renewer frees it (every ttl/3): well before
+        while other.lease_holder("s") is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with other.acquire_lease("s", ttl=30.0):
+            pass
+
+
+def test_a_lease_left_behind_is_freed_at_close(tmp_path: Path, full_disk_vfs: _FullDisk) -> None:
+    """Closing the checkpointer tries once more to free a lease whose release failed."""
+    uri = f"file:{tmp_path / 'log.db'}?vfs={full_disk_vfs.name}"
+    cp = sqlite_checkpointer(uri)  # first: the process's writer for the file is the shim's
+    with sqlite_checkpointer(tmp_path / "log.db") as other:
+        with cp:
+            lease = cp.acquire_lease("s", ttl=3600.0)
+            full_disk_vfs.full = True
+            lease.release()
+            full_disk_vfs.full = False
+            assert other.lease_holder("s") is not None
+        assert other.lease_holder("s") is None
+
+
+def test_someone_elses_live_lease_is_still_refused(
+    tmp_path: Path, full_disk_vfs: _FullDisk
+) -> None:
+    """Only this checkpointer's own unreleased lease is taken over: another checkpointer's
+    live lease on the session is still refused, before and after a failed release."""
+    uri = f"file:{tmp_path / 'log.db'}?vfs={full_disk_vfs.name}"
+    with sqlite_checkpointer(uri) as cp, sqlite_checkpointer(tmp_path / "log.db") as other:
+        lease = cp.acquire_lease("s", ttl=3600.0)
+        full_disk_vfs.full = True
+        lease.release()
+        full_disk_vfs.full = False
+        with pytest.raises(SessionLeasedError):
+            other.acquire_lease("s")  # the row is cp's until its renewer frees it
+        with cp.acquire_lease("t", ttl=3600.0):
+            with pytest.raises(SessionLeasedError):
+                other.acquire_lease("t")
+            mine = other.acquire_lease("u", ttl=3600.0)
+            with pytest.raises(SessionLeasedError):
+                cp.acquire_lease("u")
+            mine.release()

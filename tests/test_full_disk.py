@@ -1,0 +1,209 @@
+"""An agent whose store and workspace fill a real, small disk mid-session.
+
+A tmpfs of a few hundred KiB (the file backend) or one to two MiB (SQLite, whose WAL needs
+room) holds the store and the workspace; a seeded random mix of turns (tool calls writing and
+deleting files of up to 60 KB, shell output), restores, compactions and forks runs on one
+session while the disk fills, with files deleted now and then to make some room. Then the disk
+is given room again. What must hold:
+
+- every failure is a library error (:class:`LiteAgentError`), never a raw ``OSError``;
+- every acknowledged prompt is still in the log, in order (a restore that succeeded, or an
+  interrupted one finished, takes away the prompts from its checkpoint on, and nothing else);
+- a failed restore that left no interrupted restore behind changed neither the conversation
+  nor a file (unless its error names the files it could not return);
+- an interrupted restore can be finished or rolled back, as the user chooses;
+- once there is room, the same agent sends again on the session (a lease whose release could
+  not be written does not keep it busy), and the store's integrity check passes.
+
+Needs root and mount(8) for the tmpfs; skipped with the reason elsewhere.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _restore_model import call, reply
+from _tmpfs import grow, small_tmpfs
+
+from liteagent.eventlog import (
+    AssistantMessage,
+    Checkpointer,
+    LiteAgentError,
+    file_checkpointer,
+    sqlite_checkpointer,
+)
+from liteagent.providers import scripted
+from liteagent.sdk import LiteAgent, create_lite_agent
+from liteagent.tools import bash, delete_file, write_file
+
+OPS = 60
+
+
+def _script(rng: random.Random) -> Iterator[AssistantMessage]:
+    """Turns of zero or one tool call and a reply of up to ~6 KB."""
+    while True:
+        k = rng.random()
+        name = f"f{rng.randint(0, 5)}.txt"
+        if k < 0.5:
+            size = rng.choice([10, 1000, 20_000, 60_000])
+            yield call("write_file", {"path": name, "content": "x" * size})
+        elif k < 0.6:
+            yield call("delete_file", {"path": name})
+        elif k < 0.7:
+            size = rng.choice([100, 30_000])
+            yield call("bash", {"command": f"head -c {size} /dev/zero | tr '\\0' y"})
+        yield reply("ok " * rng.randint(1, 2000))
+
+
+def _files(work: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(work)): p.read_bytes() for p in work.rglob("*") if p.is_file()}
+
+
+class _Run:
+    """The session ``s`` of one agent, and what the test knows must be in its log."""
+
+    def __init__(self, agent: LiteAgent, cp: Checkpointer, rng: random.Random) -> None:
+        self.agent, self.cp, self.rng = agent, cp, rng
+        self.expected: list[str] = []  # acknowledged prompts not taken away by a restore
+        self.outcomes: dict[str, int] = {}
+
+    def prompts(self) -> list[str]:
+        return [text for _, text in self.seq_prompts()]
+
+    def seq_prompts(self) -> list[tuple[int, str]]:
+        return [
+            (e.seq, e.body.text)
+            for e in self.cp.read("s")
+            if e.kind == "user_prompt" and e.body.origin == "user"
+        ]
+
+    def _forget_from(self, seq: int, before: list[tuple[int, str]]) -> None:
+        """A restore to the checkpoint at ``seq`` took away every prompt from there on (of the
+        log as it was, ``before``)."""
+        gone = {text for at, text in before if at >= seq}
+        self.expected = [p for p in self.expected if p not in gone]
+
+    def resolve(self) -> None:
+        """Finish or roll back the interrupted restore (as the user chooses)."""
+        pending = self.agent.pending_restore("s")
+        if pending is None:
+            return
+        before = self.seq_prompts()
+        if self.rng.random() < 0.5:
+            self.agent.rollback_restore("s")
+        else:
+            self.agent.finish_restore("s")
+            self._forget_from(pending.to_seq, before)
+
+    def restore(self, work: Path) -> None:
+        checkpoints = self.agent.list_checkpoints("s")
+        if not checkpoints:
+            return
+        checkpoint = self.rng.choice(checkpoints)
+        prompts, files = self.seq_prompts(), _files(work)
+        failure: LiteAgentError | None = None
+        try:
+            self.agent.restore("s", checkpoint.seq)
+        except LiteAgentError as e:
+            failure = e
+        if failure is None:
+            self._forget_from(checkpoint.seq, prompts)
+            return
+        if self.agent.pending_restore("s") is None:
+            assert prompts == self.seq_prompts(), f"a failed restore changed the log: {failure!r}"
+            if "could not be returned" not in str(failure):
+                assert files == _files(work), f"a failed restore changed files: {failure!r}"
+        raise failure
+
+    def op(self, i: int, work: Path) -> None:
+        """One random operation; a library error is counted, anything else fails the test."""
+        k = self.rng.random()
+        kind = "send" if k < 0.7 or not self.expected else "restore" if k < 0.8 else "compact"
+        kind = "fork" if k >= 0.9 and self.expected else kind
+        try:
+            if kind == "send":
+                text = f"p{i} " + "z" * self.rng.choice([10, 5000])
+                self.agent.send(text, session_id="s")
+                self.expected.append(text)
+            elif kind == "restore":
+                self.restore(work)
+            elif kind == "compact":
+                self.agent.compact(session_id="s")
+            else:
+                checkpoints = self.agent.list_checkpoints("s")
+                if checkpoints:
+                    self.agent.fork("s", self.rng.choice(checkpoints).seq)
+            outcome = "ok"
+        except LiteAgentError as e:
+            outcome = type(e).__name__
+            if self.agent.pending_restore("s") is not None:  # left by this op or an earlier one
+                try:
+                    self.resolve()
+                except LiteAgentError as again:  # the disk may still be full
+                    outcome += f" then {type(again).__name__}"
+        self.outcomes[f"{kind}: {outcome}"] = self.outcomes.get(f"{kind}: {outcome}", 0) + 1
+
+
+def _store(backend: str, root: Path) -> Checkpointer:
+    if backend == "file":
+        return file_checkpointer(root / "store")
+    return sqlite_checkpointer(root / "sessions.db")
+
+
+def _run(tmp_path: Path, backend: str, seed: int) -> dict[str, int]:
+    rng = random.Random(f"{backend}-{seed}")
+    size = rng.choice([128, 256, 512] if backend == "file" else [1024, 1536, 2048])
+    with small_tmpfs(tmp_path / "disk", size) as disk:
+        work = disk / "work"
+        work.mkdir()
+        cp = _store(backend, disk)
+        script: list[Any] = list(itertools.islice(_script(rng), 400))
+        agent = create_lite_agent(
+            model=scripted(script),
+            model_name="m",
+            workdir=work,
+            checkpointer=cp,
+            tools=[write_file, delete_file, bash],
+        )
+        run = _Run(agent, cp, rng)
+        with cp, agent:
+            for i in range(OPS):
+                run.op(i, work)
+                if rng.random() < 0.15:  # make some room
+                    for f in sorted(work.glob("*.txt")):
+                        if rng.random() < 0.5:
+                            f.unlink()
+            grow(disk, 64 * 1024)
+            run.resolve()
+            agent.send("after", session_id="s")
+            run.expected.append("after")
+            got = iter(run.prompts())
+            if not all(any(p == q for q in got) for p in run.expected):
+                pytest.fail(
+                    f"acknowledged prompts lost: expected {[p[:6] for p in run.expected]}, the "
+                    f"log has {[p[:6] for p in run.prompts()]}; outcomes {run.outcomes}",
+                    pytrace=False,
+                )
+            report = cp.check_integrity()
+            assert report.ok, report.detail
+        return run.outcomes
+
+
+@pytest.mark.parametrize("backend", ["file", "sqlite"])
+@pytest.mark.parametrize("seed", range(10))
+def test_a_full_disk_mid_session(tmp_path: Path, backend: str, seed: int) -> None:
+    outcomes = _run(tmp_path, backend, seed)
+    assert any(k.startswith("send: ok") for k in outcomes), outcomes  # the run did work
+    assert any("StorageIOError" in k for k in outcomes), outcomes  # and the disk did fill
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("backend", ["file", "sqlite"])
+@pytest.mark.parametrize("seed", range(10, 250))
+def test_a_full_disk_mid_session_soak(tmp_path: Path, backend: str, seed: int) -> None:
+    _run(tmp_path, backend, seed)
