@@ -2,13 +2,14 @@
 
 A tmpfs of a few hundred KiB (the file backend) or one to two MiB (SQLite, whose WAL needs
 room) holds the store and the workspace; a seeded random mix of turns (tool calls writing and
-deleting files of up to 60 KB, shell output), restores, compactions and forks runs on one
-session while the disk fills, with files deleted now and then to make some room. Then the disk
-is given room again. What must hold:
+deleting files of up to 60 KB, shell output), restores and their undos, compactions, forks and
+their deletion, and garbage collection runs on one session while the disk fills, with files
+deleted now and then to make some room. Then the disk is given room again. What must hold:
 
 - every failure is a library error (:class:`LiteAgentError`), never a raw ``OSError``;
 - every acknowledged prompt is still in the log, in order (a restore that succeeded, or an
-  interrupted one finished, takes away the prompts from its checkpoint on, and nothing else);
+  interrupted one finished, takes away the prompts from its checkpoint on, and nothing else; an
+  undo brings them back);
 - a failed restore that left no interrupted restore behind changed neither the conversation
   nor a file (unless its error names the files it could not return);
 - an interrupted restore can be finished or rolled back, as the user chooses;
@@ -70,6 +71,8 @@ class _Run:
     def __init__(self, agent: LiteAgent, cp: Checkpointer, rng: random.Random) -> None:
         self.agent, self.cp, self.rng = agent, cp, rng
         self.expected: list[str] = []  # acknowledged prompts not taken away by a restore
+        self.acknowledged: set[str] = set()  # every prompt whose send returned
+        self.forks: list[str] = []  # sessions forked from "s", not deleted
         self.outcomes: dict[str, int] = {}
 
     def prompts(self) -> list[str]:
@@ -120,24 +123,40 @@ class _Run:
                 assert files == _files(work), f"a failed restore changed files: {failure!r}"
         raise failure
 
+    def undo(self) -> None:
+        """Undo the last restore: the prompts it took away come back (the test then trusts
+        the log for which acknowledged prompts are in the session)."""
+        self.agent.undo_restore("s")
+        self.expected = [p for p in self.prompts() if p in self.acknowledged]
+
     def op(self, i: int, work: Path) -> None:
         """One random operation; a library error is counted, anything else fails the test."""
-        k = self.rng.random()
-        kind = "send" if k < 0.7 or not self.expected else "restore" if k < 0.8 else "compact"
-        kind = "fork" if k >= 0.9 and self.expected else kind
+        kind = self.rng.choices(
+            ["send", "restore", "undo", "compact", "fork", "delete fork", "gc"],
+            [60, 10, 5, 8, 8, 5, 4],
+        )[0]
+        kind = "send" if not self.expected else kind
         try:
             if kind == "send":
                 text = f"p{i} " + "z" * self.rng.choice([10, 5000])
                 self.agent.send(text, session_id="s")
                 self.expected.append(text)
+                self.acknowledged.add(text)
             elif kind == "restore":
                 self.restore(work)
+            elif kind == "undo":
+                self.undo()
             elif kind == "compact":
                 self.agent.compact(session_id="s")
-            else:
+            elif kind == "fork":
                 checkpoints = self.agent.list_checkpoints("s")
                 if checkpoints:
-                    self.agent.fork("s", self.rng.choice(checkpoints).seq)
+                    self.forks.append(self.agent.fork("s", self.rng.choice(checkpoints).seq))
+            elif kind == "delete fork":
+                if self.forks:
+                    self.agent.delete_session(self.forks.pop(self.rng.randrange(len(self.forks))))
+            else:
+                self.agent.collect_garbage(grace=0.0, branch_retention=self.rng.choice([None, 0.0]))
             outcome = "ok"
         except LiteAgentError as e:
             outcome = type(e).__name__
