@@ -16,11 +16,16 @@ deleted now and then to make some room. Then the disk is given room again. What 
 - once there is room, the same agent sends again on the session (a lease whose release could
   not be written does not keep it busy), and the store's integrity check passes.
 
+The same with many sessions of one async agent filling the disk together (100 by default, 1,000
+in the soak run): every send completes or raises StorageIOError, and all take a turn once there
+is room.
+
 Needs root and mount(8) for the tmpfs; skipped with the reason elsewhere.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import random
 from collections.abc import Iterator
@@ -35,14 +40,16 @@ from liteagent.eventlog import (
     AssistantMessage,
     Checkpointer,
     LiteAgentError,
+    StorageIOError,
     file_checkpointer,
     sqlite_checkpointer,
 )
 from liteagent.providers import scripted
-from liteagent.sdk import LiteAgent, create_lite_agent
+from liteagent.sdk import LiteAgent, create_async_lite_agent, create_lite_agent
 from liteagent.tools import bash, delete_file, write_file
 
 OPS = 60
+GUARD = 120.0  # seconds: a hang guard, never a performance bound
 
 
 def _script(rng: random.Random) -> Iterator[AssistantMessage]:
@@ -226,3 +233,69 @@ def test_a_full_disk_mid_session(tmp_path: Path, backend: str, seed: int) -> Non
 @pytest.mark.parametrize("seed", range(10, 250))
 def test_a_full_disk_mid_session_soak(tmp_path: Path, backend: str, seed: int) -> None:
     _run(tmp_path, backend, seed)
+
+
+async def _many(disk: Path, backend: str, sessions: int) -> None:
+    """``sessions`` sessions of one async agent, three turns each at once, on the full disk;
+    then room again and one more turn each."""
+    rng = random.Random(f"many-{backend}-{sessions}")
+    work = disk / "work"
+    work.mkdir()
+    cp = _store(backend, disk)
+    turns: list[Any] = []
+    for _ in range(sessions * 4):
+        name = f"f{rng.randint(0, 50)}.txt"
+        turns += [call("write_file", {"path": name, "content": "x" * 3000}), reply("ok " * 300)]
+    agent = create_async_lite_agent(
+        model=scripted(turns),
+        model_name="m",
+        workdir=work,
+        checkpointer=cp,
+        tools=[write_file],
+        max_live_sessions=16,
+    )
+    acknowledged: dict[str, list[str]] = {}
+    failures: list[BaseException] = []
+
+    async def three(sid: str) -> None:
+        for t in range(3):
+            try:
+                await asyncio.wait_for(agent.send(f"{sid} {t}", session_id=sid), GUARD)
+            except LiteAgentError as e:
+                failures.append(e)
+                continue
+            acknowledged.setdefault(sid, []).append(f"{sid} {t}")
+
+    with cp:
+        async with agent:
+            ids = [f"s{i}" for i in range(sessions)]
+            await asyncio.gather(*(three(sid) for sid in ids))
+            assert failures, "the disk never filled"
+            assert {type(e) for e in failures} == {StorageIOError}, failures[:3]
+            grow(disk, 256 * 1024)
+            for f in work.glob("*.txt"):
+                f.unlink()
+            await asyncio.wait_for(
+                asyncio.gather(*(agent.send("after", session_id=sid) for sid in ids)), GUARD
+            )
+            for sid, prompts in acknowledged.items():
+                log = [e.body.text for e in cp.read(sid) if e.kind == "user_prompt"]
+                assert [p for p in log if p in prompts] == prompts, sid
+                assert log[-1] == "after"
+        report = cp.check_integrity()
+        assert report.ok, report.detail
+
+
+@pytest.mark.parametrize("backend", ["file", "sqlite"])
+def test_many_sessions_fill_the_disk_together(tmp_path: Path, backend: str) -> None:
+    """Every send on a full disk raises StorageIOError (none hangs, none raises anything else),
+    no acknowledged prompt is lost, and with room again every session takes another turn."""
+    with small_tmpfs(tmp_path / "disk", 1024 if backend == "file" else 3072) as disk:
+        asyncio.run(_many(disk, backend, 100))
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("backend", ["file", "sqlite"])
+def test_a_thousand_sessions_fill_the_disk_together(tmp_path: Path, backend: str) -> None:
+    with small_tmpfs(tmp_path / "disk", 4096 if backend == "file" else 8192) as disk:
+        asyncio.run(_many(disk, backend, 1000))
