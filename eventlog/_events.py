@@ -326,10 +326,14 @@ class TranscriptImported(_EventBase, tag="transcript_imported", frozen=True):
     how its messages were written where the events before it do not say, so that an export
     gives each back as it came. ``shapes`` holds ``(seq, extra, string_content)`` for each
     message that had keys besides ``role`` and ``content`` (``extra``, else ``None``) or a
-    string ``content`` (``string_content``); ``seq`` is its first event's. The conversation
-    does not change: the model is sent neither those keys nor a string for the content."""
+    string ``content`` (``string_content``); ``seq`` is its first event's. ``extra_json`` holds
+    ``(seq, text)`` for each message whose other keys hold a value the log cannot store as it
+    is, as :attr:`Message.extra_json` keeps them (its ``extra`` in ``shapes`` is then
+    ``None``). The conversation does not change: the model is sent neither those keys nor a
+    string for the content."""
 
     shapes: tuple[tuple[int, dict[str, Any] | None, bool], ...] = ()
+    extra_json: tuple[tuple[int, str], ...] = ()
 
 
 Event: TypeAlias = (

@@ -6,16 +6,16 @@ This is the interchange format users import and export transcripts in::
 
 ``messages_to_dicts(messages_from_dicts(ds)) == ds`` for every list of JSON message dicts ``ds``
 that converts: each message's keys besides ``role`` and ``content`` are kept
-(:attr:`Message.extra`), a string ``content`` stays a string (:attr:`Message.string_content`),
+(:attr:`Message.extra`, or :attr:`Message.extra_json`, below), a string ``content`` stays a
+string (:attr:`Message.string_content`),
 consecutive messages of one role stay separate messages, and every block comes back equal (as
 JSON: the order of an object's keys is not kept): blocks liteagent models keep their unknown keys
 (``cache_control``, ``citations``, ...) in ``extra``, and blocks of other types (images,
 documents, search results, server tool blocks, ...) are kept whole as a :class:`RawBlock`.
 What does not convert raises :class:`InvalidMessageError` naming the message, block and field:
 a shape the Messages API does not have (a missing or mistyped field of a modelled block, a role
-other than user/assistant), a key of the message itself holding a value the log cannot store
-(below), and a string holding a surrogate pair as two code points (which no JSON text can
-write: JSON reads an escaped pair as one character).
+other than user/assistant), and a string holding a surrogate pair as two code points (which no
+JSON text can write: JSON reads an escaped pair as one character).
 Conversely ``messages_from_dicts(messages_to_dicts(ms)) == ms`` for every list of messages the
 log can store that converts (one that would not come back equal is refused with
 :class:`InvalidMessageError`), where each message marked ``string_content`` holds one text block
@@ -28,7 +28,8 @@ Every message :func:`message_from_dict` returns can be stored in the log: a bloc
 msgpack cannot store (an integer beyond 64 bits, a string with a surrogate code point) comes back
 in its lossless form, a tool input as :attr:`ToolUseBlock.input_json` and any other block as
 :attr:`RawBlock.json`, the value's canonical JSON text (compact, ASCII-only, keys in order; see
-:mod:`liteagent.eventlog._messages`). :func:`message_to_dict` turns those forms back into the
+:mod:`liteagent.eventlog._messages`); the message's own other keys likewise as
+:attr:`Message.extra_json`. :func:`message_to_dict` turns those forms back into the
 exact values. So ``message_from_dict(message_to_dict(m))`` is the storable form of any message
 ``m`` whose values are JSON (and ``m`` itself when it can be stored).
 """
@@ -289,7 +290,17 @@ def message_to_dict(message: Message, *, where: str = "message") -> dict[str, An
         content = blocks[0]["text"]
     out: dict[str, Any] = {"role": message.role, "content": content}
     out.update(_extra_out(message.extra, _MESSAGE_KEYS, where))
+    if message.extra_json is not None:
+        out.update(_extra_json_out(message, where))
     return out
+
+
+def _extra_json_out(message: Message, where: str) -> dict[str, Any]:
+    """The keys a message keeps as JSON text (:attr:`Message.extra_json`)."""
+    if message.extra is not UNSET:
+        raise InvalidMessageError(f"{where}: extra and extra_json cannot both be set")
+    keys = _kept(message.extra_json, where, "extra_json")
+    return _extra_out(keys, _MESSAGE_KEYS, where)
 
 
 def _one_text(blocks: list[dict[str, Any]]) -> bool:
@@ -453,8 +464,7 @@ def message_from_dict(d: Any, *, where: str = "message") -> Message:
     the log (a block holding a value msgpack cannot store comes back in its lossless form, see
     the module docstring).
 
-    Raises :class:`InvalidMessageError` naming the message, block and field that is wrong (and
-    for an extra key of the message itself holding a value the log cannot store).
+    Raises :class:`InvalidMessageError` naming the message, block and field that is wrong.
     """
     try:
         return _message_from_dict(d, where)
@@ -476,9 +486,19 @@ def _message_from_dict(d: Any, where: str) -> Message:
     else:
         content = tuple(_block_from_dict(b, f"{where} content[{i}]") for i, b in enumerate(raw))
     rest = {k: v for k, v in d.items() if k not in _MESSAGE_KEYS}
-    why = unstorable(rest) if rest else None
-    if why is not None:
-        raise InvalidMessageError(f"{where}: an extra key holds {why}, which cannot be stored")
+    if rest and unstorable(rest) is not None:  # kept as its JSON text
+        copied = _copy(rest, where)
+        if _paired(copied):
+            raise InvalidMessageError(
+                f"{where}: an extra key holds a high surrogate followed by a low one as two code "
+                "points, which JSON cannot write (it reads the pair back as one character)"
+            )
+        return Message(
+            role,
+            content,
+            string_content=isinstance(raw, str),
+            extra_json=canonical_json(copied, where=where),
+        )
     return Message(
         role,
         content,

@@ -133,16 +133,19 @@ Block: TypeAlias = (
 class Message(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """One conversation message: a role and its content blocks, in order.
 
-    ``extra`` holds the message's keys other than ``role`` and ``content``. ``string_content``
-    is true for a message whose API shape gave ``content`` as a string (which the API reads as
-    one text block): ``content`` is then that one text block, and converting back to the API
-    shape gives the string again.
+    ``extra`` holds the message's keys other than ``role`` and ``content``; when one of them
+    holds a value the log cannot store as it is (an integer beyond 64 bits, a string with a
+    surrogate code point), they are kept instead as their canonical JSON text in ``extra_json``
+    (and ``extra`` is unset). ``string_content`` is true for a message whose API shape gave
+    ``content`` as a string (which the API reads as one text block): ``content`` is then that
+    one text block, and converting back to the API shape gives the string again.
     """
 
     role: Role
     content: tuple[Block, ...]
     extra: Extra = UNSET
     string_content: bool = False
+    extra_json: str | None = None
 
 
 def message_text(content: tuple[Block, ...]) -> str:

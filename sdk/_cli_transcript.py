@@ -105,12 +105,9 @@ def export_messages(events: list[StoredEvent], state: SessionState) -> list[Mess
     """The conversation of a session (``state`` folded from ``events``), grouped into messages
     as the module docstring says; a message imported from a transcript is marked as it was
     written there (its other keys, a string ``content``: :class:`TranscriptImported`)."""
-    shapes = {
-        seq: (extra, string)
-        for e in events
-        if type(e.body) is TranscriptImported
-        for seq, extra, string in e.body.shapes
-    }
+    imported = [e.body for e in events if type(e.body) is TranscriptImported]
+    shapes = {seq: (extra, string) for t in imported for seq, extra, string in t.shapes}
+    kept_json = {seq: text for t in imported for seq, text in t.extra_json}
     out: list[tuple[int, Message]] = []
     for entry in state.entries:
         body = events[entry.seq - 1].body
@@ -123,10 +120,12 @@ def export_messages(events: list[StoredEvent], state: SessionState) -> list[Mess
             out[-1] = (seq, Message(m.role, last.content + m.content))
         else:
             out.append((entry.seq, m))
-    return [_shaped(m, shapes.get(seq)) for seq, m in out]
+    return [_shaped(m, shapes.get(seq), kept_json.get(seq)) for seq, m in out]
 
 
-def _shaped(message: Message, shape: tuple[dict[str, Any] | None, bool] | None) -> Message:
+def _shaped(
+    message: Message, shape: tuple[dict[str, Any] | None, bool] | None, extra_json: str | None
+) -> Message:
     if shape is None:
         return message
     extra, string = shape
@@ -135,6 +134,7 @@ def _shaped(message: Message, shape: tuple[dict[str, Any] | None, bool] | None) 
         message.content,
         extra=extra or UNSET,
         string_content=string,
+        extra_json=extra_json,
     )
 
 
@@ -296,14 +296,16 @@ def cmd_import(env: CliEnv, args: argparse.Namespace) -> int:
         raise UsageError(f"session {sid!r} already exists; choose another --session")
     events: list[Event] = [SessionStarted(workdir=str(env.workdir), model=env.model or "imported")]
     shapes: list[tuple[int, dict[str, Any] | None, bool]] = []
+    kept_json: list[tuple[int, str]] = []
     for m in messages:
-        if m.extra is not UNSET or m.string_content:
-            shapes.append(
-                (len(events) + 1, None if m.extra is UNSET else m.extra, m.string_content)
-            )
+        if m.extra is not UNSET or m.string_content or m.extra_json is not None:
+            seq = len(events) + 1
+            shapes.append((seq, None if m.extra is UNSET else m.extra, m.string_content))
+            if m.extra_json is not None:
+                kept_json.append((seq, m.extra_json))
         events.extend(message_events(m))
     if shapes:
-        events.append(TranscriptImported(shapes=tuple(shapes)))
+        events.append(TranscriptImported(shapes=tuple(shapes), extra_json=tuple(kept_json)))
     head = cp.append(sid, events, expected_head=0)
     prompts = sum(1 for e in events if isinstance(e, UserPrompt) and e.origin == "user")
     if args.json:
