@@ -10,6 +10,7 @@ readable prefix, moves the rest to the ``quarantine`` table and reports what was
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,13 @@ import pytest
 from liteagent.eventlog import (
     Checkpointer,
     CorruptLogError,
+    LiteAgentError,
     Position,
     StoredEvent,
     sqlite_checkpointer,
 )
 from liteagent.eventlog._sqlite_rows import session_crc
-from liteagent.eventlog.conformance import prompts, texts
+from liteagent.eventlog.conformance import damage_sqlite, prompts, texts
 
 # -- helpers ---------------------------------------------------------------------------------------
 
@@ -522,3 +524,23 @@ def test_damaged_schema_is_refused_on_open(db: Path, old: str, new: str) -> None
     conn.close()
     with pytest.raises(CorruptLogError, match="schema is damaged"):
         sqlite_checkpointer(db)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_damage_sqlite_goes_on_damaging_a_store_it_already_broke(tmp_path: Path, seed: int) -> None:
+    """The conformance helper applied again and again to one store (as a test of many damaged
+    sessions does) keeps damaging it, also once earlier damage left a file SQLite cannot read
+    (it raised SQLite's own CorruptError while folding the WAL, or found no database header);
+    the checkpointer then refuses the file or reports its problems, with library errors."""
+    rng = random.Random(seed)
+    with sqlite_checkpointer(tmp_path / "log.db") as cp:
+        for i in range(30):
+            cp.append(f"s{i}", prompts(*(f"p{i}-{k}" for k in range(3))))
+    for _ in range(40):
+        assert damage_sqlite(tmp_path, f"s{rng.randrange(30)}", rng)
+    try:
+        cp = sqlite_checkpointer(tmp_path / "log.db")
+    except LiteAgentError:
+        return  # refused at open: not a database any more, say
+    with cp:
+        assert not cp.check_integrity().ok

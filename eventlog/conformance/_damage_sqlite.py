@@ -26,29 +26,40 @@ _Row = tuple[int, float, Any, Any, int]
 
 def sqlite_store_file(path: Path) -> Path:
     """The database file of a store: ``path`` itself, or the one SQLite database in the
-    folder ``path``."""
+    folder ``path`` (or its one file besides SQLite's own, when damage left no database
+    header to know it by)."""
     path = Path(path)
     if path.is_file():
         return path
+    files = [
+        p
+        for p in sorted(path.iterdir())
+        if p.is_file() and not p.name.endswith(("-wal", "-shm", "-journal"))
+    ]
     found = []
-    for p in sorted(path.iterdir()):
-        if not p.is_file() or p.name.endswith(("-wal", "-shm", "-journal")):
-            continue
+    for p in files:
         with p.open("rb") as f:
             if f.read(16) == _MAGIC:
                 found.append(p)
+    if not found and len(files) == 1:
+        found = files
     if len(found) != 1:
         raise FileNotFoundError(f"expected one SQLite database in {path}, found {found}")
     return found[0]
 
 
-def _settle(db: Path) -> None:
-    """Fold the WAL into the database file and remove it, so file edits hit every row."""
-    conn = apsw.Connection(os.fspath(db))
+def _settle(db: Path) -> bool:
+    """Fold the WAL into the database file and remove it, so file edits hit every row; return
+    whether SQLite could (not when earlier damage left a file it cannot read)."""
     try:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        conn.close()
+        conn = apsw.Connection(os.fspath(db))
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            conn.close()
+    except apsw.Error:
+        return False
+    return True
 
 
 def _rows(conn: apsw.Connection, sid: str) -> list[_Row]:
@@ -215,24 +226,20 @@ def damage_sqlite(path: Path, session_id: str, rng: random.Random) -> str:
     """Damage a closed SQLite store (the database file, or the folder holding it) in one random
     way, aimed at the rows of ``session_id`` where the damage is a row edit; return what was
     done. Row edits go through SQLite (the file stays a valid database); file damage writes the
-    bytes directly, after the WAL was folded into the file."""
+    bytes directly, after the WAL was folded into the file. A store that earlier damage left
+    unreadable to SQLite is damaged further in its bytes."""
     db = sqlite_store_file(Path(path))
-    _settle(db)
-    if rng.random() < 0.25:
+    if not _settle(db) or rng.random() < 0.25:
         return _file_damage(db, rng)
     conn = apsw.Connection(os.fspath(db))
     try:
         rows = _rows(conn, session_id)
-        if not rows:
-            return _file_damage_after(conn, db, rng)
-        with conn:
-            what = rng.choice(_ROW_DAMAGE)(conn, session_id, rows, rng)
+        if rows:
+            with conn:
+                return f"{rng.choice(_ROW_DAMAGE)(conn, session_id, rows, rng)} ({session_id})"
+    except apsw.Error:
+        pass  # earlier damage: SQLite cannot read the rows (or write them back)
     finally:
         with contextlib.suppress(apsw.Error):
             conn.close()
-    return f"{what} ({session_id})"
-
-
-def _file_damage_after(conn: apsw.Connection, db: Path, rng: random.Random) -> str:
-    conn.close()
     return _file_damage(db, rng)
