@@ -6,6 +6,7 @@ followed, none blocks, none hides the rest of the store."""
 from __future__ import annotations
 
 import os
+import random
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +28,7 @@ from liteagent.eventlog import (
 )
 from liteagent.eventlog._codec import Codec
 from liteagent.eventlog._frames import Record, build_frame, encode_records
-from liteagent.eventlog.conformance import prompts
+from liteagent.eventlog.conformance import damage_file_log, prompts
 from liteagent.eventlog.conformance._damage_file import file_frames
 
 _BOUND = 20.0  # seconds: far more than any of these operations needs
@@ -273,3 +274,23 @@ def test_a_truncate_temp_file_left_beside_a_log_that_is_not_a_file_is_a_leftover
         report = cp.check_integrity()
     leftovers = sorted(p.session_id or "" for p in report.problems if p.kind == "leftover")
     assert ["gone", "linked", "s1"] == leftovers
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_damage_file_log_goes_on_damaging_a_log_it_already_broke(tmp_path: Path, seed: int) -> None:
+    """The conformance helper applied again and again to one log keeps damaging it, also once
+    the log was cut below its header (it indexed past the end of the bytes); the store then
+    reads what is left or refuses it, with library errors only."""
+    rng = random.Random(seed)
+    with file_checkpointer(tmp_path) as cp:
+        cp.append("s", prompts("a", "b", "c"))
+    for _ in range(60):
+        assert damage_file_log(tmp_path, "s", rng)
+    with file_checkpointer(tmp_path) as cp:
+        report = cp.check_integrity()
+        try:
+            head = cp.head("s")
+        except LiteAgentError:
+            assert not report.ok  # what a read refuses, the check reports
+        else:
+            assert head <= 3

@@ -82,7 +82,7 @@ def _zero_range(data: bytearray, rng: random.Random) -> str:
 def _damage_header(data: bytearray, rng: random.Random) -> str:
     style = rng.choice(["flip", "zero", "magic"])
     if style == "flip":
-        off = rng.randrange(FILE_HEADER_SIZE)
+        off = rng.randrange(min(FILE_HEADER_SIZE, len(data)))  # a log cut below its header
         data[off] ^= 1 << rng.randrange(8)
         return f"flipped a bit of the file header at byte {off}"
     if style == "zero":
