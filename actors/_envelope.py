@@ -329,10 +329,14 @@ class Dispatcher:
                 raise ActorStoppedError("the dispatcher has stopped")
             self._inbox.put(command)
 
-    def post_quietly(self, command: Callable[[], Any]) -> None:
-        """:meth:`post` from a callback: once stopped there is nothing left to do."""
-        with contextlib.suppress(ActorStoppedError):
+    def post_quietly(self, command: Callable[[], Any]) -> bool:
+        """:meth:`post` from a callback: once stopped there is nothing left to do (returns
+        whether ``command`` was posted)."""
+        try:
             self.post(command)
+        except ActorStoppedError:
+            return False
+        return True
 
     def query(self, fn: Callable[[], T], timeout: float) -> T:
         """Run ``fn`` on the thread and wait for its result (or exception)."""

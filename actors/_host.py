@@ -104,10 +104,10 @@ class SessionHost:
         )
         self._post = self._dispatcher.post
 
-    def _post_later(self, command: Callable[[], Any]) -> None:
-        """Post from a callback or an actor's thread (nothing to do once stopped)."""
-        if self._dispatcher is not None:
-            self._dispatcher.post_quietly(command)
+    def _post_later(self, command: Callable[[], Any]) -> bool:
+        """Post from a callback or an actor's thread (nothing to do once stopped); return
+        whether it was posted."""
+        return self._dispatcher is not None and self._dispatcher.post_quietly(command)
 
     # -- the caller's side: post and wait ---------------------------------------------------------
 
@@ -182,8 +182,8 @@ class SessionHost:
 
     def stats(self) -> HostStats:
         """The current load (never blocks: it reads the sizes the dispatcher keeps). A waiting
-        send that fails has left ``queued`` already; a finished turn leaves ``running`` just
-        after its result is delivered."""
+        send that fails has left ``queued`` already, and a finished turn has left ``running``,
+        when its caller gets the answer."""
         s = self._slots
         return HostStats(
             live=len(s.live),

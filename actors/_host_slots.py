@@ -83,7 +83,7 @@ class Slots:
         max_queued_sends: int,
         idle_timeout_s: float | None,
         lock_ref: pykka.ActorRef[Any] | None,
-        post: Callable[[Callable[[], Any]], None],
+        post: Callable[[Callable[[], Any]], bool],
         max_background_tasks: int = 64,
     ) -> None:
         self.config = config
@@ -198,7 +198,7 @@ class Slots:
     def _start(self, request: Request) -> Live | None:
         sid = request.session_id
         # a session with background tasks keeps its slot: when one ends, serve the queue again
-        tasks = BackgroundTasks(partial(self._post, self._tasks_changed), self.background)
+        tasks = BackgroundTasks(self._poster(self._tasks_changed), self.background)
         stopped: concurrent.futures.Future[None] = concurrent.futures.Future()
         box: list[Live] = []
         try:
@@ -244,22 +244,35 @@ class Slots:
             live.inflight += 1
         env.reply.add_done_callback(partial(self._handled, request, live))
 
+    def _poster(self, command: Callable[[], Any]) -> Callable[[], None]:
+        """A callback, for another thread, that posts ``command`` to the dispatcher."""
+
+        def post() -> None:
+            self._post(command)
+
+        return post
+
     def _handled(
         self, request: Request, live: Live, future: concurrent.futures.Future[Any]
     ) -> None:
-        """In the actor's thread: free the session first, then answer the caller (so the
-        caller's next request finds the session free)."""
-        self._post(partial(self._finished, request, live))
-        complete(request.reply, future)
+        """In the actor's thread: the dispatcher frees the session, then answers the caller,
+        so that the caller finds the session free and the counts (:class:`HostStats`) without
+        it. Once the dispatcher has stopped, the caller is answered at once."""
+        answer = partial(complete, request.reply, future)
+        if not self._post(partial(self._finished, request, live, answer)):
+            answer()
 
-    def _finished(self, request: Request, live: Live) -> None:
-        if request.kind == "send":
-            live.running = None
-            self.running -= 1
-        else:
-            live.inflight -= 1
-        live.last_used = time.monotonic()
-        self._mark_idle(live)
+    def _finished(self, request: Request, live: Live, answer: Callable[[], Any]) -> None:
+        try:
+            if request.kind == "send":
+                live.running = None
+                self.running -= 1
+            else:
+                live.inflight -= 1
+            live.last_used = time.monotonic()
+            self._mark_idle(live)
+        finally:
+            answer()
 
     def _mark_idle(self, live: Live) -> None:
         sid = live.session_id
@@ -279,7 +292,7 @@ class Slots:
             self.queued_sends.add(request.session_id)
         if request.cancel is not None:
             request.unregister = request.cancel.on_cancel(
-                partial(self._post, partial(self._token_fired, request))
+                self._poster(partial(self._token_fired, request))
             )
 
     def _token_fired(self, request: Request) -> None:

@@ -321,6 +321,32 @@ def test_host_stats_show_live_running_and_queued(held_agent: Any) -> None:
     )
 
 
+def test_a_returned_send_is_no_longer_counted_as_running(workdir: Path) -> None:
+    """When send returns, host_stats no longer counts its turn as running (the host frees the
+    session before it answers): one session after another, read at once, never polled."""
+    model = ToolThenReply()
+    with _agent(workdir, model, 200 * 2, max_live_sessions=4) as agent:
+        for i in range(200):
+            agent.send("go", session_id=f"s{i % 7}")
+            stats = agent.host_stats()
+            assert (0, 0) == (stats.running, stats.queued), (i, stats)
+
+
+def test_after_many_concurrent_sends_nothing_is_counted_running(workdir: Path) -> None:
+    """Async: once every one of many concurrent sends (more sessions than slots) has returned,
+    host_stats shows nothing running or queued, read at once, in each of several rounds."""
+    model = ToolThenReply()
+
+    async def rounds() -> None:
+        async with _async_agent(workdir, model, 10 * 40 * 2, max_live_sessions=4) as agent:
+            for r in range(10):
+                await asyncio.gather(*(agent.send("go", session_id=f"s{i}") for i in range(40)))
+                stats = agent.host_stats()
+                assert (0, 0) == (stats.running, stats.queued), (r, stats)
+
+    asyncio.run(rounds())
+
+
 def test_beyond_max_queued_sends_a_send_is_refused_at_once(held_agent: Any) -> None:
     """With the queue full, a send raises HostSaturatedError at once and records nothing."""
     agent, _, cp = held_agent
