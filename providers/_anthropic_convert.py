@@ -105,9 +105,12 @@ def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             if not kept:
                 left_out = True
                 continue
-            m = Message(m.role, kept, extra=m.extra)
+            m = Message(m.role, kept, extra=m.extra, extra_json=m.extra_json)
         if left_out and out and out[-1].role == m.role:  # the message between them went
-            out[-1] = Message(m.role, out[-1].content + m.content, extra=out[-1].extra)
+            last = out[-1]
+            out[-1] = Message(
+                m.role, last.content + m.content, extra=last.extra, extra_json=last.extra_json
+            )
         else:
             out.append(m)
         left_out = False
