@@ -49,6 +49,7 @@ from ._errors import (
     CorruptLogError,
     InvalidArgumentError,
     LiteAgentError,
+    NotADatabaseError,
     StorageIOError,
 )
 from ._events import StoredEvent
@@ -104,6 +105,13 @@ def _check_file(file: object) -> str:
     except UnicodeEncodeError as e:
         raise InvalidArgumentError(f"file is not encodable as UTF-8: {file!r}") from e
     return file
+
+
+def _opening(path: str, error: StorageIOError | NotADatabaseError) -> LiteAgentError:
+    """``error``, raised while opening the store at ``path``, with the path in its message."""
+    if isinstance(error, StorageIOError):
+        return StorageIOError(error.errno, f"cannot open the SQLite store {path!r}: {error}")
+    return NotADatabaseError(f"{path!r}: {error}")
 
 
 class SqliteCheckpointer(Checkpointer):
@@ -168,17 +176,26 @@ class SqliteCheckpointer(Checkpointer):
                     e.errno, f"cannot make the folder of {path!r}: {e.strerror or e}"
                 ) from e
         try:
-            with self._conn() as conn, translate():  # open now: a bad file fails here
+            self._open(path, integrity_check_on_open)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, path: str, integrity_check: bool) -> None:
+        """Open this thread's connection now, so that a bad file fails here (its error naming
+        ``path``), and join the process's writer of the file."""
+        try:
+            with self._conn() as conn, translate():
                 if not self._memory:
                     st = os.stat(conn.filename)
                     self._writer = REGISTRY.acquire(path, (st.st_dev, st.st_ino))
                     self._verified = self._writer.verified
-                problem = integrity_problem(conn) if integrity_check_on_open else None
-        except BaseException:
-            self.close()
-            raise
+                problem = integrity_problem(conn) if integrity_check else None
+        except (StorageIOError, NotADatabaseError) as e:
+            if path in str(e):
+                raise
+            raise _opening(path, e) from e
         if problem is not None:
-            self.close()
             raise CorruptLogError(None, None, problem.detail)
 
     @property

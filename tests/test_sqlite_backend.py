@@ -10,6 +10,7 @@ from __future__ import annotations
 import _thread
 import errno
 import os
+import re
 import string
 import threading
 import time
@@ -97,12 +98,20 @@ def run_threads(count: int, target: Callable[[int], None]) -> list[BaseException
 
 
 def test_text_file_is_not_a_database_and_stays_unchanged(db: Path) -> None:
-    """Opening 8 KB of text raises NotADatabaseError and leaves the file's bytes unchanged."""
+    """Opening 8 KB of text raises NotADatabaseError naming the file, and leaves the file's
+    bytes unchanged."""
     content = (b"this is a text file, not a SQLite database\n" * 200)[:8192]
     db.write_bytes(content)
-    with pytest.raises(NotADatabaseError):
+    with pytest.raises(NotADatabaseError, match=re.escape(repr(str(db)))):
         sqlite_checkpointer(db)
     assert content == db.read_bytes()
+
+
+def test_a_file_that_cannot_be_opened_is_named(tmp_path: Path) -> None:
+    """A file SQLite cannot open (here a read-only kernel file) raises StorageIOError naming
+    it and what was being done."""
+    with pytest.raises(StorageIOError, match=re.escape("cannot open the SQLite store '/proc/")):
+        sqlite_checkpointer("/proc/version")
 
 
 # -- 2. schema version -----------------------------------------------------------------------------

@@ -170,3 +170,13 @@ def test_someone_elses_live_lease_is_still_refused(
             with pytest.raises(SessionLeasedError):
                 cp.acquire_lease("u")
             mine.release()
+
+
+def test_opening_a_store_on_a_full_disk_names_it(small_tmpfs: Path) -> None:
+    """Creating a store where there is no room left raises StorageIOError(ENOSPC) naming the
+    file and that it was being opened."""
+    (small_tmpfs / "filler").write_bytes(bytes(250 * 1024))
+    with pytest.raises(StorageIOError) as info:
+        sqlite_checkpointer(small_tmpfs / "log.db")
+    assert errno.ENOSPC == info.value.errno
+    assert f"cannot open the SQLite store {str(small_tmpfs / 'log.db')!r}" in str(info.value)
