@@ -12,6 +12,7 @@ take a shared lock only for the instant they measure the file, never while the c
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import re
@@ -123,6 +124,10 @@ class FileCheckpointer(Checkpointer):
             raise InvalidArgumentError(f"codec must have encode() and decode(), got {codec!r}")
         try:
             root.mkdir(parents=True, exist_ok=True)
+        except FileExistsError as e:  # a file (or a link to one) where the folder goes
+            raise StorageIOError(
+                errno.ENOTDIR, f"cannot use {root} as the store's folder: it is not a folder"
+            ) from e
         except OSError as e:
             raise StorageIOError(e.errno, f"cannot create {root}: {e.strerror}") from e
         self._root = root

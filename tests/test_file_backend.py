@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import struct
@@ -659,3 +660,15 @@ def test_path_of_refuses_a_session_id_that_is_a_path(tmp_path: Path) -> None:
         assert tmp_path / f"{SID}.log" == cp.path_of(SID)
         with pytest.raises(InvalidSessionIdError):
             cp.path_of("../outside")
+
+
+def test_a_file_where_the_store_folder_goes_is_named(tmp_path: Path) -> None:
+    """A file (or a link to one) where the store's folder goes: StorageIOError(ENOTDIR) that
+    says so, not "File exists"; the file is left as it was."""
+    (tmp_path / "store").write_text("mine")
+    (tmp_path / "link").symlink_to(tmp_path / "store")
+    for name in ("store", "link"):
+        with pytest.raises(StorageIOError, match="it is not a folder") as info:
+            file_checkpointer(tmp_path / name)
+        assert errno.ENOTDIR == info.value.errno
+    assert "mine" == (tmp_path / "store").read_text()
