@@ -21,6 +21,7 @@ import xxhash
 from ._errors import CorruptLogError
 
 __all__ = [
+    "MAX_VERIFIED",
     "BadText",
     "Row",
     "Seeds",
@@ -268,6 +269,12 @@ def corrupt(session_id: str | None, seq: int | None, detail: str) -> CorruptLogE
 # -- what this process has verified ----------------------------------------------------------------
 
 
+MAX_VERIFIED = 65_536
+"""Sessions whose verified prefix a process remembers; beyond that the least recently written
+or verified are forgotten (their next append verifies their rows again), so a daemon that goes
+through millions of sessions keeps a bounded memory."""
+
+
 class Verified:
     """How far this process has verified each session: ``(generation, head)`` such that rows
     ``1..head`` of that generation were read back whole (types, checksums, consecutive seqs).
@@ -275,6 +282,7 @@ class Verified:
     An append needs only the rows after that verified: nothing is ever acknowledged onto a log
     that a read cannot pass (damage this process has not read is found on the next append).
     Generations only grow, so a larger ``(generation, head)`` is always the newer knowledge.
+    At most :data:`MAX_VERIFIED` sessions are remembered (forgetting one only costs a read).
     """
 
     def __init__(self) -> None:
@@ -311,7 +319,7 @@ class Verified:
         with self._lock:
             old = self._heads.get(session_id)
             if old is None or (generation, head) > old:
-                self._heads[session_id] = (generation, head)
+                self._remember(session_id, (generation, head))
 
     def extend(self, session_id: str, generation: int, since: int, head: int) -> None:
         """Record that rows ``since+1..head`` of ``generation`` verified: this extends the
@@ -322,17 +330,30 @@ class Verified:
         with self._lock:
             old = self._heads.get(session_id)
             if old is not None and old[0] == generation and old[1] >= since and head > old[1]:
-                self._heads[session_id] = (generation, head)
+                self._remember(session_id, (generation, head))
 
     def replace(self, session_id: str, generation: int, head: int, crc: int | None = None) -> None:
         """Record the state a write of this process just committed (``crc``: of the sessions
         row it wrote). Without the lock: only the writer calls it, and a reader's concurrent
         :meth:`set` can at worst leave older knowledge (more to verify later, never less)."""
-        self._heads[session_id] = (generation, head)
+        self._remember(session_id, (generation, head))
         if crc is None:
             self._rows.pop(session_id, None)
         else:
             self._rows[session_id] = (head, generation, crc)
+
+    def _remember(self, session_id: str, known: tuple[int, int]) -> None:
+        """Record ``known`` as the session's newest entry, forgetting the oldest sessions
+        beyond :data:`MAX_VERIFIED` (pops only: safe beside the writer's lock-free calls)."""
+        self._heads.pop(session_id, None)
+        self._heads[session_id] = known
+        while len(self._heads) > MAX_VERIFIED:
+            try:
+                oldest = next(iter(self._heads))
+            except (StopIteration, RuntimeError):  # emptied or changed meanwhile: next time
+                return
+            self._heads.pop(oldest, None)
+            self._rows.pop(oldest, None)
 
     def forget(self, session_id: str) -> None:
         """Forget the session (deleted, or found damaged)."""

@@ -24,6 +24,7 @@ from liteagent.eventlog import (
     LiteAgentError,
     Position,
     StoredEvent,
+    _sqlite_rows,
     sqlite_checkpointer,
 )
 from liteagent.eventlog._sqlite_rows import session_crc
@@ -544,3 +545,27 @@ def test_damage_sqlite_goes_on_damaging_a_store_it_already_broke(tmp_path: Path,
         return  # refused at open: not a database any more, say
     with cp:
         assert not cp.check_integrity().ok
+
+
+def test_a_daemon_going_through_many_sessions_remembers_a_bounded_number(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a process remembers of each session's verified rows is bounded (a daemon goes
+    through millions of sessions); a session it forgot is verified again on its next append,
+    so damage another process made to its rows meanwhile is still refused, not written over."""
+    monkeypatch.setattr(_sqlite_rows, "MAX_VERIFIED", 8)
+    path = tmp_path / "log.db"
+    with sqlite_checkpointer(path) as cp:
+        for i in range(50):
+            cp.append(f"s{i}", prompts("a", "b"))
+        verified = cp._writer.verified  # type: ignore[attr-defined]
+        assert len(verified.heads) <= 8
+        assert len(verified.rows) <= 8
+        assert "s0" not in verified.heads  # the first ones were forgotten
+        edit(path, "UPDATE events SET ts = ts + 0.001 WHERE session_id = 's0' AND seq = 1")
+        with pytest.raises(CorruptLogError):
+            cp.append("s0", prompts("c"))
+        for i in range(1, 50):
+            assert 3 == cp.append(f"s{i}", prompts("c"), expected_head=2)
+            assert ["a", "b", "c"] == texts(cp.read(f"s{i}"))
+        assert len(verified.heads) <= 8
