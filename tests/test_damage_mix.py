@@ -1176,18 +1176,28 @@ def test_a_folder_at_a_truncate_temp_path_is_reported(tmp_path: Path) -> None:
     ]
 
 
-def test_a_fork_into_a_folder_the_store_refuses_leaves_its_files(
+def _fork_refused_by_the_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A fork into another workspace whose new session the store cannot write (a folder where
-    its log goes): the fork raises StorageIOError and the files it had put back in that
-    workspace are as they were (they were left changed, with no session to show for it)."""
+) -> tuple[Checkpointer, LiteAgent, int, Path]:
+    """A file store, an agent whose session "s" wrote a.txt twice, the seq to fork it at, and a
+    copy of its workspace to fork into; the fork's new session is "forked", whose log path is
+    a folder (so the store refuses to write it)."""
     cp = file_checkpointer(tmp_path / "store")
     agent, seq, _ = _two_writes(tmp_path, cp)
     copy = tmp_path / "copy"
     shutil.copytree(tmp_path / "work", copy)
     monkeypatch.setattr("liteagent.sdk._core.new_session_id", lambda: "forked")
     (tmp_path / "store" / "forked.log").mkdir()
+    return cp, agent, seq, copy
+
+
+def test_a_fork_into_a_folder_the_store_refuses_leaves_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork into another workspace whose new session the store cannot write (a folder where
+    its log goes): the fork raises StorageIOError and the files it had put back in that
+    workspace are as they were (they were left changed, with no session to show for it)."""
+    cp, agent, seq, copy = _fork_refused_by_the_store(tmp_path, monkeypatch)
     with cp, agent:
         with pytest.raises(StorageIOError, match="forked"):
             agent.fork("s", seq, workdir=copy)
@@ -1200,12 +1210,7 @@ def test_a_fork_whose_store_and_rollback_both_fail_says_both(
     """As above, and the disk also refuses to put the workspace's file back: the fork raises a
     RestoreFailedError that names the new session, why the store refused it, and the file left
     changed (not a raw OSError, and not the store's error alone, which would hide the file)."""
-    cp = file_checkpointer(tmp_path / "store")
-    agent, seq, _ = _two_writes(tmp_path, cp)
-    copy = tmp_path / "copy"
-    shutil.copytree(tmp_path / "work", copy)
-    monkeypatch.setattr("liteagent.sdk._core.new_session_id", lambda: "forked")
-    (tmp_path / "store" / "forked.log").mkdir()
+    cp, agent, seq, copy = _fork_refused_by_the_store(tmp_path, monkeypatch)
     real = _restore_files.put_file
     writes: list[str] = []
 
