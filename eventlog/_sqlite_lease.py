@@ -8,7 +8,9 @@ Rows are never deleted, so the fencing token keeps increasing across releases.
 
 One renewer thread per checkpointer (not per lease) pushes every held lease's expiry forward
 each third of its ttl while any is held; a renewal that finds the row taken by another holder
-(it expired first, e.g. the process was stopped) marks the lease ``lost``.
+(it expired first, e.g. the process was stopped) marks the lease ``lost``. It also frees the
+rows of leases whose release could not be written (a full disk), which this checkpointer may
+take again meanwhile.
 """
 
 from __future__ import annotations
@@ -143,8 +145,10 @@ class SqliteLeases:
         return left is not None and _same(left[0], holder)
 
     def release(self, lease: Lease) -> None:
-        """Give the lease up (if it is still ours); a failure is logged, the lease then ends
-        at its expiry or with this process."""
+        """Give the lease up (if it is still ours). A release that cannot be written (a full
+        disk) is logged and remembered: this checkpointer may take the lease again at once, and
+        the renewer (or :meth:`close`) frees the row once the store takes writes again; for
+        another process it ends then, or at its expiry, or with this process."""
         with self._lock:
             ttl = self._held.pop(lease, None)
         info = lease.info
