@@ -7,9 +7,9 @@ This is the interchange format users import and export transcripts in::
 ``messages_to_dicts(messages_from_dicts(ds)) == ds`` for every list of JSON message dicts ``ds``
 that converts: each message's keys besides ``role`` and ``content`` are kept
 (:attr:`Message.extra`, or :attr:`Message.extra_json`, below), a string ``content`` stays a
-string (:attr:`Message.string_content`),
-consecutive messages of one role stay separate messages, and every block comes back equal (as
-JSON: the order of an object's keys is not kept): blocks liteagent models keep their unknown keys
+string (:attr:`Message.string_content`), consecutive messages of one role stay separate
+messages, and every block comes back equal (as JSON: the order of an object's keys is not
+kept): blocks liteagent models keep their unknown keys
 (``cache_control``, ``citations``, ...) in ``extra``, and blocks of other types (images,
 documents, search results, server tool blocks, ...) are kept whole as a :class:`RawBlock`.
 What does not convert raises :class:`InvalidMessageError` naming the message, block and field:
