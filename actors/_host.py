@@ -11,7 +11,11 @@ message that still reaches a stopped actor fails with :class:`ActorStoppedError`
   slot; the least recently used idle sessions are passivated to make room for waiting ones.
 - When every slot runs a turn, requests needing an actor wait in FIFO order, at most
   ``max_queued_sends`` of them; beyond that :class:`HostSaturatedError` is raised at once. A
-  waiting send leaves the queue when its cancel token fires (or its future is cancelled).
+  request that can have the slot of an idle session (passivated for it) or of an actor already
+  stopping is never refused: it waits only for that stop, in the queue (so ``queued`` may
+  exceed ``max_queued_sends`` by such requests, never by one waiting for a turn). A waiting
+  send leaves the queue when its cancel token fires or its caller interrupts it (or cancels
+  its future), and never starts after that.
 - A session runs one ``send`` at a time: a second one while it runs or waits raises
   :class:`AgentBusyError` at once.
 - At most ``max_background_tasks`` background tasks (each a thread) run at once, every
@@ -130,6 +134,8 @@ class SessionHost:
     def _interrupt(self, ref: weakref.ref[Request], reason: str) -> None:
         request = ref()  # gone: it finished, nothing holds it any more
         if request is not None:
+            # at once, in the caller's thread: from now on the dispatcher never places it
+            request.interrupted = request.interrupted or reason
             self._post_later(partial(self._slots.interrupt, request, reason))
 
     def _query(self, fn: Callable[[], T]) -> T:

@@ -40,7 +40,9 @@ _log = get_logger("liteagent.actors")
 
 class HostSaturatedError(LiteAgentError):
     """Raised when a send needs an actor, every slot of ``max_live_sessions`` is running a turn
-    and ``max_queued_sends`` requests already wait: it is refused at once, nothing recorded."""
+    (or is otherwise taken: background tasks, maintenance, stopping actors promised to waiting
+    requests) and ``max_queued_sends`` requests already wait: it is refused at once, nothing
+    recorded. An idle session's slot is never a reason: it is passivated for the request."""
 
 
 @dataclass(eq=False, slots=True, weakref_slot=True)
@@ -54,6 +56,7 @@ class Request:
     cancel: CancelToken | None
     reply: Reply = field(default_factory=Reply)
     queued: bool = False
+    interrupted: str | None = None  # why its caller gave up (set in the caller's thread)
     unregister: Callable[[], None] | None = None
 
 
@@ -130,6 +133,7 @@ class Slots:
     def interrupt(self, request: Request, reason: str) -> None:
         """Its caller gave up on ``request``: one waiting for a slot leaves the queue and fails;
         a running send's turn is cancelled (its outcome still arrives)."""
+        request.interrupted = request.interrupted or reason
         pending = not request.reply.done()
         if request.queued:
             self._dequeue(request, reason)
@@ -145,6 +149,8 @@ class Slots:
         if self._closed:
             fail(request.reply, ActorStoppedError("the agent is closed"))
             return
+        if self._given_up(request):
+            return
         if request.kind == "send":
             refusal = self._refusal(request)
             if refusal is not None:
@@ -152,7 +158,7 @@ class Slots:
                 return
         live = self._alive(sid)
         if live is None and (self.queue or not self._free_slot()):
-            if len(self.queue) >= self.max_queued_sends:
+            if len(self.queue) >= self.max_queued_sends and not self._room():
                 fail(request.reply, HostSaturatedError(self._saturated()))
                 return
             self._enqueue(request)
@@ -161,6 +167,20 @@ class Slots:
             live = self._start(request)
         if live is not None:
             self._place(request, live)
+
+    def _room(self) -> bool:
+        """Whether the queue has room beyond ``max_queued_sends``: a slot that frees without a
+        turn or a task ending (an idle session to passivate, an actor already stopping) is not
+        yet promised to a waiting request, so a new one does not wait for a running turn."""
+        spare = len(self.queue) - len(self.stopping)
+        if spare < 0:
+            return True
+        for live in self._idle.values():
+            if not live.tasks.running():
+                spare -= 1
+                if spare < 0:
+                    return True
+        return False
 
     def _saturated(self) -> str:
         """Why a request is refused with :class:`HostSaturatedError`: what holds the slots."""
@@ -175,14 +195,26 @@ class Slots:
 
     def _refusal(self, request: Request) -> LiteAgentError | None:
         sid = request.session_id
-        if request.cancel is not None and request.cancel.cancelled:
-            return OperationCancelledError(request.cancel.reason or "cancelled")
         live = self.live.get(sid)
         if sid in self.queued_sends or (live is not None and live.running is not None):
             return AgentBusyError(f"session {sid!r} is already running a turn")
         if sid in self._holds:
             return AgentBusyError(f"session {sid!r} is held for maintenance")
         return None
+
+    @staticmethod
+    def _given_up(request: Request) -> bool:
+        """Fail ``request`` when its caller gave up on it (its token fired, or it was
+        interrupted) before it reached an actor: it never starts after that."""
+        token = request.cancel
+        if request.interrupted is not None:
+            reason = request.interrupted
+        elif token is not None and token.cancelled:
+            reason = token.reason or "cancelled"
+        else:
+            return False
+        fail(request.reply, OperationCancelledError(reason))
+        return True
 
     def _alive(self, session_id: str) -> Live | None:
         live = self.live.get(session_id)
@@ -333,7 +365,7 @@ class Slots:
                 break
             self.queue.popleft()
             self._unqueue(request)
-            if request.reply.done():
+            if request.reply.done() or self._given_up(request):
                 continue
             if live is None:
                 live = self._start(request)
@@ -352,9 +384,8 @@ class Slots:
         if self.idle_timeout_s is None:
             return
         now = time.monotonic()
-        while self._idle:
-            live = next(iter(self._idle.values()))
-            if live.last_used + self.idle_timeout_s > now:
+        for live in list(self._idle.values()):  # once each: a timeout too small to tell apart
+            if live.last_used + self.idle_timeout_s > now:  # from now must not loop forever
                 break
             if live.tasks.running():  # look again after another timeout
                 live.last_used = now

@@ -41,7 +41,7 @@ class IdleCompaction:
         *,
         compact: Callable[[str, CancelToken], Any],
         is_busy: Callable[[str], bool],
-        state: Callable[[str], Any],
+        state: Callable[[str, CancelToken], Any],
     ) -> None:
         self.delay = delay
         self._compact = compact
@@ -111,7 +111,8 @@ class IdleCompaction:
             cancel.raise_if_cancelled()
             if self._is_busy(session_id):
                 return
-            status = self._state(session_id).context_status
+            # with the token: a send of the session takes this read out of the host's queue
+            status = self._state(session_id, cancel).context_status
             if status is None or status.tokens <= status.budget:
                 return
             _log.info(

@@ -1,0 +1,758 @@
+"""Adversarial, randomized tests of the session host through the public API: random mixes of
+sends (some cancelled at random moments, some failing or hanging in the model), compactions,
+restores, checkpoint listings and deletions over few slots and many sessions; close() in the
+middle of it all. Every call ends within a bound with a result or a LiteAgentError, every log
+holds exactly the turns that were answered (plus, at most, those cancelled or failed once
+running), nothing queued and cancelled ever runs, and threads and counts go back to rest."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from liteagent.eventlog import (
+    AssistantMessage,
+    CancelToken,
+    Checkpointer,
+    LiteAgentError,
+    OperationCancelledError,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserPrompt,
+    file_checkpointer,
+    fold,
+    memory_checkpointer,
+    sqlite_checkpointer,
+)
+from liteagent.providers import ModelProvider, scripted
+from liteagent.providers._contract import ModelRequest, StreamEvent
+from liteagent.providers._errors import ProviderRequestError
+from liteagent.sdk import (
+    AgentBusyError,
+    AgentClosedError,
+    AsyncLiteAgent,
+    HostSaturatedError,
+    HostStats,
+    LiteAgent,
+    create_async_lite_agent,
+    create_lite_agent,
+)
+from liteagent.tools import bash, tool
+
+WAIT = 60.0  # a bound on any one call or condition (never asserted as a timing)
+HANG_S = 30.0  # how long a "hang" prompt holds the model unless its turn is cancelled
+
+
+def _prompt_text(request: ModelRequest) -> str:
+    last = request.messages[-1]
+    if any(isinstance(b, ToolResultBlock) for b in last.content):
+        return ""
+    return " ".join(b.text for b in last.content if isinstance(b, TextBlock))
+
+
+def _ok(request: ModelRequest) -> AssistantMessage:
+    return AssistantMessage(content=(TextBlock("ok"),), stop_reason="end_turn")
+
+
+class Model(ModelProvider):
+    """A model answering "ok"; a prompt holding "hang" waits for its turn's cancellation (at
+    most HANG_S, or until ``release`` is set), one holding "fail" raises a ProviderError.
+    Records every prompt that reached it, and every one that is still in it."""
+
+    def __init__(self, sleep: float = 0.0) -> None:
+        self.sleep = sleep
+        self.release = threading.Event()
+        self.reached: list[str] = []
+        self.inside: set[str] = set()
+        self._lock = threading.Lock()
+        self._inner = scripted([_ok] * 200_000)
+
+    def stream(
+        self, request: ModelRequest, *, cancel: CancelToken | None = None
+    ) -> Iterator[StreamEvent]:
+        prompt = _prompt_text(request)
+        with self._lock:
+            self.reached.append(prompt)
+            self.inside.add(prompt)
+        try:
+            if self.sleep:
+                time.sleep(self.sleep)
+            if "hang" in prompt:
+                deadline = time.monotonic() + HANG_S
+                while not self.release.is_set() and time.monotonic() < deadline:
+                    if cancel is not None and cancel.wait(0.01):
+                        break
+            if cancel is not None:
+                cancel.raise_if_cancelled()
+            if "fail" in prompt:
+                raise ProviderRequestError("the model refused this one")
+        finally:
+            with self._lock:
+                self.inside.discard(prompt)
+        yield from self._inner.stream(request, cancel=cancel)
+
+
+def _agent(workdir: Path, model: Model, cp: Checkpointer, **kw: Any) -> LiteAgent:
+    return create_lite_agent(
+        model=model, model_name="m", workdir=workdir, tools=[], checkpointer=cp, **kw
+    )
+
+
+def _async_agent(workdir: Path, model: Model, cp: Checkpointer, **kw: Any) -> AsyncLiteAgent:
+    return create_async_lite_agent(
+        model=model, model_name="m", workdir=workdir, tools=[], checkpointer=cp, **kw
+    )
+
+
+def _prompts(cp: Checkpointer, session_id: str) -> list[str]:
+    """The prompts in the session's log, after folding it (the fold must accept the log)."""
+    events = list(cp.read(session_id))
+    fold(events)
+    return [e.body.content[0].text for e in events if isinstance(e.body, UserPrompt)]
+
+
+def _until(condition: Callable[[], bool], wait: float = WAIT) -> bool:
+    deadline = time.monotonic() + wait
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+async def _until_async(condition: Callable[[], bool]) -> bool:
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.002)
+    return True
+
+
+def _check_stats(stats: HostStats) -> None:
+    assert 0 <= stats.running <= stats.live, stats
+    assert stats.live + stats.stopping <= stats.max_live_sessions, stats
+    assert 0 <= stats.queued, stats
+
+
+def _session_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("liteagent")}
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """An empty workspace."""
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+def _checkpointer(kind: str, tmp_path: Path, workdir: Path) -> Checkpointer:
+    if kind == "memory":
+        return memory_checkpointer()
+    if kind == "sqlite":
+        return sqlite_checkpointer(tmp_path / "log.db")
+    return file_checkpointer(workdir=workdir, home=tmp_path / "home")
+
+
+# -- the bound on waiting sends -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("queue_bound", [0, 1])
+def test_idle_sessions_never_make_a_send_saturated(workdir: Path, queue_bound: int) -> None:
+    """One send after another over more sessions than slots, with a queue bound of 0 or 1:
+    nothing runs, so no send is refused (an idle session gives its slot up)."""
+    model = Model()
+    with _agent(
+        workdir, model, memory_checkpointer(), max_live_sessions=2, max_queued_sends=queue_bound
+    ) as agent:
+        texts = [agent.send("go", session_id=f"s{i}").text for i in range(12)]
+    assert ["ok"] * 12 == texts
+
+
+def test_concurrent_new_sessions_take_idle_slots_without_queue_places(workdir: Path) -> None:
+    """Async, no queue places at all: rounds of as many concurrent new sessions as there are
+    slots, each round after the last has ended, are all served (they take idle slots)."""
+    model = Model()
+    cap = 4
+
+    async def main() -> list[Any]:
+        async with _async_agent(
+            workdir, model, memory_checkpointer(), max_live_sessions=cap, max_queued_sends=0
+        ) as agent:
+            out: list[Any] = []
+            for r in range(6):
+                out += await asyncio.gather(
+                    *(agent.send("go", session_id=f"r{r}s{i}") for i in range(cap)),
+                    return_exceptions=True,
+                )
+            return out
+
+    outcomes = asyncio.run(main())
+    assert [] == [o for o in outcomes if not hasattr(o, "text")]
+
+
+def _hold_slots(agent: LiteAgent, model: Model, cap: int) -> list[concurrent.futures.Future[Any]]:
+    """Fill every slot with a turn hanging in the model."""
+    pool = concurrent.futures.ThreadPoolExecutor(cap)
+    futures = [pool.submit(agent.send, f"hang{i}", session_id=f"h{i}") for i in range(cap)]
+    pool.shutdown(wait=False)
+    assert _until(lambda: cap == len(model.inside))
+    return futures
+
+
+def test_the_queue_takes_exactly_its_bound(workdir: Path) -> None:
+    """With every slot running: exactly max_queued_sends sends wait, the next is refused at
+    once; a cancelled waiter frees its place for one more; each that waited then runs once."""
+    model = Model()
+    cp = memory_checkpointer()
+    cap, bound = 2, 5
+    with _agent(workdir, model, cp, max_live_sessions=cap, max_queued_sends=bound) as agent:
+        running = _hold_slots(agent, model, cap)
+        pool = concurrent.futures.ThreadPoolExecutor(bound + 2)
+        tokens = [CancelToken() for _ in range(bound)]
+        waiting = [
+            pool.submit(agent.send, f"w{i}", session_id=f"w{i}", cancel=tokens[i])
+            for i in range(bound)
+        ]
+        assert _until(lambda: bound == agent.host_stats().queued)
+        with pytest.raises(HostSaturatedError):
+            agent.send("over", session_id="over")
+        tokens[2].cancel("not this one")
+        with pytest.raises(OperationCancelledError):
+            waiting[2].result(WAIT)
+        assert bound - 1 == agent.host_stats().queued
+        late = pool.submit(agent.send, "late", session_id="late")
+        assert _until(lambda: bound == agent.host_stats().queued)
+        with pytest.raises(HostSaturatedError):
+            agent.send("over", session_id="over")
+        model.release.set()
+        answered = [f.result(WAIT).text for f in (*running, *waiting[:2], *waiting[3:], late)]
+        pool.shutdown()
+        stats = agent.host_stats()
+    assert ["ok"] * (cap + bound) == answered
+    assert (0, 0) == (stats.running, stats.queued)
+    assert [[]] * 2 == [_prompts(cp, "w2"), _prompts(cp, "over")]
+    assert "w2" not in model.reached
+
+
+# -- cancelled waiters never run ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_cancelled_waiting_sync_sends_never_run(workdir: Path, seed: int) -> None:
+    """Sync: every slot held, many sends waiting, a random half cancelled by their token at
+    random moments while the slots free up: a send whose token fired while it waited never
+    reaches the model, and each one ends with a result or OperationCancelledError."""
+    rng = random.Random(seed)
+    model = Model()
+    cp = memory_checkpointer()
+    cap, n = 2, 40
+    with _agent(workdir, model, cp, max_live_sessions=cap) as agent:
+        running = _hold_slots(agent, model, cap)
+        pool = concurrent.futures.ThreadPoolExecutor(n)
+        tokens = [CancelToken() for _ in range(n)]
+        waiting = [
+            pool.submit(agent.send, f"w{i}", session_id=f"w{i}", cancel=tokens[i]) for i in range(n)
+        ]
+        assert _until(lambda: n == agent.host_stats().queued)
+        doomed = set(rng.sample(range(n), n // 2))
+        seen: dict[int, list[bool]] = {i: [] for i in doomed}
+        model.release.set()
+        for i in sorted(doomed, key=lambda _: rng.random()):
+            time.sleep(rng.random() * 0.002)
+            if i % 2:  # the caller's own thread
+                tokens[i].cancel("random")
+            else:  # on the dispatcher, knowing whether it still waited
+                agent._core.host.call_soon(  # atomic with the host's view
+                    partial(_cancel_if_queued, agent, f"w{i}", tokens[i], seen[i])
+                )
+        outcomes = [_outcome(f) for f in (*running, *waiting)]
+        pool.shutdown()
+    assert [] == [o for o in outcomes if not _ok_or(o, OperationCancelledError)]
+    for i in range(n):
+        recorded = _prompts(cp, f"w{i}")
+        if hasattr(outcomes[cap + i], "text"):
+            assert [f"w{i}"] == recorded
+        elif seen.get(i) == [True]:
+            assert ([], False) == (recorded, f"w{i}" in model.reached), i
+
+
+def _outcome(future: concurrent.futures.Future[Any]) -> Any:
+    try:
+        return future.result(WAIT)
+    except LiteAgentError as e:
+        return e
+
+
+def _ok_or(outcome: Any, *errors: type[BaseException]) -> bool:
+    return hasattr(outcome, "text") or isinstance(outcome, errors)
+
+
+# -- the randomized mix ---------------------------------------------------------------------------
+
+
+@dataclass
+class SessionModel:
+    """What a session's log must hold: ``prompts`` recorded for sure, ``maybe`` ones a cancelled
+    or failed turn may have recorded (it had started, or not)."""
+
+    prompts: list[str] = field(default_factory=list)
+    maybe: set[str] = field(default_factory=set)
+
+    def matches(self, recorded: list[str]) -> bool:
+        sure = [p for p in recorded if p not in self.maybe]
+        return sure == self.prompts
+
+
+@dataclass
+class Mix:
+    """The settings of one randomized run."""
+
+    seed: int
+    sessions: int
+    cap: int
+    queue_bound: int
+    idle: float | None
+    ops_per_session: int
+    backend: str = "memory"
+
+
+ALLOWED = (
+    OperationCancelledError,
+    HostSaturatedError,
+    AgentBusyError,
+    ProviderRequestError,
+    LiteAgentError,
+)
+
+
+async def _run_mix(  # noqa: PLR0915 -- one randomized run with its checks beside it
+    mix: Mix, workdir: Path, tmp_path: Path
+) -> dict[str, Any]:
+    """Run ``mix``: each session a worker doing random operations one after another, while an
+    intruder compacts, lists and sends on random sessions at once; check every invariant."""
+    rng = random.Random(mix.seed)
+    model = Model(sleep=0.0005)
+    cp = _checkpointer(mix.backend, tmp_path, workdir)
+    agent = _async_agent(
+        workdir,
+        model,
+        cp,
+        max_live_sessions=mix.cap,
+        max_queued_sends=mix.queue_bound,
+        idle_timeout_s=mix.idle,
+    )
+    sessions = {f"s{i}": SessionModel() for i in range(mix.sessions)}
+    never_ran: set[str] = set()  # prompts cancelled while they waited: never in the model
+    errors: list[str] = []
+    counts: dict[str, int] = {}
+    stats_seen: list[HostStats] = []
+
+    def note(kind: str) -> None:
+        counts[kind] = counts.get(kind, 0) + 1
+
+    async def bounded(coro: Any) -> Any:
+        try:
+            return await asyncio.wait_for(coro, WAIT)
+        except TimeoutError:
+            errors.append("a call did not end within its bound")
+            raise
+
+    async def send(sid: str, n: int, kind: str, state: SessionModel | None) -> None:
+        prompt = f"{sid}:{n}:{kind}"
+        token = CancelToken()
+        task = asyncio.ensure_future(agent.send(prompt, session_id=sid, cancel=token))
+        how = rng.choice(["none", "none", "token", "queued", "task"]) if kind != "hang" else "task"
+        queued_at_cancel: list[bool] = []
+        if how != "none":
+            for _ in range(rng.randrange(4)):
+                await asyncio.sleep(0)
+            await asyncio.sleep(rng.random() * 0.003)
+            if how == "queued":  # on the dispatcher, the only thread taking sends off the queue
+                agent._core.host.call_soon(  # atomic with the host's view
+                    partial(_cancel_if_queued, agent, sid, token, queued_at_cancel)
+                )
+            elif how == "token":
+                token.cancel("random")
+            else:
+                task.cancel()
+        try:
+            result = await bounded(asyncio.shield(task) if how == "task" else task)
+        except asyncio.CancelledError:
+            result = OperationCancelledError("task")
+        except LiteAgentError as e:
+            result = e
+        if how == "task" and not task.done():
+            errors.append(f"{prompt}: task not done")
+        note(type(result).__name__)
+        if not isinstance(result, BaseException):
+            if result.text != "ok":
+                errors.append(f"{prompt}: {result.text!r}")
+            if state is not None:
+                state.prompts.append(prompt)
+            return
+        if not isinstance(result, ALLOWED):
+            errors.append(f"{prompt}: {result!r}")
+        if isinstance(result, (HostSaturatedError, AgentBusyError)):
+            return  # refused: never recorded (checked by the log comparison)
+        if queued_at_cancel == [True]:
+            never_ran.add(prompt)
+        if state is not None:
+            state.maybe.add(prompt)
+
+    async def worker(sid: str) -> None:
+        state = sessions[sid]
+        await asyncio.sleep(rng.random() * 0.05)
+        for n in range(mix.ops_per_session):
+            op = rng.choices(
+                ["send", "fail", "hang", "compact", "restore", "list", "delete"],
+                weights=[12, 1, 1, 2, 2, 2, 1],
+            )[0]
+            try:
+                if op in ("send", "fail", "hang"):
+                    await send(sid, n, "ok" if op == "send" else op, state)
+                elif op == "compact":
+                    await bounded(agent.compact(session_id=sid))
+                    note("compacted")
+                elif op == "list":
+                    await bounded(agent.list_checkpoints(sid))
+                elif op == "restore":
+                    points = await bounded(agent.list_checkpoints(sid))
+                    if points:
+                        k = rng.randrange(len(points))
+                        await bounded(agent.restore(sid, points[k].seq))
+                        note("restored")
+                        kept = _prompts(cp, sid)
+                        state.prompts = [p for p in state.prompts if p in kept]
+                        state.maybe &= set(kept)
+                elif op == "delete":
+                    await bounded(agent.delete_session(sid))
+                    note("deleted")
+                    state.prompts, state.maybe = [], set()
+            except LiteAgentError as e:
+                note(type(e).__name__)
+                if not isinstance(e, ALLOWED):
+                    errors.append(f"{sid} {op}: {e!r}")
+
+    async def intruder() -> None:
+        n = 0
+        while not stop.is_set():
+            sid = f"s{rng.randrange(mix.sessions)}"
+            n += 1
+            try:
+                op = rng.choice(["compact", "list", "send", "stats"])
+                if op == "compact":
+                    await bounded(agent.compact(session_id=sid))
+                elif op == "list":
+                    await bounded(agent.list_checkpoints(sid))
+                elif op == "send":
+                    # a second sender on a session its worker uses: busy, or a turn of its own
+                    await send(sid, n, "intruder", None)
+                stats = agent.host_stats()
+                _check_stats(stats)
+                stats_seen.append(stats)
+            except LiteAgentError as e:
+                if not isinstance(e, ALLOWED):
+                    errors.append(f"intruder {op}: {e!r}")
+            except AssertionError as e:
+                errors.append(f"stats: {e}")
+            await asyncio.sleep(0.001)
+
+    stop = asyncio.Event()
+    async with agent:
+        spies = [asyncio.ensure_future(intruder()) for _ in range(3)]
+        await asyncio.wait_for(asyncio.gather(*(worker(s) for s in sessions)), WAIT * 4)
+        stop.set()
+        await asyncio.gather(*spies)
+        rest = await _until_async(
+            lambda: (0, 0) == (agent.host_stats().running, agent.host_stats().queued)
+        )
+        final = agent.host_stats()
+    assert [] == errors
+    assert rest, final
+    assert set() == never_ran & set(model.reached)
+    reached = set(model.reached)
+    for sid, state in sessions.items():
+        recorded = _prompts(cp, sid)
+        own = [p for p in recorded if not p.endswith(":intruder")]
+        assert state.matches(own), (sid, state, recorded)
+        unreached = {p for p in own if p not in reached}  # cancelled between prompt and model
+        assert unreached <= state.maybe, (sid, unreached)
+    cp.close()
+    return {"counts": counts, "stats": len(stats_seen), "final": final}
+
+
+def _cancel_if_queued(
+    agent: LiteAgent | AsyncLiteAgent, session_id: str, token: CancelToken, seen: list[bool]
+) -> None:
+    """On the host's dispatcher: cancel ``token``, noting whether a send of the session waited
+    in the queue at that moment (nothing can take it off the queue meanwhile)."""
+    seen.append(session_id in agent._core.host._slots.queued_sends)
+    token.cancel("cancelled while queued")
+
+
+@pytest.mark.parametrize(
+    "mix",
+    [
+        Mix(seed=1, sessions=150, cap=1, queue_bound=10_000, idle=None, ops_per_session=5),
+        Mix(seed=2, sessions=200, cap=3, queue_bound=40, idle=0.005, ops_per_session=5),
+        Mix(seed=3, sessions=120, cap=2, queue_bound=0, idle=0.02, ops_per_session=5),
+        Mix(
+            seed=4,
+            sessions=120,
+            cap=4,
+            queue_bound=60,
+            idle=None,
+            ops_per_session=5,
+            backend="sqlite",
+        ),
+        Mix(
+            seed=5,
+            sessions=100,
+            cap=2,
+            queue_bound=30,
+            idle=0.01,
+            ops_per_session=5,
+            backend="file",
+        ),
+    ],
+    ids=lambda m: f"seed{m.seed}-cap{m.cap}-q{m.queue_bound}-{m.backend}",
+)
+def test_a_random_mix_keeps_every_promise(workdir: Path, tmp_path: Path, mix: Mix) -> None:
+    """A random mix of sends (cancelled by token or task at random moments, failing, hanging),
+    compactions, restores, listings and deletions over many sessions and 1-4 slots, with an
+    intruder on random sessions: every call ends in time with a result or a LiteAgentError,
+    each log holds the answered sends, nothing cancelled in the queue ever ran, and the host
+    is at rest afterwards."""
+    asyncio.run(_run_mix(mix, workdir, tmp_path))
+
+
+# -- close() in the middle of everything ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_close_while_sends_run_and_wait_ends_every_call(workdir: Path, seed: int) -> None:
+    """Sync: turns running (some hanging in the model), sends waiting, close() at a random
+    moment: every send ends within the bound with a result or a LiteAgentError, calls after
+    close raise AgentClosedError, and the agent's threads are gone."""
+    rng = random.Random(seed)
+    model = Model(sleep=0.001)
+    cp = memory_checkpointer()
+    before = _session_threads()
+    agent = _agent(workdir, model, cp, max_live_sessions=rng.randint(1, 4), idle_timeout_s=0.01)
+    pool = concurrent.futures.ThreadPoolExecutor(64)
+    kinds = ["ok", "ok", "ok", "hang", "fail"]
+    futures = {
+        f"s{i}": pool.submit(agent.send, f"s{i}:{rng.choice(kinds)}", session_id=f"s{i}")
+        for i in range(60)
+    }
+    time.sleep(rng.random() * 0.05)
+    closer = threading.Thread(target=agent.close)
+    closer.start()
+    outcomes = {sid: _outcome(f) for sid, f in futures.items()}
+    closer.join(WAIT)
+    pool.shutdown()
+    assert not closer.is_alive()
+    assert [] == [o for o in outcomes.values() if not _ok_or(o, LiteAgentError)]
+    with pytest.raises(AgentClosedError):
+        agent.send("late", session_id="late")
+    assert _until(lambda: _session_threads() <= before), _session_threads() - before
+    for sid, outcome in outcomes.items():
+        recorded = _prompts(cp, sid)
+        assert recorded == ([f"{sid}:ok"] if hasattr(outcome, "text") else recorded), sid
+        assert len(recorded) <= 1
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_async_close_while_sends_run_and_wait_ends_every_call(workdir: Path, seed: int) -> None:
+    """Async: a hundred sessions sending over two slots, some tasks cancelled, close() at a
+    random moment: every send ends with a result, a LiteAgentError or its cancellation, close
+    returns, and no thread is left."""
+    rng = random.Random(seed)
+    model = Model(sleep=0.001)
+    cp = memory_checkpointer()
+    before = _session_threads()
+
+    async def main() -> list[Any]:
+        agent = _async_agent(workdir, model, cp, max_live_sessions=2, max_queued_sends=50)
+        kinds = ["ok", "ok", "ok", "hang", "fail"]
+        tasks = [
+            asyncio.ensure_future(agent.send(f"s{i}:{rng.choice(kinds)}", session_id=f"s{i}"))
+            for i in range(100)
+        ]
+        await asyncio.sleep(rng.random() * 0.05)
+        for task in rng.sample(tasks, 10):
+            task.cancel()
+        await asyncio.wait_for(agent.close(), WAIT)
+        _, pending = await asyncio.wait(tasks, timeout=WAIT)
+        assert set() == pending
+        return [t.exception() if not t.cancelled() else "cancelled" for t in tasks]
+
+    outcomes = asyncio.run(main())
+    assert [] == [o for o in outcomes if o is not None and not isinstance(o, (LiteAgentError, str))]
+    assert _until(lambda: _session_threads() <= before), _session_threads() - before
+
+
+# -- a second agent on the same store -------------------------------------------------------------
+
+
+def _do(agent: LiteAgent, op: str, sid: str) -> Any:
+    """Run ``op`` ("send", "compact", "restore" to the first checkpoint, "delete") on ``sid``."""
+    if op == "send":
+        return agent.send(f"{sid}:second", session_id=sid)
+    if op == "compact":
+        return agent.compact(session_id=sid)
+    if op == "restore":
+        return agent.restore(sid, agent.list_checkpoints(sid)[0].seq)
+    return agent.delete_session(sid)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "file"])
+def test_a_second_agent_on_a_leased_session_is_busy_and_writes_nothing(
+    workdir: Path, tmp_path: Path, backend: str
+) -> None:
+    """While one agent's turns hang on random sessions (holding their leases), a second agent
+    on the same store sending, compacting, restoring or deleting any of them gets
+    AgentBusyError and writes nothing; once released, the sessions go on."""
+    rng = random.Random(7)
+    model = Model()
+    first_cp = _checkpointer(backend, tmp_path, workdir)
+    first = _agent(workdir, model, first_cp, max_live_sessions=3)
+    other_cp = _checkpointer(backend, tmp_path, workdir)
+    second = _agent(workdir, Model(), other_cp, max_live_sessions=2)
+    sessions = [f"s{i}" for i in range(12)]
+    try:
+        for sid in sessions:
+            first.send(f"{sid}:ok", session_id=sid)
+        held = rng.sample(sessions, 3)
+        pool = concurrent.futures.ThreadPoolExecutor(3)
+        hanging = [pool.submit(first.send, f"{sid}:hang", session_id=sid) for sid in held]
+        assert _until(lambda: 3 == len(model.inside))
+        heads = {sid: other_cp.head(sid) for sid in sessions}
+        refused = []
+        for _ in range(30):
+            sid = rng.choice(held)
+            op = rng.choice(["send", "compact", "restore", "delete"])
+            with pytest.raises(AgentBusyError):
+                _do(second, op, sid)
+            refused.append(op)
+        assert heads == {sid: other_cp.head(sid) for sid in sessions}
+        free = [sid for sid in sessions if sid not in held]
+        assert ["ok"] * len(free) == [
+            second.send(f"{sid}:second", session_id=sid).text for sid in free
+        ]
+        model.release.set()
+        assert ["ok"] * 3 == [f.result(WAIT).text for f in hanging]
+        pool.shutdown()
+        assert ["ok"] * 3 == [second.send(f"{sid}:after", session_id=sid).text for sid in held]
+    finally:
+        model.release.set()
+        first.close()
+        second.close()
+        first_cp.close()
+        other_cp.close()
+    assert 30 == len(refused)
+
+
+# -- the idle compaction waits in the queue like everyone else -------------------------------------
+
+
+@tool(read_only=True)
+def emit(seed: int, size: int) -> str:
+    """Print a text of about ``size`` characters."""
+    rng = random.Random(seed)
+    return " ".join(f"{rng.getrandbits(40):x}" for _ in range(size // 11))
+
+
+def test_a_send_takes_the_idle_compaction_of_its_session_out_of_the_queue(workdir: Path) -> None:
+    """Its one slot taken by a hanging turn, the idle compaction of a passivated session over
+    its budget waits in the host's queue to read its state; a send of that session cancels it
+    there at once and waits in the queue itself (it waited half a minute for it)."""
+    release = threading.Event()
+
+    def hang(request: ModelRequest) -> AssistantMessage:
+        release.wait(WAIT)
+        return _ok(request)
+
+    long = [
+        AssistantMessage(
+            content=(ToolUseBlock(f"toolu_{i}", "emit", {"seed": i, "size": 8_000}),),
+            stop_reason="tool_use",
+        )
+        for i in range(6)
+    ]
+    done = _ok
+    agent = create_lite_agent(
+        model=scripted([*long, done, hang, done, done]),
+        model_name="m",
+        workdir=workdir,
+        tools=[emit],
+        checkpointer=memory_checkpointer(),
+        max_live_sessions=1,
+        idle_timeout_s=0.01,
+        context={"budget_tokens": 6_000, "idle_compact_after": 0.05},
+    )
+    pool = concurrent.futures.ThreadPoolExecutor(2)
+    try:
+        agent.send("work", session_id="x")
+        held = pool.submit(agent.send, "hold", session_id="y")
+        assert _until(lambda: 1 == agent.host_stats().queued)  # the idle compaction's read
+        waiting = pool.submit(agent.send, "go on", session_id="x")
+        queued_send = _until(lambda: agent._core.host.is_busy("x"), wait=10)
+        stats = agent.host_stats()
+        release.set()
+        assert ["ok", "ok"] == [held.result(WAIT).text, waiting.result(WAIT).text]
+    finally:
+        release.set()
+        pool.shutdown()
+        agent.close()
+    assert (True, 1) == (queued_send, stats.queued)
+
+
+def _background(request: ModelRequest) -> AssistantMessage:
+    """A background command running until the file ``go`` exists, for the prompt "bg"."""
+    if _prompt_text(request) != "bg":
+        return _ok(request)
+    command = "while [ ! -e go ]; do sleep 0.02; done"
+    call = ToolUseBlock("toolu_bg", "bash", {"command": command, "run_in_background": True})
+    return AssistantMessage(content=(call,), stop_reason="tool_use")
+
+
+def test_the_tiniest_idle_timeout_with_a_background_task_keeps_the_host_serving(
+    workdir: Path,
+) -> None:
+    """A session with a running background task and an idle timeout too small to tell from
+    the clock's step (valid: it is > 0): the dispatcher looked at it again forever and served
+    nothing more; now other sessions are still served."""
+    agent = create_lite_agent(
+        model=scripted([_background] * 10),
+        model_name="m",
+        workdir=workdir,
+        tools=[bash],
+        checkpointer=memory_checkpointer(),
+        max_live_sessions=2,
+        idle_timeout_s=1e-12,
+    )
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        agent.send("bg", session_id="a")
+        time.sleep(0.05)  # the dispatcher's clock passes the timeout
+        answer = pool.submit(agent.send, "next", session_id="b")
+        text = answer.result(10).text
+    finally:
+        (workdir / "go").touch()
+        pool.shutdown(wait=False)
+        agent.close()
+    assert "ok" == text
