@@ -126,5 +126,8 @@ class CutProxy:
     def close(self) -> None:
         """Stop accepting and relaying."""
         self._stopped = True
+        # close() alone does not wake a thread blocked in accept(); shutdown() does (Linux).
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
         self._thread.join(5)
