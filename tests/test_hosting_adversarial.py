@@ -65,6 +65,14 @@ def _ok(request: ModelRequest) -> AssistantMessage:
     return AssistantMessage(content=(TextBlock("ok"),), stop_reason="end_turn")
 
 
+def _ok_or_background(request: ModelRequest) -> AssistantMessage:
+    """A short background command for a prompt holding ":bg", else "ok"."""
+    if ":bg" not in _prompt_text(request):
+        return _ok(request)
+    call = ToolUseBlock("toolu_bg", "bash", {"command": "sleep 0.05", "run_in_background": True})
+    return AssistantMessage(content=(call,), stop_reason="tool_use")
+
+
 class Model(ModelProvider):
     """A model answering "ok"; a prompt holding "hang" waits for its turn's cancellation (at
     most HANG_S, or until ``release`` is set), one holding "fail" raises a ProviderError.
@@ -76,7 +84,7 @@ class Model(ModelProvider):
         self.reached: list[str] = []
         self.inside: set[str] = set()
         self._lock = threading.Lock()
-        self._inner = scripted([_ok] * 200_000)
+        self._inner = scripted([_ok_or_background] * 200_000)
 
     def stream(
         self, request: ModelRequest, *, cancel: CancelToken | None = None
@@ -119,7 +127,11 @@ def _prompts(cp: Checkpointer, session_id: str) -> list[str]:
     """The prompts in the session's log, after folding it (the fold must accept the log)."""
     events = list(cp.read(session_id))
     fold(events)
-    return [e.body.content[0].text for e in events if isinstance(e.body, UserPrompt)]
+    return [
+        e.body.content[0].text
+        for e in events
+        if isinstance(e.body, UserPrompt) and e.body.origin != "background"
+    ]
 
 
 def _until(condition: Callable[[], bool], wait: float = WAIT) -> bool:
@@ -147,7 +159,12 @@ def _check_stats(stats: HostStats) -> None:
 
 
 def _session_threads() -> set[threading.Thread]:
-    return {t for t in threading.enumerate() if t.name.startswith("liteagent")}
+    """The threads of agents (a checkpointer's own, such as SQLite's lease renewer, excepted)."""
+    return {
+        t
+        for t in threading.enumerate()
+        if t.name.startswith("liteagent") and "lease-renewer" not in t.name
+    }
 
 
 @pytest.fixture
@@ -327,6 +344,7 @@ class Mix:
     idle: float | None
     ops_per_session: int
     backend: str = "memory"
+    close_at: float | None = None  # seconds into the run at which close() is called
 
 
 ALLOWED = (
@@ -381,21 +399,23 @@ async def _run_mix(  # noqa: PLR0915 -- one randomized run with its checks besid
                 await asyncio.sleep(0)
             await asyncio.sleep(rng.random() * 0.003)
             if how == "queued":  # on the dispatcher, the only thread taking sends off the queue
-                agent._core.host.call_soon(  # atomic with the host's view
-                    partial(_cancel_if_queued, agent, sid, token, queued_at_cancel)
-                )
+                try:
+                    agent._core.host.call_soon(  # atomic with the host's view
+                        partial(_cancel_if_queued, agent, sid, token, queued_at_cancel)
+                    )
+                except LiteAgentError:  # closed
+                    token.cancel("random")
             elif how == "token":
                 token.cancel("random")
             else:
                 task.cancel()
-        try:
-            result = await bounded(asyncio.shield(task) if how == "task" else task)
-        except asyncio.CancelledError:
-            result = OperationCancelledError("task")
-        except LiteAgentError as e:
-            result = e
-        if how == "task" and not task.done():
-            errors.append(f"{prompt}: task not done")
+        done, _ = await asyncio.wait({task}, timeout=WAIT)
+        if not done:
+            errors.append(f"{prompt}: did not end within its bound")
+            return
+        result = OperationCancelledError("task") if task.cancelled() else task.exception()
+        if result is None:
+            result = task.result()
         note(type(result).__name__)
         if not isinstance(result, BaseException):
             if result.text != "ok":
@@ -470,18 +490,26 @@ async def _run_mix(  # noqa: PLR0915 -- one randomized run with its checks besid
                 errors.append(f"stats: {e}")
             await asyncio.sleep(0.001)
 
+    async def closer(delay: float) -> None:
+        await asyncio.sleep(delay)
+        await bounded(agent.close())
+
     stop = asyncio.Event()
+    before = _session_threads()
     async with agent:
         spies = [asyncio.ensure_future(intruder()) for _ in range(3)]
+        if mix.close_at is not None:
+            spies.append(asyncio.ensure_future(closer(mix.close_at)))
         await asyncio.wait_for(asyncio.gather(*(worker(s) for s in sessions)), WAIT * 4)
         stop.set()
         await asyncio.gather(*spies)
-        rest = await _until_async(
+        rest = mix.close_at is not None or await _until_async(
             lambda: (0, 0) == (agent.host_stats().running, agent.host_stats().queued)
         )
-        final = agent.host_stats()
+        final = None if mix.close_at is not None else agent.host_stats()
     assert [] == errors
     assert rest, final
+    assert await asyncio.to_thread(_until, lambda: _session_threads() <= before)
     assert set() == never_ran & set(model.reached)
     reached = set(model.reached)
     for sid, state in sessions.items():
@@ -756,3 +784,436 @@ def test_the_tiniest_idle_timeout_with_a_background_task_keeps_the_host_serving(
         pool.shutdown(wait=False)
         agent.close()
     assert "ok" == text
+
+
+# -- at the scale users run -----------------------------------------------------------------------
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize(
+    "mix",
+    [
+        Mix(seed=11, sessions=1000, cap=4, queue_bound=10_000, idle=0.01, ops_per_session=4),
+        Mix(seed=12, sessions=1000, cap=1, queue_bound=300, idle=None, ops_per_session=3),
+        Mix(
+            seed=13,
+            sessions=1000,
+            cap=32,
+            queue_bound=10_000,
+            idle=0.05,
+            ops_per_session=4,
+            backend="sqlite",
+        ),
+        Mix(
+            seed=14,
+            sessions=1000,
+            cap=8,
+            queue_bound=500,
+            idle=0.02,
+            ops_per_session=4,
+            backend="file",
+        ),
+    ],
+    ids=lambda m: f"seed{m.seed}-cap{m.cap}-q{m.queue_bound}-{m.backend}",
+)
+def test_a_thousand_session_random_mix_keeps_every_promise(
+    workdir: Path, tmp_path: Path, mix: Mix
+) -> None:
+    """The random mix over a thousand sessions: the same promises as the small runs."""
+    asyncio.run(_run_mix(mix, workdir, tmp_path))
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(900)
+def test_a_thousand_sessions_go_idle_and_the_threads_return(workdir: Path) -> None:
+    """A thousand sessions over 16 slots, then no traffic: after idle_timeout_s every actor is
+    passivated and the thread count is back to the baseline; at no sampled moment were there
+    more live actors than slots."""
+    model = Model(sleep=0.001)
+    before = _session_threads()
+    seen: list[HostStats] = []
+
+    async def main() -> list[Any]:
+        async with _async_agent(
+            workdir, model, memory_checkpointer(), max_live_sessions=16, idle_timeout_s=0.2
+        ) as agent:
+            sends = asyncio.gather(
+                *(agent.send("go", session_id=f"s{i}") for i in range(1000)),
+                return_exceptions=True,
+            )
+            while not sends.done():
+                seen.append(agent.host_stats())
+                await asyncio.sleep(0.005)
+            outcomes = await sends
+            assert await _until_async(lambda: 0 == agent.host_stats().live)
+            assert await asyncio.to_thread(
+                _until, lambda: _session_threads() - before <= {*_fixed_threads()}
+            )
+            return list(outcomes)
+
+    outcomes = asyncio.run(main())
+    assert [] == [o for o in outcomes if not hasattr(o, "text")]
+    for stats in seen:
+        _check_stats(stats)
+
+
+def _fixed_threads() -> set[threading.Thread]:
+    """The agent's own threads that live as long as it does (dispatcher, pool, timers)."""
+    return {t for t in threading.enumerate() if not t.name.startswith("liteagent-session")}
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("seed", range(3))
+def test_close_with_a_thousand_sends_queued_ends_every_call(workdir: Path, seed: int) -> None:
+    """A thousand sends over four slots, some hanging, some tasks cancelled, close() at a
+    random moment: every send ends, close returns, and no thread is left."""
+    rng = random.Random(seed)
+    model = Model(sleep=0.001)
+    before = _session_threads()
+
+    async def main() -> list[Any]:
+        agent = _async_agent(workdir, model, memory_checkpointer(), max_live_sessions=4)
+        kinds = ["ok"] * 8 + ["hang", "fail"]
+        tasks = [
+            asyncio.ensure_future(agent.send(f"s{i}:{rng.choice(kinds)}", session_id=f"s{i}"))
+            for i in range(1000)
+        ]
+        await asyncio.sleep(rng.random() * 0.5)
+        for task in rng.sample(tasks, 100):
+            task.cancel()
+        await asyncio.wait_for(agent.close(), WAIT)
+        _, pending = await asyncio.wait(tasks, timeout=WAIT)
+        assert set() == pending
+        return [t.exception() if not t.cancelled() else "cancelled" for t in tasks]
+
+    outcomes = asyncio.run(main())
+    assert [] == [o for o in outcomes if o is not None and not isinstance(o, (LiteAgentError, str))]
+    assert _until(lambda: _session_threads() <= before), _session_threads() - before
+
+
+# -- a model of the queue, step by step -----------------------------------------------------------
+
+
+class Gated(ModelProvider):
+    """A model whose every prompt waits for its own gate to open (or its turn's
+    cancellation), then answers "ok"; records the prompts it holds and that reached it."""
+
+    def __init__(self) -> None:
+        self.gates: dict[str, threading.Event] = {}
+        self.inside: list[str] = []
+        self.reached: list[str] = []
+        self._lock = threading.Lock()
+        self._inner = scripted([_ok] * 100_000)
+
+    def gate(self, prompt: str) -> threading.Event:
+        with self._lock:
+            return self.gates.setdefault(prompt, threading.Event())
+
+    def stream(
+        self, request: ModelRequest, *, cancel: CancelToken | None = None
+    ) -> Iterator[StreamEvent]:
+        prompt = _prompt_text(request)
+        gate = self.gate(prompt)
+        with self._lock:
+            self.inside.append(prompt)
+            self.reached.append(prompt)
+        try:
+            deadline = time.monotonic() + WAIT
+            while not gate.wait(0.005) and time.monotonic() < deadline:
+                if cancel is not None and cancel.cancelled:
+                    break
+        finally:
+            with self._lock:
+                self.inside.remove(prompt)
+        yield from self._inner.stream(request, cancel=cancel)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_queue_follows_its_model_step_by_step(  # noqa: PLR0915 -- the model beside the steps
+    workdir: Path, seed: int
+) -> None:
+    """Random steps on a host of 1-3 slots and 0-3 queue places (send to a new or a finished
+    session, to a busy one, finish a running turn, cancel a waiting or running send), each
+    checked against a model of the queue once settled: who runs (exactly), what waits (in
+    FIFO order), what is refused at once (HostSaturatedError, AgentBusyError), host_stats."""
+    rng = random.Random(seed)
+    cap, bound = rng.randint(1, 3), rng.randint(0, 3)
+    model = Gated()
+    cp = memory_checkpointer()
+    pool = concurrent.futures.ThreadPoolExecutor(cap + bound + 2)
+    running: list[str] = []  # prompts, in the order they started
+    queue: list[str] = []
+    futures: dict[str, concurrent.futures.Future[Any]] = {}
+    tokens: dict[str, CancelToken] = {}
+    answered: dict[str, list[str]] = {}
+    cancelled_waiting: set[str] = set()
+    agent = _agent(
+        workdir, model, cp, max_live_sessions=cap, max_queued_sends=bound, idle_timeout_s=None
+    )
+
+    def settled() -> bool:
+        stats = agent.host_stats()
+        return sorted(model.inside) == sorted(running) and (len(running), len(queue)) == (
+            stats.running,
+            stats.queued,
+        )
+
+    def finish(prompt: str, error: type[BaseException] | None) -> None:
+        if error is None:
+            assert "ok" == futures[prompt].result(WAIT).text
+            answered.setdefault(prompt.split(":", maxsplit=1)[0], []).append(prompt)
+        else:
+            with pytest.raises(error):
+                futures[prompt].result(WAIT)
+        while queue and len(running) < cap:
+            running.append(queue.pop(0))
+
+    try:
+        for step in range(60):
+            sid = f"s{rng.randrange(8)}"
+            pending = [p for p in (*running, *queue) if p.startswith(f"{sid}:")]
+            action = rng.choice(["send", "send", "send", "finish", "cancel"])
+            if action == "send":
+                prompt = f"{sid}:{step}"
+                tokens[prompt] = CancelToken()
+                if pending:
+                    with pytest.raises(AgentBusyError):
+                        agent.send(prompt, session_id=sid, cancel=tokens[prompt])
+                elif len(running) == cap and len(queue) == bound:
+                    with pytest.raises(HostSaturatedError):
+                        agent.send(prompt, session_id=sid, cancel=tokens[prompt])
+                else:
+                    futures[prompt] = pool.submit(
+                        agent.send, prompt, session_id=sid, cancel=tokens[prompt]
+                    )
+                    (running if len(running) < cap else queue).append(prompt)
+            elif action == "finish" and running:
+                prompt = running.pop(rng.randrange(len(running)))
+                model.gate(prompt).set()
+                finish(prompt, None)
+            elif action == "cancel" and (running or queue):
+                prompt = rng.choice([*running, *queue])
+                tokens[prompt].cancel("step")
+                if prompt in queue:
+                    queue.remove(prompt)
+                    cancelled_waiting.add(prompt)
+                else:
+                    running.remove(prompt)
+                finish(prompt, OperationCancelledError)
+            assert _until(settled, wait=10), (step, running, queue, model.inside)
+            stats = agent.host_stats()
+            _check_stats(stats)
+            assert stats.queued <= bound
+        for prompt in [*running, *queue]:
+            model.gate(prompt).set()
+        outcomes = [_outcome(f) for f in futures.values()]
+    finally:
+        for gate in list(model.gates.values()):
+            gate.set()
+        pool.shutdown()
+        agent.close()
+    assert [] == [o for o in outcomes if not _ok_or(o, OperationCancelledError)]
+    assert set() == cancelled_waiting & set(model.reached)
+    for sid, prompts in answered.items():
+        assert prompts == [p for p in _prompts(cp, sid) if p in prompts]
+
+
+# -- deleting, restoring and compacting sessions that wait ----------------------------------------
+
+
+def test_a_session_waiting_in_the_queue_cannot_be_deleted_restored_or_compacted(
+    workdir: Path,
+) -> None:
+    """Every slot running, sessions with history waiting to send: deleting, restoring or
+    compacting one of them is refused (AgentBusyError) and changes nothing; its send then
+    runs; a session deleted while others wait starts afresh."""
+    model = Model()
+    cp = memory_checkpointer()
+    with _agent(workdir, model, cp, max_live_sessions=2) as agent:
+        for sid in ("a", "b", "c"):
+            agent.send(f"{sid}:first", session_id=sid)
+        running = _hold_slots(agent, model, 2)
+        pool = concurrent.futures.ThreadPoolExecutor(2)
+        waiting = [pool.submit(agent.send, f"{sid}:second", session_id=sid) for sid in "ab"]
+        assert _until(lambda: 2 == agent.host_stats().queued)
+        refused = []
+        for op in ("delete", "restore", "compact"):
+            with pytest.raises(AgentBusyError):
+                _do(agent, op, "a")
+            refused.append(op)
+        agent.delete_session("c")  # not waiting: deleted while the others wait
+        model.release.set()
+        texts = [f.result(WAIT).text for f in (*running, *waiting)]
+        pool.shutdown()
+        after = agent.send("c:again", session_id="c").text
+    assert ["delete", "restore", "compact"] == refused
+    assert ["ok"] * 4 == texts
+    assert "ok" == after
+    assert [["a:first", "a:second"], ["b:first", "b:second"], ["c:again"]] == [
+        _prompts(cp, sid) for sid in "abc"
+    ]
+
+
+def test_hanging_sessions_cancelled_free_their_slots_for_the_waiting_ones(workdir: Path) -> None:
+    """Two slots held by turns hanging in the model, thirty sends waiting behind them; the
+    hanging turns are cancelled by their tokens: they end with OperationCancelledError and
+    every waiting send runs, in the order they came."""
+    model = Model()
+    cp = memory_checkpointer()
+    with _agent(workdir, model, cp, max_live_sessions=2) as agent:
+        pool = concurrent.futures.ThreadPoolExecutor(32)
+        tokens = [CancelToken(), CancelToken()]
+        hanging = [
+            pool.submit(agent.send, f"h{i}:hang", session_id=f"h{i}", cancel=tokens[i])
+            for i in range(2)
+        ]
+        assert _until(lambda: 2 == len(model.inside))
+        waiting = []
+        for i in range(30):
+            waiting.append(pool.submit(agent.send, f"w{i}:ok", session_id=f"w{i}"))
+            assert _until(lambda i=i: i + 1 == agent.host_stats().queued)
+        for token in tokens:
+            token.cancel("stop hanging")
+        errors = [type(f.exception(WAIT)).__name__ for f in hanging]
+        texts = [f.result(WAIT).text for f in waiting]
+        pool.shutdown()
+    assert ["OperationCancelledError"] * 2 == errors
+    assert ["ok"] * 30 == texts
+    order = [int(p[1:].split(":")[0]) for p in model.reached if p.startswith("w")]
+    # placed in FIFO order; two placed together may reach the model either way round
+    assert [] == [(n, i) for n, i in enumerate(order) if abs(n - i) > 1]
+    assert list(range(30)) == sorted(order)
+
+
+# -- the blocking API from many threads -----------------------------------------------------------
+
+
+def _run_sync_mix(  # noqa: PLR0915 -- one randomized run with its checks beside it
+    mix: Mix, workdir: Path, tmp_path: Path
+) -> dict[str, int]:
+    """The blocking API from 24 threads, each the only one working on its sessions (sends
+    cancelled by token from a timer thread at random moments, failing or hanging ones,
+    background commands, compactions, restores, listings, deletions), close() at ``close_at``
+    if set: every call ends with a result or a LiteAgentError, each log holds the answered
+    sends, and no thread is left."""
+    model = Model(sleep=0.0005)
+    cp = _checkpointer(mix.backend, tmp_path, workdir)
+    before = _session_threads()
+    agent = create_lite_agent(
+        model=model,
+        model_name="m",
+        workdir=workdir,
+        tools=[bash],
+        checkpointer=cp,
+        max_live_sessions=mix.cap,
+        max_queued_sends=mix.queue_bound,
+        idle_timeout_s=mix.idle,
+    )
+    sessions = {f"s{i}": SessionModel() for i in range(mix.sessions)}
+    errors: list[str] = []
+    counts: dict[str, int] = {}
+    lock = threading.Lock()
+    timers: list[threading.Timer] = []
+
+    def note(kind: str) -> None:
+        with lock:
+            counts[kind] = counts.get(kind, 0) + 1
+
+    def one(sid: str, n: int, r: random.Random) -> None:
+        state = sessions[sid]
+        op = r.choices(
+            ["ok", "fail", "hang", "bg", "compact", "restore", "list", "delete"],
+            weights=[12, 1, 1, 2, 2, 2, 2, 1],
+        )[0]
+        try:
+            if op in ("ok", "fail", "hang", "bg"):
+                prompt = f"{sid}:{n}:{op}"
+                token = CancelToken()
+                if op == "hang" or r.random() < 0.3:
+                    timer = threading.Timer(r.random() * 0.01, token.cancel, ("timer",))
+                    with lock:
+                        timers.append(timer)
+                    timer.start()
+                try:
+                    result = agent.send(prompt, session_id=sid, cancel=token)
+                except (HostSaturatedError, AgentBusyError, AgentClosedError):
+                    raise
+                except LiteAgentError:
+                    state.maybe.add(prompt)  # it may have started
+                    raise
+                state.prompts.append(prompt)
+                note("answered" if result.text == "ok" else f"odd {result.text!r}")
+            elif op == "compact":
+                agent.compact(session_id=sid)
+            elif op == "list":
+                agent.list_checkpoints(sid)
+            elif op == "restore":
+                points = agent.list_checkpoints(sid)
+                if points:
+                    agent.restore(sid, points[r.randrange(len(points))].seq)
+                    kept = _prompts(cp, sid)
+                    state.prompts = [p for p in state.prompts if p in kept]
+                    state.maybe &= set(kept)
+            else:
+                agent.delete_session(sid)
+                state.prompts, state.maybe = [], set()
+            note(op)
+        except LiteAgentError as e:
+            note(type(e).__name__)
+        except BaseException as e:  # noqa: BLE001 -- reported below
+            errors.append(f"{sid} {op}: {e!r}")
+
+    def worker(k: int) -> None:
+        r = random.Random(mix.seed * 1000 + k)
+        mine = [sid for i, sid in enumerate(sessions) if i % 24 == k]
+        for n in range(mix.ops_per_session * len(mine)):
+            one(r.choice(mine), n, r)
+
+    threads = [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(24)]
+    for t in threads:
+        t.start()
+    if mix.close_at is not None:
+        time.sleep(mix.close_at)
+        agent.close()
+    for t in threads:
+        t.join(WAIT * 4)
+    hung = [t for t in threads if t.is_alive()]
+    if mix.close_at is None:  # the background commands end by themselves first
+        assert _until(lambda: [] == agent.background_tasks())
+    agent.close()
+    for timer in timers:
+        timer.join(WAIT)
+    assert [] == hung
+    assert [] == errors
+    assert _until(lambda: _session_threads() <= before), _session_threads() - before
+    for sid, state in sessions.items():
+        assert state.matches(_prompts(cp, sid)), (sid, state, _prompts(cp, sid))
+    cp.close()
+    return counts
+
+
+@pytest.mark.parametrize(
+    "mix",
+    [
+        Mix(seed=21, sessions=100, cap=2, queue_bound=10_000, idle=0.01, ops_per_session=3),
+        Mix(seed=22, sessions=80, cap=3, queue_bound=4, idle=None, ops_per_session=3),
+        Mix(
+            seed=23,
+            sessions=80,
+            cap=4,
+            queue_bound=50,
+            idle=0.02,
+            ops_per_session=3,
+            backend="sqlite",
+            close_at=0.3,
+        ),
+    ],
+    ids=lambda m: f"seed{m.seed}-cap{m.cap}-q{m.queue_bound}-{m.backend}-close{m.close_at}",
+)
+def test_the_blocking_api_from_many_threads_keeps_every_promise(
+    workdir: Path, tmp_path: Path, mix: Mix
+) -> None:
+    """The blocking API from many threads at once (see _run_sync_mix)."""
+    _run_sync_mix(mix, workdir, tmp_path)
