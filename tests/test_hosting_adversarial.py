@@ -432,6 +432,24 @@ async def _run_mix(  # noqa: PLR0915 -- one randomized run with its checks besid
         if state is not None:
             state.maybe.add(prompt)
 
+    async def cancelled_maybe(coro: Any) -> str:
+        """Await ``coro``, its task cancelled at a random moment one time in three; what
+        happened."""
+        task = asyncio.ensure_future(coro)
+        if rng.random() < 0.3:
+            await asyncio.sleep(rng.random() * 0.005)
+            task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=WAIT)
+        if not done:
+            errors.append("a call did not end within its bound")
+            return "hung"
+        if task.cancelled():
+            return "task cancelled"
+        error = task.exception()
+        if error is not None:
+            raise error
+        return f"{type(task.result()).__name__}"
+
     async def worker(sid: str) -> None:
         state = sessions[sid]
         await asyncio.sleep(rng.random() * 0.05)
@@ -444,25 +462,25 @@ async def _run_mix(  # noqa: PLR0915 -- one randomized run with its checks besid
                 if op in ("send", "fail", "hang"):
                     await send(sid, n, "ok" if op == "send" else op, state)
                 elif op == "compact":
-                    await bounded(agent.compact(session_id=sid))
-                    note("compacted")
+                    note(await cancelled_maybe(agent.compact(session_id=sid)))
                 elif op == "list":
                     await bounded(agent.list_checkpoints(sid))
                 elif op == "restore":
                     points = await bounded(agent.list_checkpoints(sid))
                     if points:
                         k = rng.randrange(len(points))
-                        await bounded(agent.restore(sid, points[k].seq))
-                        note("restored")
-                        kept = _prompts(cp, sid)
-                        state.prompts = [p for p in state.prompts if p in kept]
-                        state.maybe &= set(kept)
+                        try:
+                            note(await cancelled_maybe(agent.restore(sid, points[k].seq)))
+                        finally:  # done, refused, or cancelled (then put back as it was)
+                            kept = _prompts(cp, sid)
+                            state.prompts = [p for p in state.prompts if p in kept]
+                            state.maybe &= set(kept)
                 elif op == "delete":
                     await bounded(agent.delete_session(sid))
                     note("deleted")
                     state.prompts, state.maybe = [], set()
             except LiteAgentError as e:
-                note(type(e).__name__)
+                note(type(e).__name__ if op in ("send", "fail", "hang") else f"{op} {e!r}"[:90])
                 if not isinstance(e, ALLOWED):
                     errors.append(f"{sid} {op}: {e!r}")
 
@@ -514,7 +532,7 @@ async def _run_mix(  # noqa: PLR0915 -- one randomized run with its checks besid
     reached = set(model.reached)
     for sid, state in sessions.items():
         recorded = _prompts(cp, sid)
-        own = [p for p in recorded if not p.endswith(":intruder")]
+        own = [p for p in recorded if ":intruder" not in p]
         assert state.matches(own), (sid, state, recorded)
         unreached = {p for p in own if p not in reached}  # cancelled between prompt and model
         assert unreached <= state.maybe, (sid, unreached)
