@@ -380,10 +380,13 @@ class Slots:
                 want -= 1
 
     def passivate_idle(self) -> None:
-        """Passivate the sessions idle for ``idle_timeout_s`` (oldest first)."""
+        """Passivate the sessions idle for ``idle_timeout_s`` (oldest first); when that leaves
+        nothing live, the threads of the pool end as their actors stop (back to the baseline
+        then, not ``idle_s`` later)."""
         if self.idle_timeout_s is None:
             return
         now = time.monotonic()
+        passivated = False
         for live in list(self._idle.values()):  # once each: a timeout too small to tell apart
             if live.last_used + self.idle_timeout_s > now:  # from now must not loop forever
                 break
@@ -393,6 +396,9 @@ class Slots:
                 continue
             _log.debug("session.passivated", session_id=live.session_id)
             self._evict(live)
+            passivated = True
+        if passivated and not self.live and not self.queue:
+            self._threads.shed()  # a quiet host: the threads end with their actors, not later
 
     def _drop(self, live: Live) -> None:
         if self.live.get(live.session_id) is live:

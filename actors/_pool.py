@@ -5,7 +5,8 @@ times a second; each new actor would start a thread, and each thread opens its o
 to the store (SQLite keeps one per thread). A pool hands an actor's loop to a thread whose last
 actor has stopped, or starts one when none is free, so no more threads exist than actors running
 at once (plus those idling out). A thread left without work for ``idle_s`` seconds ends, so an
-idle host returns to its baseline.
+idle host returns to its baseline; :meth:`ThreadPool.shed` ends them at once (a host whose
+last sessions were passivated for idleness has no churn to keep threads warm for).
 """
 
 from __future__ import annotations
@@ -39,10 +40,12 @@ class ThreadPool:
         self._idle: list[_Worker] = []  # the most recently freed last
         self._ids = itertools.count(1)
         self._closed = False
+        self._shedding = False  # set by shed(), cleared by the next run()
 
     def run(self, job: Callable[[], None]) -> None:
         """Run ``job`` on a free thread, or a new one (``RuntimeError`` when none can start)."""
         with self._lock:
+            self._shedding = False
             if self._idle:
                 self._idle.pop().jobs.put(job)
                 return
@@ -56,6 +59,15 @@ class ThreadPool:
         this gets a thread of its own)."""
         with self._lock:  # put under the lock, as a worker timing out expects
             self._closed = True
+            for worker in self._idle:
+                worker.jobs.put(None)
+            self._idle.clear()
+
+    def shed(self) -> None:
+        """End the idle threads now, and each busy one when its job returns, until the next
+        :meth:`run`."""
+        with self._lock:
+            self._shedding = True
             for worker in self._idle:
                 worker.jobs.put(None)
             self._idle.clear()
@@ -76,7 +88,7 @@ class ThreadPool:
                 _log.error("pool.job_failed", pool=self.name, error=repr(e))
             job = None  # the finished actor is not kept alive while the thread idles
             with self._lock:
-                if self._closed:
+                if self._closed or self._shedding:
                     return
                 self._idle.append(me)
             try:

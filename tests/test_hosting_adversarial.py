@@ -1235,3 +1235,45 @@ def test_the_blocking_api_from_many_threads_keeps_every_promise(
 ) -> None:
     """The blocking API from many threads at once (see _run_sync_mix)."""
     _run_sync_mix(mix, workdir, tmp_path)
+
+
+# -- an idle host gives its threads back ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+def test_threads_end_with_the_actors_passivated_for_idleness(workdir: Path, api: str) -> None:
+    """Sixty sessions over eight slots, then no traffic: once idle_timeout_s has passivated
+    every actor, their threads end with them (they used to wait two more seconds in the pool
+    for actors that would never come)."""
+    model = Model(sleep=0.001)
+    before = _session_threads()
+    sessions = [f"s{i}" for i in range(60)]
+    if api == "sync":
+        agent: Any = _agent(
+            workdir, model, memory_checkpointer(), max_live_sessions=8, idle_timeout_s=0.2
+        )
+        with agent, concurrent.futures.ThreadPoolExecutor(16) as pool:
+            texts = [
+                f.result(WAIT).text
+                for f in [pool.submit(agent.send, "go", session_id=s) for s in sessions]
+            ]
+            assert _until(lambda: (0, 0) == (agent.host_stats().live, agent.host_stats().stopping))
+            gone = _until(lambda: _session_threads() - before <= _fixed_threads(), wait=1.0)
+    else:
+
+        async def main() -> tuple[list[str], bool]:
+            async with _async_agent(
+                workdir, model, memory_checkpointer(), max_live_sessions=8, idle_timeout_s=0.2
+            ) as agent:
+                results = await asyncio.gather(*(agent.send("go", session_id=s) for s in sessions))
+                assert await _until_async(
+                    lambda: (0, 0) == (agent.host_stats().live, agent.host_stats().stopping)
+                )
+                ended = await asyncio.to_thread(
+                    _until, lambda: _session_threads() - before <= _fixed_threads(), 1.0
+                )
+                return [r.text for r in results], ended
+
+        texts, gone = asyncio.run(main())
+    assert ["ok"] * 60 == texts
+    assert gone, _session_threads() - before
