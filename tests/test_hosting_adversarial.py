@@ -1277,3 +1277,46 @@ def test_threads_end_with_the_actors_passivated_for_idleness(workdir: Path, api:
         texts, gone = asyncio.run(main())
     assert ["ok"] * 60 == texts
     assert gone, _session_threads() - before
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize(
+    "mix",
+    [
+        Mix(seed=31, sessions=1000, cap=8, queue_bound=10_000, idle=0.01, ops_per_session=2),
+        Mix(
+            seed=32,
+            sessions=1000,
+            cap=4,
+            queue_bound=100,
+            idle=0.05,
+            ops_per_session=2,
+            backend="sqlite",
+            close_at=2.0,
+        ),
+        Mix(
+            seed=33,
+            sessions=1000,
+            cap=2,
+            queue_bound=10,
+            idle=None,
+            ops_per_session=2,
+            backend="file",
+        ),
+    ],
+    ids=lambda m: f"seed{m.seed}-cap{m.cap}-q{m.queue_bound}-{m.backend}-close{m.close_at}",
+)
+def test_the_blocking_api_over_a_thousand_sessions_keeps_every_promise(
+    workdir: Path, tmp_path: Path, mix: Mix
+) -> None:
+    """The blocking API from many threads over a thousand sessions (see _run_sync_mix)."""
+    _run_sync_mix(mix, workdir, tmp_path)
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("seed", range(100, 160))
+def test_the_queue_follows_its_model_for_many_seeds(workdir: Path, seed: int) -> None:
+    """The step-by-step queue model, sixty more seeds."""
+    test_the_queue_follows_its_model_step_by_step(workdir, seed)
