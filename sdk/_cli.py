@@ -16,11 +16,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from liteagent.eventlog import InvalidArgumentError
 
@@ -28,7 +29,7 @@ from ._cli_commands import cmd_checkpoints, cmd_compact, cmd_restore, cmd_run, c
 from ._cli_demo import cmd_demo
 from ._cli_doctor import cmd_doctor
 from ._cli_env import CliEnv
-from ._cli_errors import Failure, OutputClosedError, UsageError, failure
+from ._cli_errors import Failure, OutputClosedError, UsageError, failure, one_line, shown_arg
 from ._cli_output import emit_json, make_console, printable
 from ._cli_repl import cmd_interactive
 from ._cli_replay import cmd_replay
@@ -36,6 +37,9 @@ from ._cli_script import SCRIPT_FORMAT
 from ._cli_transcript import cmd_export, cmd_import
 from ._cli_travel import cmd_branches, cmd_fork, cmd_gc
 from ._logging import configure_logging
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 __all__ = ["build_parser", "main"]
 
@@ -63,12 +67,35 @@ class _Parser(argparse.ArgumentParser):
         """Raise the usage error."""
         raise UsageError(message, usage=self.format_usage().strip())
 
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        """Print ``--help``; a failure to write it is the entry point's to report (argparse's
+        own ignores it, so ``--help`` on a full disk exited 0 with nothing written)."""
+        if message:
+            (file or sys.stderr).write(message)
+
 
 def _path(text: str) -> str:
     """A path argument: an empty one is a usage error (it would mean the current folder)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path (name a folder or a file)")
     return text
+
+
+_SEQ = re.compile(r"-?[0-9]+")
+_SEQ_DIGITS = 30  # far beyond any log; int() itself refuses more than 4,300 digits
+
+
+def _seq(text: str) -> int:
+    """A seq argument: a whole number in ASCII digits. ``int`` would also take ``1_1``,
+    ``' 2'`` and digits of other scripts (a typo restoring to another checkpoint); a seq
+    outside the log is refused by the command, which knows the log."""
+    if _SEQ.fullmatch(text) is None:
+        raise argparse.ArgumentTypeError(
+            f"{shown_arg(text)} is not a seq (a whole number, such as 12)"
+        )
+    if len(text.lstrip("-")) > _SEQ_DIGITS:
+        raise argparse.ArgumentTypeError(f"a number of {len(text)} digits is no seq of a log")
+    return int(text)
 
 
 def _global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
@@ -180,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--undo brings back what it took away)",
     )
     restore.add_argument("session_id", metavar="ID")
-    restore.add_argument("seq", type=int, metavar="SEQ", nargs="?")
+    restore.add_argument("seq", type=_seq, metavar="SEQ", nargs="?")
     restore.add_argument(
         "--conversation-only", action="store_true", help="leave the files as they are"
     )
@@ -211,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
         "a new session from a session's events before a checkpoint (the original stays)",
     )
     fork.add_argument("session_id", metavar="ID")
-    fork.add_argument("seq", type=int, metavar="SEQ")
+    fork.add_argument("seq", type=_seq, metavar="SEQ")
     fork.add_argument(
         "--into",
         type=_path,
@@ -255,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("session_id", metavar="ID")
     rep.add_argument(
         "--at",
-        type=int,
+        type=_seq,
         metavar="SEQ",
         help="stop at this seq (with --verify: check the requests up to it)",
     )
@@ -323,6 +350,22 @@ def _stdout_gone() -> int:
     return 0
 
 
+def _streams(json_out: bool) -> None:
+    """Make stdout and stderr carry any text: what their encoding cannot (a character outside
+    a non-UTF-8 locale's, a lone surrogate) is written as a backslash escape instead of failing
+    the command; JSON (``json_out``: ``--json``, ``export``) is written in UTF-8 whatever the
+    locale, as JSON is exchanged."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is None:  # not a text file of the standard library's
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            if json_out and stream is sys.stdout:
+                reconfigure(encoding="utf-8", errors="backslashreplace")
+            else:
+                reconfigure(errors="backslashreplace")
+
+
 def _logging(as_json: bool) -> None:
     level = os.environ.get("LITE_AGENT_LOG_LEVEL", "WARNING").upper()
     console = make_console(sys.stderr)
@@ -348,6 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 -- lives as long as the process
     if sys.stdin is None:  # started with stdin closed: there is nothing to read
         sys.stdin = open(os.devnull)  # noqa: SIM115 -- lives as long as the process
+    _streams(as_json)
     env: CliEnv | None = None
     try:
         try:
@@ -356,6 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()
             return e.code if isinstance(e.code, int) else 0
         as_json = bool(args.json)
+        _streams(as_json or args.command is cmd_export)
         _logging(as_json)
         env = CliEnv(
             workdir=args.workdir,
@@ -402,12 +447,13 @@ def _finish(problem: Failure, as_json: bool) -> int:
     except (BrokenPipeError, OutputClosedError):
         _stdout_gone()
         return problem.code
-    except OSError as e:  # stdout cannot be written (a full disk): say so where it can be read
-        _stdout_gone()
+    except (OSError, ValueError) as e:  # stdout cannot be written (a full disk): say so where
+        _stdout_gone()  # it can be read
+        why = e.strerror if isinstance(e, OSError) and e.strerror else one_line(e)
         with contextlib.suppress(OSError, ValueError):
             print(f"lite-agent: {printable(problem.message)}", file=sys.stderr)
             if problem.type != "io":
-                print(f"lite-agent: cannot write the output: {e.strerror or e}", file=sys.stderr)
+                print(f"lite-agent: cannot write the output: {why}", file=sys.stderr)
         return problem.code
     return code
 

@@ -10,6 +10,7 @@ command to inspect it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
 import shutil
 import sys
@@ -34,7 +35,7 @@ from liteagent.providers import scripted
 
 from ._agent import LiteAgent
 from ._cli_commands import compaction_outcome
-from ._cli_env import CliEnv, SummaryModel, cli_tools, summarizing_compactor
+from ._cli_env import CliEnv, SummaryModel, check_on_folders, cli_tools, summarizing_compactor
 from ._cli_errors import UsageError
 from ._cli_output import LiveRenderer, checkpoint_table, make_console, short, show
 from ._cli_replay import cli_view_config
@@ -194,9 +195,18 @@ def cmd_demo(env: CliEnv, args: argparse.Namespace) -> int:
     work = base / "project"
     if work.exists():
         raise UsageError(f"--dir {base}: it already holds a demo (choose a new folder)")
+    check_on_folders("--dir", base, folder=True)
+    made = [p for p in (work, *work.parents) if not p.exists()]  # deepest first
     work.mkdir(parents=True)
     home = env.home or str(base / "home")
-    demo_env = CliEnv(workdir=work, home=home, backend=env.backend, db=env.db)
+    try:  # a store that cannot be opened (a bad --db) is refused before the tour starts
+        demo_env = CliEnv(workdir=work, home=home, backend=env.backend, db=env.db)
+        demo_env.checkpointer  # noqa: B018 -- opens it
+    except BaseException:
+        for folder in made:  # what this run made and left empty: the next one can use --dir
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
     python = "python3" if shutil.which("python3") else shlex.quote(sys.executable)
     model = scripted(demo_script(python), stream_chunk=12, name="demo-script")
     demo_env.summary_model = SummaryModel(model)

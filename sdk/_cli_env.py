@@ -64,6 +64,7 @@ __all__ = [
     "CliEnv",
     "NoStoreError",
     "SummaryModel",
+    "check_on_folders",
     "cli_tools",
     "mechanical_compactor",
     "summarizing_compactor",
@@ -174,7 +175,7 @@ def check_provider_spec(spec: str) -> None:
         raise UsageError(f"--provider {shown_arg(spec)}: expected {_PROVIDERS}")
 
 
-def _check_on_folders(option: str, path: Path, *, folder: bool) -> None:
+def check_on_folders(option: str, path: Path, *, folder: bool) -> None:
     """Refuse (:class:`UsageError`) a ``path`` that cannot be what ``option`` names: a file
     where a folder is wanted or the reverse, or a path under a file."""
     if path.exists():
@@ -186,9 +187,8 @@ def _check_on_folders(option: str, path: Path, *, folder: bool) -> None:
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
-                raise UsageError(
-                    f"{option}: file '{path}': a part of its folder is a file, not a folder"
-                )
+                what = f"'{path}'" if folder else f"file '{path}'"
+                raise UsageError(f"{option}: {what}: a part of its folder is a file, not a folder")
             return
 
 
@@ -216,9 +216,17 @@ class CliEnv:
             if value is not None and not value.strip():
                 raise UsageError(f"{option}: an empty path (name a folder or a file)")
         if self.home is not None:
-            _check_on_folders("--home", Path(self.home).expanduser(), folder=True)
+            check_on_folders("--home", Path(self.home).expanduser(), folder=True)
+        elif os.environ.get("LITE_AGENT_HOME"):  # the default home, checked as --home is
+            home = os.environ["LITE_AGENT_HOME"]
+            check_on_folders("LITE_AGENT_HOME", Path(home).expanduser(), folder=True)
         if self.db is not None:
-            _check_on_folders("--db", Path(self.db).expanduser(), folder=False)
+            if self.backend != "sqlite":  # it would be ignored: the sessions go elsewhere
+                raise UsageError(
+                    f"--db {shown_arg(self.db)} is the database of --backend sqlite: add "
+                    "--backend sqlite (the file backend keeps the sessions under --home)"
+                )
+            check_on_folders("--db", Path(self.db).expanduser(), folder=False)
         check_provider_spec(self.provider_spec)
 
     @property

@@ -45,6 +45,7 @@ __all__ = [
     "Failure",
     "NoApiKeyError",
     "OutputClosedError",
+    "OutputWriteError",
     "SessionLeftError",
     "UsageError",
     "cli_words",
@@ -88,6 +89,11 @@ class EndOfInputError(LiteAgentError):
 class OutputClosedError(LiteAgentError):
     """Raised when the reader of the CLI's output went away (``| head -1``); the entry point
     ends the command quietly."""
+
+
+class OutputWriteError(LiteAgentError):
+    """Raised when the CLI's output could not be written while an operation ran (a full disk,
+    an I/O error); the operation itself went on to its end and is stored."""
 
 
 class SessionLeftError(LiteAgentError):
@@ -238,6 +244,8 @@ def _failure(error: BaseException) -> Failure:
         return left
     if isinstance(error, UsageError):
         return Failure("usage", one_line(error), 2, usage=error.usage)
+    if isinstance(error, OutputWriteError):
+        return Failure("io", one_line(error))
     if isinstance(error, (InvalidSessionIdError, InvalidCheckpointError)):
         return Failure("usage", one_line(error), 2)
     if isinstance(error, AgentBusyError):

@@ -13,6 +13,7 @@ event loop (see :mod:`._cli_terminal`).
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -55,6 +56,7 @@ HELP = """\
 Ctrl-C during a turn or a compaction cancels it."""
 
 _EXIT = "exit"
+_SEQ = re.compile(r"[0-9]{1,18}")  # a seq as typed: ASCII digits, below 2**63
 
 Handler = Callable[[str], Awaitable[str | None]]
 
@@ -126,22 +128,31 @@ class Repl:
             f"resumed {rest} ({events} events)" if events else f"session {rest} is new and empty"
         )
 
+    def _checkpoint(self, word: str, usage: str) -> int | None:
+        """``word`` as a checkpoint of the session, or ``None`` once the refusal is said (a
+        seq is ASCII digits: ``²`` is a digit to Python but not a number to ``int``)."""
+        if _SEQ.fullmatch(word) is None:
+            self.say(f"usage: {usage}  (/checkpoints lists them)")
+            return None
+        seq = int(word)
+        if seq not in [c.seq for c in self.agent.list_checkpoints()]:
+            self.say(
+                f"  seq {seq} is not a checkpoint of this session (/checkpoints lists them)",
+                style="red",
+            )
+            return None
+        return seq
+
     async def restore(self, rest: str) -> None:
         """/restore <seq> [--conversation-only]."""
         words = rest.split()
         only = "--conversation-only" in words
         words = [w for w in words if w != "--conversation-only"]
-        if len(words) != 1 or not words[0].isdigit():
-            self.say("usage: /restore <seq> [--conversation-only]  (/checkpoints lists them)")
+        usage = "/restore <seq> [--conversation-only]"
+        seq = self._checkpoint(words[0] if len(words) == 1 else "", usage)
+        if seq is None:
             return
-        seq, sid = int(words[0]), self.agent.session_id
-        checkpoints = [c.seq for c in self.agent.list_checkpoints()]
-        if seq not in checkpoints:
-            self.say(
-                f"  seq {seq} is not a checkpoint of this session (/checkpoints lists them)",
-                style="red",
-            )
-            return
+        sid = self.agent.session_id
         result = await self._live(
             lambda token: self.agent.restore(sid, seq, files=not only, cancel=token)
         )
@@ -163,13 +174,13 @@ class Repl:
 
     async def fork(self, rest: str) -> None:
         """/fork <seq>: a new session from before that checkpoint, made the current one."""
-        if not rest.isdigit():
-            self.say("usage: /fork <seq>  (/checkpoints lists them)")
+        seq = self._checkpoint(rest, "/fork <seq>")
+        if seq is None:
             return
         old = self.agent.session_id
-        new = self.agent.fork(old, int(rest))
+        new = self.agent.fork(old, seq)
         self.agent.resume(new)
-        self.say(f"forked {old} before seq {rest}: now in {new} (/resume {old} goes back)")
+        self.say(f"forked {old} before seq {seq}: now in {new} (/resume {old} goes back)")
 
     async def compact(self, rest: str) -> None:
         """/compact [instructions]."""

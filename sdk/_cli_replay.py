@@ -18,6 +18,7 @@ from liteagent.eventlog import (
     Forked,
     Message,
     ModelRequestRecord,
+    RawBlock,
     RestoreFinished,
     RestoreStarted,
     SessionStarted,
@@ -67,7 +68,10 @@ def describe_block(block: Block) -> str:
         return f"result{error} {short(content, 50)!r}"
     if isinstance(block, ThinkingBlock):
         return f"thinking {short(block.thinking, 40)!r}"
-    return type(block).__name__
+    if isinstance(block, RawBlock):  # a block kept as the API gave it
+        kind = block.data.get("type")
+        return f"{short(kind, 40) if isinstance(kind, str) and kind else 'untyped'} block"
+    return f"{type(block).__struct_config__.tag} block"  # redacted thinking, compaction
 
 
 def describe_status(status: ContextStatus) -> str:
@@ -85,8 +89,9 @@ def describe_event(event: StoredEvent) -> str:
     if isinstance(body, UserPrompt):
         return f"[{body.origin}] {short(body.text)!r}"
     if isinstance(body, AssistantMessage):
-        blocks = ", ".join(describe_block(b) for b in body.content)
-        return f"{blocks}  ({body.stop_reason})"
+        blocks = ", ".join(describe_block(b) for b in body.content) or "no blocks"
+        stop = f"  ({printable(body.stop_reason)})" if body.stop_reason is not None else ""
+        return blocks + stop
     if isinstance(body, ToolResult):
         return f"{body.tool_name or '?'} {body.block.tool_use_id}: {describe_block(body.block)}"
     if isinstance(body, FileSnapshot):
@@ -202,8 +207,8 @@ def _view(env: CliEnv, sid: str, at: int | None, as_json: bool) -> int:
 
 
 def _verify(env: CliEnv, sid: str, at: int | None, as_json: bool) -> int:
-    checks = verify_session(list(env.checkpointer.read(sid)), cli_view_config())
-    checks = [c for c in checks if at is None or c.seq <= at]  # --at: the requests up to it
+    every = verify_session(list(env.checkpointer.read(sid)), cli_view_config())
+    checks = [c for c in every if at is None or c.seq <= at]  # --at: the requests up to it
     bad = [c for c in checks if not c.ok]
     if as_json:
         emit_json(
@@ -214,6 +219,11 @@ def _verify(env: CliEnv, sid: str, at: int | None, as_json: bool) -> int:
                 "nothing_to_verify": not checks,
                 "mismatches": [to_json(c) for c in bad],
             }
+        )
+    elif not checks and every:  # --at before the first request
+        make_console().print(
+            f"nothing to verify: session {sid} has no recorded model request up to seq {at} "
+            f"(its first is at seq {min(c.seq for c in every)})"
         )
     elif not checks:
         make_console().print(

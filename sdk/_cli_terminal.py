@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from liteagent.eventlog import CancelToken, OperationCancelledError
 
 from ._agent import LiteAgent
-from ._cli_errors import OutputClosedError
+from ._cli_errors import OutputClosedError, OutputWriteError, plain_error
 from ._cli_output import LiveRenderer
 
 __all__ = ["Interrupts", "handling_ctrl_c", "live", "main_thread_signals", "run_live", "run_loop"]
@@ -119,9 +119,9 @@ def _post(loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args:
 
 
 class _Shown:
-    """The renderer as the loop calls it: a closed output is remembered (an error raised in a
-    loop callback would only be logged by asyncio, with its traceback) and nothing more is
-    shown."""
+    """The renderer as the loop calls it: an output that cannot be written (closed, a full
+    disk) is remembered (an error raised in a loop callback would only be logged by asyncio,
+    with its traceback) and nothing more is shown."""
 
     def __init__(self, renderer: LiveRenderer) -> None:
         self.renderer = renderer
@@ -135,13 +135,29 @@ class _Shown:
         """End the renderer's line and bar, unless the output is closed."""
         self._guarded(self.renderer.finish)
 
+    def cancelling(self) -> None:
+        """Say that the work is being cancelled, unless the output is closed."""
+        self._guarded(self.renderer.cancelling)
+
     def _guarded(self, call: Callable[..., None], *args: Any) -> None:
         if self.closed is not None:
             return
         try:
             call(*args)
-        except (OutputClosedError, BrokenPipeError) as e:
+        except Exception as e:  # noqa: BLE001 -- kept, raised once the work has stopped
             self.closed = e
+
+    def raise_failure(self) -> None:
+        """Raise what stopped the showing: :class:`OutputClosedError` when the reader went
+        away (the entry point ends quietly), :class:`OutputWriteError` when the output could
+        not be written (a full disk)."""
+        if isinstance(self.closed, (OutputClosedError, BrokenPipeError)):
+            raise OutputClosedError("the reader of the output went away") from self.closed
+        if isinstance(self.closed, (OSError, ValueError)):  # ValueError: a closed file
+            why = plain_error(self.closed)
+            raise OutputWriteError(f"cannot write the output: {why}") from self.closed
+        if self.closed is not None:
+            raise self.closed
 
 
 async def live(
@@ -154,9 +170,9 @@ async def live(
 ) -> T:
     """Run ``work(cancel)`` in a worker thread while the loop shows the agent's live events;
     Ctrl-C (also one pressed before this started) cancels the token, and the events are shown
-    until the work has stopped. Returns its result or raises its error; when the reader of the
-    output went away meanwhile, the work still finishes, and then :class:`OutputClosedError`
-    is raised."""
+    until the work has stopped. Returns its result or raises its error; when the output could not be
+    written meanwhile, the work still finishes, and then :class:`OutputClosedError` is raised
+    (the reader went away) or :class:`OutputWriteError` (a full disk)."""
     loop = asyncio.get_running_loop()
     token = CancelToken()
     result: asyncio.Future[T] = loop.create_future()
@@ -184,7 +200,7 @@ async def live(
     def cancel() -> None:
         if not token.cancelled:
             token.cancel(reason)
-            renderer.cancelling()
+            shown.cancelling()
 
     with main_thread_signals():
         threading.Thread(target=pump, name="lite-agent-events", daemon=True).start()
@@ -200,8 +216,7 @@ async def live(
         await drained
         shown.finish()
     value = result.result()  # the work's own error comes first
-    if shown.closed is not None:  # the entry point ends the command quietly
-        raise OutputClosedError("the reader of the output went away") from shown.closed
+    shown.raise_failure()
     return value
 
 

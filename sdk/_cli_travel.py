@@ -21,7 +21,7 @@ from liteagent.eventlog import GarbageReport
 
 from ._agent import LiteAgent
 from ._cli_args import checkpoint_seq, existing_session, session_id_arg
-from ._cli_env import CliEnv
+from ._cli_env import CliEnv, NoStoreError
 from ._cli_errors import UsageError, cli_words, one_line
 from ._cli_output import (
     LiveRenderer,
@@ -205,9 +205,16 @@ def cmd_gc(env: CliEnv, args: argparse.Namespace) -> int:
         if args.branch_retention is None
         else parse_duration(args.branch_retention, "--branch-retention")
     )
-    report: GarbageReport = env.agent(model=False).collect_garbage(
-        grace=grace, branch_retention=retention, dry_run=args.dry_run
-    )
+    if args.dry_run:
+        env.create_store = False  # a dry run changes nothing, and creates no store either
+    try:
+        report: GarbageReport = env.agent(model=False).collect_garbage(
+            grace=grace, branch_retention=retention, dry_run=args.dry_run
+        )
+    except NoStoreError:  # a dry run where nothing is stored: nothing to collect
+        report = GarbageReport(
+            sessions=0, referenced=0, deleted=0, freed_bytes=0, young=0, dry_run=True
+        )
     if args.json:
         emit_json(report)
         return 0

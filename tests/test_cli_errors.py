@@ -65,7 +65,7 @@ USAGE_ERRORS = [
     (["run", "hi", "--session", "../x"], "--session ../x: not a session id"),
     (["--workdir", "/no/such/folder", "sessions"], "--workdir /no/such/folder is not a folder"),
     (["restore", "s1"], "the following arguments are required: SEQ"),
-    (["replay", "s1", "--at", "x"], "argument --at: invalid int value: 'x'"),
+    (["replay", "s1", "--at", "x"], "argument --at: x is not a seq (a whole number"),
     (["frobnicate"], "argument COMMAND: invalid choice: 'frobnicate'"),
     (["run", "hi", "--session", ""], '--session "": not a session id'),
     (["run", ""], 'PROMPT is empty: give the text to send (lite-agent run "fix the'),
