@@ -199,7 +199,51 @@ def _extra_out(extra: Any, modelled: frozenset[str], where: str) -> dict[str, An
 # to dicts
 
 
+def _typed(value: Any, typ: type | tuple[type, ...], where: str, name: str) -> Any:
+    """``value`` (a field of a block or message), if it has its declared type (msgspec does not
+    check the types of a struct built in Python); otherwise :class:`InvalidMessageError`."""
+    if not isinstance(value, typ) or (isinstance(value, bool) and bool not in _types(typ)):
+        raise InvalidMessageError(
+            f"{where}: {name} must be {_type_name(typ)}, got {type(value).__name__}"
+        )
+    return value
+
+
+def _types(typ: type | tuple[type, ...]) -> tuple[type, ...]:
+    return typ if isinstance(typ, tuple) else (typ,)
+
+
+_UNSET_TYPE = type(UNSET)
+
+
+def _checked_fields(block: Block, where: str) -> None:
+    """Refuse a block whose fields do not have their declared types."""
+    if isinstance(block, TextBlock):
+        _typed(block.text, str, where, "text")
+    elif isinstance(block, ToolUseBlock):
+        _typed(block.id, str, where, "id")
+        _typed(block.name, str, where, "name")
+        _typed(block.input, dict, where, "input")
+        _typed(block.input_json, (str, _UNSET_TYPE), where, "input_json")
+    elif isinstance(block, ToolResultBlock):
+        _typed(block.tool_use_id, str, where, "tool_use_id")
+        _typed(block.content, (str, tuple, _UNSET_TYPE), where, "content")
+        _typed(block.is_error, (bool, _UNSET_TYPE), where, "is_error")
+    elif isinstance(block, ThinkingBlock):
+        _typed(block.thinking, str, where, "thinking")
+        _typed(block.signature, (str, _UNSET_TYPE), where, "signature")
+    elif isinstance(block, RedactedThinkingBlock):
+        _typed(block.data, str, where, "data")
+    elif isinstance(block, CompactionBlock):
+        _typed(block.content, (str, type(None), _UNSET_TYPE), where, "content")
+        _typed(block.encrypted_content, (str, type(None), _UNSET_TYPE), where, "encrypted_content")
+    elif isinstance(block, RawBlock):
+        _typed(block.data, dict, where, "data")
+        _typed(block.json, (str, _UNSET_TYPE), where, "json")
+
+
 def _block_to_dict(block: Block, where: str) -> dict[str, Any]:
+    _checked_fields(block, where)
     if isinstance(block, TextBlock):
         return {"type": "text", "text": block.text, **_extra_out(block.extra, _TEXT, where)}
     if isinstance(block, ToolUseBlock):
@@ -262,7 +306,7 @@ def _block_to_dict(block: Block, where: str) -> dict[str, Any]:
             )
         copied: dict[str, Any] = _copy(block.data, where)
         return copied
-    raise InvalidMessageError(f"not a content block: {type(block).__name__}")
+    raise InvalidMessageError(f"{where}: not a content block: {type(block).__name__}")
 
 
 def message_to_dict(message: Message, *, where: str = "message") -> dict[str, Any]:
@@ -277,8 +321,10 @@ def message_to_dict(message: Message, *, where: str = "message") -> dict[str, An
     """
     if not isinstance(message, Message):
         raise InvalidMessageError(f"expected a Message, got {type(message).__name__}")
-    if message.role not in ("user", "assistant"):
-        raise InvalidMessageError(f"{where}: role must be 'user' or 'assistant'")
+    role: object = message.role  # typed as a Literal, but a Message built in Python may hold any
+    if type(role) is not str or role not in ("user", "assistant"):
+        raise InvalidMessageError(f"{where}: role must be 'user' or 'assistant', got {shown(role)}")
+    _typed(message.content, tuple, where, "content")
     try:
         blocks = [_block_to_dict(b, f"{where} content[{i}]") for i, b in enumerate(message.content)]
     except RecursionError as e:
@@ -314,7 +360,14 @@ def _one_text(blocks: list[dict[str, Any]]) -> bool:
 
 
 def messages_to_dicts(messages: Iterable[Message]) -> list[dict[str, Any]]:
-    """Return ``messages`` in the Anthropic Messages API shape, one fresh dict per message."""
+    """Return ``messages`` in the Anthropic Messages API shape, one fresh dict per message.
+
+    Raises :class:`InvalidMessageError` naming the index of the first message that does not
+    convert (or saying that ``messages`` is not a list of them).
+    """
+    given: object = messages  # typed as an Iterable, but a caller may pass anything
+    if isinstance(given, (str, bytes, Mapping, Message)) or not isinstance(given, Iterable):
+        raise InvalidMessageError(f"expected a list of messages, got {type(given).__name__}")
     return [message_to_dict(m, where=f"message {i}") for i, m in enumerate(messages)]
 
 

@@ -1,0 +1,285 @@
+"""Hostile input to the public SDK facade and to the interchange format.
+
+Every public method of :class:`LiteAgent` and :class:`AsyncLiteAgent`, fed wrong types, None,
+negative, huge, float and bool numbers, NaN, hostile strings (empty, ``../x``, NUL, a lone
+surrogate, 10 MB, a ``str`` subclass), unknown sessions, branch ids and seqs that are not
+checkpoints, either works or raises a :class:`LiteAgentError`; an argument it refuses is named in
+a short message, and every stored log is as it was (a send may only append to its own session:
+a turn that stops early is recorded). A closed agent refuses every method; every method that
+takes a session works on a stored one without ``resume()``. The public factories (the agents',
+``tool``/``FunctionTool``, a custom ``Tool`` handed to ``tools=``) refuse what they cannot use
+when they are called, not at the first send.
+
+Every JSON value given as a transcript either converts and comes back exactly (through
+``messages_to_dicts``, through a session's log, and through the import/export path of the CLI)
+or is refused with an :class:`InvalidMessageError` (a ``ValueError``) of a few lines naming where;
+every value given to ``messages_to_dicts`` as messages likewise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from msgspec import UNSET
+
+from liteagent.eventlog import (
+    AssistantMessage,
+    CompactionBlock,
+    InvalidMessageError,
+    LiteAgentError,
+    Message,
+    RawBlock,
+    RedactedThinkingBlock,
+    SessionStarted,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    TranscriptImported,
+    UserPrompt,
+    fold,
+    memory_checkpointer,
+    messages_from_dicts,
+    messages_to_dicts,
+)
+from liteagent.eventlog._interchange import message_to_dict
+from liteagent.sdk._cli_transcript import export_messages, message_events, read_transcript
+
+MAX_MESSAGE = 2000
+"""The longest error message a refusal may have (a value is shown cut, never whole)."""
+
+
+# -- the interchange format -----------------------------------------------------------------------
+
+_LEAF = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=5),
+    st.sampled_from(
+        [
+            *("\ud800", "\udcff", "\ud83d\ude00", "text", "tool_use", "tool_result", "image"),
+            *("user", "assistant", 2**64, -(2**63) - 1, 10**400),
+        ]
+    ),
+)
+_KEYS = st.sampled_from(
+    [
+        *("type", "text", "id", "name", "input", "tool_use_id", "content", "is_error", "thinking"),
+        *("signature", "data", "encrypted_content", "role", "cache_control", "\ud800", "x"),
+    ]
+)
+_JSON = st.recursive(
+    _LEAF,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=4),
+    max_leaves=20,
+)
+_TEXT = st.text(max_size=5) | st.sampled_from(["\udcff", "a\x00", "\ud83d\ude00", "\ud800\udc00"])
+_TEXT_BLOCK = st.fixed_dictionaries(
+    {"type": st.just("text"), "text": _TEXT}, optional={"cache_control": _JSON}
+)
+_BLOCK = st.one_of(
+    _TEXT_BLOCK,
+    st.fixed_dictionaries(
+        {
+            "type": st.just("tool_use"),
+            "id": _TEXT,
+            "name": _TEXT,
+            "input": st.dictionaries(st.text(max_size=3), _JSON, max_size=3),
+        }
+    ),
+    st.fixed_dictionaries(
+        {"type": st.just("tool_result"), "tool_use_id": _TEXT},
+        optional={
+            "content": _TEXT | st.lists(_TEXT_BLOCK | _JSON, max_size=2),
+            "is_error": st.booleans() | _JSON,
+        },
+    ),
+    st.fixed_dictionaries(
+        {"type": st.just("thinking"), "thinking": _TEXT}, optional={"signature": _TEXT | _JSON}
+    ),
+    st.fixed_dictionaries({"type": st.just("redacted_thinking"), "data": _TEXT | _JSON}),
+    st.fixed_dictionaries(
+        {"type": st.just("compaction")},
+        optional={"content": st.none() | _TEXT | _JSON, "encrypted_content": st.none() | _TEXT},
+    ),
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["image", "document", "server_tool_use", "\udcff", ""])},
+        optional={"source": _JSON, "id": _JSON},
+    ),
+    st.dictionaries(_KEYS, _JSON, max_size=4),
+    _JSON,
+)
+_MESSAGE = st.one_of(
+    st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(["user", "assistant"]),
+            "content": _TEXT | st.lists(_BLOCK, max_size=3),
+        },
+        optional={"x": _JSON, "\ud800": _JSON, "id": _JSON},
+    ),
+    st.fixed_dictionaries({"role": _JSON, "content": _JSON}),
+    st.dictionaries(_KEYS, _JSON, max_size=4),
+    _JSON,
+)
+HOSTILE_TRANSCRIPTS = st.lists(_MESSAGE, max_size=4) | _JSON
+"""JSON values that may or may not be transcripts: every field of every level of the wrong type
+now and then, unknown block types, huge integers, lone surrogates, missing keys, tool results
+without a tool use."""
+
+
+def _converted(convert: Callable[[Any], Any], value: Any) -> Any:
+    """``convert(value)``, or the InvalidMessageError it raised (anything else propagates)."""
+    try:
+        return convert(value)
+    except InvalidMessageError as e:
+        return e
+
+
+def _as_json(value: Any) -> str:
+    """``value`` as JSON text that tells apart what == does not (1, 1.0 and True)."""
+    return json.dumps(value, sort_keys=True)
+
+
+def _imported_and_exported(ds: list[Any]) -> list[dict[str, Any]] | None:
+    """``ds`` written as JSON Lines, imported into a session's log and exported (what
+    ``lite-agent import`` and ``export`` do), or None when import refuses it."""
+    text = "".join(json.dumps(d) + "\n" for d in ds)
+    try:
+        messages = read_transcript(text)
+    except LiteAgentError:
+        return None
+    events: list[Any] = [SessionStarted(workdir="/w", model="m")]
+    shapes: list[tuple[int, dict[str, Any] | None, bool]] = []
+    kept: list[tuple[int, str]] = []
+    for m in messages:
+        if m.extra is not UNSET or m.string_content or m.extra_json is not None:
+            shapes.append(
+                (len(events) + 1, None if m.extra is UNSET else m.extra, m.string_content)
+            )
+            if m.extra_json is not None:
+                kept.append((len(events) + 1, m.extra_json))
+        events.extend(message_events(m))
+    if shapes:
+        events.append(TranscriptImported(shapes=tuple(shapes), extra_json=tuple(kept)))
+    cp = memory_checkpointer()
+    cp.append("s", events, expected_head=0)
+    stored = list(cp.read("s"))
+    return [message_to_dict(m) for m in export_messages(stored, fold(stored))]
+
+
+@settings(max_examples=250, deadline=None)
+@given(ds=HOSTILE_TRANSCRIPTS)
+def test_a_hostile_transcript_comes_back_exactly_or_is_refused_naming_where(ds: Any) -> None:
+    """messages_from_dicts of any JSON value raises InvalidMessageError (a ValueError) naming
+    the message in a short message, or converts; then messages_to_dicts gives it back exactly,
+    the messages can be stored, and import then export gives it back (or import refuses it)."""
+    messages = _converted(messages_from_dicts, ds)
+    if isinstance(messages, InvalidMessageError):
+        assert isinstance(messages, ValueError)
+        assert len(str(messages)) <= MAX_MESSAGE
+        if isinstance(ds, list) and ds:
+            assert str(messages).startswith("message "), str(messages)
+        return
+    assert _as_json(ds) == _as_json(messages_to_dicts(messages))
+    cp = memory_checkpointer()
+    cp.append("s", [SessionStarted(workdir="/w", model="m")], expected_head=0)
+    for m in messages:
+        body = UserPrompt(content=m.content) if m.role == "user" else AssistantMessage(m.content)
+        cp.append("s", [body], expected_head=cp.head("s"))
+    stored = [e.body.content for e in list(cp.read("s"))[1:]]
+    assert [m.content for m in messages] == stored
+    exported = _imported_and_exported(ds)
+    if exported is not None:
+        assert _as_json(ds) == _as_json(exported)
+
+
+_WRONG = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(),
+    st.text(max_size=3),
+    st.sampled_from(
+        [
+            *("\udcff", UNSET, object(), b"x", (), [], {}, {"a": 1}, {1: 2}, {"type": "image"}),
+            *("user", "assistant", 10**5000),
+        ]
+    ),
+)
+
+
+def _blocks(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    w = _WRONG
+    return st.one_of(
+        st.builds(TextBlock, w, extra=w),
+        st.builds(ToolUseBlock, w, w, w, w, input_json=w),
+        st.builds(ToolResultBlock, w, w | st.tuples(inner) | st.lists(inner, max_size=2), w, w),
+        st.builds(ThinkingBlock, w, w, extra=w),
+        st.builds(RedactedThinkingBlock, w, extra=w),
+        st.builds(CompactionBlock, w, w, extra=w),
+        st.builds(RawBlock, w, json=w),
+        w,
+    )
+
+
+_ANY_BLOCK = st.recursive(st.builds(TextBlock, st.text(max_size=3)), _blocks, max_leaves=6)
+_ANY_MESSAGE = st.builds(
+    Message,
+    _WRONG | st.sampled_from(["user", "assistant"]),
+    _WRONG | st.tuples(_ANY_BLOCK) | st.lists(_ANY_BLOCK, max_size=3),
+    extra=_WRONG,
+    string_content=_WRONG,
+    extra_json=_WRONG,
+)
+
+
+@settings(max_examples=250, deadline=None)
+@given(ms=st.lists(_ANY_MESSAGE | _WRONG, max_size=3) | _WRONG)
+def test_messages_to_dicts_of_anything_converts_or_is_refused(ms: Any) -> None:
+    """messages_to_dicts of any value (messages built in Python with fields of any type)
+    raises InvalidMessageError naming where, or converts to dicts that convert back (it raised
+    TypeError and AttributeError from inside)."""
+    ds = _converted(messages_to_dicts, ms)
+    if isinstance(ds, InvalidMessageError):
+        assert len(str(ds)) <= MAX_MESSAGE
+        return
+    assert ds == messages_to_dicts(messages_from_dicts(ds))
+
+
+@pytest.mark.parametrize("value", [None, 5, "text", b"x", Message("user", (TextBlock("a"),))])
+def test_messages_to_dicts_of_a_non_list_is_refused(value: Any) -> None:
+    """messages_to_dicts(None / an int / a str / one Message) raises InvalidMessageError
+    saying a list was expected (it raised TypeError, or iterated the string)."""
+    with pytest.raises(InvalidMessageError, match="expected a list of messages"):
+        messages_to_dicts(value)
+
+
+@pytest.mark.parametrize(
+    ("message", "named"),
+    [
+        (Message("user", None), "message 0: content must be tuple"),  # type: ignore[arg-type]
+        (Message("user", [TextBlock("a")]), "message 0: content must be tuple"),  # type: ignore[arg-type]
+        (Message(5, ()), "message 0: role must be 'user' or 'assistant', got 5"),  # type: ignore[arg-type]
+        (Message("user", (TextBlock(5),)), "content\\[0\\]: text must be str"),  # type: ignore[arg-type]
+        (Message("user", (ToolUseBlock("i", "n", None),)), "input must be dict"),  # type: ignore[arg-type]
+        (Message("user", (ToolResultBlock("i", 5),)), "content must be str or tuple"),  # type: ignore[arg-type]
+        (Message("user", (ToolResultBlock("i", "c", "yes"),)), "is_error must be bool"),  # type: ignore[arg-type]
+        (Message("user", (ThinkingBlock("t", 5),)), "signature must be str"),  # type: ignore[arg-type]
+        (Message("user", (RawBlock(None),)), "data must be dict"),  # type: ignore[arg-type]
+        (Message("user", (5,)), "message 0 content\\[0\\]: not a content block"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_message_with_a_field_of_the_wrong_type_is_refused_naming_it(
+    message: Message, named: str
+) -> None:
+    """messages_to_dicts of a Message built with a field of the wrong type raises
+    InvalidMessageError naming the message, block and field."""
+    with pytest.raises(InvalidMessageError, match=named):
+        messages_to_dicts([message])
