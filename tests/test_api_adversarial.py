@@ -19,7 +19,10 @@ every value given to ``messages_to_dicts`` as messages likewise.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +32,8 @@ from msgspec import UNSET
 
 from liteagent.eventlog import (
     AssistantMessage,
+    CancelToken,
+    Checkpointer,
     CompactionBlock,
     InvalidMessageError,
     LiteAgentError,
@@ -48,10 +53,165 @@ from liteagent.eventlog import (
     messages_to_dicts,
 )
 from liteagent.eventlog._interchange import message_to_dict
+from liteagent.providers import scripted
+from liteagent.sdk import (
+    LiteAgent,
+)
 from liteagent.sdk._cli_transcript import export_messages, message_events, read_transcript
+from liteagent.tools import FunctionTool, ToolDefinitionError, tool
+
+# -- hostile values -------------------------------------------------------------------------------
+
+
+class _Str(str):
+    """A str subclass: passes ``isinstance(x, str)``, but the log encodes plain strs only."""
+
+
+class _Int(int):
+    """An int subclass."""
+
+
+class _NoRepr:
+    """An object whose repr and == raise."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("no ==")
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+BIG = "x" * (10 * 1024 * 1024)
+HOSTILE: list[Any] = [
+    None,
+    True,
+    False,
+    -1,
+    0,
+    1,
+    5,
+    2**31,
+    2**63,
+    2**64,
+    10**5000,
+    -(10**5000),
+    1.5,
+    1.0,
+    -0.0,
+    math.nan,
+    math.inf,
+    "",
+    " \n",
+    "../x",
+    "a/b",
+    "a\x00b",
+    "\udcff",
+    "s1",
+    "s2",
+    "nosuch",
+    "s1.x",
+    BIG,
+    _Str("s1"),
+    _Str("hi"),
+    _Int(2),
+    b"s1",
+    [],
+    ["s1"],
+    {},
+    {"a": 1},
+    object(),
+    _NoRepr(),
+    CancelToken(),
+    Path("s1"),
+    print,
+]
+"""Wrong types, and extreme or hostile values of the right ones (``s1`` and ``s2`` are stored
+sessions, ``nosuch`` is not)."""
 
 MAX_MESSAGE = 2000
 """The longest error message a refusal may have (a value is shown cut, never whole)."""
+
+
+def _reply(_: Any) -> AssistantMessage:
+    return AssistantMessage(content=(TextBlock("ok"),), stop_reason="end_turn")
+
+
+def _provider() -> Any:
+    return scripted([_reply] * 100_000)
+
+
+PROMPTS = ("one", "two", "three")
+
+
+def _seed(agent: LiteAgent) -> None:
+    """Sessions s1 and s2 of three prompts each; s2 restored to its last checkpoint (a branch)."""
+    for sid in ("s1", "s2"):
+        for prompt in PROMPTS:
+            agent.send(prompt, session_id=sid)
+    agent.restore("s2", agent.list_checkpoints("s2")[-1].seq)
+
+
+def _snapshot(cp: Checkpointer) -> dict[str, list[Any]]:
+    """Every stored log (sessions and branches), event by event."""
+    return {info.id: list(cp.read(info.id)) for info in cp.list()}
+
+
+def _kept(before: dict[str, list[Any]], after: dict[str, list[Any]], appended: str | None) -> None:
+    """Every log of ``before`` is in ``after`` as it was; ``appended`` (a session a send ran on)
+    may have grown, keeping what it had."""
+    for sid, events in before.items():
+        assert sid in after, f"session {sid!r} was lost"
+        if sid == appended:
+            assert events == after[sid][: len(events)], f"session {sid!r} changed"
+        else:
+            assert events == after[sid], f"session {sid!r} changed"
+    assert set(after) <= set(before) | ({appended} if appended else set())
+
+
+# -- tool() ---------------------------------------------------------------------------------------
+
+
+def _documented(a: int) -> int:
+    """Return a."""
+    return a
+
+
+@pytest.mark.parametrize(
+    ("make", "named"),
+    [
+        (lambda: tool(5), "a tool is made from a function, got int"),
+        (lambda: FunctionTool(None), "a tool is made from a function, got NoneType"),
+        (lambda: tool("f"), "a tool is made from a function, got str"),
+        (lambda: tool(partial(_documented, 1)), "has no __name__"),
+        (lambda: tool(name=5)(_documented), "name must be a str, got int"),
+        (lambda: tool(name=b"f")(_documented), "name must be a str, got bytes"),
+        (lambda: tool(name="a b")(_documented), "must match"),
+        (lambda: tool(name=BIG)(_documented), "must match"),
+        (lambda: tool(description=5)(_documented), "description must be None or a str"),
+        (lambda: tool(description="\udcff")(_documented), "description is not valid text"),
+        (lambda: tool(read_only="yes")(_documented), "read_only must be True or False"),
+        (lambda: tool(read_only=1)(_documented), "read_only must be True or False"),
+        (lambda: tool(changes_param=5)(_documented), "changes_param must be None or"),
+        (lambda: tool(changes_param=10**5000)(_documented), "changes_param must be None or"),
+        (lambda: tool(changes_param=_NoRepr())(_documented), "changes_param must be None or"),
+        (lambda: tool(changes_param=BIG)(_documented), "is not one of its parameters"),
+    ],
+)
+def test_tool_refuses_what_cannot_be_a_tool_by_name(make: Callable[[], Any], named: str) -> None:
+    """tool()/FunctionTool() of a non-function, a nameless callable, or a name, description,
+    read_only or changes_param of the wrong type raise ToolDefinitionError saying which (they
+    raised AttributeError, TypeError or ValueError, or made a tool no request could carry)."""
+    with pytest.raises(ToolDefinitionError, match=named) as caught:
+        make()
+    assert len(str(caught.value)) <= MAX_MESSAGE
+
+
+def test_a_tool_keeps_a_str_subclass_name_as_a_plain_str() -> None:
+    """tool(name=_Str("f")) names the tool with a plain str."""
+    made = tool(name=_Str("f"), description=_Str("does f"))(_documented)
+    assert (str, str) == (type(made.name), type(made.description))
 
 
 # -- the interchange format -----------------------------------------------------------------------

@@ -51,6 +51,8 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import msgspec
 
+from liteagent.eventlog._shown import shown
+
 from ._contract import Tool, ToolContext, ToolOutput
 from ._errors import ToolDefinitionError
 from ._paths import resolve_in_workspace
@@ -76,10 +78,21 @@ class FunctionTool(Tool, Generic[P, R]):
         changes_param: str | None = None,
         read_only: bool = False,
     ) -> None:
-        self.name = name if name is not None else fn.__name__
-        if not _NAME.fullmatch(self.name):
-            raise ToolDefinitionError(f"tool name {self.name!r} must match [a-zA-Z0-9_-]{{1,64}}")
-        self.description = description if description is not None else _first_paragraph(fn)
+        if not callable(fn):
+            raise ToolDefinitionError(f"a tool is made from a function, got {_kind(fn)}")
+        self.name = _checked_name(fn, name)
+        self.description = (
+            _first_paragraph(fn) if description is None else _checked_text(description, self.name)
+        )
+        if type(read_only) is not bool:
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: read_only must be True or False, got {shown(read_only)}"
+            )
+        if changes_param is not None and type(changes_param) is not str:
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: changes_param must be None or a parameter's name, "
+                f"got {shown(changes_param)}"
+            )
         if not self.description:
             raise ToolDefinitionError(
                 f"tool {self.name!r} has no description: give the function a docstring or "
@@ -91,7 +104,7 @@ class FunctionTool(Tool, Generic[P, R]):
         self._fields: tuple[str, ...] = self._struct.__struct_fields__
         if changes_param is not None and changes_param not in self._fields:
             raise ToolDefinitionError(
-                f"tool {self.name!r}: changes_param {changes_param!r} is not one of its "
+                f"tool {self.name!r}: changes_param {shown(changes_param)} is not one of its "
                 f"parameters {list(self._fields)}"
             )
         if read_only and changes_param is not None:
@@ -212,9 +225,48 @@ def _valid_text(output: ToolOutput) -> ToolOutput:
     return output
 
 
+def _kind(value: object) -> str:
+    return f"{type(value).__name__} {shown(value)}"
+
+
+def _checked_name(fn: Callable[..., object], name: object) -> str:
+    """The tool's name: ``name``, or the function's own; refused unless it matches
+    ``[a-zA-Z0-9_-]{1,64}``."""
+    if name is None:
+        name = getattr(fn, "__name__", None)
+        if not isinstance(name, str):
+            raise ToolDefinitionError(
+                f"{_kind(fn)} has no __name__ to name the tool by: pass name=..."
+            )
+    if not isinstance(name, str):
+        raise ToolDefinitionError(f"a tool's name must be a str, got {_kind(name)}")
+    if not _NAME.fullmatch(name):
+        raise ToolDefinitionError(f"tool name {shown(name)} must match [a-zA-Z0-9_-]{{1,64}}")
+    return str.__str__(name)  # a plain str (a subclass of it cannot be recorded)
+
+
+def _checked_text(description: object, name: str) -> str:
+    """``description`` as the model is sent it: a str that UTF-8 can encode."""
+    if not isinstance(description, str):
+        raise ToolDefinitionError(
+            f"tool {name!r}: description must be None or a str, got {_kind(description)}"
+        )
+    try:
+        description.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ToolDefinitionError(
+            f"tool {name!r}: description is not valid text (a lone surrogate at index {e.start})"
+        ) from None
+    return str.__str__(description)
+
+
 def _first_paragraph(fn: Callable[..., object]) -> str:
-    doc = inspect.getdoc(fn) or ""
-    return " ".join(doc.strip().split("\n\n", 1)[0].split())
+    try:
+        doc = inspect.getdoc(fn) or ""
+    except Exception:  # noqa: BLE001 -- a __doc__ that cannot be read: no description
+        doc = ""
+    text = " ".join(doc.strip().split("\n\n", 1)[0].split())
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _input_struct(fn: Callable[..., object], name: str) -> tuple[type[msgspec.Struct], str | None]:
@@ -225,7 +277,11 @@ def _input_struct(fn: Callable[..., object], name: str) -> tuple[type[msgspec.St
         raise ToolDefinitionError(f"tool {name!r}: cannot resolve its annotations: {e}") from e
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     ctx_param: str | None = None
-    for param in inspect.signature(fn).parameters.values():
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError) as e:
+        raise ToolDefinitionError(f"tool {name!r}: its signature cannot be read: {e}") from e
+    for param in signature.parameters.values():
         if param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
             raise ToolDefinitionError(
                 f"tool {name!r}: parameter {param.name!r} is {param.kind.description}; "
