@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from ._errors import InvalidSessionIdError
+from ._shown import shown
 
 __all__ = ["SESSION_ID_PATTERN", "validate_session_id"]
 
@@ -18,6 +19,12 @@ def validate_session_id(session_id: object) -> str:
     Raises :class:`InvalidSessionIdError` for anything else (``../x``, ``a/b``, ``""``, NUL,
     non-strings) before any I/O happens.
     """
-    if type(session_id) is not str or _SESSION_ID.fullmatch(session_id) is None:
+    if type(session_id) is not str:  # a str subclass too: it could not be recorded as one
+        raise InvalidSessionIdError(
+            session_id,
+            f"invalid session id {shown(session_id)}: a session id must be a str, got "
+            f"{type(session_id).__name__}",
+        )
+    if _SESSION_ID.fullmatch(session_id) is None:
         raise InvalidSessionIdError(session_id)
     return session_id

@@ -22,6 +22,7 @@ arrives.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from types import TracebackType
 from typing import Literal, overload
@@ -38,12 +39,15 @@ from liteagent.actors._turn import LiteAgentResult
 from liteagent.eventlog import (
     CancelToken,
     GarbageReport,
+    InvalidSessionIdError,
     RestoreStarted,
     SessionInfo,
     validate_session_id,
 )
 from liteagent.eventlog._branches import is_branch_session
 from liteagent.eventlog._gc import DEFAULT_GRACE
+from liteagent.eventlog._ids import SESSION_ID_PATTERN
+from liteagent.eventlog._shown import shown
 
 from ._compact_iter import CompactIterator
 from ._core import AgentCore, new_session_id
@@ -58,7 +62,22 @@ from ._validate import (
     check_text,
 )
 
-__all__ = ["LiteAgent", "LiteAgentResult", "compact_args", "send_args"]
+__all__ = [
+    "LiteAgent",
+    "LiteAgentResult",
+    "checked_undo_args",
+    "compact_args",
+    "exact_str",
+    "send_args",
+]
+
+_BRANCH_ID = re.compile(SESSION_ID_PATTERN)
+
+
+def exact_str(text: str) -> str:
+    """``text`` as a plain ``str``: a subclass of it passes the checks but cannot be recorded
+    (the log encodes plain strings only), so its characters are copied into one."""
+    return text if type(text) is str else str.__str__(text)
 
 
 def send_args(
@@ -66,8 +85,22 @@ def send_args(
 ) -> tuple[str, CancelToken | None, str]:
     """The checked prompt, the caller's cancel token (``None``: the turn makes its own when it
     starts) and the session of a ``send``."""
-    text = check_prompt(input)
+    text = exact_str(check_prompt(input))
     return text, check_cancel(cancel), core.session_for(check_session_id(session_id))
+
+
+def checked_undo_args(
+    core: AgentCore, session_id: object, branch: object, cancel: object
+) -> tuple[str, str | None, CancelToken | None]:
+    """The checked session, branch id and cancel token of an ``undo_restore``; a ``branch``
+    that cannot be one is refused naming ``branch`` (not as a bad session id)."""
+    core.check_open()
+    if branch is not None and (type(branch) is not str or not _BRANCH_ID.fullmatch(branch)):
+        raise InvalidSessionIdError(
+            branch,
+            f"branch must be None or the id of one of list_branches(), got {shown(branch)}",
+        )
+    return undo_args(core, session_id, branch, cancel)
 
 
 def compact_args(
@@ -75,7 +108,8 @@ def compact_args(
 ) -> tuple[str | None, str, CancelToken | None]:
     """The checked instructions, session and cancel token of a ``compact``."""
     core.check_open()
-    text = check_text(instructions, "instructions", optional=True)
+    checked = check_text(instructions, "instructions", optional=True)
+    text = None if checked is None else exact_str(checked)
     sid = core.session_for(check_session_id(session_id), "compact")
     return text, sid, check_cancel(cancel)
 
@@ -233,7 +267,7 @@ class LiteAgent:
         restore or the session moved on since (:class:`RestoreRefusedError`), and is
         crash-safe. It is itself kept as a branch, so an undo can be undone. Raises
         :class:`NoBranchError` when there is nothing to bring back."""
-        sid, wanted, token = undo_args(self._core, session_id, branch, cancel)
+        sid, wanted, token = checked_undo_args(self._core, session_id, branch, cancel)
         return self._core.undo(sid, wanted, token)
 
     def list_branches(self, session_id: str | None = None) -> list[Branch]:

@@ -37,11 +37,11 @@ from liteagent.eventlog import (
 )
 from liteagent.eventlog._gc import DEFAULT_GRACE
 
-from ._agent import LiteAgent, LiteAgentResult, compact_args, send_args
+from ._agent import LiteAgent, LiteAgentResult, checked_undo_args, compact_args, send_args
 from ._compact_iter import AsyncCompactIterator
 from ._core import AgentCore
 from ._futures import await_job, await_reply, post, resolve
-from ._travel_args import fork_args, gc_args, undo_args
+from ._travel_args import fork_args, gc_args
 from ._validate import check_bool, check_cancel, check_seq, check_session_id
 
 __all__ = ["AsyncLiteAgent"]
@@ -241,7 +241,7 @@ class AsyncLiteAgent:
     ) -> RestoreResult:
         """Like :meth:`LiteAgent.undo_restore` (off the event loop); cancelling the awaiting
         task cancels the undo, which puts back what it changed."""
-        sid, wanted, given = undo_args(self._core, session_id, branch, cancel)
+        sid, wanted, given = checked_undo_args(self._core, session_id, branch, cancel)
         token = given or CancelToken()
         result: RestoreResult = await self._await(
             self._core.submit(self._core.undo, sid, wanted, token), token

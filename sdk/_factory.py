@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,11 +24,12 @@ from liteagent.eventlog import (
     file_checkpointer,
     memory_checkpointer,
 )
+from liteagent.eventlog._shown import shown
 from liteagent.providers import ModelProvider
 from liteagent.tools import Tool, ToolEnv, default_tools
 from liteagent.tools import context as context_tool
 
-from ._agent import LiteAgent
+from ._agent import LiteAgent, exact_str
 from ._async_agent import AsyncLiteAgent
 from ._core import AgentCore
 from ._prompt import DEFAULT_SYSTEM_PROMPT
@@ -48,10 +51,53 @@ DEFAULT_IDLE_TIMEOUT_S = 300.0
 DEFAULT_MAX_BACKGROUND_TASKS = 64
 
 
+_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+def _check_tool(tool: Tool, where: str) -> None:
+    """Refuse a tool the model could not be sent (a subclass of :class:`Tool` sets these
+    itself): a name not matching ``[a-zA-Z0-9_-]{1,64}``, a description that is not text, an
+    input schema that is not a JSON object, a ``read_only`` that is not a bool."""
+    name = getattr(tool, "name", None)
+    if type(name) is not str or not _TOOL_NAME.fullmatch(name):
+        raise InvalidArgumentError(
+            f"{where}.name must be a str matching [a-zA-Z0-9_-]{{1,64}}, got {shown(name)}"
+        )
+    description = getattr(tool, "description", None)
+    if type(description) is not str:
+        raise InvalidArgumentError(
+            f"{where} ({name!r}).description must be a str, got {shown(description)}"
+        )
+    check_text(description, f"{where} ({name!r}).description")
+    if type(getattr(tool, "read_only", None)) is not bool:
+        raise InvalidArgumentError(
+            f"{where} ({name!r}).read_only must be True or False, got {shown(tool.read_only)}"
+        )
+    try:
+        schema = tool.input_schema
+    except Exception as e:
+        raise InvalidArgumentError(
+            f"{where} ({name!r}).input_schema cannot be read: {type(e).__name__}: {e}"
+        ) from e
+    if type(schema) is not dict:
+        raise InvalidArgumentError(
+            f"{where} ({name!r}).input_schema must be a dict (a JSON Schema object), got "
+            f"{type(schema).__name__}"
+        )
+    try:
+        json.dumps(schema, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as e:
+        raise InvalidArgumentError(
+            f"{where} ({name!r}).input_schema is not JSON: {type(e).__name__}: {e}"
+        ) from None
+
+
 def _check_tools(tools: object) -> list[Tool] | None:
     if tools is None:
         return None
     checked: list[Tool] = check_sequence(tools, "tools", Tool)
+    for i, t in enumerate(checked):
+        _check_tool(t, f"tools[{i}]")
     names = [t.name for t in checked]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -99,6 +145,7 @@ def _core(
         raise InvalidArgumentError(f"model must be a ModelProvider, got {type(model).__name__}")
     if not check_text(model_name, "model_name"):
         raise InvalidArgumentError("model_name must be a non-empty string")
+    model_name = exact_str(model_name)
     for name, value in (
         ("max_turns", max_turns),
         ("max_tokens", max_tokens),
@@ -109,7 +156,8 @@ def _core(
     check_count(max_background_tasks, "max_background_tasks", minimum=0)
     idle = check_seconds(idle_timeout_s, "idle_timeout_s")
     check_bool(sessions, "sessions")
-    check_text(system_prompt, "system_prompt", optional=True)
+    prompt = check_text(system_prompt, "system_prompt", optional=True)
+    system_prompt = None if prompt is None else exact_str(prompt)
     checked_tools = _check_tools(tools)
     if tool_env is not None:
         if not isinstance(tool_env, ToolEnv):

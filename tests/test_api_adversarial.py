@@ -18,15 +18,17 @@ every value given to ``messages_to_dicts`` as messages likewise.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec import UNSET
 
@@ -35,7 +37,9 @@ from liteagent.eventlog import (
     CancelToken,
     Checkpointer,
     CompactionBlock,
+    InvalidArgumentError,
     InvalidMessageError,
+    InvalidSessionIdError,
     LiteAgentError,
     Message,
     RawBlock,
@@ -51,14 +55,22 @@ from liteagent.eventlog import (
     memory_checkpointer,
     messages_from_dicts,
     messages_to_dicts,
+    validate_session_id,
 )
 from liteagent.eventlog._interchange import message_to_dict
 from liteagent.providers import scripted
 from liteagent.sdk import (
+    AgentClosedError,
+    AsyncLiteAgent,
+    AsyncSubscription,
     LiteAgent,
+    Subscription,
+    create_agent,
+    create_async_lite_agent,
+    create_lite_agent,
 )
 from liteagent.sdk._cli_transcript import export_messages, message_events, read_transcript
-from liteagent.tools import FunctionTool, ToolDefinitionError, tool
+from liteagent.tools import FunctionTool, Tool, ToolContext, ToolDefinitionError, ToolOutput, tool
 
 # -- hostile values -------------------------------------------------------------------------------
 
@@ -170,7 +182,398 @@ def _kept(before: dict[str, list[Any]], after: dict[str, list[Any]], appended: s
     assert set(after) <= set(before) | ({appended} if appended else set())
 
 
-# -- tool() ---------------------------------------------------------------------------------------
+# -- the methods and their parameters -------------------------------------------------------------
+
+#: method -> its parameters: (default, positional?, the word a refusal of it names)
+SPEC: dict[str, dict[str, tuple[Any, bool, str]]] = {
+    "send": {
+        "input": ("hi", True, "prompt"),
+        "session_id": ("s1", False, "session"),
+        "cancel": (None, False, "cancel"),
+    },
+    "resume": {"session_id": ("s1", True, "session")},
+    "delete_session": {"session_id": ("gone", True, "session")},
+    "list_checkpoints": {"session_id": ("s1", True, "session")},
+    "list_branches": {"session_id": ("s2", True, "session")},
+    "restore": {
+        "session_id": ("s1", True, "session"),
+        "seq": ("CHECKPOINT", True, "seq"),
+        "files": (True, False, "files"),
+        "conversation": (True, False, "conversation"),
+        "cancel": (None, False, "cancel"),
+        "dry_run": (True, False, "dry_run"),
+    },
+    "undo_restore": {
+        "session_id": ("s1", True, "session"),
+        "branch": (None, False, "branch"),
+        "cancel": (None, False, "cancel"),
+    },
+    "fork": {
+        "session_id": ("s1", True, "session"),
+        "seq": ("CHECKPOINT", True, "seq"),
+        "workdir": (None, False, "workdir"),
+    },
+    "collect_garbage": {
+        "grace": (3600.0, False, "grace"),
+        "branch_retention": (None, False, "branch_retention"),
+        "dry_run": (True, False, "dry_run"),
+        "cancel": (None, False, "cancel"),
+    },
+    "pending_restore": {"session_id": ("s1", True, "session")},
+    "finish_restore": {"session_id": ("s1", True, "session")},
+    "rollback_restore": {"session_id": ("s1", True, "session")},
+    "compact": {
+        "instructions": (None, True, "instructions"),
+        "session_id": ("s1", False, "session"),
+        "cancel": (None, False, "cancel"),
+    },
+    "iter_compact": {
+        "instructions": (None, True, "instructions"),
+        "session_id": ("s1", False, "session"),
+        "cancel": (None, False, "cancel"),
+    },
+    "subscribe": {"maxsize": (4, True, "maxsize"), "session_id": ("s1", False, "session")},
+}
+NO_ARGUMENTS = {"clear", "list_sessions", "host_stats", "background_tasks", "close"}
+"""The public methods that take no argument."""
+
+UNBOUNDED = {("fork", "workdir")}
+"""Refusals whose message still shows the whole value (``check_workdir`` in sdk/_validate.py
+quotes the resolved path uncut: a 10 MB workdir gives a 10 MB message)."""
+
+
+def test_every_public_method_is_exercised() -> None:
+    """SPEC and NO_ARGUMENTS name exactly the public methods of both agents, and each
+    parameter of each (so a new method or parameter joins the hostile tests)."""
+    for cls in (LiteAgent, AsyncLiteAgent):
+        public = {n for n in dir(cls) if not n.startswith("_") and n != "session_id"}
+        assert set(SPEC) | NO_ARGUMENTS == public
+        for name, params in SPEC.items():
+            assert set(params) == set(inspect.signature(getattr(cls, name)).parameters) - {"self"}
+
+
+def _call_args(method: str, param: str, value: Any, seq: int) -> tuple[list[Any], dict[str, Any]]:
+    """The arguments of ``method`` with ``param`` set to ``value`` and the others valid."""
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for name, (default, positional, _) in SPEC[method].items():
+        given = value if name == param else (seq if default == "CHECKPOINT" else default)
+        if positional:
+            args.append(given)
+        else:
+            kwargs[name] = given
+    return args, kwargs
+
+
+def _finish(result: Any) -> Any:
+    """Consume what holds resources (a subscription, a compaction iterator)."""
+    if isinstance(result, (Subscription, AsyncSubscription)):
+        result.close()
+    elif hasattr(result, "__iter__") and hasattr(result, "stats"):
+        return list(result)
+    return result
+
+
+def _check_refusal(error: LiteAgentError, method: str, param: str) -> None:
+    """A refused argument is named, in a message of a few lines."""
+    text = str(error)
+    assert text
+    if (method, param) not in UNBOUNDED:
+        assert len(text) <= MAX_MESSAGE, f"{len(text)} characters"
+    if isinstance(error, (InvalidArgumentError, InvalidSessionIdError)):
+        assert SPEC[method][param][2] in text, text
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> Iterator[tuple[LiteAgent, Checkpointer]]:
+    """A LiteAgent on a memory log holding sessions s1 and s2 (s2 with a branch)."""
+    cp = memory_checkpointer()
+    with create_lite_agent(
+        model=_provider(), model_name="m", workdir=tmp_path, checkpointer=cp
+    ) as agent:
+        _seed(agent)
+        yield agent, cp
+
+
+def _reseed(agent: LiteAgent, cp: Checkpointer) -> None:
+    """Put s1 and s2 back when a call that worked deleted or emptied them."""
+    if any(len(agent.list_checkpoints(s)) < len(PROMPTS) for s in ("s1", "s2")):
+        for sid in ("s1", "s2"):
+            agent.delete_session(sid)
+        _seed(agent)
+    agent.resume("s1")
+    assert cp.head("s1") > 0
+
+
+CALLS = st.sampled_from([(m, p) for m, params in SPEC.items() for p in params])
+
+
+@pytest.mark.timeout(120)  # a call that never answers fails the test (it hung, see below)
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(call=CALLS, value=st.sampled_from(HOSTILE))
+def test_a_hostile_argument_is_refused_by_name_and_keeps_every_log(
+    seeded: tuple[LiteAgent, Checkpointer], call: tuple[str, str], value: Any
+) -> None:
+    """One argument of a LiteAgent method replaced by a hostile value: the call works, or
+    raises a LiteAgentError that names a refused argument in a short message, and every stored
+    log is as it was (a send may only add to its session) and the current session too."""
+    agent, cp = seeded
+    _reseed(agent, cp)
+    method, param = call
+    seq = agent.list_checkpoints("s1")[0].seq
+    args, kwargs = _call_args(method, param, value, seq)
+    before, current = _snapshot(cp), agent.session_id
+    try:
+        _finish(getattr(agent, method)(*args, **kwargs))
+    except LiteAgentError as e:
+        _check_refusal(e, method, param)
+        appended = kwargs.get("session_id") if method == "send" else None
+        _kept(before, _snapshot(cp), appended if isinstance(appended, str) else None)
+        assert current == agent.session_id
+
+
+@pytest.fixture
+def async_seeded(tmp_path: Path) -> Iterator[tuple[AsyncLiteAgent, Checkpointer]]:
+    """An AsyncLiteAgent on a memory log holding sessions s1 and s2 (s2 with a branch)."""
+    cp = memory_checkpointer()
+    with create_lite_agent(
+        model=_provider(), model_name="m", workdir=tmp_path, checkpointer=cp
+    ) as sync:
+        _seed(sync)
+    agent = create_async_lite_agent(
+        model=_provider(), model_name="m", workdir=tmp_path, checkpointer=cp
+    )
+    try:
+        yield agent, cp
+    finally:
+        asyncio.run(agent.close())
+
+
+async def _async_call(
+    agent: AsyncLiteAgent, method: str, args: list[Any], kw: dict[str, Any]
+) -> Any:
+    result = getattr(agent, method)(*args, **kw)
+    if hasattr(result, "__aiter__") and not isinstance(result, AsyncSubscription):
+        return [event async for event in result]
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
+
+@pytest.mark.timeout(120)
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(call=CALLS, value=st.sampled_from(HOSTILE))
+def test_an_async_hostile_argument_is_refused_by_name_and_keeps_every_log(
+    async_seeded: tuple[AsyncLiteAgent, Checkpointer], call: tuple[str, str], value: Any
+) -> None:
+    """The same for AsyncLiteAgent's methods."""
+    agent, cp = async_seeded
+    method, param = call
+    checkpoints = asyncio.run(agent.list_checkpoints("s1"))
+    seq = checkpoints[0].seq if checkpoints else 2
+    args, kwargs = _call_args(method, param, value, seq)
+    before, current = _snapshot(cp), agent.session_id
+    try:
+        _finish(asyncio.run(_async_call(agent, method, args, kwargs)))
+    except LiteAgentError as e:
+        _check_refusal(e, method, param)
+        appended = kwargs.get("session_id") if method == "send" else None
+        _kept(before, _snapshot(cp), appended if isinstance(appended, str) else None)
+        assert current == agent.session_id
+
+
+# -- reported cases -------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("method", ["send", "compact"])
+def test_a_str_subclass_is_recorded_as_a_plain_str(
+    seeded: tuple[LiteAgent, Checkpointer], method: str
+) -> None:
+    """send(_Str("hi")) and compact(_Str("...")) work and record plain strs (the send waited
+    forever: the host's dispatcher failed to encode the subclass and never answered)."""
+    agent, cp = seeded
+    if method == "send":
+        assert "ok" == agent.send(_Str("hello"), session_id="s1").text
+        prompt = next(e.body for e in reversed(list(cp.read("s1"))) if type(e.body) is UserPrompt)
+        assert "hello" == prompt.content[0].text
+        assert str is type(prompt.content[0].text)
+    else:
+        agent.compact(_Str("keep the names"), session_id="s1")
+    assert "ok" == agent.send("again", session_id="s1").text
+
+
+@pytest.mark.timeout(30)
+def test_a_factory_records_str_subclasses_as_plain_strs(tmp_path: Path) -> None:
+    """create_lite_agent(model_name=_Str, system_prompt=_Str) works and its sends do."""
+    cp = memory_checkpointer()
+    with create_lite_agent(
+        model=_provider(),
+        model_name=_Str("m"),
+        system_prompt=_Str("be brief"),
+        workdir=tmp_path,
+        checkpointer=cp,
+    ) as agent:
+        assert "ok" == agent.send("hi", session_id="s").text
+        started = next(iter(cp.read("s"))).body
+        assert isinstance(started, SessionStarted)
+        assert str is type(started.model)
+
+
+@pytest.mark.parametrize("value", [5, "", "../x", "\udcff", _Str("s1"), BIG])
+def test_undo_restore_names_a_bad_branch(
+    seeded: tuple[LiteAgent, Checkpointer], value: Any
+) -> None:
+    """undo_restore(branch=<not an id>) raises InvalidSessionIdError naming ``branch`` (it said
+    "invalid session id", naming the session argument that was fine), changing nothing."""
+    agent, cp = seeded
+    before = _snapshot(cp)
+    with pytest.raises(InvalidSessionIdError, match=r"^branch must be") as caught:
+        agent.undo_restore("s2", branch=value)
+    assert len(str(caught.value)) <= MAX_MESSAGE
+    assert before == _snapshot(cp)
+
+
+@pytest.mark.parametrize("value", [5, None, b"s1", _Str("s1"), ["s1"]])
+def test_a_session_id_that_is_not_a_str_says_so(value: Any) -> None:
+    """validate_session_id of a non-str (a str subclass too) says a session id must be a str
+    and names the type given (a _Str("s1") was only called invalid, looking valid)."""
+    with pytest.raises(InvalidSessionIdError, match="must be a str, got " + type(value).__name__):
+        validate_session_id(value)
+
+
+def test_a_closed_agent_refuses_every_method(tmp_path: Path) -> None:
+    """After close(), every public method but close raises AgentClosedError (close again does
+    nothing); the same for AsyncLiteAgent."""
+    agent = create_lite_agent(model=_provider(), model_name="m", workdir=tmp_path, sessions=False)
+    agent.close()
+    agent.close()
+    for name in sorted(set(SPEC) | NO_ARGUMENTS - {"close"}):
+        args, kwargs = _call_args(name, "", None, 2) if name in SPEC else ([], {})
+        with pytest.raises(AgentClosedError):
+            _finish(getattr(agent, name)(*args, **kwargs))
+
+    async def run() -> None:
+        async_agent = create_async_lite_agent(
+            model=_provider(), model_name="m", workdir=tmp_path, sessions=False
+        )
+        await async_agent.close()
+        await async_agent.close()
+        for name in sorted(set(SPEC) | NO_ARGUMENTS - {"close"}):
+            args, kwargs = _call_args(name, "", None, 2) if name in SPEC else ([], {})
+            with pytest.raises(AgentClosedError):
+                await _async_call(async_agent, name, args, kwargs)
+
+    asyncio.run(run())
+
+
+def test_every_session_method_works_without_resume(tmp_path: Path) -> None:
+    """A new agent on a stored checkpointer runs each method that takes a session on a stored
+    one without resume(), and its current session stays its own new one."""
+    cp = memory_checkpointer()
+    with create_lite_agent(
+        model=_provider(), model_name="m", workdir=tmp_path, checkpointer=cp
+    ) as first:
+        _seed(first)
+    with create_lite_agent(
+        model=_provider(), model_name="m", workdir=tmp_path, checkpointer=cp
+    ) as agent:
+        own = agent.session_id
+        seq = agent.list_checkpoints("s1")[-1].seq
+        assert [] == agent.list_branches("s1")
+        assert agent.pending_restore("s1") is None
+        assert "ok" == agent.send("more", session_id="s1").text
+        agent.compact(session_id="s1")
+        assert list(agent.iter_compact("again", session_id="s1"))
+        with agent.subscribe(session_id="s1"):
+            pass
+        assert agent.restore("s1", seq).conversation_restored
+        assert [] != agent.list_branches("s1")
+        agent.undo_restore("s1")
+        forked = agent.fork("s1", seq)
+        assert cp.head(forked) > 0
+        agent.delete_session(forked)
+        assert own == agent.session_id
+        assert 0 == cp.head(own)
+
+
+# -- the factories --------------------------------------------------------------------------------
+
+
+class _CustomTool(Tool):
+    """A Tool subclass whose name, description, schema and read_only are given."""
+
+    def __init__(self, name: Any, description: Any, schema: Any, read_only: Any = False) -> None:
+        self.name = name
+        self.description = description
+        self._schema = schema
+        self.read_only = read_only
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        if isinstance(self._schema, Exception):
+            raise self._schema
+        return self._schema  # type: ignore[no-any-return]
+
+    def run(self, input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        return ToolOutput("done")
+
+
+_OBJECT = {"type": "object"}
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ((5, "d", _OBJECT), "tools[0].name"),
+        (("", "d", _OBJECT), "tools[0].name"),
+        (("a b", "d", _OBJECT), "tools[0].name"),
+        (("x" * 65, "d", _OBJECT), "tools[0].name"),
+        (("t", 5, _OBJECT), "tools[0] ('t').description"),
+        (("t", "\udcff", _OBJECT), "tools[0] ('t').description"),
+        (("t", "d", 5), "tools[0] ('t').input_schema"),
+        (("t", "d", RuntimeError("boom")), "tools[0] ('t').input_schema"),
+        (("t", "d", {"x": math.nan}), "tools[0] ('t').input_schema"),
+        (("t", "d", {"type": "object", "\udcff": 1}), "tools[0] ('t').input_schema"),
+        (("t", "d", {"type": "object", "default": object()}), "tools[0] ('t').input_schema"),
+        (("t", "d", _OBJECT, "yes"), "tools[0] ('t').read_only"),
+    ],
+)
+@pytest.mark.parametrize("factory", [create_agent, create_lite_agent], ids=lambda f: f.__name__)
+def test_a_tool_the_model_cannot_be_sent_is_refused_by_the_factory(
+    tmp_path: Path, factory: Any, spec: tuple[Any, ...], named: str
+) -> None:
+    """A custom Tool with a bad name, description, input schema or read_only raises
+    InvalidArgumentError naming it when the agent is made (each send failed instead, with a
+    TypeError inside a TurnFailedError, or a "no actor" HostSaturatedError, or was sent with
+    a name the Messages API refuses)."""
+    with pytest.raises(InvalidArgumentError) as caught:
+        factory(model=_provider(), model_name="m", workdir=tmp_path, tools=[_CustomTool(*spec)])
+    assert str(caught.value).startswith(named)
+    assert len(str(caught.value)) <= MAX_MESSAGE
+
+
+def test_a_valid_custom_tool_is_accepted_and_called(tmp_path: Path) -> None:
+    """A custom Tool with a valid spec passes the factory's checks and the model can call it."""
+    calls = [
+        lambda _: AssistantMessage(content=(ToolUseBlock("c1", "t", {}),), stop_reason="tool_use"),
+        _reply,
+    ]
+    cp = memory_checkpointer()
+    with create_agent(
+        model=scripted(calls),
+        model_name="m",
+        workdir=tmp_path,
+        tools=[_CustomTool("t", "does t", {"type": "object", "properties": {}})],
+        checkpointer=cp,
+    ) as agent:
+        assert "ok" == agent.send("go", session_id="s").text
+    results = [e.body.block for e in cp.read("s") if hasattr(e.body, "block")]
+    assert ["done"] == [r.content for r in results]
 
 
 def _documented(a: int) -> int:
