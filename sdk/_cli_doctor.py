@@ -303,6 +303,11 @@ def _examine(env: CliEnv, repair: bool) -> tuple[list[Finding], int, bool, bool]
 def cmd_doctor(env: CliEnv, args: argparse.Namespace) -> int:
     """Check (and with --repair, repair) every session of the project; a store that cannot
     be opened is a finding too (exit code 1), and no store at all is no problem (0)."""
+    if args.finish_restores and not args.repair:  # it would check only, finishing nothing
+        raise UsageError(
+            "--finish-restores needs --repair: `lite-agent doctor --repair --finish-restores` "
+            "finishes interrupted restores"
+        )
     findings, count, exists, opened = _examine(env, args.repair)
     if args.repair and opened:
         seen: set[tuple[str | None, str]] = set()

@@ -372,3 +372,16 @@ def test_a_seq_is_ascii_digits(cli: Cli, argv: list[str]) -> None:
     _no_python_words(message)
     assert before == _store(cli)
     assert work == sorted(p.name for p in cli.work.iterdir())
+
+
+def test_finish_restores_without_repair_is_a_usage_error(cli: Cli) -> None:
+    """doctor --finish-restores without --repair (which would only check, finishing nothing,
+    and exit as if asked to) exits 2 naming --repair; nothing is changed."""
+    two_prompts(cli)
+    before = _store(cli)
+    result = cli("doctor", "--finish-restores", "--json")
+    assert (2, "") == (result.code, result.err), result
+    error = json.loads(result.out)["error"]
+    assert "usage" == error["type"]
+    assert "--finish-restores needs --repair" in error["message"]
+    assert before == _store(cli)
