@@ -290,9 +290,12 @@ def context_options(context: ContextArg) -> ContextOptions | None:
     try:
         return ContextOptions.of(context)
     except (TypeError, ValueError) as e:
-        if isinstance(e, LiteAgentError):
+        text = str(e)
+        if isinstance(e, LiteAgentError) and (
+            not isinstance(e, InvalidArgumentError) or "context" in text
+        ):
             raise
-        raise InvalidArgumentError(f"context: {e}") from e
+        raise InvalidArgumentError(f"context: {text}") from e  # a field's error: name context
 
 
 def _lite_core(*, context: ContextArg, system_prompt: str | None, **kwargs: Any) -> AgentCore:

@@ -504,6 +504,47 @@ def test_every_session_method_works_without_resume(tmp_path: Path) -> None:
 # -- the factories --------------------------------------------------------------------------------
 
 
+FACTORIES = [create_lite_agent, create_async_lite_agent, create_agent]
+
+
+@pytest.mark.parametrize("factory", FACTORIES, ids=lambda f: f.__name__)
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_a_hostile_factory_argument_is_refused_by_name(
+    tmp_path: Path, factory: Any, data: st.DataObject
+) -> None:
+    """One argument of a factory replaced by a hostile value: the agent is made (and closed),
+    or a LiteAgentError names the argument in a short message (a bad field of ``context`` did
+    not name ``context``)."""
+    name = data.draw(st.sampled_from(list(inspect.signature(factory).parameters)), label="name")
+    value = data.draw(st.sampled_from([*HOSTILE, {"budget_tokens": "x"}, {"nope": 1}]))
+    kwargs: dict[str, Any] = {
+        "model": _provider(),
+        "model_name": "m",
+        "workdir": tmp_path,
+        "checkpointer": memory_checkpointer(),
+    }
+    if factory is create_agent:
+        kwargs["tools"] = []  # (and without a checkpointer, a memory one)
+    else:
+        kwargs["home"] = tmp_path / "home"  # where a store is made without a checkpointer
+    kwargs[name] = value
+    try:
+        agent = factory(**kwargs)
+    except LiteAgentError as e:
+        text = str(e)
+        assert name in text, text
+        if name != "workdir":  # sdk/_validate.py check_workdir quotes the path uncut
+            assert len(text) <= MAX_MESSAGE
+        return
+    if isinstance(agent, AsyncLiteAgent):
+        asyncio.run(agent.close())
+    else:
+        agent.close()
+
+
 class _CustomTool(Tool):
     """A Tool subclass whose name, description, schema and read_only are given."""
 
