@@ -291,9 +291,7 @@ def context_options(context: ContextArg) -> ContextOptions | None:
         return ContextOptions.of(context)
     except (TypeError, ValueError) as e:
         text = str(e)
-        if isinstance(e, LiteAgentError) and (
-            not isinstance(e, InvalidArgumentError) or "context" in text
-        ):
+        if isinstance(e, LiteAgentError) and "context" in text:
             raise
         raise InvalidArgumentError(f"context: {text}") from e  # a field's error: name context
 
