@@ -41,6 +41,7 @@ from ._cli_errors import OutputClosedError, one_line
 __all__ = [
     "LiveRenderer",
     "SessionRow",
+    "argument_text",
     "checkpoint_table",
     "emit_json",
     "finite_time",
@@ -135,6 +136,12 @@ def _finite(value: Any) -> Any:
 def emit_json(value: Any, out: TextIO | None = None) -> None:
     """Print ``value`` as indented JSON (:func:`json_text`)."""
     print(json_text(value), file=out or sys.stdout)
+
+
+def argument_text(value: object) -> str:
+    """A tool call's argument as a line shows it: a string as it is, any other value as its
+    JSON text (``null``, ``["ls", "-l"]``), never Python's repr (``None``, ``['ls', '-l']``)."""
+    return value if isinstance(value, str) else json_text(value, indent=None)
 
 
 def printable(text: str) -> str:
@@ -434,6 +441,6 @@ class LiveRenderer:
                     return ""
                 if not isinstance(args, dict):
                     return ""
-                shown = [short(str(args[k]), 50) for k in _ARG_KEYS if k in args]
+                shown = [short(argument_text(args[k]), 50) for k in _ARG_KEYS if k in args]
                 return f" {shown[0]}" if shown else ""
         return ""

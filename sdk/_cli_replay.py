@@ -37,7 +37,15 @@ from liteagent.eventlog import (
 from ._cli_args import existing_session
 from ._cli_env import CliEnv, cli_tools
 from ._cli_errors import UsageError
-from ._cli_output import emit_json, make_console, printable, short, to_json, when
+from ._cli_output import (
+    argument_text,
+    emit_json,
+    make_console,
+    printable,
+    short,
+    to_json,
+    when,
+)
 from ._prompt import DEFAULT_SYSTEM_PROMPT
 from ._replay import ViewConfig, request_at, verify_session
 
@@ -59,13 +67,20 @@ def describe_block(block: Block) -> str:
         return f"text {short(block.text)!r}"
     if isinstance(block, ToolUseBlock):
         arg = next(
-            (str(block.input[k]) for k in ("path", "command", "pattern") if k in block.input), ""
+            (
+                argument_text(block.input[k])
+                for k in ("path", "command", "pattern")
+                if k in block.input
+            ),
+            "",
         )
         return f"{block.name}({short(arg, 40)})"
     if isinstance(block, ToolResultBlock):
-        content = block.content if isinstance(block.content, str) else "<blocks>"
         error = " error" if block.is_error is True else ""
-        return f"result{error} {short(content, 50)!r}"
+        if not isinstance(block.content, str):
+            n = len(block.content)
+            return f"result{error} of {n} block{'' if n == 1 else 's'}"
+        return f"result{error} {short(block.content, 50)!r}"
     if isinstance(block, ThinkingBlock):
         return f"thinking {short(block.thinking, 40)!r}"
     if isinstance(block, RawBlock):  # a block kept as the API gave it

@@ -385,3 +385,27 @@ def test_finish_restores_without_repair_is_a_usage_error(cli: Cli) -> None:
     assert "usage" == error["type"]
     assert "--finish-restores needs --repair" in error["message"]
     assert before == _store(cli)
+
+
+def test_tool_arguments_are_shown_as_json_not_python(cli: Cli) -> None:
+    """A tool call whose shown argument is not a string (null, a list, an object): the live
+    line of run and the line of replay show its JSON text, never Python's repr (None,
+    ['ls'], {'a': True})."""
+    result = cli.ok(
+        "run",
+        "go",
+        "--session",
+        "s1",
+        provider=cli.script(
+            {"tool": "read_file", "input": {"path": None}},
+            {"tool": "bash", "input": {"command": ["ls", "-l"]}},
+            {"tool": "glob", "input": {"pattern": {"a": True}}},
+            {"text": "done"},
+        ),
+    )
+    for out in (result.out, cli.ok("replay", "s1").out):
+        assert "read_file null" in out.replace("(", " ").replace(")", "")
+        assert '["ls", "-l"]' in out
+        assert '{"a": true}' in out
+        for python in ("None", "['ls'", "True}"):
+            assert python not in out, out
