@@ -77,10 +77,12 @@ def describe_block(block: Block) -> str:
         return f"{block.name}({short(arg, 40)})"
     if isinstance(block, ToolResultBlock):
         error = " error" if block.is_error is True else ""
-        if not isinstance(block.content, str):
+        if isinstance(block.content, str):
+            return f"result{error} {short(block.content, 50)!r}"
+        if isinstance(block.content, tuple):
             n = len(block.content)
             return f"result{error} of {n} block{'' if n == 1 else 's'}"
-        return f"result{error} {short(block.content, 50)!r}"
+        return f"result{error}, no content"
     if isinstance(block, ThinkingBlock):
         return f"thinking {short(block.thinking, 40)!r}"
     if isinstance(block, RawBlock):  # a block kept as the API gave it
