@@ -374,7 +374,7 @@ class Slots:
             if live is not None:
                 self._place(request, live)
         want = len(self.queue) - len(self.stopping)
-        for live in list(self._idle.values()):
+        for live in list(self._idle.values()) if want > 0 else ():
             if want <= 0:
                 break
             if not live.tasks.running():
@@ -389,8 +389,9 @@ class Slots:
             return
         now = time.monotonic()
         passivated = False
-        for live in list(self._idle.values()):  # once each: a timeout too small to tell apart
-            if live.last_used + self.idle_timeout_s > now:  # from now must not loop forever
+        for _ in range(len(self._idle)):  # each at most once: a timeout too small to tell
+            live = next(iter(self._idle.values()))  # apart from now must not loop forever
+            if live.last_used + self.idle_timeout_s > now:
                 break
             if live.tasks.running():  # look again after another timeout
                 live.last_used = now
