@@ -58,7 +58,8 @@ T = TypeVar("T")
 
 class HostStats(msgspec.Struct, frozen=True, kw_only=True):
     """The host's load for an operator's metrics: sessions with an actor (``live``, running ones
-    included), sessions running a turn (``running``), requests waiting for a slot (``queued``),
+    included), sessions running a turn (``running``), requests waiting for a slot (``queued``;
+    beyond ``max_queued_sends`` only by those taking the slot of a session being passivated),
     actors being passivated (``stopping``; their threads still count), background tasks running
     (``background_tasks``, each a thread), and the three bounds."""
 
