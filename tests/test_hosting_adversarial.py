@@ -1078,7 +1078,7 @@ def test_a_session_waiting_in_the_queue_cannot_be_deleted_restored_or_compacted(
 def test_hanging_sessions_cancelled_free_their_slots_for_the_waiting_ones(workdir: Path) -> None:
     """Two slots held by turns hanging in the model, thirty sends waiting behind them; the
     hanging turns are cancelled by their tokens: they end with OperationCancelledError and
-    every waiting send runs, in the order they came."""
+    every waiting send runs, once."""
     model = Model()
     cp = memory_checkpointer()
     with _agent(workdir, model, cp, max_live_sessions=2) as agent:
@@ -1100,10 +1100,11 @@ def test_hanging_sessions_cancelled_free_their_slots_for_the_waiting_ones(workdi
         pool.shutdown()
     assert ["OperationCancelledError"] * 2 == errors
     assert ["ok"] * 30 == texts
-    order = [int(p[1:].split(":")[0]) for p in model.reached if p.startswith("w")]
-    # placed in FIFO order; two placed together may reach the model either way round
-    assert [] == [(n, i) for n, i in enumerate(order) if abs(n - i) > 1]
-    assert list(range(30)) == sorted(order)
+    # each reached the model once (the order is the step model's to check: two slots let a
+    # later send overtake an earlier one between its placement and its model call)
+    assert sorted(f"w{i}:ok" for i in range(30)) == sorted(
+        p for p in model.reached if p.startswith("w")
+    )
 
 
 # -- the blocking API from many threads -----------------------------------------------------------
