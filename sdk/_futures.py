@@ -62,11 +62,11 @@ async def await_job(
     except asyncio.CancelledError:
         future.cancel()  # a job that has not started never starts
         inner = asyncio.wrap_future(future)
+        inner.add_done_callback(retrieve)  # first: a second cancellation may end the wait
         if token is not None:
             cancel_off_loop(core, token, "the awaiting task was cancelled")
             if not future.done():
                 await asyncio.wait({inner}, timeout=SETTLE_TIMEOUT)
-        inner.add_done_callback(retrieve)
         raise
 
 
@@ -100,9 +100,9 @@ async def await_reply(reply: Reply) -> Any:
         reply.interrupt("the awaiting task was cancelled")  # posted to the host's thread
         if not reply.done():
             settled: asyncio.Future[Any] = loop.create_future()
+            settled.add_done_callback(retrieve)  # first: a second cancellation may end the wait
             reply.add_done_callback(partial(_wake, loop, settled))
             await asyncio.wait({settled}, timeout=SETTLE_TIMEOUT)
-            settled.add_done_callback(retrieve)
         raise
 
 

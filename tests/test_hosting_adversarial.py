@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import random
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -21,11 +22,13 @@ from typing import Any
 
 import pytest
 
+from liteagent.context import Compactor, CompactResult
 from liteagent.eventlog import (
     AssistantMessage,
     CancelToken,
     Checkpointer,
     LiteAgentError,
+    Message,
     OperationCancelledError,
     TextBlock,
     ToolResultBlock,
@@ -1362,3 +1365,62 @@ def test_cancelling_waiting_sends_costs_the_host_linear_time() -> None:
     small = min(asyncio.run(_cancel_queued(5_000)) for _ in range(2))
     large = min(asyncio.run(_cancel_queued(20_000)) for _ in range(2))
     assert large / small < 9, (small, large)
+
+
+# -- an awaiting task cancelled twice -------------------------------------------------------------
+
+
+class _Slow(Compactor):
+    """A compactor that runs until it is cancelled."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+
+    def maybe_compact(
+        self,
+        messages: Sequence[Message],
+        usage: Any = None,
+        instructions: str | None = None,
+        cancel: CancelToken | None = None,
+    ) -> CompactResult:
+        self.started.set()
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline and not (cancel is not None and cancel.cancelled):
+            time.sleep(0.01)
+        raise OperationCancelledError("cancelled")
+
+
+def test_a_send_or_compaction_cancelled_twice_leaves_no_unretrieved_outcome(workdir: Path) -> None:
+    """A task awaiting a send (its turn slow to stop) or a compaction, cancelled a second time
+    while it waits for the work to settle: the late outcome is still marked as seen, so the
+    loop reports no "exception was never retrieved" (it did, for both)."""
+    compactor = _Slow()
+    seen: list[str] = []
+
+    async def main() -> list[bool]:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _, context: seen.append(str(context.get("message"))))
+        async with create_async_lite_agent(
+            model=Model(sleep=0.3),
+            model_name="m",
+            workdir=workdir,
+            tools=[],
+            checkpointer=memory_checkpointer(),
+            compactor=compactor,
+        ) as agent:
+            send = asyncio.ensure_future(agent.send("go", session_id="a"))
+            await asyncio.sleep(0.1)  # in the model, which ignores the cancellation
+            compact = asyncio.ensure_future(agent.compact(session_id="b"))
+            assert await asyncio.to_thread(compactor.started.wait, WAIT)
+            for task in (send, compact):
+                task.cancel()
+                await asyncio.sleep(0)
+                task.cancel()
+            done, _ = await asyncio.wait({send, compact}, timeout=WAIT)
+            await asyncio.sleep(0.5)  # the work settles meanwhile
+        gc.collect()
+        await asyncio.sleep(0.05)
+        return [task.cancelled() for task in (send, compact)] + [2 == len(done)]
+
+    assert [True, True, True] == asyncio.run(main())
+    assert [] == [m for m in seen if "never retrieved" in m]
