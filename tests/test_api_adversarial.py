@@ -254,6 +254,20 @@ def test_every_public_method_is_exercised() -> None:
             assert set(params) == set(inspect.signature(getattr(cls, name)).parameters) - {"self"}
 
 
+@pytest.mark.parametrize("cls", [LiteAgent, AsyncLiteAgent], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("method", ["compact", "iter_compact"])
+def test_compact_takes_its_session_as_send_does(cls: type, method: str) -> None:
+    """compact and iter_compact are ``(instructions=None, *, session_id=None, cancel=None)``:
+    the session keyword-only and optional, as send's."""
+    params = inspect.signature(getattr(cls, method)).parameters
+    send = inspect.signature(cls.send).parameters
+    assert params["instructions"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert params["instructions"].default is None
+    for name in ("session_id", "cancel"):
+        assert (send[name].kind, send[name].default) == (params[name].kind, params[name].default)
+        assert params[name].kind is inspect.Parameter.KEYWORD_ONLY
+
+
 def _call_args(method: str, param: str, value: Any, seq: int) -> tuple[list[Any], dict[str, Any]]:
     """The arguments of ``method`` with ``param`` set to ``value`` and the others valid."""
     args: list[Any] = []
