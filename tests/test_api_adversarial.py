@@ -714,6 +714,20 @@ def test_tool_refuses_what_cannot_be_a_tool_by_name(make: Callable[[], Any], nam
     assert len(str(caught.value)) <= MAX_MESSAGE
 
 
+@pytest.mark.parametrize("given", [None, 5, [], "path", ["a.txt"]])
+def test_changed_paths_of_an_input_that_is_not_an_object_is_empty(
+    tmp_path: Path, given: Any
+) -> None:
+    """changed_paths(input) of an input that is not an object is [] (it raised AttributeError)
+    and run() says the input is not an object."""
+    ctx = ToolContext(workdir=tmp_path, session_id="s", tool_call_id="c")
+    made = tool(changes_param="a")(_documented)
+    assert [] == made.changed_paths(given, ctx)
+    output = made.run(given, ctx)
+    assert output.is_error
+    assert "expected an object" in output.content
+
+
 def test_a_tool_keeps_a_str_subclass_name_as_a_plain_str() -> None:
     """tool(name=_Str("f")) names the tool with a plain str."""
     made = tool(name=_Str("f"), description=_Str("does f"))(_documented)

@@ -125,8 +125,9 @@ class FunctionTool(Tool, Generic[P, R]):
     def changed_paths(self, input: Mapping[str, Any], ctx: ToolContext) -> list[Path]:
         """The resolved paths named by ``changes_param`` (``[]`` without one); raises
         :class:`PathOutsideWorkspaceError` for a path outside the workspace."""
-        if self._changes_param is None:
-            return []
+        given: object = input  # typed as a Mapping, but it comes from the model's JSON
+        if self._changes_param is None or not isinstance(given, Mapping):
+            return []  # (run() reports an input that is not an object)
         value = input.get(self._changes_param)
         if isinstance(value, str):
             values = [value]
