@@ -245,8 +245,7 @@ quotes the resolved path uncut: a 10 MB workdir gives a 10 MB message)."""
 
 
 def test_every_public_method_is_exercised() -> None:
-    """SPEC and NO_ARGUMENTS name exactly the public methods of both agents, and each
-    parameter of each (so a new method or parameter joins the hostile tests)."""
+    """SPEC and NO_ARGUMENTS name every public method and parameter of both agents."""
     for cls in (LiteAgent, AsyncLiteAgent):
         public = {n for n in dir(cls) if not n.startswith("_") and n != "session_id"}
         assert set(SPEC) | NO_ARGUMENTS == public
@@ -257,8 +256,7 @@ def test_every_public_method_is_exercised() -> None:
 @pytest.mark.parametrize("cls", [LiteAgent, AsyncLiteAgent], ids=lambda c: c.__name__)
 @pytest.mark.parametrize("method", ["compact", "iter_compact"])
 def test_compact_takes_its_session_as_send_does(cls: type, method: str) -> None:
-    """compact and iter_compact are ``(instructions=None, *, session_id=None, cancel=None)``:
-    the session keyword-only and optional, as send's."""
+    """compact and iter_compact take session_id and cancel keyword-only, as send does."""
     params = inspect.signature(getattr(cls, method)).parameters
     send = inspect.signature(cls.send).parameters
     assert params["instructions"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
@@ -332,9 +330,7 @@ CALLS = st.sampled_from([(m, p) for m, params in SPEC.items() for p in params])
 def test_a_hostile_argument_is_refused_by_name_and_keeps_every_log(
     seeded: tuple[LiteAgent, Checkpointer], call: tuple[str, str], value: Any
 ) -> None:
-    """One argument of a LiteAgent method replaced by a hostile value: the call works, or
-    raises a LiteAgentError that names a refused argument in a short message, and every stored
-    log is as it was (a send may only add to its session) and the current session too."""
+    """A hostile argument of a method works or is refused by name, keeping every log."""
     agent, cp = seeded
     _reseed(agent, cp)
     method, param = call
@@ -386,7 +382,7 @@ async def _async_call(
 def test_an_async_hostile_argument_is_refused_by_name_and_keeps_every_log(
     async_seeded: tuple[AsyncLiteAgent, Checkpointer], call: tuple[str, str], value: Any
 ) -> None:
-    """The same for AsyncLiteAgent's methods."""
+    """A hostile argument of an async method works or is refused by name, keeping every log."""
     agent, cp = async_seeded
     method, param = call
     checkpoints = asyncio.run(agent.list_checkpoints("s1"))
@@ -413,9 +409,7 @@ def _log_bytes(root: Path) -> dict[str, bytes]:
 def test_every_hostile_argument_of_every_method_keeps_every_log_byte_for_byte(
     tmp_path: Path, kind: str
 ) -> None:
-    """Every method, every parameter, every hostile value, on the file and SQLite backends:
-    the call works or raises a LiteAgentError naming a refused argument, and every log is as
-    it was (the file backend's log files byte for byte; a send may only append)."""
+    """Every hostile argument of every method keeps every log (file logs byte for byte)."""
     work = tmp_path / "work"
     work.mkdir()
     root = tmp_path / "store"
@@ -451,13 +445,14 @@ def test_every_hostile_argument_of_every_method_keeps_every_log_byte_for_byte(
 # -- reported cases -------------------------------------------------------------------------------
 
 
+# The send of one waited forever: the host's dispatcher failed to encode the subclass and never
+# answered the send's reply (a timeout turns a return of that into a failure).
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("method", ["send", "compact"])
 def test_a_str_subclass_is_recorded_as_a_plain_str(
     seeded: tuple[LiteAgent, Checkpointer], method: str
 ) -> None:
-    """send(_Str("hi")) and compact(_Str("...")) work and record plain strs (the send waited
-    forever: the host's dispatcher failed to encode the subclass and never answered)."""
+    """A str subclass as a prompt or instructions is recorded as a plain str (send hung)."""
     agent, cp = seeded
     if method == "send":
         assert "ok" == agent.send(_Str("hello"), session_id="s1").text
@@ -471,7 +466,7 @@ def test_a_str_subclass_is_recorded_as_a_plain_str(
 
 @pytest.mark.timeout(30)
 def test_a_factory_records_str_subclasses_as_plain_strs(tmp_path: Path) -> None:
-    """create_lite_agent(model_name=_Str, system_prompt=_Str) works and its sends do."""
+    """A str subclass as model_name or system_prompt is recorded as a plain str."""
     cp = memory_checkpointer()
     with create_lite_agent(
         model=_provider(),
@@ -490,8 +485,7 @@ def test_a_factory_records_str_subclasses_as_plain_strs(tmp_path: Path) -> None:
 def test_undo_restore_names_a_bad_branch(
     seeded: tuple[LiteAgent, Checkpointer], value: Any
 ) -> None:
-    """undo_restore(branch=<not an id>) raises InvalidSessionIdError naming ``branch`` (it said
-    "invalid session id", naming the session argument that was fine), changing nothing."""
+    """undo_restore(branch=<not an id>) names branch and changes nothing."""
     agent, cp = seeded
     before = _snapshot(cp)
     with pytest.raises(InvalidSessionIdError, match=r"^branch must be") as caught:
@@ -502,15 +496,13 @@ def test_undo_restore_names_a_bad_branch(
 
 @pytest.mark.parametrize("value", [5, None, b"s1", _Str("s1"), ["s1"]])
 def test_a_session_id_that_is_not_a_str_says_so(value: Any) -> None:
-    """validate_session_id of a non-str (a str subclass too) says a session id must be a str
-    and names the type given (a _Str("s1") was only called invalid, looking valid)."""
+    """validate_session_id of a non-str (a str subclass too) says it must be a str."""
     with pytest.raises(InvalidSessionIdError, match="must be a str, got " + type(value).__name__):
         validate_session_id(value)
 
 
 def test_a_closed_agent_refuses_every_method(tmp_path: Path) -> None:
-    """After close(), every public method but close raises AgentClosedError (close again does
-    nothing); the same for AsyncLiteAgent."""
+    """After close(), every public method of both agents raises AgentClosedError."""
     agent = create_lite_agent(model=_provider(), model_name="m", workdir=tmp_path, sessions=False)
     agent.close()
     agent.close()
@@ -534,8 +526,7 @@ def test_a_closed_agent_refuses_every_method(tmp_path: Path) -> None:
 
 
 def test_every_session_method_works_without_resume(tmp_path: Path) -> None:
-    """A new agent on a stored checkpointer runs each method that takes a session on a stored
-    one without resume(), and its current session stays its own new one."""
+    """Each method that takes a session works on a stored one without resume()."""
     cp = memory_checkpointer()
     with create_lite_agent(
         model=_provider(), model_name="m", workdir=tmp_path, checkpointer=cp
@@ -577,9 +568,7 @@ FACTORIES = [create_lite_agent, create_async_lite_agent, create_agent]
 def test_a_hostile_factory_argument_is_refused_by_name(
     tmp_path: Path, factory: Any, data: st.DataObject
 ) -> None:
-    """One argument of a factory replaced by a hostile value: the agent is made (and closed),
-    or a LiteAgentError names the argument in a short message (a bad field of ``context`` did
-    not name ``context``)."""
+    """A hostile factory argument makes an agent or is refused naming the argument."""
     name = data.draw(st.sampled_from(list(inspect.signature(factory).parameters)), label="name")
     value = data.draw(st.sampled_from([*HOSTILE, {"budget_tokens": "x"}, {"nope": 1}]))
     kwargs: dict[str, Any] = {
@@ -650,10 +639,7 @@ _OBJECT = {"type": "object"}
 def test_a_tool_the_model_cannot_be_sent_is_refused_by_the_factory(
     tmp_path: Path, factory: Any, spec: tuple[Any, ...], named: str
 ) -> None:
-    """A custom Tool with a bad name, description, input schema or read_only raises
-    InvalidArgumentError naming it when the agent is made (each send failed instead, with a
-    TypeError inside a TurnFailedError, or a "no actor" HostSaturatedError, or was sent with
-    a name the Messages API refuses)."""
+    """A custom Tool the model cannot be sent is refused by name when the agent is made."""
     with pytest.raises(InvalidArgumentError) as caught:
         factory(model=_provider(), model_name="m", workdir=tmp_path, tools=[_CustomTool(*spec)])
     assert str(caught.value).startswith(named)
@@ -661,7 +647,7 @@ def test_a_tool_the_model_cannot_be_sent_is_refused_by_the_factory(
 
 
 def test_a_valid_custom_tool_is_accepted_and_called(tmp_path: Path) -> None:
-    """A custom Tool with a valid spec passes the factory's checks and the model can call it."""
+    """A custom Tool with a valid spec passes the factory's checks and is called."""
     calls = [
         lambda _: AssistantMessage(content=(ToolUseBlock("c1", "t", {}),), stop_reason="tool_use"),
         _reply,
@@ -706,9 +692,7 @@ def _documented(a: int) -> int:
     ],
 )
 def test_tool_refuses_what_cannot_be_a_tool_by_name(make: Callable[[], Any], named: str) -> None:
-    """tool()/FunctionTool() of a non-function, a nameless callable, or a name, description,
-    read_only or changes_param of the wrong type raise ToolDefinitionError saying which (they
-    raised AttributeError, TypeError or ValueError, or made a tool no request could carry)."""
+    """tool()/FunctionTool() refuse what cannot be a tool with a ToolDefinitionError."""
     with pytest.raises(ToolDefinitionError, match=named) as caught:
         make()
     assert len(str(caught.value)) <= MAX_MESSAGE
@@ -718,8 +702,7 @@ def test_tool_refuses_what_cannot_be_a_tool_by_name(make: Callable[[], Any], nam
 def test_changed_paths_of_an_input_that_is_not_an_object_is_empty(
     tmp_path: Path, given: Any
 ) -> None:
-    """changed_paths(input) of an input that is not an object is [] (it raised AttributeError)
-    and run() says the input is not an object."""
+    """changed_paths of an input that is not an object is [], and run() reports it."""
     ctx = ToolContext(workdir=tmp_path, session_id="s", tool_call_id="c")
     made = tool(changes_param="a")(_documented)
     assert [] == made.changed_paths(given, ctx)
@@ -729,7 +712,7 @@ def test_changed_paths_of_an_input_that_is_not_an_object_is_empty(
 
 
 def test_a_tool_keeps_a_str_subclass_name_as_a_plain_str() -> None:
-    """tool(name=_Str("f")) names the tool with a plain str."""
+    """tool(name=_Str(...), description=_Str(...)) keeps plain strs."""
     made = tool(name=_Str("f"), description=_Str("does f"))(_documented)
     assert (str, str) == (type(made.name), type(made.description))
 
@@ -857,9 +840,7 @@ def _imported_and_exported(ds: list[Any]) -> list[dict[str, Any]] | None:
 @settings(max_examples=250, deadline=None)
 @given(ds=HOSTILE_TRANSCRIPTS)
 def test_a_hostile_transcript_comes_back_exactly_or_is_refused_naming_where(ds: Any) -> None:
-    """messages_from_dicts of any JSON value raises InvalidMessageError (a ValueError) naming
-    the message in a short message, or converts; then messages_to_dicts gives it back exactly,
-    the messages can be stored, and import then export gives it back (or import refuses it)."""
+    """Any JSON value converts and comes back exactly, or is refused naming where."""
     messages = _converted(messages_from_dicts, ds)
     if isinstance(messages, InvalidMessageError):
         assert isinstance(messages, ValueError)
@@ -923,9 +904,7 @@ _ANY_MESSAGE = st.builds(
 @settings(max_examples=250, deadline=None)
 @given(ms=st.lists(_ANY_MESSAGE | _WRONG, max_size=3) | _WRONG)
 def test_messages_to_dicts_of_anything_converts_or_is_refused(ms: Any) -> None:
-    """messages_to_dicts of any value (messages built in Python with fields of any type)
-    raises InvalidMessageError naming where, or converts to dicts that convert back (it raised
-    TypeError and AttributeError from inside)."""
+    """messages_to_dicts of any value converts back exactly or is refused naming where."""
     ds = _converted(messages_to_dicts, ms)
     if isinstance(ds, InvalidMessageError):
         assert len(str(ds)) <= MAX_MESSAGE
@@ -935,8 +914,7 @@ def test_messages_to_dicts_of_anything_converts_or_is_refused(ms: Any) -> None:
 
 @pytest.mark.parametrize("value", [None, 5, "text", b"x", Message("user", (TextBlock("a"),))])
 def test_messages_to_dicts_of_a_non_list_is_refused(value: Any) -> None:
-    """messages_to_dicts(None / an int / a str / one Message) raises InvalidMessageError
-    saying a list was expected (it raised TypeError, or iterated the string)."""
+    """messages_to_dicts of a non-list raises InvalidMessageError saying a list was expected."""
     with pytest.raises(InvalidMessageError, match="expected a list of messages"):
         messages_to_dicts(value)
 
@@ -959,7 +937,6 @@ def test_messages_to_dicts_of_a_non_list_is_refused(value: Any) -> None:
 def test_a_message_with_a_field_of_the_wrong_type_is_refused_naming_it(
     message: Message, named: str
 ) -> None:
-    """messages_to_dicts of a Message built with a field of the wrong type raises
-    InvalidMessageError naming the message, block and field."""
+    """A Message with a field of the wrong type is refused naming the message and field."""
     with pytest.raises(InvalidMessageError, match=named):
         messages_to_dicts([message])
