@@ -32,7 +32,13 @@ from typing import Any, TypeVar
 import msgspec
 import pykka
 
-from liteagent.eventlog import CancelToken, Lease, LiteAgentError, OperationCancelledError
+from liteagent.eventlog import (
+    CancelToken,
+    InvalidArgumentError,
+    Lease,
+    LiteAgentError,
+    OperationCancelledError,
+)
 from liteagent.eventlog._logger import get_logger
 
 from ._pool import ThreadPool
@@ -83,7 +89,13 @@ class Envelope:
 
 
 def _envelope(message: ActorMessage, cancel: CancelToken | None, lease: Lease | None) -> Envelope:
-    return Envelope(_ENCODER.encode(message), cancel=cancel, lease=lease)
+    try:
+        payload = _ENCODER.encode(message)
+    except (TypeError, ValueError, OverflowError) as e:  # msgspec.EncodeError is a ValueError
+        raise InvalidArgumentError(
+            f"{type(message).__name__} cannot be sent to the actor: {e}"
+        ) from e
+    return Envelope(payload, cancel=cancel, lease=lease)
 
 
 def tell(

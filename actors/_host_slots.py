@@ -271,6 +271,16 @@ class Slots:
             self._drop(live)
             fail(request.reply, e)
             return
+        except Exception as e:  # noqa: BLE001 -- e.g. a message that cannot be encoded
+            # the request fails, never waits unanswered; the session's slot is free again
+            fail(
+                request.reply,
+                e
+                if isinstance(e, LiteAgentError)
+                else ActorStoppedError(f"the session could not take the request: {e!r}"),
+            )
+            self._mark_idle(live)
+            return
         if request.kind == "send":
             live.running = request
             self.running += 1

@@ -1424,3 +1424,29 @@ def test_a_send_or_compaction_cancelled_twice_leaves_no_unretrieved_outcome(work
 
     assert [True, True, True] == asyncio.run(main())
     assert [] == [m for m in seen if "never retrieved" in m]
+
+
+def test_a_request_its_actor_cannot_take_fails_and_frees_the_slot(tmp_path: Path) -> None:
+    """A send whose message cannot be encoded for the actor fails with a LiteAgentError (it
+    waited unanswered forever), its session's slot is free again, and the next send runs."""
+
+    class Odd(str):
+        """A str subclass: the actors' encoder refuses it."""
+
+    agent = create_lite_agent(
+        model=scripted([AssistantMessage((TextBlock("fine"),), stop_reason="end_turn")]),
+        model_name="m",
+        checkpointer=memory_checkpointer(),
+        workdir=str(tmp_path),
+        max_live_sessions=1,
+    )
+    try:
+        host = agent._core.host  # the SDK copies str subclasses: reach the host below it
+        reply = host.send("s1", Odd("hi"), None)
+        with pytest.raises(LiteAgentError, match="cannot be sent"):
+            reply.result(WAIT)
+        stats = agent.host_stats()
+        assert (0, 0) == (stats.running, stats.queued)
+        assert "fine" == agent.send("hello", session_id="s2").text
+    finally:
+        agent.close()
