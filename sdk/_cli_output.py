@@ -79,13 +79,14 @@ def make_console(stream: TextIO | None = None) -> Console:
     """A rich console on ``stream`` (default: stdout): colour and cursor movement only on an
     interactive terminal (rich reads ``NO_COLOR``, ``TERM``, ``FORCE_COLOR`` and
     ``TTY_COMPATIBLE``), no markup or emoji codes, no highlighting, and no wrapping of long
-    lines; off a terminal, tables are laid out as wide as they need."""
+    lines; off a terminal, tables are laid out as wide as they need. It is at most 1,000
+    columns wide, whatever ``$COLUMNS`` says."""
     file = stream or sys.stdout
     try:
         tty = file.isatty()
     except (AttributeError, ValueError):
         tty = False
-    return _Console(
+    console = _Console(
         file=file,
         markup=False,
         emoji=False,
@@ -93,6 +94,11 @@ def make_console(stream: TextIO | None = None) -> Console:
         soft_wrap=True,
         width=None if tty else _PLAIN_WIDTH,
     )
+    # $COLUMNS=99999999: each bar refresh wrote that many spaces, and a compaction never ended;
+    # only then is the width fixed (otherwise it follows the terminal as it is resized)
+    if console.width > _PLAIN_WIDTH:  # noqa: PLR1730 -- min() would fix every width
+        console.width = _PLAIN_WIDTH
+    return console
 
 
 def quiet_console() -> Console:

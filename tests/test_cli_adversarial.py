@@ -25,7 +25,7 @@ import re
 import subprocess
 
 import pytest
-from _cli_runner import LITE_AGENT, Cli, Result, clean_env, two_prompts
+from _cli_runner import LITE_AGENT, Cli, Result, Terminal, clean_env, two_prompts
 
 pytestmark = pytest.mark.processes
 
@@ -409,3 +409,17 @@ def test_tool_arguments_are_shown_as_json_not_python(cli: Cli) -> None:
         assert '{"a": true}' in out
         for python in ("None", "['ls'", "True}"):
             assert python not in out, out
+
+
+def test_a_huge_columns_on_a_terminal_is_capped(cli: Cli) -> None:
+    """COLUMNS=99999999 on a terminal: compact's progress bar is drawn at most 1,000 columns
+    wide (each refresh wrote 99,999,999 spaces, and the command did not end)."""
+    two_prompts(cli)
+    argv = [str(LITE_AGENT), "--workdir", str(cli.work), "--home", str(cli.home), "compact", "s1"]
+    terminal = Terminal(argv, clean_env(TERM="xterm-256color", COLUMNS="99999999"))
+    try:
+        assert 0 == terminal.wait(20)
+    finally:
+        terminal.close()
+    assert re.search(r"compacted|nothing to reduce", terminal.seen), terminal.seen[-500:]
+    assert max(len(line) for line in terminal.raw.splitlines()) < 5_000
