@@ -90,6 +90,9 @@ class SessionContext:
             self.planner = provider_compaction_planner(provider, model_name)
             self.native_planner = True
         self._failed_at = 0  # left-out size at the last planner failure (0: none)
+        # The budget the last recovery from a context overflow projected within: the provider
+        # refused more than that, so later requests start there (see project()).
+        self.ceiling: int | None = None
         self.settings = options.settings(
             max_tokens=max_tokens,
             fixed_tokens=request_overhead_tokens(system, tools),
@@ -112,7 +115,29 @@ class SessionContext:
             )
 
     def project(self, state: SessionState, budget: int | None = None) -> ContextView:
-        """The view of ``state`` (may raise :class:`~liteagent.context.ContextBudgetError`)."""
+        """The view of ``state`` (may raise :class:`~liteagent.context.ContextBudgetError`).
+
+        Without ``budget``, after a context overflow the view is projected within the
+        :attr:`ceiling` the recovery used, when what must be kept fits there: a provider whose
+        window is smaller than the configured budget would otherwise refuse the first request
+        of every later step and turn again, each time spending the one retry a request gets
+        (a long session then failed on every send). When what must be kept needs more than the
+        ceiling, the view is the smallest one there is (within the configured budget). The
+        budget a view was projected within is recorded with it, so replay recomputes it. The
+        ceiling lasts as long as this object (the session's life in memory)."""
+        ceiling = self.ceiling
+        if budget is None and ceiling is not None and ceiling < self.settings.budget_tokens:
+            try:
+                return self.engine.project(state, budget=ceiling)
+            except ContextBudgetError as e:
+                need = e.tokens
+            # What must be kept needs more than the ceiling: the smallest view there is, when
+            # the configured budget allows it (else the configured budget decides and raises).
+            if ceiling < need < self.settings.budget_tokens:
+                try:
+                    return self.engine.project(state, budget=need)
+                except ContextBudgetError:
+                    pass
         return self.engine.project(state, budget=budget)
 
     def edits(self, view: ContextView) -> tuple[ContextEdit, ...]:
@@ -148,7 +173,10 @@ class SessionContext:
         """A smaller budget after ``error``, or ``None`` when it cannot be smaller."""
         fit = fit_after_overflow(view.tokens_after, error, max_tokens)
         target = min(view.tokens_after // 2 if fit is None else fit, view.tokens_after - 1)
-        return target if target > 0 else None
+        if target <= 0:
+            return None
+        self.ceiling = target if self.ceiling is None else min(self.ceiling, target)
+        return target
 
     # -- the planner --------------------------------------------------------------------------
 
@@ -211,11 +239,19 @@ class SessionContext:
             _log.warning("context.planner_failed", error=why)
             self._failed_at = stop - start
             return None, f"project: the planner failed ({why}); kept the selected view"
+        record = self._compaction(view, outcome)
+        if record.tokens_after > view.budget:
+            # An enormous summary would be recorded, left out by the next view and asked for
+            # again on every request: a failure like no summary at all.
+            _log.warning("context.planner_summary_too_large", tokens=record.tokens_after)
+            self._failed_at = stop - start
+            return None, (
+                f"project: the planner's summary leaves about {record.tokens_after} tokens, "
+                f"over the budget of {view.budget}; kept the selected view"
+            )
         self._failed_at = 0
         who = "the provider's compaction" if self.native_planner else "the planner"
-        return self._compaction(
-            view, outcome
-        ), f"project: {who} summarized {stop - start} message(s)"
+        return record, f"project: {who} summarized {stop - start} message(s)"
 
     def _compaction(self, view: ContextView, summary: str) -> Compaction:
         block = TextBlock(f"{SUMMARY_HEADER}\n{summary}")

@@ -289,6 +289,10 @@ class SessionCore(SessionLog):
             stop_reason=stop_reason,
         )
 
+    def settings_budget(self) -> int:
+        """The configured budget of the engine's views (0 with the engine off)."""
+        return 0 if self.context is None else self.context.settings.budget_tokens
+
     def _request(self, budget: int | None = None) -> tuple[ModelRequest, ContextView | None]:
         """The request to send now: the engine's view of the log (with ``budget``, when given),
         or the raw folded conversation when context management is off."""
@@ -318,6 +322,11 @@ class SessionCore(SessionLog):
         request, view = self._request()
         level: str | None = None
         notes: list[str] = []
+        if view is not None and view.budget < self.settings_budget():
+            notes.append(
+                f"recover: projected within {view.budget} tokens, the budget an earlier "
+                "context overflow left"
+            )
         if view is not None and self.context is not None:
             compaction, note = self.context.plan(view, self.state, cancel)
             notes += [note] if note else []

@@ -40,8 +40,9 @@ except :class:`~liteagent.eventlog.OperationCancelledError`, which propagates) o
 text is a failure, and the compactor returns the base result. After ``max_failures``
 consecutive failures the circuit opens: the compactor makes no more model calls for the rest of
 its life and returns the base result with a ``circuit_open`` report. A successful
-summarization resets the count. A summary that would not make the conversation smaller is not
-used (the base result is returned; not a failure).
+summarization resets the count. A summary the model wrote that would not make the conversation
+smaller (an enormous one) is not used, is not remembered, and counts as a failure; a
+remembered summary that would not is not used either (no call was made: not a failure).
 
 ``fallback``: a compactor that reduces without a model, say ``default_compactor([snip_pass(),
 micro_pass()])``, which drops the older turns a summary would have replaced. When given, a
@@ -81,7 +82,7 @@ from liteagent.eventlog._shown import shown
 
 from ._contract import Compactor, CompactResult, PassReport, accepts_cancel
 from ._render import cut_text, render_turn, text_tokens
-from ._tokens import estimate_tokens
+from ._tokens import BYTES_PER_TOKEN, estimate_tokens
 from ._turns import is_prompt, opens_turn, split_turns
 
 __all__ = ["SUMMARY_HEADER", "SummarizerModel", "llm_compactor"]
@@ -158,16 +159,89 @@ def _split(
         return None, [], list(messages)
     head = turns[0][0] if is_prompt(turns[0][0]) else None
     region = turns[0][1:] if head is not None else list(turns[0])
+    if head is not None:
+        # After an earlier compaction the first message holds its summary (and the prompt
+        # merged after it): only the original prompt stays verbatim, the rest is summarized
+        # again, so the first message does not grow with every compaction.
+        at = next((i for i, b in enumerate(head.content) if _is_summary(b)), None)
+        if at is not None:
+            region.insert(0, Message("user", head.content[at:], head.extra))
+            head = Message(head.role, head.content[:at], head.extra) if at else None
     for turn in turns[1:-keep]:
         region.extend(turn)
     tail = [m for turn in turns[-keep:] for m in turn]
     return head, region, tail
 
 
+def _is_summary(block: object) -> bool:
+    """Whether ``block`` is the text block carrying a summary (see :func:`_assemble`)."""
+    return type(block) is TextBlock and block.text.startswith(SUMMARY_HEADER + "\n")
+
+
+def _pieces(text: str, max_tokens: int) -> list[str]:
+    """``text`` cut into consecutive pieces of at most ``max_tokens`` estimated tokens each
+    (room left for a "(continued) " mark), in one linear pass: a rendered tool result of
+    megabytes is cut once, not re-measured and copied for every chunk."""
+    data = text.encode("utf-8", "surrogatepass")
+    step = max(1, max_tokens - 5) * BYTES_PER_TOKEN  # "(continued) " is about 4 tokens
+    if len(data) <= max(1, max_tokens) * BYTES_PER_TOKEN:
+        return [text]
+    out: list[str] = []
+    i = 0
+    while i < len(data):
+        j = min(i + step, len(data))
+        while i < j < len(data) and (data[j] & 0xC0) == 0x80:  # not inside a character
+            j -= 1
+        if j == i:  # a character longer than the step
+            j = i + 1
+            while j < len(data) and (data[j] & 0xC0) == 0x80:
+                j += 1
+        out.append(data[i:j].decode("utf-8", "surrogatepass"))
+        i = j
+    return out
+
+
 def _assemble(head: Message | None, summary: str, tail: Sequence[Message]) -> list[Message]:
     block = TextBlock(f"{SUMMARY_HEADER}\n{summary}")
     first = Message("user", (*head.content, block) if head is not None else (block,))
     return merge_adjacent(tail, into=[first])
+
+
+_CONTINUED = 5  # estimated tokens of a piece's line break and "(continued) " mark
+
+
+def _add(parts: list[str], piece: str, continued: bool) -> None:
+    """Add ``piece`` to a chunk's ``parts``: after the piece before it when it continues one
+    already in the chunk, on a line of its own marked "(continued) " when it opens the chunk."""
+    if continued and parts:
+        parts[-1] += piece
+    else:
+        parts.append("(continued) " + piece if continued else piece)
+
+
+class _Turn:
+    """A rendered turn waiting to be summarized: its pieces (with their estimated tokens and
+    whether each continues the message of the piece before it), and their total (kept as
+    pieces are taken, never summed again)."""
+
+    __slots__ = ("continued", "cost", "last", "pieces")
+
+    def __init__(self, pieces: list[tuple[str, int, bool]]) -> None:
+        self.pieces: deque[tuple[str, int, bool]] = deque(pieces)
+        self.cost = sum(c for _, c, _ in pieces)
+        self.last = ""
+        self.continued = False
+
+    def pop(self) -> int:
+        """Take the first piece (into :attr:`last` and :attr:`continued`); return its tokens."""
+        self.last, cost, self.continued = self.pieces.popleft()
+        self.cost -= cost
+        return cost
+
+    def push(self, piece: str, cost: int) -> None:
+        """Put the rest of a piece that was cut back in front."""
+        self.pieces.appendleft((piece, cost, True))
+        self.cost += cost
 
 
 class _LLMCompactor(Compactor):
@@ -295,19 +369,45 @@ class _LLMCompactor(Compactor):
                     ),
                 ),
             )
+        result = _assemble(head, summary, tail)
+        too_long = called and text_tokens(summary) > 2 * self._max_tokens
+        if too_long or estimate_tokens(result) >= tokens:
+            if not called:  # a remembered summary: no model call was spent on it
+                return done(
+                    current,
+                    *calls,
+                    unchanged(
+                        "summarize",
+                        "the summary would not make the conversation smaller; kept the base result",
+                    ),
+                )
+            # A summarizer that answers with more than it was given, or with far more than the
+            # max_summary_tokens it was allowed, is failing too: counted, so that the circuit
+            # opens instead of paying for a useless call every time, and never recorded (the
+            # summary stays in the first message of every later request).
+            with self._lock:
+                self._failures += 1
+                failures = self._failures
+                self._cache = deque(
+                    (e for e in self._cache if e.summary is not summary), maxlen=_CACHE_SIZE
+                )
+            _log.warning("compaction.summary_too_large", failures=failures)
+            return unsummarized(
+                unchanged(
+                    "summarize",
+                    f"failed ({failures}/{self._max_failures} consecutive): the summary "
+                    + (
+                        f"of about {text_tokens(summary)} tokens is over twice "
+                        f"max_summary_tokens={self._max_tokens}"
+                        if too_long
+                        else "would not make the conversation smaller"
+                    )
+                    + "; kept the base result",
+                ),
+            )
         if called:
             with self._lock:
                 self._failures = 0
-        result = _assemble(head, summary, tail)
-        if estimate_tokens(result) >= tokens:
-            return done(
-                current,
-                *calls,
-                unchanged(
-                    "summarize",
-                    ("the summary would not make the conversation smaller; kept the base result"),
-                ),
-            )
         return done(result, *calls)
 
     # -- summarizing ------------------------------------------------------------------------
@@ -337,9 +437,18 @@ class _LLMCompactor(Compactor):
         """The summary of ``region``, the reports, and whether the model was called (raises
         on a failure)."""
         covered, previous = self._remembered(region, instructions)
-        pending = deque(
-            d for d in (deque(render_turn(t)) for t in split_turns(region[covered:])) if d
-        )
+        size = max(1, self._usable // 4)  # always fits the room (see _room)
+        pending: deque[_Turn] = deque()
+        for t in split_turns(region[covered:]):
+            turn = _Turn(
+                [
+                    (p, text_tokens(p) + _CONTINUED, k > 0)
+                    for r in render_turn(t)
+                    for k, p in enumerate(_pieces(r, size))
+                ]
+            )
+            if turn.pieces:
+                pending.append(turn)
         summary = previous or "(the earlier conversation has no text to summarize)"
         if not pending:
             tokens = text_tokens(summary)
@@ -403,32 +512,34 @@ class _LLMCompactor(Compactor):
         )
 
     @staticmethod
-    def _take(pending: deque[deque[str]], room: int) -> tuple[str, int]:
+    def _take(pending: deque[_Turn], room: int) -> tuple[str, int]:
         """Take whole turns that fit ``room`` estimated tokens from ``pending``; a first turn
-        that does not fit gives the messages that do, and a first message that does not fit is
+        that does not fit gives the pieces that do, and a first piece that does not fit is
         cut (its rest stays pending)."""
         parts: list[str] = []
         used = 0
         while pending:
             turn = pending[0]
-            cost = sum(text_tokens(p) + 1 for p in turn)
-            if used + cost <= room:
-                parts.extend(turn)
-                used += cost
+            if used + turn.cost <= room:
+                for piece, _, continued in turn.pieces:
+                    _add(parts, piece, continued)
+                used += turn.cost
                 pending.popleft()
                 continue
             if parts:
                 break
-            while turn and used + text_tokens(turn[0]) + 1 <= room:
-                piece = turn.popleft()
-                parts.append(piece)
-                used += text_tokens(piece) + 1
-            if not parts:
-                head, rest = cut_text(turn[0], room - 1)
-                parts.append(head)
-                used += text_tokens(head) + 1
-                turn[0] = "(continued) " + rest
-            if not turn:
+            while turn.pieces and used + turn.pieces[0][1] <= room:
+                used += turn.pop()
+                _add(parts, turn.last, turn.continued)
+            if turn.pieces and (not parts or (turn.pieces[0][2] and room - used > _MIN_ROOM)):
+                # the first piece alone, or the next piece of the message the chunk ends
+                # with, is cut to fill the room (the rest stays pending)
+                head, rest = cut_text(turn.pieces[0][0], room - used - _CONTINUED)
+                turn.pop()
+                _add(parts, head, turn.continued)
+                used += text_tokens(head) + _CONTINUED
+                turn.push(rest, text_tokens(rest) + _CONTINUED)
+            if not turn.pieces:
                 pending.popleft()
             break
         return "\n".join(parts), used

@@ -101,7 +101,12 @@ _HEADROOM = 0.9
 def fit_after_overflow(total: int, error: ContextLimitError, max_tokens: int) -> int | None:
     """The estimated tokens a request of ``total`` estimated tokens should shrink to after the
     provider reported ``error``: ``total`` scaled by the reported ratio to 90 % of the window
-    less the output reserve ``max_tokens``; ``None`` when the error lacks the numbers."""
+    less the output reserve ``max_tokens``; ``None`` when the error lacks the numbers, or when
+    the reported window is no larger than the output reserve (there is nothing to scale to, and
+    a size of zero or less would refuse every retry)."""
     if not (error.tokens and error.maximum):
         return None
-    return int(total * (_HEADROOM * error.maximum - max_tokens) / error.tokens)
+    room = _HEADROOM * error.maximum - max_tokens
+    if room <= 0:
+        return None
+    return int(total * room / error.tokens)
