@@ -35,7 +35,14 @@ from liteagent.providers import scripted
 
 from ._agent import LiteAgent
 from ._cli_commands import compaction_outcome
-from ._cli_env import CliEnv, SummaryModel, check_on_folders, cli_tools, summarizing_compactor
+from ._cli_env import (
+    CliEnv,
+    SummaryModel,
+    check_on_folders,
+    cli_tools,
+    expanded,
+    summarizing_compactor,
+)
 from ._cli_errors import UsageError
 from ._cli_output import LiveRenderer, checkpoint_table, make_console, short, show
 from ._cli_replay import cli_view_config
@@ -188,7 +195,7 @@ class _Tour:
 def cmd_demo(env: CliEnv, args: argparse.Namespace) -> int:
     """Run the offline demo (see the module docstring)."""
     base = (
-        Path(args.dir).expanduser().resolve()
+        expanded("--dir", args.dir).resolve()
         if args.dir
         else Path(tempfile.mkdtemp(prefix="lite-agent-demo-"))
     )

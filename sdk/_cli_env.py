@@ -66,6 +66,7 @@ __all__ = [
     "SummaryModel",
     "check_on_folders",
     "cli_tools",
+    "expanded",
     "mechanical_compactor",
     "summarizing_compactor",
 ]
@@ -175,6 +176,17 @@ def check_provider_spec(spec: str) -> None:
         raise UsageError(f"--provider {shown_arg(spec)}: expected {_PROVIDERS}")
 
 
+def expanded(option: str, path: str | Path) -> Path:
+    """``path`` with a leading ``~`` or ``~user`` expanded; :class:`UsageError` naming
+    ``option`` when it cannot be (no such user, no home folder)."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError as e:  # what pathlib raises for ~nosuchuser
+        user = str(path).split("/", 1)[0]
+        given = f"{option}{'=' if option.isupper() else ' '}{shown_arg(str(path))}"
+        raise UsageError(f"{given}: {user} is no home folder on this machine") from e
+
+
 def check_on_folders(option: str, path: Path, *, folder: bool) -> None:
     """Refuse (:class:`UsageError`) a ``path`` that cannot be what ``option`` names: a file
     where a folder is wanted or the reverse, or a path under a file."""
@@ -209,24 +221,24 @@ class CliEnv:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
-        self.workdir = Path(self.workdir).expanduser().resolve()
+        self.workdir = expanded("--workdir", self.workdir).resolve()
         if not self.workdir.is_dir():
             raise UsageError(f"--workdir {self.workdir} is not a folder")
         for option, value in (("--home", self.home), ("--db", self.db)):
             if value is not None and not value.strip():
                 raise UsageError(f"{option}: an empty path (name a folder or a file)")
         if self.home is not None:
-            check_on_folders("--home", Path(self.home).expanduser(), folder=True)
+            check_on_folders("--home", expanded("--home", self.home), folder=True)
         elif os.environ.get("LITE_AGENT_HOME"):  # the default home, checked as --home is
             home = os.environ["LITE_AGENT_HOME"]
-            check_on_folders("LITE_AGENT_HOME", Path(home).expanduser(), folder=True)
+            check_on_folders("LITE_AGENT_HOME", expanded("LITE_AGENT_HOME", home), folder=True)
         if self.db is not None:
             if self.backend != "sqlite":  # it would be ignored: the sessions go elsewhere
                 raise UsageError(
                     f"--db {shown_arg(self.db)} is the database of --backend sqlite: add "
                     "--backend sqlite (the file backend keeps the sessions under --home)"
                 )
-            check_on_folders("--db", Path(self.db).expanduser(), folder=False)
+            check_on_folders("--db", expanded("--db", self.db), folder=False)
         check_provider_spec(self.provider_spec)
 
     @property

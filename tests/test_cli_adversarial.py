@@ -423,3 +423,27 @@ def test_a_huge_columns_on_a_terminal_is_capped(cli: Cli) -> None:
         terminal.close()
     assert re.search(r"compacted|nothing to reduce", terminal.seen), terminal.seen[-500:]
     assert max(len(line) for line in terminal.raw.splitlines()) < 5_000
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "named"),
+    [
+        (["--home", "~nosuchuser/h", "sessions"], {}, "--home ~nosuchuser/h"),
+        (["--workdir", "~nosuchuser", "sessions"], {}, "--workdir ~nosuchuser"),
+        (["--backend", "sqlite", "--db", "~nosuchuser/s.db", "gc"], {}, "--db ~nosuchuser/s.db"),
+        (["demo", "--dir", "~nosuchuser/d"], {}, "--dir ~nosuchuser/d"),
+        (["sessions"], {"LITE_AGENT_HOME": "~nosuchuser"}, "LITE_AGENT_HOME=~nosuchuser"),
+    ],
+    ids=["home", "workdir", "db", "demo-dir", "env-home"],
+)
+def test_a_path_of_an_unknown_user_is_a_usage_error(
+    cli: Cli, argv: list[str], env: dict[str, str], named: str
+) -> None:
+    """A path starting ~nosuchuser (pathlib cannot expand it: an internal error before) is a
+    usage error naming the option, under --json one document; nothing is created."""
+    json_flag = [] if argv[0] == "demo" else ["--json"]
+    result = cli.server.run(*argv, *json_flag, env=clean_env(**env), cwd=cli.root)
+    assert 2 == result.code, result
+    message = json.loads(result.out)["error"]["message"] if json_flag else result.err
+    assert f"{named}: ~nosuchuser is no home folder on this machine" in message, message
+    assert ["work"] == [p.name for p in cli.root.iterdir()]
