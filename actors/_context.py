@@ -33,6 +33,7 @@ from liteagent.context._bodies import spilled_text
 from liteagent.context._engine import left_out_note
 from liteagent.context._llm import SUMMARY_HEADER
 from liteagent.context._tokens import fit_after_overflow, request_overhead_tokens
+from liteagent.context._turns import is_prompt
 from liteagent.eventlog import (
     BlobNotFoundError,
     BlobStore,
@@ -110,6 +111,26 @@ class SessionContext:
             raise ContextBudgetError(
                 f"the first prompt needs about {need} tokens with the system prompt and tools, "
                 f"over the budget of {budget}; it was not recorded",
+                tokens=need,
+                budget=budget,
+            )
+
+    def check_compaction(self, record: Compaction) -> None:
+        """Raise :class:`~liteagent.context.ContextBudgetError` when ``record``'s replacement
+        holds, up to its first prompt, more than the budget: every later view keeps those
+        messages verbatim (a summary rides in the first prompt), so no request of the session
+        could be sent again. Nothing is recorded then, and the session goes on as it was."""
+        lead: list[Message] = []
+        for m in record.replacement:
+            lead.append(m)
+            if is_prompt(m):
+                break
+        need = self.settings.fixed_tokens + estimate_tokens(lead)
+        budget = self.settings.budget_tokens
+        if need > budget:
+            raise ContextBudgetError(
+                f"the compaction's first prompt (with its summary) needs about {need} tokens with "
+                f"the system prompt and tools, over the budget of {budget}; it was not recorded",
                 tokens=need,
                 budget=budget,
             )

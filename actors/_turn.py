@@ -42,6 +42,7 @@ from liteagent.eventlog import (
     CancelToken,
     Checkpointer,
     CodecError,
+    Compaction,
     ContextEdit,
     Event,
     InvalidArgumentError,
@@ -176,6 +177,16 @@ class SessionCore(SessionLog):
                 tools=self._tool_schemas,
                 model_name=c.model_name,
             )
+
+    def append(self, events: Sequence[Event]) -> None:
+        """Append ``events`` (see :meth:`SessionLog.append`); with the engine on, a compaction
+        whose first prompt alone is over the budget is refused first
+        (:meth:`SessionContext.check_compaction`: it would fail every later request)."""
+        if self.context is not None:
+            for event in events:
+                if type(event) is Compaction:
+                    self.context.check_compaction(event)
+        super().append(events)
 
     def load(self) -> None:
         """Fold the session's log (resuming after a restart, a passivation or a conflict) and
