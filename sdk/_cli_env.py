@@ -322,13 +322,13 @@ class CliEnv:
         provider ``--provider`` names and its ``compact`` summarizes; ``model=False`` is for
         commands that never call the model (no provider is opened, so no API key is needed)
         and compacts mechanically."""
+        # the provider first: a script or key that cannot be used creates no store
+        provider, name = self.provider() if model else (NoModel(), self.model or DEFAULT_MODEL)
         store = blob_spill_store(self.checkpointer.blobs)
         if model:
-            provider, name = self.provider()
             self.summary_model = SummaryModel(provider)
             compactor = summarizing_compactor(self.summary_model, name, store)
         else:
-            provider, name = NoModel(), self.model or DEFAULT_MODEL
             compactor = mechanical_compactor(store)
         with main_thread_signals():  # the agent's actor threads leave Ctrl-C to this one
             agent = create_lite_agent(

@@ -48,7 +48,13 @@ from liteagent.providers._scripted import response_events
 
 from ._cli_json import strict_loads
 
-__all__ = ["SCRIPT_FORMAT", "ScriptFileProvider", "load_script", "script_provider"]
+__all__ = [
+    "MAX_SCRIPT_BYTES",
+    "SCRIPT_FORMAT",
+    "ScriptFileProvider",
+    "load_script",
+    "script_provider",
+]
 
 SCRIPT_FORMAT = """\
 scripted:FILE is a JSON list of responses, one per model call, in order:
@@ -126,15 +132,38 @@ def _item(item: Any, number: int) -> tuple[ScriptItem, float]:
     )
 
 
+MAX_SCRIPT_BYTES = 64 * 1024 * 1024
+"""The largest script file read (a larger one, or an endless one such as ``/dev/zero``, is
+refused rather than read until the memory runs out)."""
+
+
+def _read_limited(path: str | Path) -> str:
+    with Path(path).open("rb") as f:
+        data = f.read(MAX_SCRIPT_BYTES + 1)
+    if len(data) > MAX_SCRIPT_BYTES:
+        raise InvalidArgumentError(
+            f"the script {str(path)!r} is larger than {MAX_SCRIPT_BYTES // (1024 * 1024)} MiB, "
+            "the most a script may be"
+        )
+    return data.decode("utf-8")
+
+
 def load_script(path: str | Path) -> tuple[list[ScriptItem], list[float]]:
     """Read a script file (see the module docstring): its items and their delays."""
     try:
-        data = strict_loads(Path(path).read_text(encoding="utf-8"))
+        data = strict_loads(_read_limited(path))
     except OSError as e:
         raise InvalidArgumentError(f"cannot read the script {str(path)!r}: {e.strerror}") from e
     except RecursionError as e:
         raise InvalidArgumentError(f"the script {str(path)!r} is nested too deeply") from e
-    except ValueError as e:  # UnicodeDecodeError included
+    except InvalidArgumentError:  # too large
+        raise
+    except UnicodeDecodeError as e:
+        raise InvalidArgumentError(
+            f"the script {str(path)!r} is not UTF-8 text: byte {e.start + 1} "
+            f"(0x{e.object[e.start]:02x}) is not part of a UTF-8 character"
+        ) from e
+    except ValueError as e:
         raise InvalidArgumentError(f"the script {str(path)!r} is not valid JSON: {e}") from e
     if isinstance(data, dict):
         data = data.get("responses")

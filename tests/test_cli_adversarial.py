@@ -447,3 +447,24 @@ def test_a_path_of_an_unknown_user_is_a_usage_error(
     message = json.loads(result.out)["error"]["message"] if json_flag else result.err
     assert f"{named}: ~nosuchuser is no home folder on this machine" in message, message
     assert ["work"] == [p.name for p in cli.root.iterdir()]
+
+
+@pytest.mark.parametrize(
+    ("script", "reason"),
+    [
+        ("/dev/zero", "the script '/dev/zero' is larger than 64 MiB"),
+        ("{root}/latin1.json", "is not UTF-8 text: byte 3 (0xe9) is not part of a UTF-8 character"),
+    ],
+    ids=["endless", "not-utf8"],
+)
+def test_a_script_that_cannot_be_read_is_a_usage_error(cli: Cli, script: str, reason: str) -> None:
+    """--provider scripted:/dev/zero is refused at 64 MiB (it read until the memory ran out),
+    and a script that is not UTF-8 is said so in CLI words (not Python's codec message)."""
+    (cli.root / "latin1.json").write_bytes(b'["\xe9"]')
+    provider = "scripted:" + script.format(root=cli.root)
+    result = cli("run", "hi", "--json", provider=provider)
+    assert (2, "") == (result.code, result.err), result
+    message = json.loads(result.out)["error"]["message"]
+    assert reason in message, message
+    assert "codec" not in message
+    assert not cli.home.exists()
