@@ -12,6 +12,7 @@ records the hash of the request that was actually sent.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -106,11 +107,25 @@ class ReactiveCompaction:
 
     def __init__(self, *, floor_tokens: int) -> None:
         self.floor_tokens = floor_tokens
+        self._lock = threading.Lock()
+        self._ceiling: int | None = None  # the smallest target an overflow led to
+
+    @property
+    def ceiling(self) -> int | None:
+        """The estimated tokens of messages that later requests are trimmed to before the
+        call (the smallest target an overflow led to; ``None`` before any overflow)."""
+        with self._lock:
+            return self._ceiling
 
     def wrap_model_call(
         self, request: ModelRequest, call: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse:
-        """Call; on a context overflow trim the request and call once more."""
+        """Call (trimmed first to :attr:`ceiling` when over it); on a context overflow trim
+        the request and call once more."""
+        ceiling = self.ceiling
+        if ceiling is not None and estimate_tokens(request.messages) > ceiling:
+            trimmed, _ = trim_messages(request.messages, ceiling)
+            request = msgspec.structs.replace(request, messages=trimmed)
         try:
             return call(request)
         except ContextLimitError as e:
@@ -118,6 +133,8 @@ class ReactiveCompaction:
             messages, detail = trim_messages(request.messages, target)
             if messages == request.messages:
                 raise
+            with self._lock:
+                self._ceiling = target if self._ceiling is None else min(self._ceiling, target)
             _log.info(
                 "compaction.reactive",
                 tokens=e.tokens,
@@ -146,6 +163,11 @@ def reactive_compaction(*, floor_tokens: int = 1024) -> ReactiveCompaction:
        and the last turn are kept verbatim);
     3. calls ``call`` once more with the trimmed messages and returns its response. A second
        ``ContextLimitError`` (or any other error) propagates: it never loops.
+
+    The smallest target so far is remembered (``ceiling``): later requests whose messages are
+    estimated above it are trimmed to it before the call, so a model whose window is smaller
+    than the conversation does not refuse the first call of every step (one halving per call
+    was soon not enough, and every later send failed).
 
     When trimming cannot change anything (nothing but the first prompt and the last turn), the
     original error is re-raised without a second call. The retry is only safe because the

@@ -39,6 +39,7 @@ from liteagent.context import (
     default_compactor,
     estimate_tokens,
     llm_compactor,
+    reactive_compaction,
     verify_replay,
 )
 from liteagent.context._archive import refs_in
@@ -69,7 +70,7 @@ from liteagent.providers.testing import (
     text,
     tool_use,
 )
-from liteagent.sdk import create_lite_agent
+from liteagent.sdk import create_agent, create_lite_agent
 from liteagent.tools import tool
 
 _BOUND_S = 30.0  # no operation may take longer (the slowest hang is a 0.3 s planner timeout)
@@ -771,3 +772,32 @@ def test_a_compaction_whose_first_prompt_is_over_the_budget_is_refused(tmp_path:
         assert "ok" == agent.send("go on").text
         events = list(cp.read(agent.session_id))
     assert verify_replay(events).ok
+
+
+@pytest.mark.parametrize("numbers", [False, True])
+def test_reactive_compaction_remembers_a_window_smaller_than_the_conversation(
+    tmp_path: Path, numbers: bool
+) -> None:
+    """``reactive_compaction()`` without the engine halved each overflowing request once, from
+    the whole conversation again at every call: once the conversation was past twice the
+    model's window every send failed. Now later requests are trimmed to the size the overflow
+    led to before the call, and every request the model answered holds whole pairs."""
+    provider = scripted([_window_model(2_500, numbers)] * 200)
+    outcomes = []
+    with create_agent(
+        model=provider,
+        model_name="m",
+        workdir=tmp_path,
+        tools=[emit],
+        checkpointer=memory_checkpointer(),
+        use=[reactive_compaction()],
+    ) as agent:
+        for i in range(24):
+            try:
+                agent.send(f"part {i}: " + "y" * 1_200)
+                outcomes.append("ok")
+            except ContextOverflowError:
+                outcomes.append("overflow")
+    assert ["ok"] * 24 == outcomes
+    for i, r in enumerate(provider.requests):
+        assert [] == request_problems(i, r)
