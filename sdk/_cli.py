@@ -7,8 +7,11 @@ Exit codes: 0 ok, 1 refused or failed, 2 usage error (see :mod:`._cli_errors`). 
 one line on stderr (``lite-agent: <reason>``), or with ``--json`` one JSON document on stdout,
 ``{"error": {"type": ..., "message": ...}}``; either way nothing else is printed for it. When
 the reader of stdout goes away (``lite-agent export ID | head -1``) the command stops quietly
-with exit code 0: the reader had what it wanted. Logs go to stderr, as readable lines on an
-interactive terminal and as JSON lines elsewhere (so no escape codes reach a file or a pipe).
+with exit code 0: the reader had what it wanted; an output that cannot be written (a full disk)
+fails the command with exit code 1, saying so on stderr. What the output's encoding cannot
+carry (a non-UTF-8 locale) is written as a backslash escape; JSON is UTF-8 whatever the locale.
+Logs go to stderr, as readable lines on an interactive terminal and as JSON lines elsewhere (so
+no escape codes reach a file or a pipe).
 """
 
 from __future__ import annotations

@@ -110,11 +110,14 @@ def accented(cli: Cli) -> Cli:
     return cli
 
 
-@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
 @pytest.mark.parametrize(
-    "argv",
-    [["replay", "s2"], ["restore", "s1", "2", "--dry-run"], ["checkpoints", "s2"]],
-    ids=["replay", "dry-run", "checkpoints"],
+    ("argv", "encoding"),
+    [
+        (["replay", "s2"], "ascii"),
+        (["restore", "s1", "2", "--dry-run"], "latin-1"),
+        (["checkpoints", "s2"], "ascii"),
+    ],
+    ids=["replay-ascii", "dry-run-latin-1", "checkpoints-ascii"],
 )
 def test_human_output_in_a_narrow_encoding(accented: Cli, encoding: str, argv: list[str]) -> None:
     """Human output through an encoding that lacks '…' and '→': exit 0, every line written
