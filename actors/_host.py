@@ -119,6 +119,7 @@ class SessionHost:
     def _submit(self, request: Request) -> Reply:
         if self._closing:
             raise ActorStoppedError("the agent is closed")
+        request.nested = self._slots.in_session_thread()
         reply = request.reply
         # by a weak reference: the reply keeps its callbacks, and a cycle through it would
         # leave every finished request (its token, its result) to the cyclic collector

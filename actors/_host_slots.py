@@ -58,6 +58,13 @@ class Request:
     queued: bool = False
     interrupted: str | None = None  # why its caller gave up (set in the caller's thread)
     unregister: Callable[[], None] | None = None
+    nested: bool = False  # made on a session's own thread (a tool calling the agent)
+
+
+_NESTED = (
+    "a request made from inside a running turn (a tool calling the agent) cannot wait for a "
+    "slot, which its own turn may be holding: "
+)
 
 
 @dataclass(eq=False, slots=True)
@@ -160,6 +167,10 @@ class Slots:
                 return
         live = self._alive(sid)
         if live is None and (self.queue or not self._free_slot()):
+            if request.nested and not self._room():
+                # its own session holds a slot while it waits: waiting could deadlock
+                fail(request.reply, HostSaturatedError(_NESTED + self._saturated()))
+                return
             if len(self.queue) >= self.max_queued_sends and not self._room():
                 fail(request.reply, HostSaturatedError(self._saturated()))
                 return
@@ -169,6 +180,10 @@ class Slots:
             live = self._start(request)
         if live is not None:
             self._place(request, live)
+
+    def in_session_thread(self) -> bool:
+        """Whether the calling thread runs one of this host's session actors."""
+        return self._threads.runs_this_thread()
 
     def _room(self) -> bool:
         """Whether the queue has room beyond ``max_queued_sends``: a slot that frees without a

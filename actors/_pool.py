@@ -21,6 +21,7 @@ from liteagent.eventlog._logger import get_logger
 __all__ = ["ThreadPool"]
 
 _log = get_logger("liteagent.actors")
+_current = threading.local()  # .pool: the pool whose thread this is
 
 
 class _Worker:
@@ -72,12 +73,17 @@ class ThreadPool:
                 worker.jobs.put(None)
             self._idle.clear()
 
+    def runs_this_thread(self) -> bool:
+        """Whether the calling thread is one of this pool's (an actor's loop runs on it)."""
+        return getattr(_current, "pool", None) is self
+
     def idle(self) -> int:
         """How many threads wait for a job (for tests)."""
         with self._lock:
             return len(self._idle)
 
     def _work(self, first: Callable[[], None]) -> None:
+        _current.pool = self
         me = _Worker()
         job: Callable[[], None] | None = first
         del first

@@ -1450,3 +1450,58 @@ def test_a_request_its_actor_cannot_take_fails_and_frees_the_slot(tmp_path: Path
         assert "fine" == agent.send("hello", session_id="s2").text
     finally:
         agent.close()
+
+
+@pytest.mark.parametrize("cap", [1, 2])
+def test_a_tool_sending_to_another_session_never_deadlocks(tmp_path: Path, cap: int) -> None:
+    """A custom tool that sends to another session of its own agent: with a free slot the send
+    runs; with every slot held (its own turn's among them) it is refused at once with
+    HostSaturatedError, which the model reads as the tool's error, and the turn ends (with one
+    slot it waited for the slot its own turn held: a deadlock)."""
+    holder: list[LiteAgent] = []
+
+    @tool
+    def ask_other(prompt: str) -> str:
+        """Send ``prompt`` to the session "other" and return its answer."""
+        return holder[0].send(prompt, session_id="other").text
+
+    use = ToolUseBlock("toolu_nested", "ask_other", {"prompt": "hi"})
+    outer_reply = AssistantMessage((TextBlock("done"),), stop_reason="end_turn")
+    inner_reply = AssistantMessage((TextBlock("inner"),), stop_reason="end_turn")
+    seen: list[str] = []
+
+    def model(request: ModelRequest) -> AssistantMessage:
+        last = request.messages[-1].content
+        if isinstance(last, str) or not any(isinstance(b, ToolResultBlock) for b in last):
+            text = (
+                last
+                if isinstance(last, str)
+                else "".join(b.text for b in last if isinstance(b, TextBlock))
+            )
+            if text == "hi":
+                return inner_reply
+            return AssistantMessage((use,), stop_reason="tool_use")
+        (result,) = [b for b in last if isinstance(b, ToolResultBlock)]
+        seen.append(str(result.content))
+        return outer_reply
+
+    agent = create_lite_agent(
+        model=scripted([model] * 3),
+        model_name="m",
+        checkpointer=memory_checkpointer(),
+        workdir=str(tmp_path),
+        tools=[ask_other],
+        max_live_sessions=cap,
+    )
+    holder.append(agent)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            done = pool.submit(agent.send, "go", session_id="outer").result(WAIT)
+        assert "done" == done.text
+        (result,) = seen
+        if cap == 1:
+            assert "cannot wait for a slot" in result
+        else:
+            assert "inner" in result
+    finally:
+        agent.close()
