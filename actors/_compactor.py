@@ -14,14 +14,15 @@ Progress goes to subscribers as ``compaction`` live events.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 import pykka
 
-from liteagent.context import Compactor
+from liteagent.context import Compactor, CompactResult
 from liteagent.context._view import ConversationView
 from liteagent.eventlog import (
     CancelToken,
@@ -29,12 +30,16 @@ from liteagent.eventlog import (
     Compaction,
     InvalidArgumentError,
     Lease,
+    LiteAgentError,
     Message,
     OperationCancelledError,
     PassRecord,
     SessionState,
+    ToolResultBlock,
+    ToolUseBlock,
     Usage,
 )
+from liteagent.eventlog._messages import merge_adjacent
 
 from ._envelope import ActorBase, ActorMessage, Envelope, ask, ask_or_cancel
 from ._hub import EventHub, LiveEvent
@@ -44,9 +49,21 @@ from ._maintenance import held
 from ._restore_plan import InterruptedRestoreError
 from ._session import RecordCompaction
 
-__all__ = ["CompactStats", "CompactorActor", "ManualCompaction", "RunCompaction"]
+__all__ = [
+    "CompactStats",
+    "CompactionFailedError",
+    "CompactorActor",
+    "ManualCompaction",
+    "RunCompaction",
+]
 
 _TIMEOUT = 3600.0  # a summarizing compactor may make several model calls
+
+
+class CompactionFailedError(LiteAgentError):
+    """Raised when the agent's compactor failed with an exception that is not one of
+    liteagent's own (the original is its ``__cause__``), or returned something that is not a
+    :class:`~liteagent.context.CompactResult` of messages. Nothing was recorded."""
 
 
 class RunCompaction(ActorMessage, tag="run_compaction", frozen=True):
@@ -81,9 +98,60 @@ class CompactorActor(ActorBase):
             raise InvalidArgumentError(
                 f"the compactor must be a Compactor, got {type(self.compactor).__name__}"
             )
-        return self.compactor.run(
-            message.messages, message.usage, message.instructions, cancel=envelope.cancel
+        try:
+            result = self.compactor.run(
+                message.messages, message.usage, message.instructions, cancel=envelope.cancel
+            )
+        except LiteAgentError:
+            raise
+        except Exception as e:
+            raise CompactionFailedError(
+                f"the compactor failed: {type(e).__name__}: {e}"[:2000]
+            ) from e
+        if not isinstance(result, CompactResult) or not all(
+            isinstance(m, Message) for m in result.messages
+        ):
+            raise CompactionFailedError(
+                f"the compactor returned {type(result).__name__}, not a CompactResult of messages"
+            )
+        problem = pairing_problem(result.messages, message.messages) if result.changed else None
+        if problem is not None:
+            raise CompactionFailedError(f"the compactor's result {problem}; it was not recorded")
+        return result
+
+
+def pairing_problem(messages: Sequence[Message], given: Sequence[Message] = ()) -> str | None:
+    """What in ``messages`` (as the conversation merges them) no request may carry: an empty
+    message, a ``tool_use`` whose ``tool_result`` is not in the next message (the last message
+    aside: the view answers a dangling call), a ``tool_result`` that answers no call of the
+    message before it, a tool use id called more often than in the ``given`` conversation.
+    ``None`` when there is nothing: every later request starts from a
+    recorded compaction, so one that broke a pair would make the provider refuse them all."""
+    merged = merge_adjacent(messages)
+    ids = Counter(b.id for m in given for b in m.content if type(b) is ToolUseBlock)
+    for k, m in enumerate(merged):
+        if not m.content:
+            return f"has an empty message ({k})"
+        for b in m.content:
+            if type(b) is ToolUseBlock:
+                if ids[b.id] <= 0:
+                    return f"calls tool use id {b.id!r} more often than the conversation"
+                ids[b.id] -= 1
+        results = {b.tool_use_id for b in m.content if type(b) is ToolResultBlock}
+        before = merged[k - 1] if k else None
+        called = (
+            {b.id for b in before.content if type(b) is ToolUseBlock}
+            if before is not None and before.role == "assistant"
+            else set()
         )
+        if not results <= called:
+            return f"answers calls the message before does not make (message {k})"
+        if m.role == "assistant" and k + 1 < len(merged):
+            uses = {b.id for b in m.content if type(b) is ToolUseBlock}
+            answers = {b.tool_use_id for b in merged[k + 1].content if type(b) is ToolResultBlock}
+            if not uses <= answers:
+                return f"leaves calls of message {k} unanswered"
+    return None
 
 
 _STAGES = {

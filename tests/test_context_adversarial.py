@@ -34,6 +34,8 @@ import pytest
 from test_context_mix import content, readback_problems
 
 from liteagent.context import (
+    Compactor,
+    CompactResult,
     ContextBudgetError,
     ContextOptions,
     default_compactor,
@@ -98,11 +100,14 @@ def _texts(m: Message) -> list[str]:
 
 def request_problems(i: int, request: ModelRequest) -> list[str]:
     """What request ``i`` breaks: a tool_use without its tool_result in the next message (or
-    the reverse), roles that do not alternate, an empty message, a marker naming a tool the
-    request does not carry."""
+    the reverse), a tool use id called twice, roles that do not alternate, an empty message,
+    a marker naming a tool the request does not carry."""
     tools = {t.name for t in request.tools}
     msgs = request.messages
     out: list[str] = []
+    ids = [b.id for m in msgs for b in m.content if type(b) is ToolUseBlock]
+    if len(ids) != len(set(ids)):
+        out.append(f"request {i}: a tool use id is called twice")
     if not msgs or msgs[-1].role != "user":
         out.append(f"request {i}: does not end with a user message")
     for k, m in enumerate(msgs):
@@ -799,5 +804,77 @@ def test_reactive_compaction_remembers_a_window_smaller_than_the_conversation(
             except ContextOverflowError:
                 outcomes.append("overflow")
     assert ["ok"] * 24 == outcomes
+    for i, r in enumerate(provider.requests):
+        assert [] == request_problems(i, r)
+
+
+def _without(kind: type, ms: Any) -> Any:
+    """``ms`` without their blocks of type ``kind`` (a message left empty says "x")."""
+    return tuple(
+        Message(m.role, tuple(b for b in m.content if type(b) is not kind) or (TextBlock("x"),))
+        for m in ms
+    )
+
+
+class _Broken(Compactor):
+    """A compactor that fails, or returns what no request may carry."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    def maybe_compact(
+        self, messages: Any, usage: Any = None, instructions: Any = None, cancel: Any = None
+    ) -> Any:
+        shaped = {
+            "drop_results": lambda ms: _without(ToolResultBlock, ms),
+            "drop_calls": lambda ms: _without(ToolUseBlock, ms),
+            "reversed": lambda ms: tuple(reversed(ms)),
+            "twice": lambda ms: (*ms, *ms),
+            "empty_messages": lambda ms: tuple(Message(m.role, ()) for m in ms),
+        }
+        if self.how == "raise":
+            raise ValueError("the compactor is broken")
+        if self.how == "none":
+            return None
+        return CompactResult(
+            messages=shaped[self.how](messages), changed=True, tokens_before=2, tokens_after=1
+        )
+
+
+@pytest.mark.parametrize(
+    "how", ["raise", "none", "drop_results", "drop_calls", "reversed", "twice", "empty_messages"]
+)
+def test_a_broken_compactor_fails_cleanly_and_records_nothing(tmp_path: Path, how: str) -> None:
+    """A compactor that raised a foreign exception or returned no CompactResult made compact()
+    raise ValueError or AttributeError; one that returned messages breaking tool_use/
+    tool_result pairs (or empty messages, or a call id twice) was recorded, and every later
+    request carried them (a real provider refuses such requests: the session was dead). Now
+    compact() raises CompactionFailedError, nothing is recorded, the session goes on."""
+    from liteagent.actors._compactor import CompactionFailedError
+
+    two_calls = AssistantMessage(
+        content=(
+            ToolUseBlock("a1", "emit", {"seed": 1, "size": 300}),
+            ToolUseBlock("a2", "emit", {"seed": 2, "size": 300}),
+        ),
+        stop_reason="tool_use",
+    )
+    provider = scripted([two_calls, _reply(), _reply(), _reply("after")])
+    cp = memory_checkpointer()
+    with create_lite_agent(
+        model=provider,
+        model_name="m",
+        workdir=tmp_path,
+        tools=[emit],
+        checkpointer=cp,
+        compactor=_Broken(how),
+    ) as agent:
+        agent.send("go")
+        agent.send("more")
+        before = list(cp.read(agent.session_id))
+        with pytest.raises(CompactionFailedError):
+            agent.compact()
+        assert before == list(cp.read(agent.session_id))
+        assert "after" == agent.send("go on").text
     for i, r in enumerate(provider.requests):
         assert [] == request_problems(i, r)
