@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 from functools import partial
 from pathlib import Path
@@ -39,7 +40,7 @@ from liteagent.eventlog._gc import DEFAULT_GRACE
 
 from ._agent import LiteAgent, LiteAgentResult, checked_undo_args, compact_args, send_args
 from ._compact_iter import AsyncCompactIterator
-from ._core import AgentCore
+from ._core import _CLOSE_WAIT, AgentCore
 from ._futures import await_job, await_reply, post, resolve
 from ._travel_args import fork_args, gc_args
 from ._validate import check_bool, check_cancel, check_seq, check_session_id
@@ -319,7 +320,10 @@ class AsyncLiteAgent:
         joined, by a thread the host's dispatcher starts (the loop starts none, and a thread of
         the pool could not join itself); returns once they are gone."""
         core = self._core
-        if core.closed:
+        if core.closed:  # another close() runs or ran: return once it has finished
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_CLOSE_WAIT):
+                    await asyncio.shield(asyncio.wrap_future(core.close_done))
             return
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()

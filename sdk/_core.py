@@ -52,6 +52,7 @@ __all__ = ["CLOSE_WAIT_S", "POOL_WORKERS", "AgentCore", "new_session_id"]
 
 _log = get_logger("liteagent.sdk")
 _AGENT_IDS = itertools.count(1)
+_CLOSE_WAIT = 120.0  # how long a second close() waits for the first (whose waits are bounded)
 T = TypeVar("T")
 
 POOL_WORKERS = 4
@@ -109,6 +110,8 @@ class AgentCore:
         self._quiet = threading.Condition(self._lock)  # notified when an operation ends
         self._operations: dict[int, int] = {}  # thread id -> operations running in it
         self._closed = False
+        # done once the first close() has finished: a later close() waits for it
+        self.close_done: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._closing = CancelToken()  # fired by close(): cancels the compactions and restores
         self._refs: list[pykka.ActorRef[Any]] = []
         self._host: SessionHost | None = None  # for _held, which may run before it exists
@@ -384,11 +387,20 @@ class AgentCore:
         while) for them to end, stop every actor (cancelling turns and background tasks), then
         the pool's threads (its jobs have stopped or failed by
         then), and close an owned checkpointer. Not from a thread of the pool (it could not
-        join itself)."""
+        join itself). A close() while another runs returns once that one has finished."""
         with self._lock:
-            if self._closed:
-                return
+            first = not self._closed
             self._closed = True
+        if not first:  # another close() runs: return once it has finished (a bounded wait)
+            with contextlib.suppress(concurrent.futures.TimeoutError):
+                self.close_done.result(_CLOSE_WAIT)
+            return
+        try:
+            self._close()
+        finally:
+            self.close_done.set_result(None)
+
+    def _close(self) -> None:
         self.pool.shutdown(wait=False)  # no new jobs; those queued run and find the agent closed
         self._closing.cancel("the agent was closed")
         try:

@@ -1505,3 +1505,65 @@ def test_a_tool_sending_to_another_session_never_deadlocks(tmp_path: Path, cap: 
             assert "inner" in result
     finally:
         agent.close()
+
+
+def _slow_to_stop(started: threading.Event, ended: threading.Event) -> Callable[..., Any]:
+    """A model that ignores cancellation for a second, then says when it has ended."""
+
+    def model(request: ModelRequest) -> AssistantMessage:
+        started.set()
+        time.sleep(1.0)
+        ended.set()
+        return AssistantMessage((TextBlock("late"),), stop_reason="end_turn")
+
+    return model
+
+
+def test_a_second_close_returns_once_the_first_has_finished(tmp_path: Path) -> None:
+    """close() called while another close() stops a turn returns only once that one has
+    finished (the turn has ended), not at once."""
+    started, ended = threading.Event(), threading.Event()
+    agent = create_lite_agent(
+        model=scripted([_slow_to_stop(started, ended)]),
+        model_name="m",
+        checkpointer=memory_checkpointer(),
+        workdir=str(tmp_path),
+    )
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        turn = pool.submit(agent.send, "go", session_id="s")
+        assert started.wait(WAIT)
+        first = pool.submit(agent.close)
+        while not agent._core.closed:
+            time.sleep(0.001)
+        agent.close()
+        assert ended.is_set()
+        first.result(WAIT)
+        with pytest.raises(LiteAgentError):
+            turn.result(WAIT)
+
+
+def test_a_second_async_close_returns_once_the_first_has_finished(tmp_path: Path) -> None:
+    """await close() while another task's close() stops a turn returns only once that one has
+    finished, also through ``async with``."""
+    started, ended = threading.Event(), threading.Event()
+
+    async def main() -> None:
+        async with create_async_lite_agent(
+            model=scripted([_slow_to_stop(started, ended)]),
+            model_name="m",
+            checkpointer=memory_checkpointer(),
+            workdir=str(tmp_path),
+        ) as agent:
+            turn = asyncio.ensure_future(agent.send("go", session_id="s"))
+            while not started.is_set():
+                await asyncio.sleep(0.005)
+            first = asyncio.ensure_future(agent.close())
+            while not agent._core.closed:
+                await asyncio.sleep(0.001)
+            await agent.close()
+            assert ended.is_set()
+            await first
+            with pytest.raises(LiteAgentError):
+                await turn
+
+    asyncio.run(main())
