@@ -878,3 +878,47 @@ def test_a_broken_compactor_fails_cleanly_and_records_nothing(tmp_path: Path, ho
         assert "after" == agent.send("go on").text
     for i, r in enumerate(provider.requests):
         assert [] == request_problems(i, r)
+
+
+def test_hundreds_of_turns_in_a_tiny_budget(tmp_path: Path) -> None:
+    """Two hundred turns, some with many tool calls and thinking, in a budget of a few
+    prompts, with a model whose window is smaller still: a send may fail (its own turn did not
+    fit), but a short prompt after it always goes through; every request keeps its pairs, the
+    log only grows, and replay verifies."""
+    rng = random.Random(7)
+    model = Model(rng, window=1_200, numbers=False, max_size=3_000)
+    cp = memory_checkpointer()
+    provider = scripted([model] * 100_000)
+    failed = 0
+    with create_lite_agent(
+        model=provider,
+        model_name="m",
+        workdir=tmp_path,
+        tools=[emit],
+        checkpointer=cp,
+        context={"budget_tokens": 2_000, "archive_threshold_bytes": 512, "preview_chars": 40},
+        max_tokens=256,
+        max_turns=4,
+    ) as agent:
+        before: list[Any] = []
+        for i in range(200):
+            model.steps, model.max_steps = 0, rng.choice([0, 0, 1, 2])
+            try:
+                agent.send(f"turn {i} " + "w" * rng.randrange(1, 600))
+            except LiteAgentError:
+                failed += 1
+                model.quiet = True
+                try:
+                    agent.send("short")
+                finally:
+                    model.quiet = False
+            if i % 20 == 19:
+                now = list(cp.read(agent.session_id))
+                assert before == now[: len(before)]
+                before = now
+    assert failed < 200
+    for i, r in enumerate(provider.requests):
+        assert [] == request_problems(i, r)
+    report = verify_replay(before)
+    assert report.ok, report.mismatches[:3]
+    assert 200 <= len(report.checks)
