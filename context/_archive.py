@@ -134,7 +134,7 @@ def slice_text(text: str, offset: int, limit: int) -> tuple[str, int | None]:
     """
     total = len(text)
     if type(offset) is not int or not 0 <= offset <= total:
-        raise InvalidArgumentError(f"offset {offset!r} is outside the text (0..{total})")
+        raise InvalidArgumentError(f"offset {shown(offset)} is outside the text (0..{total})")
     if type(limit) is not int or limit < 1:
         raise InvalidArgumentError(f"limit must be an int >= 1, got {shown(limit)}")
     end = offset + limit

@@ -7,6 +7,7 @@ import re
 from typing import NamedTuple
 
 from ._errors import CorruptBlobError, InvalidArgumentError, InvalidBlobRefError
+from ._shown import shown
 
 __all__ = [
     "BLOB_REF_PATTERN",
@@ -29,7 +30,7 @@ def blob_ref(data: bytes) -> str:
 def parse_blob_ref(ref: object) -> str:
     """Return the hex digest of ``ref``; raise :class:`InvalidBlobRefError` if malformed."""
     if type(ref) is not str or _REF.fullmatch(ref) is None:
-        raise InvalidBlobRefError(f"not a blob reference (sha256:<64 hex digits>): {ref!r}")
+        raise InvalidBlobRefError(f"not a blob reference (sha256:<64 hex digits>): {shown(ref)}")
     return ref[7:]
 
 

@@ -42,6 +42,7 @@ from ._errors import (
     StorageIOError,
 )
 from ._fsutil import fsync_dir, open_regular, write_all
+from ._shown import shown
 
 __all__ = [
     "BLOB_REF_PATTERN",
@@ -215,8 +216,10 @@ class FileBlobStore(FileBlobCollection, BlobStore):
     """
 
     def __init__(self, root: Path, codec: Codec | None = None, *, durability: str = "full") -> None:
-        if durability not in ("normal", "full"):
-            raise InvalidArgumentError(f"durability must be 'normal' or 'full', got {durability!r}")
+        if type(durability) is not str or durability not in ("normal", "full"):
+            raise InvalidArgumentError(
+                f"durability must be 'normal' or 'full', got {shown(durability)}"
+            )
         self._root = Path(root)
         self._codec = codec
         self._full = durability == "full"

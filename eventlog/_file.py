@@ -59,6 +59,7 @@ from ._ids import SESSION_ID_PATTERN, validate_session_id
 from ._lease import Lease, LeaseInfo
 from ._logger import get_logger
 from ._paths import check_path, project_dir
+from ._shown import shown
 
 __all__ = ["FileCheckpointer", "file_checkpointer"]
 
@@ -119,9 +120,9 @@ class FileCheckpointer(Checkpointer):
         super().__init__()
         given: object = durability
         if type(given) is not str or given not in ("normal", "full"):
-            raise InvalidArgumentError(f"durability must be 'normal' or 'full', got {given!r}")
+            raise InvalidArgumentError(f"durability must be 'normal' or 'full', got {shown(given)}")
         if codec is not None and not isinstance(codec, Codec):
-            raise InvalidArgumentError(f"codec must have encode() and decode(), got {codec!r}")
+            raise InvalidArgumentError(f"codec must have encode() and decode(), got {shown(codec)}")
         try:
             root.mkdir(parents=True, exist_ok=True)
         except FileExistsError as e:  # a file (or a link to one) where the folder goes

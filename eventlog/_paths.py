@@ -13,24 +13,31 @@ __all__ = ["check_path", "lite_agent_home", "project_dir", "project_hash"]
 
 
 def check_path(name: str, value: object) -> str:
-    """Return ``value`` as a str path; raise :class:`InvalidArgumentError` unless it is a str
-    or ``os.PathLike`` of str without NUL characters."""
+    """Return ``value`` as a str path; raise :class:`InvalidArgumentError` unless it is a
+    non-empty str or ``os.PathLike`` of str without NUL characters (``""`` would silently mean
+    the current folder)."""
     if isinstance(value, (str, os.PathLike)):
         path = os.fspath(value)
-        if isinstance(path, str) and "\0" not in path:
+        if isinstance(path, str) and "\0" not in path and path:
             return path
-    raise InvalidArgumentError(f"{name} must be a path (str or os.PathLike), got {shown(value)}")
+    raise InvalidArgumentError(
+        f"{name} must be a non-empty path (str or os.PathLike), got {shown(value)}"
+    )
 
 
 def lite_agent_home(home: str | os.PathLike[str] | None = None) -> Path:
     """Return the home folder: ``home`` if given, else ``$LITE_AGENT_HOME``, else
     ``~/.lite-agent``."""
-    if home is not None:
-        return Path(check_path("home", home)).expanduser()
-    env = os.environ.get("LITE_AGENT_HOME")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".lite-agent"
+    try:
+        if home is not None:
+            return Path(check_path("home", home)).expanduser()
+        env = os.environ.get("LITE_AGENT_HOME")
+        if env:
+            return Path(env).expanduser()
+        return Path.home() / ".lite-agent"
+    except (RuntimeError, KeyError) as e:  # "~nobody/x", or no home folder to be found
+        where = "home" if home is not None else "$LITE_AGENT_HOME" if env else "the home folder"
+        raise InvalidArgumentError(f"{where}: cannot find the user's home folder ({e})") from e
 
 
 def project_hash(workdir: str | os.PathLike[str] = ".") -> str:

@@ -103,7 +103,7 @@ def _check_file(file: object) -> str:
     try:
         file.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise InvalidArgumentError(f"file is not encodable as UTF-8: {file!r}") from e
+        raise InvalidArgumentError(f"file is not encodable as UTF-8: {shown(file)}") from e
     return file
 
 

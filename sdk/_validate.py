@@ -97,7 +97,7 @@ def check_count(value: object, name: str, minimum: int = 1) -> int:
 def check_seq(value: object) -> int:
     """A log position: an int >= 1 (and below 2**63)."""
     if type(value) is not int or not 1 <= value <= _MAX_SEQ:
-        raise InvalidArgumentError(f"seq must be an int >= 1, got {shown(value)}")
+        raise InvalidArgumentError(f"seq must be an int from 1 to 2**63-1, got {shown(value)}")
     return value
 
 
@@ -161,9 +161,10 @@ def check_workdir(value: object) -> Path:
         root = Path(checked).expanduser().resolve()
         is_dir = root.is_dir()
     except (OSError, RuntimeError, ValueError) as e:
-        raise InvalidArgumentError(f"workdir {str(checked)!r} cannot be used: {e}") from e
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)[:200]
+        raise InvalidArgumentError(f"workdir {shown(str(checked))} cannot be used: {reason}") from e
     if not is_dir:
-        raise InvalidArgumentError(f"workdir {str(root)!r} is not a folder")
+        raise InvalidArgumentError(f"workdir {shown(str(root))} is not a folder")
     return root
 
 

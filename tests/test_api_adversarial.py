@@ -940,3 +940,96 @@ def test_a_message_with_a_field_of_the_wrong_type_is_refused_naming_it(
     """A Message with a field of the wrong type is refused naming the message and field."""
     with pytest.raises(InvalidMessageError, match=named):
         messages_to_dicts([message])
+
+
+# -- checkpointer factories: empty paths, unknown users, hostile option values ----------------------
+
+
+@pytest.mark.parametrize("name", ["root", "home", "workdir"])
+def test_an_empty_path_is_refused_not_taken_for_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """file_checkpointer with root, home or workdir "" is refused naming it (it silently used
+    the current folder), and nothing is created in the current folder."""
+    monkeypatch.chdir(tmp_path)
+    kwargs: dict[str, Any] = {"root": str(tmp_path / "store"), name: ""}
+    with pytest.raises(InvalidArgumentError, match=f"^{name} must be a non-empty path"):
+        file_checkpointer(**kwargs)
+    assert [] == [p.name for p in tmp_path.iterdir() if p.name != "store"]
+
+
+def test_a_home_of_an_unknown_user_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A home of "~nosuchuser/x" (given, or in $LITE_AGENT_HOME) is an InvalidArgumentError
+    naming where it came from (it was Python's RuntimeError)."""
+    user = "~liteagent-no-such-user-1f3a"
+    with pytest.raises(InvalidArgumentError, match="^home: cannot find"):
+        file_checkpointer(home=f"{user}/x")
+    monkeypatch.setenv("LITE_AGENT_HOME", f"{user}/x")
+    with pytest.raises(InvalidArgumentError, match=r"^\$LITE_AGENT_HOME: cannot find"):
+        file_checkpointer()
+
+
+class _BadRepr:
+    """A value whose repr raises."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+@pytest.mark.parametrize(
+    ("backend", "option"),
+    [("file", "durability"), ("file", "codec"), ("sqlite", "synchronous"), ("sqlite", "codec")],
+)
+@pytest.mark.parametrize(
+    "value",
+    [10**5000, _BadRepr(), "x" * 100_000, ["full"]],
+    ids=["huge", "bad-repr", "long", "list"],
+)
+def test_a_hostile_storage_option_is_refused_with_a_short_message(
+    tmp_path: Path, backend: str, option: str, value: object
+) -> None:
+    """durability=, synchronous= or codec= set to a huge int, a value whose repr raises, a
+    100 kB string or an unhashable value is refused with an InvalidArgumentError of a few
+    hundred characters naming the option (formatting the message raised ValueError or
+    RuntimeError, or quoted the value whole)."""
+    make = (
+        partial(file_checkpointer, root=str(tmp_path / "f"))
+        if backend == "file"
+        else partial(sqlite_checkpointer, str(tmp_path / "s.db"))
+    )
+    with pytest.raises(InvalidArgumentError, match=option) as caught:
+        make(**{option: value})
+    assert len(str(caught.value)) < 400
+
+
+def test_a_subclass_of_a_builtin_is_named_in_the_refusal(tmp_path: Path) -> None:
+    """A seq given as an int subclass is refused saying its type (the message said "got 2",
+    which looks valid), and an out-of-range seq is told the bounds."""
+
+    class Seq(int):
+        """An int subclass."""
+
+    agent = create_lite_agent(
+        model=scripted([]),
+        model_name="m",
+        checkpointer=memory_checkpointer(),
+        workdir=str(tmp_path),
+    )
+    try:
+        with pytest.raises(InvalidArgumentError, match=r"got 2 \(a Seq\)"):
+            agent.restore("s1", Seq(2))
+        with pytest.raises(InvalidArgumentError, match=r"from 1 to 2\*\*63-1, got 9223"):
+            agent.restore("s1", 2**63)
+    finally:
+        agent.close()
+
+
+def test_a_huge_workdir_is_refused_with_a_short_message(tmp_path: Path) -> None:
+    """A workdir of 200 kB (no such folder) is refused with a message of a few hundred
+    characters (it quoted the path whole)."""
+    huge = str(tmp_path / ("d" * 200) / ("x/" * 100_000))
+    with pytest.raises(InvalidArgumentError) as caught:
+        create_lite_agent(
+            model=scripted([]), model_name="m", checkpointer=memory_checkpointer(), workdir=huge
+        )
+    assert len(str(caught.value)) < 600

@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from liteagent.eventlog import InvalidArgumentError
+from liteagent.eventlog._shown import shown
 
 __all__ = [
     "PROVIDER_CREDENTIALS",
@@ -242,8 +243,8 @@ def _check_text(value: object, what: str, *, name_like: bool, empty_ok: bool = F
     if not value and not empty_ok:
         raise InvalidArgumentError(f"{what} is empty")
     if "\x00" in value or (name_like and "=" in value):
-        raise InvalidArgumentError(f"{what} ({value!r}) contains NUL or '='")
+        raise InvalidArgumentError(f"{what} ({shown(value)}) contains NUL or '='")
     try:
         os.fsencode(value)
     except UnicodeEncodeError as e:
-        raise InvalidArgumentError(f"{what} ({value!r}) cannot be encoded: {e.reason}") from e
+        raise InvalidArgumentError(f"{what} ({shown(value)}) cannot be encoded: {e.reason}") from e

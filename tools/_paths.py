@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 from liteagent.eventlog import InvalidArgumentError
+from liteagent.eventlog._shown import shown
 
 from ._errors import InvalidPathError, PathOutsideWorkspaceError
 
@@ -32,7 +33,7 @@ def workspace_root(workdir: str | os.PathLike[str]) -> Path:
     given = _text(workdir, "workdir")
     problem = _unusable(given)
     if problem is not None:
-        raise InvalidArgumentError(f"workdir {given!r} {problem}")
+        raise InvalidArgumentError(f"workdir {shown(given)} {problem}")
     return Path(os.path.realpath(given))
 
 
@@ -52,7 +53,7 @@ def resolve_in_workspace(workdir: str | os.PathLike[str], path: str | os.PathLik
     given = _text(path, "path")
     problem = _unusable(given)
     if problem is not None:
-        raise InvalidPathError(given, f"path {given!r} {problem}")
+        raise InvalidPathError(given, f"path {shown(given)} {problem}")
     root = workspace_root(workdir)
     joined = os.path.join(root, given)  # an absolute `given` replaces `root`, as intended
     resolved = os.path.realpath(joined)

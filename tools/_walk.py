@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from liteagent.eventlog import InvalidArgumentError
+from liteagent.eventlog._shown import shown
 
 from ._paths import is_inside
 
@@ -95,16 +96,16 @@ def compile_glob(pattern: str) -> GlobPattern:
     ``ValueError``) naming what is wrong."""
     if pattern.startswith("/"):
         raise InvalidArgumentError(
-            f"pattern {pattern!r} is absolute; give it relative to the workspace"
+            f"pattern {shown(pattern)} is absolute; give it relative to the workspace"
         )
     if "\x00" in pattern:
-        raise InvalidArgumentError(f"pattern {pattern!r} contains a NUL byte")
+        raise InvalidArgumentError(f"pattern {shown(pattern)} contains a NUL byte")
     parts = [p for p in pattern.split("/") if p not in ("", ".")]
     if not parts:
-        raise InvalidArgumentError(f"pattern {pattern!r} is empty")
+        raise InvalidArgumentError(f"pattern {shown(pattern)} is empty")
     if ".." in parts:
         raise InvalidArgumentError(
-            f"pattern {pattern!r} contains '..'; patterns stay inside the workspace"
+            f"pattern {shown(pattern)} contains '..'; patterns stay inside the workspace"
         )
     prefix: list[str] = []
     for part in parts:
@@ -140,7 +141,7 @@ def _component(part: str, pattern: str) -> re.Pattern[str]:
     try:
         return re.compile(regex + r"\Z", re.DOTALL)
     except re.error as e:  # not expected: every set is built from escaped characters
-        raise InvalidArgumentError(f"pattern {pattern!r}: {e}") from e
+        raise InvalidArgumentError(f"pattern {shown(pattern)}: {e}") from e
 
 
 def _translate(chunk: str, pattern: str) -> str:
