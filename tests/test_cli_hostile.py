@@ -31,6 +31,8 @@ def _one_session(cli: Cli, *extra: str) -> None:
 
 
 def test_doctor_reports_a_truncated_sqlite_store_as_a_finding(cli: Cli) -> None:
+    """doctor on a truncated SQLite store exits 1 with one "corrupt" finding that does not advise
+    running doctor; doctor --repair exits 1 saying "not repaired", with nothing on stderr."""
     _one_session(cli, "--backend", "sqlite")
     db = _project(cli) / "sessions.db"
     os.truncate(db, db.stat().st_size // 2)
@@ -49,6 +51,8 @@ def test_doctor_reports_a_truncated_sqlite_store_as_a_finding(cli: Cli) -> None:
 
 
 def test_doctor_reports_a_file_where_the_sessions_folder_should_be(cli: Cli) -> None:
+    """A file where the sessions folder should be: doctor exits 1 with a "cannot be opened"
+    finding, and no "Errno" in its output."""
     _one_session(cli)
     sessions = _project(cli) / "sessions"
     for path in sorted(sessions.rglob("*"), reverse=True):
@@ -62,6 +66,8 @@ def test_doctor_reports_a_file_where_the_sessions_folder_should_be(cli: Cli) -> 
 
 
 def test_damaged_store_advice_is_given_once(cli: Cli) -> None:
+    """sessions on a truncated SQLite store is one "damaged" JSON error that names
+    `lite-agent doctor` exactly once."""
     _one_session(cli, "--backend", "sqlite")
     db = _project(cli) / "sessions.db"
     os.truncate(db, db.stat().st_size // 2)
@@ -70,6 +76,7 @@ def test_damaged_store_advice_is_given_once(cli: Cli) -> None:
 
 
 def test_doctor_on_no_store_creates_nothing(cli: Cli) -> None:
+    """doctor with no store exits 0, reports that none exists, and creates no home folder."""
     result = cli("doctor", "--json")
     assert 0 == result.code, result
     assert result.json()["exists"] is False
@@ -90,6 +97,8 @@ def test_doctor_on_no_store_creates_nothing(cli: Cli) -> None:
     ],
 )
 def test_read_only_commands_create_no_store(cli: Cli, argv: list[str]) -> None:
+    """Read-only commands on a --db in a missing folder, on a dangling symlink, or on no store
+    exit 0 or 2 ("no session s1") and create no folder, symlink target or home."""
     db = cli.root / "typo" / "dir" / "x.db"
     dangling = cli.root / "link.db"
     dangling.symlink_to(cli.root / "target.db")
@@ -106,6 +115,7 @@ def test_read_only_commands_create_no_store(cli: Cli, argv: list[str]) -> None:
 
 
 def test_sessions_on_no_store_lists_none(cli: Cli) -> None:
+    """sessions with no store lists an empty JSON array, and says "no sessions" as text."""
     assert [] == cli.ok("sessions", "--json").json()
     assert "no sessions" in cli.ok("sessions").out
 
@@ -122,11 +132,15 @@ def test_sessions_on_no_store_lists_none(cli: Cli) -> None:
     ],
 )
 def test_an_empty_path_is_a_usage_error(cli: Cli, argv: list[str]) -> None:
+    """An empty --home, --db, --workdir, import file, fork --into or demo --dir is a JSON usage
+    error (exit 2), and nothing is created in the current folder."""
     assert_one_json_error(cli.server.run(*argv, "--json", cwd=cli.root), 2, "usage")
     assert [] == sorted(p.name for p in cli.root.iterdir() if p.name != "work")
 
 
 def test_a_file_as_home_or_db_is_a_usage_error(cli: Cli) -> None:
+    """A file as --home, or a non-database file or a folder as --db, is a JSON usage error whose
+    message has no "Errno" and no advice to run doctor."""
     file = cli.root / "file.txt"
     file.write_text("notadb\n")
     base = ["--workdir", str(cli.work)]
@@ -141,12 +155,14 @@ def test_a_file_as_home_or_db_is_a_usage_error(cli: Cli) -> None:
 
 
 def test_option_abbreviations_are_refused(cli: Cli) -> None:
+    """An abbreviated option (--js for --json) exits 2 as an unrecognized argument."""
     result = cli("sessions", "--js")
     assert 2 == result.code, result
     assert "unrecognized arguments: --js" in result.err
 
 
 def test_undo_of_a_branch_that_is_not_there_is_a_usage_error(cli: Cli) -> None:
+    """restore --undo of a branch that does not exist is a JSON usage error naming the branch."""
     _one_session(cli)
     error = assert_one_json_error(
         cli("restore", "--undo", "s1", "--branch", "nosuch", "--json"), 2, "usage"
@@ -158,6 +174,8 @@ def test_undo_of_a_branch_that_is_not_there_is_a_usage_error(cli: Cli) -> None:
 
 
 def test_sessions_lists_a_damaged_session_as_damaged(cli: Cli) -> None:
+    """A session log of random bytes is listed beside the sound one, with no event count and
+    marked damaged, in JSON and in text."""
     _one_session(cli)
     (_project(cli) / "sessions" / "junk.log").write_bytes(os.urandom(100))
     listed = {s["id"]: s for s in cli.ok("sessions", "--json").json()}
@@ -170,6 +188,8 @@ def test_sessions_lists_a_damaged_session_as_damaged(cli: Cli) -> None:
 
 
 def test_a_salvaged_empty_session_is_listed_nowhere(cli: Cli) -> None:
+    """After doctor --repair salvages a session of random bytes, sessions lists it exactly when
+    checkpoints can open it."""
     _one_session(cli)
     (_project(cli) / "sessions" / "junk.log").write_bytes(os.urandom(100))
     cli("doctor", "--repair")  # salvages junk: it keeps no events
@@ -195,6 +215,8 @@ def _closed_stdin(cli: Cli, *argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_import_from_a_closed_stdin(cli: Cli) -> None:
+    """import - with stdin closed exits 1 with a JSON error saying there are no messages, not an
+    internal error."""
     done = _closed_stdin(cli, "import", "-", "--json")
     assert 1 == done.returncode, done
     assert "internal error" not in done.stdout
@@ -202,6 +224,7 @@ def test_import_from_a_closed_stdin(cli: Cli) -> None:
 
 
 def test_interactive_with_a_closed_stdin_ends(cli: Cli) -> None:
+    """The interactive mode with stdin closed exits 0 without an internal error."""
     done = _closed_stdin(cli, "--provider", cli.script({"text": "ok"}))
     assert 0 == done.returncode, done
     assert "internal error" not in done.stdout + done.stderr
@@ -211,6 +234,8 @@ def test_interactive_with_a_closed_stdin_ends(cli: Cli) -> None:
 
 
 def test_a_refused_restore_prints_nothing_on_stdout(cli: Cli) -> None:
+    """A restore refused over a user's edit exits 1, prints nothing on stdout, and says "refused"
+    on stderr."""
     cli.ok(
         "run",
         "one",
@@ -230,6 +255,7 @@ def test_a_refused_restore_prints_nothing_on_stdout(cli: Cli) -> None:
 
 
 def test_run_into_a_closed_pipe_ends_quietly(cli: Cli) -> None:
+    """A streamed run whose reader closes stdout after one byte exits 0 with nothing on stderr."""
     provider = cli.script({"text": "word " * 20000})
     argv = ["--workdir", str(cli.work), "--home", str(cli.home), "--provider", provider]
     proc = subprocess.Popen(
@@ -252,6 +278,8 @@ def test_run_into_a_closed_pipe_ends_quietly(cli: Cli) -> None:
 
 
 def test_paths_with_escape_codes_are_shown_printable(cli: Cli) -> None:
+    """A file path with escape codes chosen by the model is shown with ^[ by replay; checkpoints,
+    restore (dry run and real), replay and branches exit 0 and write no raw escape."""
     path = f"{_ESC}[31mRED{_ESC}[0m.py"
     cli.ok(
         "run",
@@ -274,6 +302,8 @@ def test_paths_with_escape_codes_are_shown_printable(cli: Cli) -> None:
 
 
 def test_arguments_with_escape_codes_are_echoed_printable(cli: Cli) -> None:
+    """A session id or LITE_AGENT_LOG_LEVEL holding an escape code is refused (exit 2) without a
+    raw escape on stderr."""
     result = cli("checkpoints", f"{_ESC}[2J")
     assert 2 == result.code, result
     assert _ESC not in result.err
@@ -286,6 +316,8 @@ def test_arguments_with_escape_codes_are_echoed_printable(cli: Cli) -> None:
 
 
 def test_a_failed_run_names_the_new_session(cli: Cli) -> None:
+    """A run without --session that fails on the model names the session it created (JSON
+    session_id and message, "(session " in text); with --session given, no session_id."""
     provider = cli.script({"error": "overloaded"})
     error = assert_one_json_error(cli("run", "go", "--json", provider=provider), 1, "model")
     sid = error["session_id"]
@@ -304,6 +336,8 @@ def test_a_failed_run_names_the_new_session(cli: Cli) -> None:
 
 
 def test_import_refuses_a_branch_id(cli: Cli) -> None:
+    """import into a reserved branch id (branch..mine) is a JSON usage error naming the branch,
+    and no session is created."""
     (cli.root / "t.jsonl").write_text('{"role":"user","content":"hi"}\n')
     error = assert_one_json_error(
         cli("import", str(cli.root / "t.jsonl"), "--session", "branch..mine", "--json"),
@@ -315,6 +349,8 @@ def test_import_refuses_a_branch_id(cli: Cli) -> None:
 
 
 def test_commands_refuse_a_branch_id_in_cli_words(cli: Cli) -> None:
+    """checkpoints and run refuse a branch id as a JSON usage error; the text message is in CLI
+    words (no list_branches(), no exception class name or traceback)."""
     _one_session(cli)
     for argv in (["checkpoints", "branch..x"], ["run", "hi", "--session", "branch..x"]):
         assert_one_json_error(cli(*argv, "--json"), 2, "usage")
@@ -327,6 +363,8 @@ def test_commands_refuse_a_branch_id_in_cli_words(cli: Cli) -> None:
 
 
 def test_a_non_finite_mtime_is_unknown(cli: Cli) -> None:
+    """A session whose stored mtime is infinite is listed with mtime null in JSON and "unknown"
+    in text."""
     _one_session(cli, "--backend", "sqlite")
     with sqlite3.connect(_project(cli) / "sessions.db") as db:
         db.execute("UPDATE sessions SET mtime = 1e308 * 10")
@@ -341,6 +379,8 @@ def test_a_non_finite_mtime_is_unknown(cli: Cli) -> None:
 
 
 def test_storage_errors_are_in_plain_words(cli: Cli) -> None:
+    """sessions over a file where the sessions folder should be is a JSON "io" error (exit 1)
+    whose message has no "Errno"."""
     _one_session(cli)
     sessions = _project(cli) / "sessions"
     for path in sorted(sessions.rglob("*"), reverse=True):
@@ -352,6 +392,8 @@ def test_storage_errors_are_in_plain_words(cli: Cli) -> None:
 
 
 def test_failure_messages_use_cli_words() -> None:
+    """cli_words turns an SDK message into CLI words: no exception class name, and
+    --conversation-only and lite-agent branches where the SDK's calls were."""
     from liteagent.sdk._cli_errors import cli_words
 
     said = cli_words(

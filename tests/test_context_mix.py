@@ -468,6 +468,8 @@ def mix(tmp: Path, seed: int, backend: str, ops: int, max_size: int) -> Mix:
 @pytest.mark.parametrize("backend", ["memory", "file", "sqlite"])
 @pytest.mark.parametrize("seed", range(4))
 def test_context_mix(tmp_path: Path, seed: int, backend: str) -> None:
+    """Four seeded mixes of 24 operations per backend keep the invariants in the module
+    docstring."""
     mix(tmp_path, seed * 7919 + len(backend), backend, ops=24, max_size=1_200_000)
 
 
@@ -475,6 +477,7 @@ def test_context_mix(tmp_path: Path, seed: int, backend: str) -> None:
 @pytest.mark.parametrize("backend", ["memory", "file", "sqlite"])
 @pytest.mark.parametrize("seed", range(40))
 def test_context_mix_soak(tmp_path: Path, seed: int, backend: str) -> None:
+    """The soak run: forty seeded mixes of 40 operations per backend keep the same invariants."""
     mix(tmp_path, 10_000 + seed * 7919 + len(backend), backend, ops=40, max_size=3_000_000)
 
 

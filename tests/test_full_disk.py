@@ -223,6 +223,8 @@ def _run(tmp_path: Path, backend: str, seed: int) -> dict[str, int]:
 @pytest.mark.parametrize("backend", ["file", "sqlite"])
 @pytest.mark.parametrize("seed", range(10))
 def test_a_full_disk_mid_session(tmp_path: Path, backend: str, seed: int) -> None:
+    """Ten seeded runs per backend keep the module's guarantees; in each, a send succeeded and an
+    operation raised StorageIOError as the disk filled."""
     outcomes = _run(tmp_path, backend, seed)
     assert any(k.startswith("send: ok") for k in outcomes), outcomes  # the run did work
     assert any("StorageIOError" in k for k in outcomes), outcomes  # and the disk did fill
@@ -232,6 +234,7 @@ def test_a_full_disk_mid_session(tmp_path: Path, backend: str, seed: int) -> Non
 @pytest.mark.parametrize("backend", ["file", "sqlite"])
 @pytest.mark.parametrize("seed", range(10, 250))
 def test_a_full_disk_mid_session_soak(tmp_path: Path, backend: str, seed: int) -> None:
+    """The soak run: 240 more seeds per backend keep the module's guarantees."""
     _run(tmp_path, backend, seed)
 
 
@@ -297,5 +300,7 @@ def test_many_sessions_fill_the_disk_together(tmp_path: Path, backend: str) -> N
 @pytest.mark.soak
 @pytest.mark.parametrize("backend", ["file", "sqlite"])
 def test_a_thousand_sessions_fill_the_disk_together(tmp_path: Path, backend: str) -> None:
+    """The soak run of the many-sessions test with 1,000 sessions: on a full disk sends fail only
+    with StorageIOError, no acknowledged prompt is lost, and with room each takes a turn."""
     with small_tmpfs(tmp_path / "disk", 4096 if backend == "file" else 8192) as disk:
         asyncio.run(_many(disk, backend, 1000))

@@ -913,6 +913,8 @@ def test_a_surrogate_pair_in_a_message_extra_is_refused() -> None:
     ],
 )
 def test_a_bad_extra_json_is_refused(extra_json: Any, match: str) -> None:
+    """An extra_json that is not canonical, would be storable as extra, is not a JSON object or
+    not a str, or repeats modelled keys is InvalidMessageError; so is one set beside extra."""
     with pytest.raises(InvalidMessageError, match=match):
         messages_to_dicts([Message("user", (), extra_json=extra_json)])
     with pytest.raises(InvalidMessageError, match="cannot both be set"):

@@ -66,6 +66,8 @@ def _run(tmp_path: Path, setup: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_unconfigured_warnings_reach_stderr_and_debug_events_nothing(tmp_path: Path) -> None:
+    """Unconfigured, the tool.failed warning reaches stderr with its exception and session id; the
+    session.passivated debug event does not."""
     err = _run(tmp_path, "").stderr
     assert "tool.failed" in err
     assert "RuntimeError('boom')" in err
@@ -74,6 +76,8 @@ def test_unconfigured_warnings_reach_stderr_and_debug_events_nothing(tmp_path: P
 
 
 def test_stdlib_logging_of_the_application_receives_every_level(tmp_path: Path) -> None:
+    """The application's stdlib logging at DEBUG receives tool.failed (liteagent.session) and
+    session.passivated (liteagent.actors) with their fields."""
     setup = (
         "import logging\nlogging.basicConfig(level=logging.DEBUG, format='%(name)s %(message)s')"
     )
@@ -84,6 +88,8 @@ def test_stdlib_logging_of_the_application_receives_every_level(tmp_path: Path) 
 
 
 def test_configured_structlog_gets_the_events_with_their_fields(tmp_path: Path) -> None:
+    """configure_logging(json=True, level=DEBUG) writes one tool.failed warning of
+    liteagent.session with its tool and session id, and the session.passivated event."""
     err = _run(tmp_path, "configure_logging(json=True, level='DEBUG')").stderr
     events = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     failed = [e for e in events if e["event"] == "tool.failed"]
