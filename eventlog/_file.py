@@ -419,18 +419,23 @@ class FileCheckpointer(Checkpointer):
                 continue
             try:
                 st = entry.stat()
-            except FileNotFoundError:
-                continue
             except OSError as e:
-                # One entry that cannot be looked up (a symlink loop, ...) does not hide the
-                # store's other sessions; check_integrity() reports it.
+                # gone since the scan: not listed. A link to nothing, a symlink loop, ...: the
+                # session is listed (damaged: reading it raises, check_integrity() reports it)
+                # and does not hide the store's other sessions.
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
                 _log.warning(
                     "eventlog.unreadable_log_entry", name=entry.name, error=str(e.strerror or e)
                 )
+                out.append(SessionInfo(entry.name[:-4], st.st_mtime))
                 continue
             # empty: its first write never happened; shorter than a header: damage that reads
-            # report (so a garbage collection cannot take it for a session without blobs)
-            if st.st_size > 0:
+            # report (so a garbage collection cannot take it for a session without blobs); not
+            # a file (a folder, a FIFO): damage, listed as such
+            if st.st_size > 0 or not stat.S_ISREG(st.st_mode):
                 out.append(SessionInfo(entry.name[:-4], st.st_mtime))
         return out
 

@@ -942,7 +942,7 @@ def test_a_message_with_a_field_of_the_wrong_type_is_refused_naming_it(
         messages_to_dicts([message])
 
 
-# -- checkpointer factories: empty paths, unknown users, hostile option values ----------------------
+# -- checkpointer factories: empty paths, unknown users, hostile option values ---------------------
 
 
 @pytest.mark.parametrize("name", ["root", "home", "workdir"])
@@ -953,7 +953,7 @@ def test_an_empty_path_is_refused_not_taken_for_the_current_folder(
     the current folder), and nothing is created in the current folder."""
     monkeypatch.chdir(tmp_path)
     kwargs: dict[str, Any] = {"root": str(tmp_path / "store"), name: ""}
-    with pytest.raises(InvalidArgumentError, match=f"^{name} must be a non-empty path"):
+    with pytest.raises(InvalidArgumentError, match=rf"^{name} must be a non-empty path"):
         file_checkpointer(**kwargs)
     assert [] == [p.name for p in tmp_path.iterdir() if p.name != "store"]
 
@@ -962,7 +962,7 @@ def test_a_home_of_an_unknown_user_is_refused(monkeypatch: pytest.MonkeyPatch) -
     """A home of "~nosuchuser/x" (given, or in $LITE_AGENT_HOME) is an InvalidArgumentError
     naming where it came from (it was Python's RuntimeError)."""
     user = "~liteagent-no-such-user-1f3a"
-    with pytest.raises(InvalidArgumentError, match="^home: cannot find"):
+    with pytest.raises(InvalidArgumentError, match=r"^home: cannot find"):
         file_checkpointer(home=f"{user}/x")
     monkeypatch.setenv("LITE_AGENT_HOME", f"{user}/x")
     with pytest.raises(InvalidArgumentError, match=r"^\$LITE_AGENT_HOME: cannot find"):

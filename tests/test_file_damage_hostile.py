@@ -229,12 +229,12 @@ def test_gc_skips_tmp_leftover_that_is_a_folder(tmp_path: Path) -> None:
 
 
 def test_symlink_loop_log_does_not_hide_other_sessions(tmp_path: Path) -> None:
-    """One '<id>.log' that is a symlink loop is left out of list() and reported by
-    check_integrity(); the healthy sessions are still listed and checked."""
+    """One '<id>.log' that is a symlink loop is listed (a damaged session, not a hidden one)
+    and reported by check_integrity(); the healthy sessions are still listed and checked."""
     root = _store(tmp_path)
     os.symlink("bad.log", root / "bad.log")
     with file_checkpointer(root) as cp:
-        assert sorted(s.id for s in cp.list()) == ["s1", "s2"]
+        assert sorted(s.id for s in cp.list()) == ["bad", "s1", "s2"]
         report = cp.check_integrity()
         assert not report.ok
         assert [p.session_id for p in report.problems] == ["bad"]
@@ -294,3 +294,32 @@ def test_damage_file_log_goes_on_damaging_a_log_it_already_broke(tmp_path: Path,
             assert not report.ok  # what a read refuses, the check reports
         else:
             assert head <= 3
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dangling link", "folder", "link to a log"])
+def test_a_log_that_is_not_a_file_is_listed_as_a_damaged_session(tmp_path: Path, kind: str) -> None:
+    """A session whose log became a FIFO, a link to nothing, a folder or a link to a real log
+    is listed (it was left out of list(), so `lite-agent sessions` hid it), reading or
+    appending to it raises StorageIOError, check_integrity() reports it, and the other
+    sessions are untouched."""
+    root = _store(tmp_path)
+    log = root / "s1.log"
+    before = (root / "s2.log").read_bytes()
+    moved = tmp_path / "elsewhere.log"
+    os.rename(log, moved)
+    if kind == "fifo":
+        os.mkfifo(log)
+    elif kind == "dangling link":
+        os.symlink(tmp_path / "nowhere.log", log)
+    elif kind == "folder":
+        log.mkdir()
+    else:
+        os.symlink(moved, log)
+    with file_checkpointer(root) as cp:
+        assert ["s1", "s2"] == sorted(s.id for s in cp.list())
+        with pytest.raises(StorageIOError):
+            list(cp.read("s1"))
+        with pytest.raises(StorageIOError):
+            cp.append("s1", prompts("x"))
+        assert ["s1"] == [p.session_id for p in cp.check_integrity().problems]
+    assert before == (root / "s2.log").read_bytes()
