@@ -109,7 +109,8 @@ def compact_args(
     """The checked instructions, session and cancel token of a ``compact``."""
     core.check_open()
     checked = check_text(instructions, "instructions", optional=True)
-    text = None if checked is None else exact_str(checked)
+    # blank instructions say nothing: the compaction runs as without them
+    text = None if checked is None or not checked.strip() else exact_str(checked)
     sid = core.session_for(check_session_id(session_id), "compact")
     return text, sid, check_cancel(cancel)
 
@@ -342,8 +343,9 @@ class LiteAgent:
 
         The session must be idle (it is held for maintenance meanwhile). The result is recorded
         as a compaction event that later requests use; the original events stay in the log.
-        ``instructions`` steer a summarizing compactor. Cancelling leaves the session exactly as
-        it was. Subscribers see ``compaction`` live events (:class:`CompactionProgress`).
+        ``instructions`` steer a summarizing compactor (blank ones count as none). Cancelling
+        leaves the session exactly as it was. Subscribers see ``compaction`` live events
+        (:class:`CompactionProgress`).
         """
         text, sid, token = compact_args(self._core, instructions, session_id, cancel)
         return self._core.compact(sid, text, token)

@@ -241,7 +241,7 @@ def compaction_outcome(
             for block in message.content
             if isinstance(block, TextBlock)
         )
-    if not instructions or summarized:
+    if not instructions or not instructions.strip() or summarized:
         return CompactionOutcome(summarized, None)
     why = f"the instructions were not used: {no_model}"
     if summary is not None and summary.failures:
@@ -304,7 +304,9 @@ def cmd_compact(env: CliEnv, args: argparse.Namespace) -> int:
                 "session_id": sid,
                 **to_json(stats),
                 "summarized": outcome.summarized,
-                "instructions_used": (None if not args.instructions else outcome.note is None),
+                "instructions_used": (
+                    None if not (args.instructions or "").strip() else outcome.note is None
+                ),
                 "note": outcome.note,
             }
         )

@@ -342,3 +342,13 @@ def test_a_bad_log_level_is_a_usage_error(cli: Cli) -> None:
     result = cli("sessions", env=clean_env(LITE_AGENT_LOG_LEVEL="loud"))
     assert 2 == result.code
     assert "lite-agent: LITE_AGENT_LOG_LEVEL=LOUD: not a log level\n" == result.err
+
+
+def test_blank_instructions_count_as_none(cli: Cli) -> None:
+    """`compact ID " "` without a model compacts as without instructions: no note that they
+    were not used (it said so, although there were none to use)."""
+    two_prompts(cli)
+    result = cli.ok("compact", "s1", "  \t")
+    assert "note:" not in result.out
+    outcome = cli.ok("compact", "s1", " ", "--json").json()
+    assert (None, None) == (outcome["note"], outcome["instructions_used"])
