@@ -115,9 +115,9 @@ def _async_agent(workdir: Path, model: ToolThenReply, calls: int, **kw: Any) -> 
     )
 
 
-def _until(condition: Callable[[], bool]) -> bool:
-    """Poll ``condition`` until it holds (True) or WAIT passes (False)."""
-    deadline = time.monotonic() + WAIT
+def _until(condition: Callable[[], bool], wait: float = WAIT) -> bool:
+    """Poll ``condition`` until it holds (True) or ``wait`` seconds pass (False)."""
+    deadline = time.monotonic() + wait
     while not condition():
         if time.monotonic() > deadline:
             return False
@@ -126,6 +126,7 @@ def _until(condition: Callable[[], bool]) -> bool:
 
 
 async def _until_async(condition: Callable[[], bool]) -> bool:
+    """:func:`_until` on an event loop."""
     deadline = time.monotonic() + WAIT
     while not condition():
         if time.monotonic() > deadline:

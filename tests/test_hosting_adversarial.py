@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_hosting import _until, _until_async
 
 from liteagent.context import Compactor, CompactResult
 from liteagent.eventlog import (
@@ -136,24 +137,6 @@ def _prompts(cp: Checkpointer, session_id: str) -> list[str]:
         for e in events
         if isinstance(e.body, UserPrompt) and e.body.origin != "background"
     ]
-
-
-def _until(condition: Callable[[], bool], wait: float = WAIT) -> bool:
-    deadline = time.monotonic() + wait
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
-
-
-async def _until_async(condition: Callable[[], bool]) -> bool:
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.002)
-    return True
 
 
 def _check_stats(stats: HostStats) -> None:
@@ -625,6 +608,38 @@ def test_close_while_sends_run_and_wait_ends_every_call(workdir: Path, seed: int
         assert len(recorded) <= 1
 
 
+def _close_mid_run(
+    make_agent: Callable[[], AsyncLiteAgent],
+    rng: random.Random,
+    kinds: list[str],
+    *,
+    sessions: int,
+    pause: float,
+    threads_before: int,
+) -> None:
+    """Send to ``sessions`` sessions at once (each prompt of a random kind), cancel a tenth
+    of the tasks, close the agent within ``pause`` seconds: every send ends with a result, a
+    LiteAgentError or its cancellation, close returns, and no session thread is left."""
+
+    async def main() -> list[Any]:
+        agent = make_agent()
+        tasks = [
+            asyncio.ensure_future(agent.send(f"s{i}:{rng.choice(kinds)}", session_id=f"s{i}"))
+            for i in range(sessions)
+        ]
+        await asyncio.sleep(rng.random() * pause)
+        for task in rng.sample(tasks, sessions // 10):
+            task.cancel()
+        await asyncio.wait_for(agent.close(), WAIT)
+        _, pending = await asyncio.wait(tasks, timeout=WAIT)
+        assert set() == pending
+        return [t.exception() if not t.cancelled() else "cancelled" for t in tasks]
+
+    outcomes = asyncio.run(main())
+    assert [] == [o for o in outcomes if o is not None and not isinstance(o, (LiteAgentError, str))]
+    assert _until(lambda: _session_threads() <= threads_before), _session_threads() - threads_before
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_async_close_while_sends_run_and_wait_ends_every_call(workdir: Path, seed: int) -> None:
     """Async: a hundred sessions sending over two slots, some tasks cancelled, close() at a
@@ -634,25 +649,15 @@ def test_async_close_while_sends_run_and_wait_ends_every_call(workdir: Path, see
     model = Model(sleep=0.001)
     cp = memory_checkpointer()
     before = _session_threads()
-
-    async def main() -> list[Any]:
-        agent = _async_agent(workdir, model, cp, max_live_sessions=2, max_queued_sends=50)
-        kinds = ["ok", "ok", "ok", "hang", "fail"]
-        tasks = [
-            asyncio.ensure_future(agent.send(f"s{i}:{rng.choice(kinds)}", session_id=f"s{i}"))
-            for i in range(100)
-        ]
-        await asyncio.sleep(rng.random() * 0.05)
-        for task in rng.sample(tasks, 10):
-            task.cancel()
-        await asyncio.wait_for(agent.close(), WAIT)
-        _, pending = await asyncio.wait(tasks, timeout=WAIT)
-        assert set() == pending
-        return [t.exception() if not t.cancelled() else "cancelled" for t in tasks]
-
-    outcomes = asyncio.run(main())
-    assert [] == [o for o in outcomes if o is not None and not isinstance(o, (LiteAgentError, str))]
-    assert _until(lambda: _session_threads() <= before), _session_threads() - before
+    agent = partial(_async_agent, workdir, model, cp, max_live_sessions=2, max_queued_sends=50)
+    _close_mid_run(
+        agent,
+        rng,
+        ["ok", "ok", "ok", "hang", "fail"],
+        sessions=100,
+        pause=0.05,
+        threads_before=before,
+    )
 
 
 # -- a second agent on the same store -------------------------------------------------------------
@@ -894,25 +899,10 @@ def test_close_with_a_thousand_sends_queued_ends_every_call(workdir: Path, seed:
     rng = random.Random(seed)
     model = Model(sleep=0.001)
     before = _session_threads()
-
-    async def main() -> list[Any]:
-        agent = _async_agent(workdir, model, memory_checkpointer(), max_live_sessions=4)
-        kinds = ["ok"] * 8 + ["hang", "fail"]
-        tasks = [
-            asyncio.ensure_future(agent.send(f"s{i}:{rng.choice(kinds)}", session_id=f"s{i}"))
-            for i in range(1000)
-        ]
-        await asyncio.sleep(rng.random() * 0.5)
-        for task in rng.sample(tasks, 100):
-            task.cancel()
-        await asyncio.wait_for(agent.close(), WAIT)
-        _, pending = await asyncio.wait(tasks, timeout=WAIT)
-        assert set() == pending
-        return [t.exception() if not t.cancelled() else "cancelled" for t in tasks]
-
-    outcomes = asyncio.run(main())
-    assert [] == [o for o in outcomes if o is not None and not isinstance(o, (LiteAgentError, str))]
-    assert _until(lambda: _session_threads() <= before), _session_threads() - before
+    agent = partial(_async_agent, workdir, model, memory_checkpointer(), max_live_sessions=4)
+    _close_mid_run(
+        agent, rng, ["ok"] * 8 + ["hang", "fail"], sessions=1000, pause=0.5, threads_before=before
+    )
 
 
 # -- a model of the queue, step by step -----------------------------------------------------------
