@@ -8,7 +8,7 @@
 """
 
 from liteagent.actors._branches import Branch
-from liteagent.actors._compactor import CompactStats
+from liteagent.actors._compactor import CompactionFailedError, CompactStats
 from liteagent.actors._envelope import ActorStoppedError, ActorTimeoutError
 from liteagent.actors._host import AgentBusyError, HostSaturatedError, HostStats
 from liteagent.actors._hub import AsyncSubscription, LiveEvent, Missed, Subscription
@@ -65,6 +65,7 @@ __all__ = [
     "CheckpointConflictError",
     "CheckpointRestore",
     "CompactStats",
+    "CompactionFailedError",
     "CompactionProgress",
     "ContextBudgetError",
     "FileChange",

@@ -345,7 +345,10 @@ class LiteAgent:
         as a compaction event that later requests use; the original events stay in the log.
         ``instructions`` steer a summarizing compactor (blank ones count as none). Cancelling
         leaves the session exactly as it was. Subscribers see ``compaction`` live events
-        (:class:`CompactionProgress`).
+        (:class:`CompactionProgress`). Raises :class:`CompactionFailedError` when the compactor
+        fails or returns a result that would break the conversation (a tool call left without
+        its result, an empty message), and :class:`ContextBudgetError` when the result's first
+        prompt alone is over the budget: nothing is recorded then.
         """
         text, sid, token = compact_args(self._core, instructions, session_id, cancel)
         return self._core.compact(sid, text, token)

@@ -235,6 +235,7 @@ SDK = {
     "CheckpointConflictError",
     "CheckpointRestore",
     "CompactStats",
+    "CompactionFailedError",
     "CompactionProgress",
     "ContextBudgetError",
     "FileChange",
