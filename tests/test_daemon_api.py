@@ -31,6 +31,7 @@ from liteagent.eventlog import (
     RestoreFinished,
     RestoreStarted,
     TextBlock,
+    ToolResultBlock,
     ToolUseBlock,
     Usage,
     memory_checkpointer,
@@ -78,6 +79,14 @@ def write(path: str, content: str) -> AssistantMessage:
     )
 
 
+def _is_prompt(message: Message) -> bool:
+    """Whether ``message`` is a user prompt (not a message of tool results)."""
+    return message.role == "user" and (
+        isinstance(message.content, str)
+        or not any(isinstance(b, ToolResultBlock) for b in message.content)
+    )
+
+
 class KeepLast(Compactor):
     """Keeps a summary line and the last message pair. With a ``gate``, it sets ``entered``
     and waits until the gate opens (a cancellation opens it too, then raises)."""
@@ -102,7 +111,9 @@ class KeepLast(Compactor):
             if cancel is not None:
                 cancel.raise_if_cancelled()
         before = estimate_tokens(messages)
-        kept = (Message("user", (TextBlock("[summary]"),)), *messages[-2:])
+        # the last prompt and what follows it: whole tool call/result pairs, none cut in half
+        last = max(i for i, m in enumerate(messages) if _is_prompt(m))
+        kept = (Message("user", (TextBlock("[summary]"),)), *messages[last:])
         after = estimate_tokens(kept)
         return CompactResult(
             messages=kept,

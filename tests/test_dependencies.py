@@ -35,7 +35,11 @@ def _third_party_imports(path: Path) -> set[str]:
             names.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module.split(".")[0])
-    return {n for n in names if n not in sys.stdlib_module_names and n != "liteagent"}
+    # _typeshed: the standard library's stub-only module, importable only by type checkers
+    # (under TYPE_CHECKING); nothing installs it
+    return {
+        n for n in names if n not in sys.stdlib_module_names and n not in {"liteagent", "_typeshed"}
+    }
 
 
 def test_every_imported_distribution_is_declared() -> None:
