@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_daemon_api import _is_prompt
 
 from liteagent.context import Compactor, CompactResult, estimate_tokens
 from liteagent.eventlog import (
@@ -105,7 +106,8 @@ class Model:
 
 
 class KeepLast(Compactor):
-    """Keeps the first message and the last two (a deterministic compactor, no model call)."""
+    """Keeps a summary line and the last prompt with what follows it (a deterministic
+    compactor, no model call)."""
 
     def maybe_compact(
         self,
@@ -120,7 +122,8 @@ class KeepLast(Compactor):
             return CompactResult(
                 messages=tuple(messages), changed=False, tokens_before=before, tokens_after=before
             )
-        kept = (Message("user", (TextBlock("[summary]"),)), *messages[-2:])
+        last = max(i for i, m in enumerate(messages) if _is_prompt(m))  # whole pairs only
+        kept = (Message("user", (TextBlock("[summary]"),)), *messages[last:])
         return CompactResult(
             messages=kept, changed=True, tokens_before=before, tokens_after=estimate_tokens(kept)
         )
