@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from test_hosting import _until, _until_async
 
+from liteagent.actors import _host_slots
 from liteagent.context import Compactor, CompactResult
 from liteagent.eventlog import (
     AssistantMessage,
@@ -1236,10 +1237,13 @@ def test_the_blocking_api_from_many_threads_keeps_every_promise(
 
 
 @pytest.mark.parametrize("api", ["sync", "async"])
-def test_threads_end_with_the_actors_passivated_for_idleness(workdir: Path, api: str) -> None:
+def test_threads_end_with_the_actors_passivated_for_idleness(
+    workdir: Path, api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Sixty sessions over eight slots, then no traffic: once idle_timeout_s has passivated
-    every actor, their threads end with them, well within the two seconds they used to wait in
-    the pool for actors that would never come."""
+    every actor, their threads end with them, not after the pool's wait for another actor (set
+    to a minute here, so that the bound below tells the two apart on a loaded machine)."""
+    monkeypatch.setattr(_host_slots, "ThreadPool", partial(_host_slots.ThreadPool, idle_s=60.0))
     model = Model(sleep=0.001)
     before = _session_threads()
     sessions = [f"s{i}" for i in range(60)]
@@ -1253,7 +1257,7 @@ def test_threads_end_with_the_actors_passivated_for_idleness(workdir: Path, api:
                 for f in [pool.submit(agent.send, "go", session_id=s) for s in sessions]
             ]
             assert _until(lambda: (0, 0) == (agent.host_stats().live, agent.host_stats().stopping))
-            gone = _until(lambda: _session_threads() - before <= _fixed_threads(), wait=1.5)
+            gone = _until(lambda: _session_threads() - before <= _fixed_threads(), wait=20.0)
     else:
 
         async def main() -> tuple[list[str], bool]:
@@ -1265,7 +1269,7 @@ def test_threads_end_with_the_actors_passivated_for_idleness(workdir: Path, api:
                     lambda: (0, 0) == (agent.host_stats().live, agent.host_stats().stopping)
                 )
                 ended = await asyncio.to_thread(
-                    _until, lambda: _session_threads() - before <= _fixed_threads(), 1.5
+                    _until, lambda: _session_threads() - before <= _fixed_threads(), 20.0
                 )
                 return [r.text for r in results], ended
 
