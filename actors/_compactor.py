@@ -1,5 +1,5 @@
-"""Manual compaction: CompactorActor runs a compactor off the session's thread, and
-:class:`ManualCompaction` orchestrates ``agent.compact()``.
+"""Manual compaction: a CompactorActor runs the compactor off the session's thread, one actor
+per compaction, and :class:`ManualCompaction` orchestrates ``agent.compact()``.
 
 The session must be idle: compaction holds its maintenance lock, so no turn starts meanwhile.
 The compactor sees the session's current view (earlier compactions applied); its result is
@@ -8,15 +8,20 @@ original events stay in the log — with the references of the bodies it spilled
 (``Compaction.spilled``, computed from the bodies: see ``CompactResult.spilled_refs``), which the
 ``context`` tool may then read. Cancelling leaves the session exactly as it was (nothing is
 appended): the cancel token reaches the compactor (``Compactor.run``), so a summarizer's model
-call in flight stops and the compactor actor is free for the next compaction at once.
-Progress goes to subscribers as ``compaction`` live events.
+call in flight stops; the caller returns at once even when the compactor does not stop (its
+actor ends when it returns, and nothing it returns is recorded). Compactions of different
+sessions run at once, each on its own actor: one slow or stuck summarizer delays no other
+session. Progress goes to subscribers as ``compaction`` live events.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -41,7 +46,8 @@ from liteagent.eventlog import (
 )
 from liteagent.eventlog._messages import merge_adjacent
 
-from ._envelope import ActorBase, ActorMessage, Envelope, ask, ask_or_cancel
+from ._envelope import ActorBase, ActorMessage, Envelope, ask, ask_or_cancel, start_actor
+from ._host_slots import HostSaturatedError
 from ._hub import EventHub, LiveEvent
 from ._lease import session_lease
 from ._live import CompactionProgress
@@ -84,7 +90,8 @@ class CompactStats(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class CompactorActor(ActorBase):
-    """Runs one agent's compactor, one compaction at a time, off the sessions' threads."""
+    """Runs an agent's compactor for one compaction, off the session's thread (started for it,
+    stopped after it)."""
 
     decoder = msgspec.msgpack.Decoder(RunCompaction)
 
@@ -175,13 +182,47 @@ def _stage(pass_name: str) -> str:
 class ManualCompaction:
     """Runs ``agent.compact()`` for one agent."""
 
-    compactor_ref: pykka.ActorRef[Any]
+    compactor: Any
     lock_ref: pykka.ActorRef[Any]
     checkpointer: Checkpointer
     hub: EventHub
     is_busy: Callable[[str], bool]
     session_ref: Callable[[str, CancelToken], pykka.ActorRef[Any]]
     state: Callable[[str, CancelToken], SessionState]
+    _running: set[pykka.ActorRef[Any]] = field(default_factory=set)  # under _lock
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def stop(self, timeout: float) -> None:
+        """Stop the compactor actors still running (for close(), after it cancelled their
+        compactions; a compactor that ignored the cancellation may still run): wait at most
+        ``timeout`` for each."""
+        with self._lock:
+            refs = list(self._running)
+        for ref in refs:
+            with contextlib.suppress(pykka.Timeout):
+                ref.stop(block=True, timeout=timeout)
+
+    def _run(self, message: RunCompaction, cancel: CancelToken) -> CompactResult:
+        """Run the compactor on an actor of its own; it is told to stop once the reply (or the
+        cancellation) is in, and ends when the compactor returns."""
+        box: list[pykka.ActorRef[Any]] = []
+        try:
+            ref = start_actor(CompactorActor, self.compactor, on_stopped=partial(self._ended, box))
+        except RuntimeError as e:  # no thread could start
+            raise HostSaturatedError(f"no thread for the compaction: {e}") from e
+        with self._lock:
+            box.append(ref)
+            self._running.add(ref)
+        try:
+            result: CompactResult = ask_or_cancel(ref, message, timeout=_TIMEOUT, cancel=cancel)
+            return result
+        finally:
+            ref.stop(block=False)
+
+    def _ended(self, box: list[pykka.ActorRef[Any]]) -> None:
+        """In a compactor actor's thread, once it has stopped."""
+        with self._lock:
+            self._running.difference_update(box)
 
     def _publish(
         self,
@@ -236,12 +277,7 @@ class ManualCompaction:
         view = ConversationView()
         messages = view.sync(state)
         usage = state.last_usage
-        result = ask_or_cancel(
-            self.compactor_ref,
-            RunCompaction(messages, usage, instructions),
-            timeout=_TIMEOUT,
-            cancel=cancel,
-        )
+        result = self._run(RunCompaction(messages, usage, instructions), cancel)
         cancel.raise_if_cancelled()
         total = len(result.passes)
         for i, report in enumerate(result.passes, start=1):

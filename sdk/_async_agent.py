@@ -1,12 +1,13 @@
 """AsyncLiteAgent: the asyncio shell of :class:`LiteAgent`.
 
-Nothing it does on the event loop waits on a lock held across slow work, starts a thread, syncs
-a file or folds a log: a send is posted to the session host's dispatcher and its future awaited;
-storage reads, restores and compactions run on the agent's own pool, whose threads all start
-with the agent (so a submit from the loop never starts one), and ``close()`` runs on a thread
-the dispatcher starts. Live events reach the loop through :class:`AsyncSubscription` (one
-thread-safe wake-up per batch, no thread per subscriber). Cancelling the task awaiting a method
-cancels its work (see :class:`AsyncLiteAgent`).
+Nothing it does on the event loop waits on a lock held across slow work, starts a thread, syncs a
+file or folds a log: a send is posted to the session host's dispatcher and its future awaited;
+storage reads run on the agent's own executor, whose threads all start with the agent (so a submit
+from the loop never starts one), which hands restores, compactions and collections to the agent's
+operation pool (up to eight at once, a thread each: reads never wait behind them), and ``close()``
+runs on a thread the dispatcher starts. Live events reach the loop through
+:class:`AsyncSubscription` (one thread-safe wake-up per batch, no thread per subscriber). Cancelling
+the task awaiting a method cancels its work (see :class:`AsyncLiteAgent`).
 """
 
 from __future__ import annotations
@@ -107,7 +108,8 @@ class AsyncLiteAgent:
         self._core.check_open()
         text, token, sid = send_args(self._core, input, session_id, cancel)
         if self._core.turn_started(sid, wait=False):  # an idle compaction of it, cancelled
-            await self._run(self._core.settle_idle, sid)  # off the loop, on the agent's pool
+            # off the loop, on the agent's operation pool
+            await self._await(self._core.submit_operation(self._core.settle_idle, sid))
         try:
             reply = self._core.host.send(sid, text, token)  # never blocks: the host posts it
             result: LiteAgentResult = await await_reply(reply)
@@ -133,7 +135,7 @@ class AsyncLiteAgent:
         """Like :meth:`LiteAgent.delete_session` (off the event loop)."""
         self._core.require_sessions("delete_session")
         validate_session_id(session_id)
-        await self._run(self._sync.delete_session, session_id)
+        await self._await(self._core.submit_operation(self._sync.delete_session, session_id))
 
     def host_stats(self) -> HostStats:
         """Like :meth:`LiteAgent.host_stats` (a plain method: it never blocks)."""
@@ -151,7 +153,7 @@ class AsyncLiteAgent:
         text, sid, given = compact_args(self._core, instructions, session_id, cancel)
         token = given or CancelToken()
         result: CompactStats = await self._await(
-            self._core.submit(self._core.compact, sid, text, token), token
+            self._core.submit_operation(self._core.compact, sid, text, token), token
         )
         return result
 
@@ -222,7 +224,7 @@ class AsyncLiteAgent:
         check_bool(dry_run, "dry_run")
         token = check_cancel(cancel) or CancelToken()
         result: RestoreResult | RestorePreview = await self._await(
-            self._core.submit(
+            self._core.submit_operation(
                 partial(
                     self._sync.restore,
                     session_id,
@@ -245,7 +247,7 @@ class AsyncLiteAgent:
         sid, wanted, given = checked_undo_args(self._core, session_id, branch, cancel)
         token = given or CancelToken()
         result: RestoreResult = await self._await(
-            self._core.submit(self._core.undo, sid, wanted, token), token
+            self._core.submit_operation(self._core.undo, sid, wanted, token), token
         )
         return result
 
@@ -258,7 +260,9 @@ class AsyncLiteAgent:
     async def fork(self, session_id: str, seq: int, *, workdir: str | Path | None = None) -> str:
         """Like :meth:`LiteAgent.fork` (off the event loop)."""
         sid, checked, folder = fork_args(self._core, session_id, seq, workdir)
-        result: str = await self._await(self._core.submit(self._core.fork, sid, checked, folder))
+        result: str = await self._await(
+            self._core.submit_operation(self._core.fork, sid, checked, folder)
+        )
         return result
 
     async def collect_garbage(
@@ -275,7 +279,7 @@ class AsyncLiteAgent:
         g, retention, dry, given = gc_args(self._core, grace, branch_retention, dry_run, cancel)
         token = given or CancelToken()
         result: GarbageReport = await self._await(
-            self._core.submit(self._core.collect_garbage, g, retention, dry, token), token
+            self._core.submit_operation(self._core.collect_garbage, g, retention, dry, token), token
         )
         return result
 
@@ -291,14 +295,18 @@ class AsyncLiteAgent:
         """Like :meth:`LiteAgent.finish_restore` (off the event loop; once started it is not
         stopped by a cancellation, see the class docstring)."""
         sid = self._session(session_id, "finish_restore")  # the current one now, not later
-        result: RestoreResult = await self._await(self._core.submit(self._sync.finish_restore, sid))
+        result: RestoreResult = await self._await(
+            self._core.submit_operation(self._sync.finish_restore, sid)
+        )
         return result
 
     async def rollback_restore(self, session_id: str | None = None) -> list[str]:
         """Like :meth:`LiteAgent.rollback_restore` (off the event loop; once started it is not
         stopped by a cancellation, see the class docstring)."""
         sid = self._session(session_id, "rollback_restore")  # the current one now, not later
-        result: list[str] = await self._await(self._core.submit(self._sync.rollback_restore, sid))
+        result: list[str] = await self._await(
+            self._core.submit_operation(self._sync.rollback_restore, sid)
+        )
         return result
 
     def subscribe(self, maxsize: int = 1024, *, session_id: str | None = None) -> AsyncSubscription:

@@ -1,10 +1,10 @@
 """Following a compaction as it happens: :class:`CompactIterator` (blocking) and
 :class:`AsyncCompactIterator` (asyncio), what ``iter_compact`` returns.
 
-The compaction runs on the agent's pool; the iterator waits on a subscription to the session's
-live events (a blocking wait, or an awaited one on the loop) and never polls. The compaction's
-future closes that subscription when it completes, after every event it published, so the
-iteration ends exactly when the compaction does.
+The compaction runs on the agent's operation pool; the iterator waits on a subscription to the
+session's live events (a blocking wait, or an awaited one on the loop) and never polls. The
+compaction's future closes that subscription when it completes, after every event it published, so
+the iteration ends exactly when the compaction does.
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ class CompactIterator:
         self._token = cancel or CancelToken()
         self._sub = core.hub.subscribe(COMPACT_BUFFER, session_id=session_id)
         try:
-            self._future = core.submit(core.compact, session_id, instructions, self._token)
+            self._future = core.submit_operation(
+                core.compact, session_id, instructions, self._token
+            )
         except BaseException:
             self._sub.close()
             raise
@@ -107,7 +109,9 @@ class AsyncCompactIterator:
         self._token = cancel or CancelToken()
         self._sub = core.hub.subscribe_async(COMPACT_BUFFER, session_id=session_id)
         try:
-            self._future = core.submit(core.compact, session_id, instructions, self._token)
+            self._future = core.submit_operation(
+                core.compact, session_id, instructions, self._token
+            )
         except BaseException:
             self._sub.close()
             raise

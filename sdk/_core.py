@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 import pykka
 
 from liteagent.actors import (
-    CompactorActor,
     EventHub,
     FileSnapshotActor,
     MaintenanceLockActor,
@@ -29,6 +28,7 @@ from liteagent.actors import (
 )
 from liteagent.actors._compactor import CompactStats
 from liteagent.actors._envelope import ActorStoppedError
+from liteagent.actors._host_slots import HostSaturatedError
 from liteagent.actors._restore import RestoreResult
 from liteagent.context import ContextOptions
 from liteagent.eventlog import (
@@ -47,8 +47,9 @@ from liteagent.tools import Tool
 
 from ._errors import AgentClosedError, SessionsDisabledError
 from ._idle import IdleCompaction
+from ._operations import MAX_OPERATIONS, OperationPool
 
-__all__ = ["CLOSE_WAIT_S", "POOL_WORKERS", "AgentCore", "new_session_id"]
+__all__ = ["CLOSE_WAIT_S", "MAX_OPERATIONS", "POOL_WORKERS", "AgentCore", "new_session_id"]
 
 _log = get_logger("liteagent.sdk")
 _AGENT_IDS = itertools.count(1)
@@ -56,15 +57,49 @@ _CLOSE_WAIT = 120.0  # how long a second close() waits for the first (whose wait
 T = TypeVar("T")
 
 POOL_WORKERS = 4
-"""The threads of each agent's own pool, which runs the blocking work the facades do not do on
-the caller's thread: every storage call, restore and compaction of the asyncio shell, and the
-compaction behind ``iter_compact``. Four let reads go on while a few restores or compactions
-run; more would only park threads, since one agent's compactions run one at a time on its
-compactor actor. Work beyond four waits in order."""
+"""The threads of each agent's own executor, which runs the reads the facades do not do on the
+caller's thread (the asyncio shell's ``list_sessions``, ``list_checkpoints``, ...) and hands
+every longer operation (a compaction, a restore, a collection, ``iter_compact``'s compaction)
+to the agent's :class:`OperationPool`, which runs up to :data:`MAX_OPERATIONS` of them at once.
+Reads never wait behind operations; a hand-over may start a thread, so the asyncio shell never
+makes one on the loop. The executor's threads start with an async agent."""
 
 CLOSE_WAIT_S = 30.0
 """How long close() waits for the cancelled compactions, restores and collections of other
 threads to end before it stops the actors under them."""
+
+
+def _run_job(
+    future: concurrent.futures.Future[T],
+    fn: Callable[..., T],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> None:
+    """On a thread of the operation pool: run ``fn`` into ``future`` unless it was cancelled."""
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        result = fn(*args, **kwargs)
+    except BaseException as e:  # noqa: BLE001 -- the caller gets it; the thread serves on
+        future.set_exception(e)
+    else:
+        future.set_result(result)
+
+
+def _handed_over(
+    future: concurrent.futures.Future[Any], handover: concurrent.futures.Future[None]
+) -> None:
+    """The executor's hand-over of ``future``'s job ended: when no thread could take the job
+    (none could start), ``future`` fails, since nothing will run it."""
+    if handover.cancelled():
+        future.cancel()
+    elif (error := handover.exception()) is not None:
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            future.set_exception(
+                HostSaturatedError(f"no thread could run the operation: {error}")
+                if isinstance(error, RuntimeError)
+                else error
+            )
 
 
 def new_session_id() -> str:
@@ -106,6 +141,7 @@ class AgentCore:
         self.pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=POOL_WORKERS, thread_name_prefix=f"{self.name}-pool"
         )
+        self.operations = OperationPool(f"{self.name}-op")
         self._lock = threading.Lock()
         self._quiet = threading.Condition(self._lock)  # notified when an operation ends
         self._operations: dict[int, int] = {}  # thread id -> operations running in it
@@ -143,10 +179,8 @@ class AgentCore:
                 lock_ref=lock_ref,
                 max_background_tasks=max_background_tasks,
             )
-            compactor_ref = CompactorActor.start(compactor)
-            self._refs.append(compactor_ref)
             self.compaction = ManualCompaction(
-                compactor_ref=compactor_ref,
+                compactor=compactor,
                 lock_ref=lock_ref,
                 checkpointer=checkpointer,
                 hub=self.hub,
@@ -194,13 +228,32 @@ class AgentCore:
     def submit(
         self, fn: Callable[..., T], /, *args: Any, **kwargs: Any
     ) -> concurrent.futures.Future[T]:
-        """Run ``fn(*args, **kwargs)`` on the agent's pool (never blocks, once prestarted);
-        :class:`AgentClosedError` after close()."""
+        """Run the read ``fn(*args, **kwargs)`` on the agent's executor (never blocks, once
+        prestarted); :class:`AgentClosedError` after close(). Reads never wait behind the
+        operations of :meth:`submit_operation`."""
         self.check_open()
         try:
             return self.pool.submit(fn, *args, **kwargs)
         except RuntimeError as e:  # shut down by a close() in another thread meanwhile
             raise AgentClosedError("the agent is closed") from e
+
+    def submit_operation(
+        self, fn: Callable[..., T], /, *args: Any, **kwargs: Any
+    ) -> concurrent.futures.Future[T]:
+        """Run the operation ``fn(*args, **kwargs)`` (a compaction, a restore, a collection:
+        anything that may take long) on the agent's :class:`OperationPool`, handed over by its
+        executor, so that the caller (an event loop) never starts a thread; never blocks, once
+        prestarted; :class:`AgentClosedError` after close(). The future's ``cancel()`` keeps a
+        job that has not started from ever starting."""
+        self.check_open()
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        job = partial(_run_job, future, fn, args, kwargs)
+        try:
+            handover = self.pool.submit(self.operations.run, job)
+        except RuntimeError as e:  # shut down by a close() in another thread meanwhile
+            raise AgentClosedError("the agent is closed") from e
+        handover.add_done_callback(partial(_handed_over, future))
+        return future
 
     @contextlib.contextmanager
     def _until_closed(self, cancel: CancelToken | None) -> Iterator[CancelToken]:
@@ -409,8 +462,10 @@ class AgentCore:
             self.host.close()
             self._wait_for_operations()
         finally:
+            self.compaction.stop(timeout=10)
             self._stop_refs()
             self.hub.close()
             self.pool.shutdown(wait=True)
+            self.operations.close(CLOSE_WAIT_S)
             if self._owns_checkpointer:
                 self.checkpointer.close()

@@ -1,0 +1,358 @@
+"""An agent's operations (compactions, restores, collections, the asyncio shell's work off the
+loop): compactions of different sessions run at once, one stuck compactor delays no other
+session, reads never wait behind operations, at most ``MAX_OPERATIONS`` run at once and the
+rest wait in order, a queued one that is cancelled never starts, idle threads end, and when no
+thread can start the caller gets an error instead of a wait that never ends."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from liteagent.context import Compactor, CompactResult
+from liteagent.eventlog import (
+    AssistantMessage,
+    CancelToken,
+    Message,
+    OperationCancelledError,
+    TextBlock,
+    Usage,
+    memory_checkpointer,
+)
+from liteagent.providers import scripted
+from liteagent.sdk import HostSaturatedError, create_async_lite_agent, create_lite_agent
+from liteagent.sdk._core import MAX_OPERATIONS
+from liteagent.sdk._operations import OperationPool
+
+GUARD = 30.0  # a bound on every wait: a failure never hangs the run
+
+
+def reply(text: str) -> AssistantMessage:
+    """A final assistant text."""
+    return AssistantMessage(content=(TextBlock(text),), stop_reason="end_turn")
+
+
+def first_text(messages: Sequence[Message]) -> str:
+    """The text of the conversation's first block (the session's first prompt)."""
+    block = messages[0].content[0]
+    assert isinstance(block, TextBlock)
+    return block.text
+
+
+class Gated(Compactor):
+    """Calls ``wait`` with the session's first prompt, then reports nothing to reduce; counts
+    the compactions running at once and records the order they started in."""
+
+    def __init__(self, wait: Callable[[str], object]) -> None:
+        self.wait = wait
+        self.lock = threading.Lock()
+        self.running = 0
+        self.peak = 0
+        self.started: list[str] = []
+
+    @property
+    def spills(self) -> bool:
+        return False
+
+    def maybe_compact(
+        self,
+        messages: Sequence[Message],
+        usage: Usage | None = None,
+        instructions: str | None = None,
+        *,
+        cancel: CancelToken | None = None,
+    ) -> CompactResult:
+        name = first_text(messages)
+        with self.lock:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+            self.started.append(name)
+        try:
+            self.wait(name)
+        finally:
+            with self.lock:
+                self.running -= 1
+        return CompactResult(
+            messages=tuple(messages), changed=False, tokens_before=1, tokens_after=1
+        )
+
+
+def wait_until(check: Callable[[], bool]) -> None:
+    """Wait (bounded by GUARD) until ``check()`` holds."""
+    deadline = time.monotonic() + GUARD
+    while not check():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+def _sessions(n: int) -> list[str]:
+    return [f"s{i}" for i in range(n)]
+
+
+def test_compactions_of_different_sessions_run_at_once(workdir: Path) -> None:
+    """Four sessions compacted from four threads meet at a barrier inside the compactor: they
+    only get there when the four compactions run at once (one at a time, the barrier breaks)."""
+    barrier = threading.Barrier(4, timeout=GUARD)
+    compactor = Gated(lambda _: barrier.wait())
+    ids = _sessions(4)
+    with create_lite_agent(
+        model=scripted([reply("ok")] * 4),
+        model_name="m",
+        workdir=workdir,
+        checkpointer=memory_checkpointer(),
+        compactor=compactor,
+    ) as agent:
+        for sid in ids:
+            agent.send(sid, session_id=sid)
+        results: dict[str, Any] = {}
+
+        def compact(sid: str) -> None:
+            try:
+                results[sid] = agent.compact(session_id=sid)
+            except Exception as e:  # noqa: BLE001 -- reported below
+                results[sid] = e
+
+        threads = [threading.Thread(target=compact, args=(sid,)) for sid in ids]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(GUARD)
+    assert dict.fromkeys(ids, False) == {sid: r.changed for sid, r in results.items()}
+    assert 4 == compactor.peak
+
+
+def test_a_stuck_compactor_delays_no_other_session(workdir: Path) -> None:
+    """A compactor that ignores its cancellation and never returns on one session: another
+    session's compaction completes meanwhile, and cancelling the stuck one returns at once."""
+    release = threading.Event()
+    compactor = Gated(lambda name: release.wait(GUARD) if name == "stuck" else None)
+    agent = create_lite_agent(
+        model=scripted([reply("ok")] * 2),
+        model_name="m",
+        workdir=workdir,
+        checkpointer=memory_checkpointer(),
+        compactor=compactor,
+    )
+    try:
+        agent.send("stuck", session_id="a")
+        agent.send("fine", session_id="b")
+        token = CancelToken()
+        outcome: list[BaseException] = []
+
+        def stuck() -> None:
+            try:
+                agent.compact(session_id="a", cancel=token)
+            except BaseException as e:  # noqa: BLE001 -- checked below
+                outcome.append(e)
+
+        thread = threading.Thread(target=stuck)
+        thread.start()
+        wait_until(lambda: "stuck" in compactor.started)
+        late = CancelToken()  # fires long after b's compaction would end, unless it waits
+        timer = threading.Timer(GUARD / 2, late.cancel)
+        timer.start()
+        try:
+            assert not agent.compact(session_id="b", cancel=late).changed  # not behind a's
+        finally:
+            timer.cancel()
+        token.cancel("enough")
+        thread.join(GUARD)
+        assert [OperationCancelledError] == [type(e) for e in outcome]
+        assert compactor.running == 1  # it still runs: the caller did not wait for it
+    finally:
+        release.set()
+        agent.close()
+
+
+def test_operations_beyond_the_limit_wait_in_order_and_reads_do_not(workdir: Path) -> None:
+    """With MAX_OPERATIONS compactions running, further ones wait (at most MAX_OPERATIONS run
+    at once) and start in the order they were asked for as slots free up one by one; a read
+    meanwhile is not queued behind them; a queued compaction whose awaiting task is cancelled
+    never starts; every other compaction completes."""
+    ids = _sessions(MAX_OPERATIONS + 4)
+    gates = {sid: threading.Event() for sid in ids}
+    compactor = Gated(lambda name: gates[name].wait(GUARD))
+    agent = create_async_lite_agent(
+        model=scripted([reply("ok")] * len(ids)),
+        model_name="m",
+        workdir=workdir,
+        checkpointer=memory_checkpointer(),
+        compactor=compactor,
+    )
+    stats = agent._core.operations.stats
+
+    async def until(check: Callable[[], bool]) -> None:
+        await asyncio.to_thread(wait_until, check)
+
+    async def main() -> list[Any]:
+        try:
+            for sid in ids:
+                await agent.send(sid, session_id=sid)
+            first = [asyncio.ensure_future(agent.compact(session_id=s)) for s in ids[:-4]]
+            await until(lambda: compactor.running == MAX_OPERATIONS)
+            later: list[asyncio.Future[Any]] = []
+            for n, sid in enumerate(ids[-4:], start=1):  # queued one by one: a known order
+                later.append(asyncio.ensure_future(agent.compact(session_id=sid)))
+                await until(lambda n=n: stats()[1] == n)  # type: ignore[misc]
+            checkpoints = await asyncio.wait_for(agent.list_checkpoints(session_id="s0"), GUARD)
+            assert 1 == len(checkpoints)
+            later[1].cancel()  # ids[-3]: queued, so it never starts
+            await asyncio.wait({later[1]}, timeout=GUARD)
+            for k, expected in enumerate([ids[-4], ids[-2], ids[-1]]):  # one slot at a time
+                gates[ids[k]].set()
+                await until(lambda n=MAX_OPERATIONS + k + 1: len(compactor.started) == n)  # type: ignore[misc]
+                assert expected == compactor.started[-1]
+            for gate in gates.values():
+                gate.set()
+            return await asyncio.wait_for(
+                asyncio.gather(*first, *later, return_exceptions=True), GUARD
+            )
+        finally:
+            for gate in gates.values():
+                gate.set()
+            await agent.close()
+
+    results = asyncio.run(main())
+    assert MAX_OPERATIONS == compactor.peak
+    assert isinstance(results[-3], asyncio.CancelledError)
+    assert [False] * (len(ids) - 1) == [
+        r.changed for k, r in enumerate(results) if k != len(ids) - 3
+    ]
+    assert ids[-3] not in compactor.started
+
+
+# -- the pool itself --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pool() -> Iterator[OperationPool]:
+    p = OperationPool("test-ops", limit=2, idle_s=0.2)
+    yield p
+    p.close(GUARD)
+
+
+def _threads(prefix: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(prefix)]
+
+
+def test_the_pool_runs_queued_jobs_in_order(pool: OperationPool) -> None:
+    """With every thread busy, jobs wait and run in the order they came."""
+    release = threading.Event()
+    done: list[int] = []
+    finished = threading.Semaphore(0)
+
+    def job(k: int) -> None:
+        if k < 2:
+            release.wait(GUARD)
+        done.append(k)
+        finished.release()
+
+    for k in range(8):
+        pool.run(partial(job, k))
+    assert (2, 6) == pool.stats()
+    release.set()
+    for _ in range(8):
+        assert finished.acquire(timeout=GUARD)
+    assert list(range(2, 8)) == [k for k in done if k >= 2]
+
+
+def test_idle_threads_end(pool: OperationPool) -> None:
+    """A thread left without a job for idle_s ends: an idle agent returns to its baseline."""
+    ran = threading.Event()
+    pool.run(ran.set)
+    assert ran.wait(GUARD)
+    wait_until(lambda: pool.stats() == (0, 0))
+    wait_until(lambda: not _threads("test-ops-"))
+
+
+def test_close_waits_for_the_queued_jobs_and_joins_the_threads() -> None:
+    """close() lets the queued jobs run, then no thread of the pool is left."""
+    pool = OperationPool("test-close", limit=1, idle_s=60)
+    done: list[int] = []
+
+    def job(k: int) -> None:
+        time.sleep(0.01)
+        done.append(k)
+
+    for k in range(5):
+        pool.run(partial(job, k))
+    pool.close(GUARD)
+    assert [0, 1, 2, 3, 4] == done
+    assert [] == _threads("test-close-")
+
+
+def test_a_job_no_thread_can_run_is_refused(
+    pool: OperationPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When its thread cannot start (the process is out of threads), run() raises and the job
+    is not left in the queue, where nothing would ever run it."""
+    real = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        if self.name.startswith("test-ops-"):
+            raise RuntimeError("can't start new thread")
+        real(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    with pytest.raises(RuntimeError):
+        pool.run(lambda: None)
+    assert (0, 0) == pool.stats()
+
+
+def test_an_operation_without_a_thread_fails_with_host_saturated(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An async compaction when no thread can start, for the operation or for its compactor:
+    HostSaturatedError (a LiteAgentError), nothing recorded; once threads start again, the
+    same compaction runs."""
+    compactor = Gated(lambda _: None)
+    cp = memory_checkpointer()
+    agent = create_async_lite_agent(
+        model=scripted([reply("ok")]),
+        model_name="m",
+        workdir=workdir,
+        checkpointer=cp,
+        compactor=compactor,
+    )
+    real = threading.Thread.start
+    refused: list[str] = []
+
+    def start(self: threading.Thread) -> None:
+        if any(self.name.startswith(p) for p in refused):
+            raise RuntimeError("can't start new thread")
+        real(self)
+
+    async def main() -> list[Any]:
+        try:
+            await agent.send("x", session_id="s")
+            head = cp.head("s")
+            monkeypatch.setattr(threading.Thread, "start", start)
+            errors = []
+            for prefix in (f"{agent._core.name}-op-", "CompactorActor"):
+                refused[:] = [prefix]
+                with pytest.raises(HostSaturatedError) as caught:
+                    await asyncio.wait_for(agent.compact(session_id="s"), GUARD)
+                errors.append(str(caught.value))
+                assert head == cp.head("s")
+            refused.clear()
+            assert not (await asyncio.wait_for(agent.compact(session_id="s"), GUARD)).changed
+            return errors
+        finally:
+            refused.clear()
+            await agent.close()
+
+    errors = asyncio.run(main())
+    assert all("thread" in e for e in errors)
+    assert ["x"] == compactor.started  # once: the refused compactions never reached it
