@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -195,12 +196,13 @@ class ManualCompaction:
     def stop(self, timeout: float) -> None:
         """Stop the compactor actors still running (for close(), after it cancelled their
         compactions; a compactor that ignored the cancellation may still run): wait at most
-        ``timeout`` for each."""
+        ``timeout`` for them all."""
+        deadline = time.monotonic() + timeout
         with self._lock:
             refs = list(self._running)
         for ref in refs:
             with contextlib.suppress(pykka.Timeout):
-                ref.stop(block=True, timeout=timeout)
+                ref.stop(block=True, timeout=max(0.0, deadline - time.monotonic()))
 
     def _run(self, message: RunCompaction, cancel: CancelToken) -> CompactResult:
         """Run the compactor on an actor of its own; it is told to stop once the reply (or the

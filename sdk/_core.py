@@ -64,6 +64,10 @@ to the agent's :class:`OperationPool`, which runs up to :data:`MAX_OPERATIONS` o
 Reads never wait behind operations; a hand-over may start a thread, so the asyncio shell never
 makes one on the loop. The executor's threads start with an async agent."""
 
+COMPACTOR_STOP_S = 10.0
+"""How long close() waits, in all, for the compactors still running after it cancelled their
+compactions (one that ignores its cancellation is left to end by itself)."""
+
 CLOSE_WAIT_S = 30.0
 """How long close() waits for the cancelled compactions, restores and collections of other
 threads to end before it stops the actors under them."""
@@ -462,7 +466,7 @@ class AgentCore:
             self.host.close()
             self._wait_for_operations()
         finally:
-            self.compaction.stop(timeout=10)
+            self.compaction.stop(timeout=COMPACTOR_STOP_S)
             self._stop_refs()
             self.hub.close()
             self.pool.shutdown(wait=True)

@@ -14,8 +14,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pykka
 import pytest
 
+from liteagent.actors import CompactorActor
 from liteagent.context import Compactor, CompactResult
 from liteagent.eventlog import (
     AssistantMessage,
@@ -231,6 +233,47 @@ def test_operations_beyond_the_limit_wait_in_order_and_reads_do_not(workdir: Pat
         r.changed for k, r in enumerate(results) if k != len(ids) - 3
     ]
     assert ids[-3] not in compactor.started
+
+
+def test_close_cancels_queued_operations_and_waits_a_bounded_while_in_all(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """close() with MAX_OPERATIONS compactors that ignore their cancellation and two more
+    compactions queued: every compaction raises OperationCancelledError, the queued ones never
+    reach the compactor, and close() waits COMPACTOR_STOP_S for the stuck compactors in all,
+    not once for each."""
+    import liteagent.sdk._core as core
+
+    monkeypatch.setattr(core, "COMPACTOR_STOP_S", 1.0)
+    release = threading.Event()
+    compactor = Gated(lambda _: release.wait(GUARD))
+    ids = _sessions(MAX_OPERATIONS + 2)
+    agent = create_async_lite_agent(
+        model=scripted([reply("ok")] * len(ids)),
+        model_name="m",
+        workdir=workdir,
+        checkpointer=memory_checkpointer(),
+        compactor=compactor,
+    )
+
+    async def main() -> tuple[list[Any], float]:
+        try:
+            for sid in ids:
+                await agent.send(sid, session_id=sid)
+            tasks = [asyncio.ensure_future(agent.compact(session_id=s)) for s in ids]
+            await asyncio.to_thread(wait_until, lambda: agent._core.operations.stats()[1] == 2)
+            started = time.monotonic()
+            await asyncio.wait_for(agent.close(), GUARD)
+            took = time.monotonic() - started
+            return await asyncio.gather(*tasks, return_exceptions=True), took
+        finally:
+            release.set()
+
+    results, took = asyncio.run(main())
+    wait_until(lambda: not pykka.ActorRegistry.get_by_class(CompactorActor))  # released: they end
+    assert [OperationCancelledError] * len(ids) == [type(r) for r in results]
+    assert sorted(ids[:MAX_OPERATIONS]) == sorted(compactor.started)
+    assert took < MAX_OPERATIONS  # 1 s in all; one second for each would be 8
 
 
 # -- the pool itself --------------------------------------------------------------------------
