@@ -108,8 +108,9 @@ class AsyncLiteAgent:
         self._core.check_open()
         text, token, sid = send_args(self._core, input, session_id, cancel)
         if self._core.turn_started(sid, wait=False):  # an idle compaction of it, cancelled
-            # off the loop, on the agent's operation pool
-            await self._await(self._core.submit_operation(self._core.settle_idle, sid))
+            # off the loop, never queued behind operations (a cancelled compaction's caller
+            # returns at once: the wait is short)
+            await self._run(self._core.settle_idle, sid)
         try:
             reply = self._core.host.send(sid, text, token)  # never blocks: the host posts it
             result: LiteAgentResult = await await_reply(reply)
