@@ -181,6 +181,17 @@ def _core(
         )
     check_path(home, "home", optional=True)
     options = context_options(context)
+    if (
+        options is not None
+        and options.budget_tokens is None
+        and options.window_tokens <= max_tokens
+    ):
+        raise InvalidArgumentError(
+            f"max_tokens={max_tokens} reserves the whole context window "
+            f"(window_tokens={options.window_tokens}), leaving no room for the conversation: "
+            "lower max_tokens, or set the context option window_tokens (or budget_tokens) to "
+            "what the model takes"
+        )
     root = check_workdir(workdir)
     owns = checkpointer is None
     if checkpointer is None:

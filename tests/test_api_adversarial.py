@@ -1033,3 +1033,31 @@ def test_a_huge_workdir_is_refused_with_a_short_message(tmp_path: Path) -> None:
             model=scripted([]), model_name="m", checkpointer=memory_checkpointer(), workdir=huge
         )
     assert len(str(caught.value)) < 600
+
+
+@pytest.mark.parametrize("factory", [create_lite_agent, create_async_lite_agent])
+def test_max_tokens_that_fill_the_window_are_refused_by_the_factory(
+    tmp_path: Path, factory: Any
+) -> None:
+    """max_tokens at or over the engine's window leaves no budget for the conversation: the
+    factory says so, naming both (instead of every request failing "over the budget of 1"); a
+    set budget, a larger window or no engine makes the same max_tokens valid."""
+    base = {"model": _provider(), "model_name": "m", "workdir": tmp_path}
+    for max_tokens, window in ((200_000, 200_000), (300_000, 200_000), (5_000, 4_096)):
+        with pytest.raises(InvalidArgumentError) as caught:
+            factory(
+                **base,
+                checkpointer=memory_checkpointer(),
+                max_tokens=max_tokens,
+                context={"window_tokens": window},
+            )
+        assert f"max_tokens={max_tokens}" in str(caught.value)
+        assert f"window_tokens={window}" in str(caught.value)
+    for context in ({"budget_tokens": 50_000}, {"window_tokens": 400_000}, False):
+        agent = factory(
+            **base, checkpointer=memory_checkpointer(), max_tokens=200_000, context=context
+        )
+        if isinstance(agent, AsyncLiteAgent):
+            asyncio.run(agent.close())
+        else:
+            agent.close()
