@@ -210,6 +210,7 @@ class AgentCore:
                     compact=lambda sid, cancel: self.compact(sid, None, cancel, idle=True),
                     is_busy=self.host.is_busy,
                     state=self.host.state,
+                    run=self.operations.run,
                 )
             )
         except BaseException:

@@ -11,28 +11,33 @@ import heapq
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from liteagent.eventlog import CancelToken, LiteAgentError
 from liteagent.eventlog._logger import get_logger
 
-__all__ = ["IdleCompaction"]
+__all__ = ["MAX_IDLE_COMPACTIONS", "IdleCompaction"]
 
 _log = get_logger("liteagent.sdk")
 _MAX_SLEEP = 60.0
 _JOIN_TIMEOUT = 1.0  # a compaction in progress is not waited for: it fails on the closed agent
 _STOP_WAIT_S = 30.0  # how long a send waits for a cancelled idle compaction to stop
+MAX_IDLE_COMPACTIONS = 4
+"""How many idle compactions run at once (half the agent's operation pool: the operations users
+ask for keep room beside them)."""
 
 
 class IdleCompaction:
-    """One deadline per session, set when a turn ends and cleared when one starts; one thread
-    for all of them, never one per session.
+    """One deadline per session, set when a turn ends and cleared when one starts; one timer
+    thread for all of them, never one per session.
 
     When a deadline passes and the session is still idle (no turn, no background task) and its
     latest context status says the conversation was over budget (``tokens > budget``),
-    ``compact`` runs in that thread (the agent's compactor, under the maintenance lock, like
-    ``agent.compact()``), one session at a time, with a cancel token that
-    :meth:`turn_started` fires.
+    ``compact`` runs (the agent's compactor, under the maintenance lock, like
+    ``agent.compact()``) on a thread ``run`` gives it (the agent's operation pool), up to
+    :data:`MAX_IDLE_COMPACTIONS` sessions at once, each with a cancel token that
+    :meth:`turn_started` fires. A deadline that passes while that many run waits for one to end.
     """
 
     def __init__(
@@ -42,16 +47,18 @@ class IdleCompaction:
         compact: Callable[[str, CancelToken], Any],
         is_busy: Callable[[str], bool],
         state: Callable[[str, CancelToken], Any],
+        run: Callable[[Callable[[], None]], None],
     ) -> None:
         self.delay = delay
         self._compact = compact
         self._is_busy = is_busy
         self._state = state
+        self._run_job = run
         self._cond = threading.Condition()
         self._due: dict[str, float] = {}
         self._heap: list[tuple[float, str]] = []
         self._closed = False
-        self._running: tuple[str, CancelToken] | None = None  # the compaction in progress
+        self._running: dict[str, CancelToken] = {}  # the compactions in progress
         self._thread = threading.Thread(target=self._run, name="liteagent-idle", daemon=True)
         self._thread.start()  # here, not on an event loop at the first turn
 
@@ -61,13 +68,15 @@ class IdleCompaction:
         one has stopped. Returns whether one of the session is still in progress."""
         with self._cond:
             self._due.pop(session_id, None)
-            running = self._running
-            if running is None or running[0] != session_id:
+            token = self._running.get(session_id)
+            if token is None:
                 return False
-            running[1].cancel("a turn or restore of the session is starting")
-            if wait and threading.current_thread() is not self._thread:
-                self._cond.wait_for(lambda: self._running is not running, timeout=_STOP_WAIT_S)
-            return self._running is running
+            token.cancel("a turn or restore of the session is starting")
+            if wait:
+                self._cond.wait_for(
+                    lambda: self._running.get(session_id) is not token, timeout=_STOP_WAIT_S
+                )
+            return self._running.get(session_id) is token
 
     def settle(self, session_id: str) -> None:
         """Wait (bounded) until no idle compaction of ``session_id`` is in progress (after
@@ -82,29 +91,51 @@ class IdleCompaction:
             due = time.monotonic() + self.delay
             self._due[session_id] = due
             heapq.heappush(self._heap, (due, session_id))
-            self._cond.notify()
+            self._cond.notify_all()
+
+    def running(self) -> int:
+        """How many idle compactions are in progress (for tests)."""
+        with self._cond:
+            return len(self._running)
 
     def _next(self) -> tuple[str, CancelToken] | None:
-        """Wait for the next deadline; the session whose deadline passed (its compaction now in
-        progress), or None when closed."""
+        """Wait for the next deadline and a free place; the session whose deadline passed (its
+        compaction now in progress), or None when closed."""
         with self._cond:
             while not self._closed:
                 now = time.monotonic()
                 while self._heap and self._due.get(self._heap[0][1]) != self._heap[0][0]:
                     heapq.heappop(self._heap)  # moved or cleared since
+                if len(self._running) >= MAX_IDLE_COMPACTIONS:
+                    self._cond.wait(_MAX_SLEEP)  # until one ends (or a deadline moves)
+                    continue
                 if self._heap and self._heap[0][0] <= now:
                     _, session_id = heapq.heappop(self._heap)
                     del self._due[session_id]
+                    if session_id in self._running:  # still compacting: after this one
+                        self.turn_finished_locked(session_id)
+                        continue
                     # in progress from here on, so that a send from now on cancels it
-                    self._running = (session_id, CancelToken())
-                    return self._running
+                    token = self._running[session_id] = CancelToken()
+                    return session_id, token
                 wait = self._heap[0][0] - now if self._heap else _MAX_SLEEP
                 self._cond.wait(min(wait, _MAX_SLEEP))
             return None
 
+    def turn_finished_locked(self, session_id: str) -> None:
+        """:meth:`turn_finished` with the lock held."""
+        due = time.monotonic() + self.delay
+        self._due[session_id] = due
+        heapq.heappush(self._heap, (due, session_id))
+
     def _run(self) -> None:
         while (running := self._next()) is not None:
-            self._fire(*running)
+            session_id, token = running
+            try:
+                self._run_job(partial(self._fire, session_id, token))
+            except Exception as e:  # noqa: BLE001 -- no thread for it: after the next turn
+                _log.info("context.idle_compaction_skipped", session_id=session_id, reason=repr(e))
+                self._ended(session_id, token)
 
     def _fire(self, session_id: str, cancel: CancelToken) -> None:
         try:
@@ -124,21 +155,25 @@ class IdleCompaction:
             self._compact(session_id, cancel)
         except LiteAgentError as e:  # busy again, closed meanwhile, ...: try after the next turn
             _log.info("context.idle_compaction_skipped", session_id=session_id, reason=repr(e))
-        except Exception as e:  # noqa: BLE001 -- the timer thread must not die loudly
+        except Exception as e:  # noqa: BLE001 -- a pool's thread must not die loudly
             _log.warning("context.idle_compaction_failed", session_id=session_id, error=repr(e))
         finally:
-            with self._cond:
-                self._running = None
-                self._cond.notify_all()
+            self._ended(session_id, cancel)
+
+    def _ended(self, session_id: str, token: CancelToken) -> None:
+        with self._cond:
+            if self._running.get(session_id) is token:
+                del self._running[session_id]
+            self._cond.notify_all()
 
     def close(self) -> None:
-        """Clear every deadline and stop the thread (after a compaction it is running)."""
+        """Clear every deadline, cancel the compactions in progress and stop the thread."""
         with self._cond:
             self._closed = True
             self._due.clear()
             self._heap.clear()
-            if self._running is not None:
-                self._running[1].cancel("the agent is closing")
+            for token in self._running.values():
+                token.cancel("the agent is closing")
             self._cond.notify_all()
         if self._thread is not threading.current_thread():
             self._thread.join(_JOIN_TIMEOUT)
