@@ -235,12 +235,11 @@ class AgentCore:
     ) -> concurrent.futures.Future[T]:
         """Run the read ``fn(*args, **kwargs)`` on the agent's executor (never blocks, once
         prestarted); :class:`AgentClosedError` after close(). Reads never wait behind the
-        operations of :meth:`submit_operation`."""
-        self.check_open()
-        try:
-            return self.pool.submit(fn, *args, **kwargs)
-        except RuntimeError as e:  # shut down by a close() in another thread meanwhile
-            raise AgentClosedError("the agent is closed") from e
+        operations of :meth:`submit_operation`. The future's ``cancel()`` keeps a job that has
+        not started from ever starting."""
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._hand(future, partial(_run_job, future, fn, args, kwargs))
+        return future
 
     def submit_operation(
         self, fn: Callable[..., T], /, *args: Any, **kwargs: Any
@@ -250,15 +249,24 @@ class AgentCore:
         executor, so that the caller (an event loop) never starts a thread; never blocks, once
         prestarted; :class:`AgentClosedError` after close(). The future's ``cancel()`` keeps a
         job that has not started from ever starting."""
-        self.check_open()
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         job = partial(_run_job, future, fn, args, kwargs)
-        try:
-            handover = self.pool.submit(self.operations.run, job)
-        except RuntimeError as e:  # shut down by a close() in another thread meanwhile
-            raise AgentClosedError("the agent is closed") from e
-        handover.add_done_callback(partial(_handed_over, future))
+        self._hand(future, partial(self.operations.run, job))
         return future
+
+    def _hand(self, future: concurrent.futures.Future[Any], job: Callable[[], None]) -> None:
+        """Give ``job`` (which completes ``future``) to the executor. When it takes none, the
+        job is cancelled (the executor may still run it later: it then does nothing) and the
+        error says why: a close() in another thread meanwhile, or no thread could start."""
+        self.check_open()
+        try:
+            handover = self.pool.submit(job)
+        except RuntimeError as e:
+            future.cancel()
+            if self._closed:
+                raise AgentClosedError("the agent is closed") from e
+            raise HostSaturatedError(f"no thread could run the call: {e}") from e
+        handover.add_done_callback(partial(_handed_over, future))
 
     @contextlib.contextmanager
     def _until_closed(self, cancel: CancelToken | None) -> Iterator[CancelToken]:

@@ -399,3 +399,34 @@ def test_an_operation_without_a_thread_fails_with_host_saturated(
     errors = asyncio.run(main())
     assert all("thread" in e for e in errors)
     assert ["x"] == compactor.started  # once: the refused compactions never reached it
+
+
+def test_an_executor_without_a_thread_is_not_mistaken_for_a_closed_agent(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A blocking agent's executor starts its first thread at its first job: when none can
+    start, iter_compact raises HostSaturatedError (the agent is open, and works once threads
+    start again), not AgentClosedError."""
+    compactor = Gated(lambda _: None)
+    with create_lite_agent(
+        model=scripted([reply("ok")]),
+        model_name="m",
+        workdir=workdir,
+        checkpointer=memory_checkpointer(),
+        compactor=compactor,
+    ) as agent:
+        agent.send("x", session_id="s")
+        real = threading.Thread.start
+        prefix = f"{agent._core.name}-pool"
+
+        def start(self: threading.Thread) -> None:
+            if self.name.startswith(prefix):
+                raise RuntimeError("can't start new thread")
+            real(self)
+
+        monkeypatch.setattr(threading.Thread, "start", start)
+        with pytest.raises(HostSaturatedError, match="no thread"):
+            agent.iter_compact(session_id="s")
+        monkeypatch.setattr(threading.Thread, "start", real)
+        assert [] == [p for p in agent.iter_compact(session_id="s") if p.phase == "error"]
+    assert ["x"] == compactor.started
