@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from _engine_support import THRESHOLD, load_messages, log_of
+from test_operations import Gated
 
 from liteagent.actors._context import LogArchiveReader
 from liteagent.context import (
@@ -513,52 +514,14 @@ def test_an_idle_session_over_budget_is_compacted_without_new_input(tmp_path: Pa
     assert "compaction" == kinds[-1]
 
 
-class _HeldCompactor(Compactor):
-    """Records the session (its first prompt) of each compaction and holds it until
-    ``release`` is set; counts the compactions running at once; changes nothing."""
-
-    def __init__(self) -> None:
-        self.release = threading.Event()
-        self.lock = threading.Lock()
-        self.running = 0
-        self.peak = 0
-        self.sessions: list[str] = []
-
-    @property
-    def spills(self) -> bool:
-        return False
-
-    def maybe_compact(
-        self,
-        messages: Sequence[Message],
-        usage: Any = None,
-        instructions: str | None = None,
-        *,
-        cancel: CancelToken | None = None,
-    ) -> CompactResult:
-        first = messages[0].content[0]
-        with self.lock:
-            self.running += 1
-            self.peak = max(self.peak, self.running)
-            self.sessions.append(first.text if isinstance(first, TextBlock) else "?")
-        try:
-            self.release.wait(30)
-        finally:
-            with self.lock:
-                self.running -= 1
-        before = estimate_tokens(messages)
-        return CompactResult(
-            messages=tuple(messages), changed=False, tokens_before=before, tokens_after=before
-        )
-
-
 def test_idle_sessions_are_compacted_several_at_once(tmp_path: Path) -> None:
     """Sessions left idle over budget at about the same time are compacted up to
     MAX_IDLE_COMPACTIONS at once (one slow summary does not hold the others back), never more,
     and every one of them is compacted."""
     from liteagent.sdk._idle import MAX_IDLE_COMPACTIONS
 
-    compactor = _HeldCompactor()
+    release = threading.Event()
+    compactor = Gated(lambda _: release.wait(30))
     names = [f"work {k}" for k in range(MAX_IDLE_COMPACTIONS + 2)]
     with create_lite_agent(
         model=scripted(long_task(8) * len(names)),
@@ -580,10 +543,10 @@ def test_idle_sessions_are_compacted_several_at_once(tmp_path: Path) -> None:
             time.sleep(0.01)
         time.sleep(0.2)  # room for a fifth to start, were the limit not kept
         assert MAX_IDLE_COMPACTIONS == compactor.running
-        compactor.release.set()
-        while len(compactor.sessions) < len(names) and time.monotonic() < deadline:
+        release.set()
+        while len(compactor.started) < len(names) and time.monotonic() < deadline:
             time.sleep(0.01)
-    assert sorted(names) == sorted(compactor.sessions)
+    assert sorted(names) == sorted(compactor.started)
     assert MAX_IDLE_COMPACTIONS == compactor.peak
 
 
