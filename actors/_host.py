@@ -61,7 +61,9 @@ class HostStats(msgspec.Struct, frozen=True, kw_only=True):
     included), sessions running a turn (``running``), requests waiting for a slot (``queued``;
     beyond ``max_queued_sends`` only by those taking the slot of a session being passivated),
     actors being passivated (``stopping``; their threads still count), background tasks running
-    (``background_tasks``, each a thread), and the three bounds."""
+    (``background_tasks``, each a thread), and the three bounds; then the agent's operations
+    (compactions, restores, collections of the asyncio API and ``iter_compact``) running and
+    waiting, and their bound (``max_operations``)."""
 
     live: int
     running: int
@@ -71,6 +73,9 @@ class HostStats(msgspec.Struct, frozen=True, kw_only=True):
     max_live_sessions: int
     max_queued_sends: int
     max_background_tasks: int
+    operations: int = 0
+    queued_operations: int = 0
+    max_operations: int = 0
 
 
 class SessionHost:

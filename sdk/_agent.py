@@ -27,6 +27,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal, overload
 
+import msgspec
+
 from liteagent.actors._branches import Branch
 from liteagent.actors._compactor import CompactStats
 from liteagent.actors._host import HostStats
@@ -191,9 +193,15 @@ class LiteAgent:
 
     def host_stats(self) -> HostStats:
         """The load of the session host, for metrics: live, running and stopping sessions,
-        queued sends, and the bounds (never blocks)."""
+        queued sends, running and waiting operations, and the bounds (never blocks)."""
         self._core.check_open()
-        return self._core.host.stats()
+        running, queued = self._core.operations.load()
+        return msgspec.structs.replace(
+            self._core.host.stats(),
+            operations=running,
+            queued_operations=queued,
+            max_operations=self._core.operations.limit,
+        )
 
     # -- time travel ------------------------------------------------------------------------------
 

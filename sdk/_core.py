@@ -134,6 +134,7 @@ class AgentCore:
         max_queued_sends: int = 10_000,
         idle_timeout_s: float | None = 300.0,
         max_background_tasks: int = 64,
+        max_operations: int = MAX_OPERATIONS,
     ) -> None:
         self.sessions = sessions
         self.checkpointer = checkpointer
@@ -145,7 +146,7 @@ class AgentCore:
         self.pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=POOL_WORKERS, thread_name_prefix=f"{self.name}-pool"
         )
-        self.operations = OperationPool(f"{self.name}-op")
+        self.operations = OperationPool(f"{self.name}-op", limit=max_operations)
         self._lock = threading.Lock()
         self._quiet = threading.Condition(self._lock)  # notified when an operation ends
         self._operations: dict[int, int] = {}  # thread id -> operations running in it
@@ -211,6 +212,7 @@ class AgentCore:
                     is_busy=self.host.is_busy,
                     state=self.host.state,
                     run=self.operations.run,
+                    limit=max(1, max_operations // 2),
                 )
             )
         except BaseException:

@@ -31,7 +31,7 @@ from liteagent.tools import context as context_tool
 
 from ._agent import LiteAgent, exact_str
 from ._async_agent import AsyncLiteAgent
-from ._core import AgentCore
+from ._core import MAX_OPERATIONS, AgentCore
 from ._prompt import DEFAULT_SYSTEM_PROMPT
 from ._validate import (
     check_bool,
@@ -139,6 +139,7 @@ def _core(
     idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
     tool_env: ToolEnv | None = None,
     max_background_tasks: int = DEFAULT_MAX_BACKGROUND_TASKS,
+    max_operations: int = MAX_OPERATIONS,
 ) -> AgentCore:
     """Check every argument (nothing is created before they all pass), then build the core."""
     if not isinstance(model, ModelProvider):
@@ -154,6 +155,7 @@ def _core(
         check_count(value, name)
     check_count(max_queued_sends, "max_queued_sends", minimum=0)
     check_count(max_background_tasks, "max_background_tasks", minimum=0)
+    check_count(max_operations, "max_operations")
     idle = check_seconds(idle_timeout_s, "idle_timeout_s")
     check_bool(sessions, "sessions")
     prompt = check_text(system_prompt, "system_prompt", optional=True)
@@ -225,6 +227,7 @@ def _core(
             max_queued_sends=max_queued_sends,
             idle_timeout_s=idle,
             max_background_tasks=max_background_tasks,
+            max_operations=max_operations,
         )
     except BaseException:
         if owns:
@@ -332,6 +335,7 @@ def create_lite_agent(
     idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
     tool_env: ToolEnv | None = None,
     max_background_tasks: int = DEFAULT_MAX_BACKGROUND_TASKS,
+    max_operations: int = MAX_OPERATIONS,
 ) -> LiteAgent:
     """Create a coding agent on ``workdir``.
 
@@ -347,8 +351,10 @@ def create_lite_agent(
     session idle for ``idle_timeout_s`` seconds (``None``: never) is passivated; it comes back
     from its log. At most ``max_background_tasks`` background tasks (``bash`` with
     ``run_in_background``; each a thread) run at once, every session's together: one more is
-    refused with an error result the model reads (``0``: none at all).
-    :meth:`LiteAgent.host_stats` shows the load. ``compactor`` is what
+    refused with an error result the model reads (``0``: none at all). At most
+    ``max_operations`` compactions, restores and collections of the asyncio API (and
+    ``iter_compact``'s compactions) run at once, each on a thread of its own; the others wait in
+    order. :meth:`LiteAgent.host_stats` shows the load. ``compactor`` is what
     :meth:`LiteAgent.compact` runs (default: ``default_compactor(max_tokens=None)`` spilling
     into the checkpointer's blob store: asked to compact, it always drops the middle turns and
     clears old tool results, instead of waiting for a token trigger).
@@ -383,6 +389,7 @@ def create_lite_agent(
             idle_timeout_s=idle_timeout_s,
             tool_env=tool_env,
             max_background_tasks=max_background_tasks,
+            max_operations=max_operations,
         )
     )
 
@@ -406,6 +413,7 @@ def create_async_lite_agent(
     idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
     tool_env: ToolEnv | None = None,
     max_background_tasks: int = DEFAULT_MAX_BACKGROUND_TASKS,
+    max_operations: int = MAX_OPERATIONS,
 ) -> AsyncLiteAgent:
     """Like :func:`create_lite_agent`, for asyncio: the methods are coroutines."""
     return AsyncLiteAgent(
@@ -427,6 +435,7 @@ def create_async_lite_agent(
             idle_timeout_s=idle_timeout_s,
             tool_env=tool_env,
             max_background_tasks=max_background_tasks,
+            max_operations=max_operations,
         )
     )
 

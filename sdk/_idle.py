@@ -24,8 +24,8 @@ _MAX_SLEEP = 60.0
 _JOIN_TIMEOUT = 1.0  # a compaction in progress is not waited for: it fails on the closed agent
 _STOP_WAIT_S = 30.0  # how long a send waits for a cancelled idle compaction to stop
 MAX_IDLE_COMPACTIONS = 4
-"""How many idle compactions run at once (half the agent's operation pool: the operations users
-ask for keep room beside them)."""
+"""How many idle compactions run at once by default (half the agent's operation pool: the
+operations users ask for keep room beside them)."""
 
 
 class IdleCompaction:
@@ -36,7 +36,7 @@ class IdleCompaction:
     latest context status says the conversation was over budget (``tokens > budget``),
     ``compact`` runs (the agent's compactor, under the maintenance lock, like
     ``agent.compact()``) on a thread ``run`` gives it (the agent's operation pool), up to
-    :data:`MAX_IDLE_COMPACTIONS` sessions at once, each with a cancel token that
+    ``limit`` sessions at once, each with a cancel token that
     :meth:`turn_started` fires. A deadline that passes while that many run waits for one to end.
     """
 
@@ -48,12 +48,14 @@ class IdleCompaction:
         is_busy: Callable[[str], bool],
         state: Callable[[str, CancelToken], Any],
         run: Callable[[Callable[[], None]], None],
+        limit: int = MAX_IDLE_COMPACTIONS,
     ) -> None:
         self.delay = delay
         self._compact = compact
         self._is_busy = is_busy
         self._state = state
         self._run_job = run
+        self.limit = limit
         self._cond = threading.Condition()
         self._due: dict[str, float] = {}
         self._heap: list[tuple[float, str]] = []
@@ -106,7 +108,7 @@ class IdleCompaction:
                 now = time.monotonic()
                 while self._heap and self._due.get(self._heap[0][1]) != self._heap[0][0]:
                     heapq.heappop(self._heap)  # moved or cleared since
-                if len(self._running) >= MAX_IDLE_COMPACTIONS:
+                if len(self._running) >= self.limit:
                     self._cond.wait(_MAX_SLEEP)  # until one ends (or a deadline moves)
                     continue
                 if self._heap and self._heap[0][0] <= now:

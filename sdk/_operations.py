@@ -71,6 +71,11 @@ class OperationPool:
                     return
             raise
 
+    def load(self) -> tuple[int, int]:
+        """``(jobs running, jobs queued)`` now (for an operator's metrics)."""
+        with self._cond:
+            return len(self._threads) - self._waiting, len(self._jobs)
+
     def stats(self) -> tuple[int, int]:
         """``(threads, queued jobs)`` now (for tests and metrics)."""
         with self._cond:

@@ -207,7 +207,8 @@ def test_hosting_with_claude(tmp_path: Path) -> None:
         out = run_example("hosting.py", tmp_path / "work", **claude(fake))
     assert out.startswith("HostStats(live=")
     assert out.endswith(
-        ", max_live_sessions=256, max_queued_sends=10000, max_background_tasks=64)\n"
+        ", max_live_sessions=256, max_queued_sends=10000, max_background_tasks=64, "
+        "operations=0, queued_operations=0, max_operations=8)\n"
     )
     assert {"fix-tests": ["Make the tests pass"], "docs": ["Document utils.py"]} == stored_prompts(
         tmp_path / "work" / "sessions.db"

@@ -317,6 +317,9 @@ def test_host_stats_show_live_running_and_queued(held_agent: Any) -> None:
             max_live_sessions=1,
             max_queued_sends=2,
             max_background_tasks=64,
+            operations=0,
+            queued_operations=0,
+            max_operations=8,
         )
         == stats
     )

@@ -22,6 +22,7 @@ from liteagent.context import Compactor, CompactResult
 from liteagent.eventlog import (
     AssistantMessage,
     CancelToken,
+    InvalidArgumentError,
     Message,
     OperationCancelledError,
     TextBlock,
@@ -193,7 +194,7 @@ def test_operations_beyond_the_limit_wait_in_order_and_reads_do_not(workdir: Pat
         checkpointer=memory_checkpointer(),
         compactor=compactor,
     )
-    stats = agent._core.operations.stats
+    queued = agent._core.operations.stats
 
     async def until(check: Callable[[], bool]) -> None:
         await asyncio.to_thread(wait_until, check)
@@ -207,7 +208,13 @@ def test_operations_beyond_the_limit_wait_in_order_and_reads_do_not(workdir: Pat
             later: list[asyncio.Future[Any]] = []
             for n, sid in enumerate(ids[-4:], start=1):  # queued one by one: a known order
                 later.append(asyncio.ensure_future(agent.compact(session_id=sid)))
-                await until(lambda n=n: stats()[1] == n)  # type: ignore[misc]
+                await until(lambda n=n: queued()[1] == n)  # type: ignore[misc]
+            stats = agent.host_stats()
+            assert (MAX_OPERATIONS, 4, MAX_OPERATIONS) == (
+                stats.operations,
+                stats.queued_operations,
+                stats.max_operations,
+            )
             checkpoints = await asyncio.wait_for(agent.list_checkpoints(session_id="s0"), GUARD)
             assert 1 == len(checkpoints)
             later[1].cancel()  # ids[-3]: queued, so it never starts
@@ -274,6 +281,47 @@ def test_close_cancels_queued_operations_and_waits_a_bounded_while_in_all(
     assert [OperationCancelledError] * len(ids) == [type(r) for r in results]
     assert sorted(ids[:MAX_OPERATIONS]) == sorted(compactor.started)
     assert took < MAX_OPERATIONS  # 1 s in all; one second for each would be 8
+
+
+def test_max_operations_bounds_the_operations_at_once(workdir: Path) -> None:
+    """create_async_lite_agent(max_operations=2): two compactions run at once, the others
+    wait; every one completes; host_stats shows the bound. Zero or a non-int is refused."""
+    release = threading.Event()
+    compactor = Gated(lambda _: release.wait(GUARD))
+    ids = _sessions(5)
+    agent = create_async_lite_agent(
+        model=scripted([reply("ok")] * len(ids)),
+        model_name="m",
+        workdir=workdir,
+        checkpointer=memory_checkpointer(),
+        compactor=compactor,
+        max_operations=2,
+    )
+
+    async def main() -> list[Any]:
+        try:
+            for sid in ids:
+                await agent.send(sid, session_id=sid)
+            tasks = [asyncio.ensure_future(agent.compact(session_id=s)) for s in ids]
+            await asyncio.to_thread(wait_until, lambda: agent.host_stats().queued_operations == 3)
+            assert (2, 2) == (agent.host_stats().operations, agent.host_stats().max_operations)
+            release.set()
+            return await asyncio.wait_for(asyncio.gather(*tasks), GUARD)
+        finally:
+            release.set()
+            await agent.close()
+
+    assert [False] * len(ids) == [r.changed for r in asyncio.run(main())]
+    assert 2 == compactor.peak
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(InvalidArgumentError, match="max_operations"):
+            create_lite_agent(
+                model=scripted([]),
+                model_name="m",
+                workdir=workdir,
+                checkpointer=memory_checkpointer(),
+                max_operations=bad,
+            )
 
 
 # -- the pool itself --------------------------------------------------------------------------
