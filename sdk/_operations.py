@@ -47,8 +47,8 @@ class OperationPool:
 
     def run(self, job: Callable[[], None]) -> None:
         """Queue ``job``, which a free thread, a new one (within the limit) or the next thread
-        to finish its job runs. ``job`` must not raise. ``RuntimeError`` when a thread was
-        needed and none could start (the job is then not queued)."""
+        to finish its job runs. ``RuntimeError`` when a thread was needed and none could start
+        (the job is then not queued). A job that raises is logged; its thread goes on."""
         with self._cond:
             self._jobs.append(job)
             if self._waiting >= len(self._jobs):  # a waiting thread for it and each before it
@@ -113,7 +113,10 @@ class OperationPool:
                         self._leave(me)
                         return
                 job = self._jobs.popleft()
-            job()
+            try:
+                job()
+            except BaseException as e:  # noqa: BLE001 -- the thread serves the next job
+                _log.error("agent.operation_failed", pool=self.name, error=repr(e))
             del job  # what the job holds is not kept alive while the thread waits
 
     def _leave(self, me: threading.Thread) -> None:

@@ -478,3 +478,18 @@ def test_an_executor_without_a_thread_is_not_mistaken_for_a_closed_agent(
         monkeypatch.setattr(threading.Thread, "start", real)
         assert [] == [p for p in agent.iter_compact(session_id="s") if p.phase == "error"]
     assert ["x"] == compactor.started
+
+
+def test_a_job_that_raises_does_not_cost_the_pool_its_thread(pool: OperationPool) -> None:
+    """A job raising (even a BaseException) is logged; its thread serves the next jobs, and
+    the pool still counts it right (the next job runs at once, not never)."""
+
+    def boom() -> None:
+        raise KeyboardInterrupt
+
+    ran = threading.Event()
+    for _ in range(pool.limit * 2):
+        pool.run(boom)
+    pool.run(ran.set)
+    assert ran.wait(GUARD)
+    wait_until(lambda: pool.load() == (0, 0))
