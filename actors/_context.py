@@ -135,6 +135,20 @@ class SessionContext:
                 budget=budget,
             )
 
+    def resume(self, state: SessionState) -> None:
+        """Take the :attr:`ceiling` back from the log of a session that comes back (after a
+        restart or a passivation): the latest request's status, when it was projected within
+        less than the configured budget under the same settings, shows a recovery's ceiling
+        in force. Without it, the first request after every passivation spent the provider's
+        refusal (and the one retry) finding the ceiling again."""
+        status = state.context_status
+        if (
+            status is not None
+            and status.settings == self.settings
+            and 0 < status.budget < self.settings.budget_tokens
+        ):
+            self.ceiling = status.budget
+
     def project(self, state: SessionState, budget: int | None = None) -> ContextView:
         """The view of ``state`` (may raise :class:`~liteagent.context.ContextBudgetError`).
 
@@ -144,8 +158,8 @@ class SessionContext:
         of every later step and turn again, each time spending the one retry a request gets
         (a long session then failed on every send). When what must be kept needs more than the
         ceiling, the view is the smallest one there is (within the configured budget). The
-        budget a view was projected within is recorded with it, so replay recomputes it. The
-        ceiling lasts as long as this object (the session's life in memory)."""
+        budget a view was projected within is recorded with it, so replay recomputes it, and
+        :meth:`resume` takes the ceiling back from that record when the session comes back."""
         ceiling = self.ceiling
         if budget is None and ceiling is not None and ceiling < self.settings.budget_tokens:
             try:

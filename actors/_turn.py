@@ -194,6 +194,8 @@ class SessionCore(SessionLog):
         super().load()
         self.view.reset()
         self._reset_context()
+        if self.context is not None:
+            self.context.resume(self.state)
 
     # -- a turn ---------------------------------------------------------------------------------
 

@@ -633,6 +633,52 @@ def test_a_window_smaller_than_the_budget_does_not_fail_every_later_send(
     assert verify_replay(events).ok
 
 
+def test_the_ceiling_an_overflow_taught_survives_passivation_and_restart(tmp_path: Path) -> None:
+    """The budget a recovery found is taken back from the log when the session comes back: a
+    session passivated for idleness, and one resumed by a new agent on the same store, send
+    their next request within it, without the provider refusing one first."""
+    refused: list[int] = []
+    model = _window_model(2_500, True)
+
+    def counting(request: ModelRequest) -> AssistantMessage:
+        try:
+            return model(request)
+        except ContextOverflowError:
+            refused.append(1)
+            raise
+
+    cp = memory_checkpointer()
+
+    def agent(**kwargs: Any) -> Any:
+        return create_lite_agent(
+            model=scripted([counting] * 100),
+            model_name="m",
+            workdir=tmp_path,
+            tools=[emit],
+            checkpointer=cp,
+            context={"budget_tokens": 40_000},
+            max_tokens=256,
+            **kwargs,
+        )
+
+    with agent(idle_timeout_s=0.05) as first:
+        sid = first.session_id
+        for i in range(10):
+            first.send(f"part {i}: " + "y" * 1_200, session_id=sid)
+        learned = len(refused)
+        assert learned >= 1  # the window was found by a refusal
+        deadline = time.monotonic() + 30
+        while first.host_stats().live and time.monotonic() < deadline:
+            time.sleep(0.01)  # passivated: its actor (and the ceiling in memory) is gone
+        assert 0 == first.host_stats().live
+        first.send("after a passivation: " + "y" * 1_200, session_id=sid)
+        assert learned == len(refused)
+    with agent() as second:
+        second.send("after a restart: " + "y" * 1_200, session_id=sid)
+        assert learned == len(refused)
+    assert verify_replay(list(cp.read(sid))).ok
+
+
 def test_an_overflow_reporting_a_window_below_the_output_reserve_is_retried(
     tmp_path: Path,
 ) -> None:
