@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from liteagent.eventlog import CancelToken, InvalidArgumentError, validate_session_id
+from liteagent.eventlog._paths import check_path as eventlog_check_path
 from liteagent.eventlog._shown import shown
 
 __all__ = [
@@ -136,21 +137,12 @@ def check_grace(value: object, name: str, *, optional: bool = False) -> float | 
 def check_path(
     value: object, name: str, *, optional: bool = False
 ) -> str | os.PathLike[str] | None:
-    """A ``str`` or ``os.PathLike[str]`` naming a path (``None`` too when ``optional``)."""
+    """``value`` when it names a path (see :func:`liteagent.eventlog._paths.check_path`; ``None``
+    too when ``optional``)."""
     if value is None and optional:
         return None
-    if isinstance(value, str):
-        text = value
-    elif isinstance(value, os.PathLike) and isinstance(os.fspath(value), str):
-        text = os.fspath(value)
-    else:
-        kind = "None, a str or a path" if optional else "a str or a path"
-        raise InvalidArgumentError(f"{name} must be {kind}, got {type(value).__name__}")
-    if not text or "\0" in text:
-        raise InvalidArgumentError(
-            f"{name} must be a non-empty path without NUL, got {shown(text)}"
-        )
-    return value
+    eventlog_check_path(name, value)
+    return value  # type: ignore[return-value]  # checked: a str or an os.PathLike of str
 
 
 def check_workdir(value: object) -> Path:
