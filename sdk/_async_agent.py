@@ -4,8 +4,8 @@ Nothing it does on the event loop waits on a lock held across slow work, starts 
 file or folds a log: a send is posted to the session host's dispatcher and its future awaited;
 storage reads run on the agent's own executor, whose threads all start with the agent (so a submit
 from the loop never starts one), which hands restores, compactions and collections to the agent's
-operation pool (up to eight at once, a thread each: reads never wait behind them), and ``close()``
-runs on a thread the dispatcher starts. Live events reach the loop through
+operation pool (up to ``max_operations`` at once, a thread each: reads never wait behind them), and
+``close()`` runs on a thread the dispatcher starts. Live events reach the loop through
 :class:`AsyncSubscription` (one thread-safe wake-up per batch, no thread per subscriber). Cancelling
 the task awaiting a method cancels its work (see :class:`AsyncLiteAgent`).
 """

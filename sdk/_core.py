@@ -79,7 +79,8 @@ def _run_job(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> None:
-    """On a thread of the operation pool: run ``fn`` into ``future`` unless it was cancelled."""
+    """On the executor's or the operation pool's thread: run ``fn`` into ``future`` unless it
+    was cancelled."""
     if not future.set_running_or_notify_cancel():
         return
     try:

@@ -1,6 +1,6 @@
 """OperationPool: the threads that run an agent's blocking operations, a bounded number at once.
 
-The asyncio shell runs every storage call, compaction and restore off the loop, and
+The asyncio shell runs every compaction, restore and collection off the loop, and
 ``iter_compact`` runs its compaction beside the caller. A fixed handful of threads for all of
 them would make a read wait behind a few slow compactions (a summarizer's model calls take
 seconds) and run the compactions of a daemon's many sessions one after another. The pool runs up
@@ -25,9 +25,10 @@ __all__ = ["MAX_OPERATIONS", "OperationPool"]
 _log = get_logger("liteagent.sdk")
 
 MAX_OPERATIONS = 8
-"""How many operations of one agent run at once (compactions, restores, collections, reads of
-the asyncio shell); the others wait in order. A compaction runs its compactor on a thread of its
-own beside it, so an agent with every slot compacting uses twice as many threads."""
+"""How many operations of one agent run at once by default (``max_operations``: compactions,
+restores, collections and deletions of the asyncio shell, ``iter_compact``'s compactions, idle
+compactions); the others wait in order. A compaction runs its compactor on a thread of its own
+beside it, so an agent with every slot compacting uses twice as many threads."""
 
 
 class OperationPool:
