@@ -220,7 +220,7 @@ class FileBlobStore(FileBlobCollection, BlobStore):
             raise InvalidArgumentError(
                 f"durability must be 'normal' or 'full', got {shown(durability)}"
             )
-        self._root = Path(root)
+        self._root = Path(os.path.abspath(root))  # not moved by a later change of folder
         self._codec = codec
         self._full = durability == "full"
 

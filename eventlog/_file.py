@@ -118,6 +118,7 @@ class FileCheckpointer(Checkpointer):
 
     def __init__(self, root: Path, durability: Durability, codec: Codec | None) -> None:
         super().__init__()
+        root = Path(os.path.abspath(root))  # a later change of folder must not move the store
         given: object = durability
         if type(given) is not str or given not in ("normal", "full"):
             raise InvalidArgumentError(f"durability must be 'normal' or 'full', got {shown(given)}")

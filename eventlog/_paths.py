@@ -26,18 +26,23 @@ def check_path(name: str, value: object) -> str:
 
 
 def lite_agent_home(home: str | os.PathLike[str] | None = None) -> Path:
-    """Return the home folder: ``home`` if given, else ``$LITE_AGENT_HOME``, else
+    """Return the home folder, absolute: ``home`` if given, else ``$LITE_AGENT_HOME``, else
     ``~/.lite-agent``."""
     try:
         if home is not None:
-            return Path(check_path("home", home)).expanduser()
+            return _absolute(Path(check_path("home", home)).expanduser())
         env = os.environ.get("LITE_AGENT_HOME")
         if env:
-            return Path(env).expanduser()
-        return Path.home() / ".lite-agent"
+            return _absolute(Path(env).expanduser())
+        return _absolute(Path.home() / ".lite-agent")
     except (RuntimeError, KeyError) as e:  # "~nobody/x", or no home folder to be found
         where = "home" if home is not None else "$LITE_AGENT_HOME" if env else "the home folder"
         raise InvalidArgumentError(f"{where}: cannot find the user's home folder ({e})") from e
+
+
+def _absolute(path: Path) -> Path:
+    """``path`` against the current folder: a later change of folder must not move the store."""
+    return Path(os.path.abspath(path))
 
 
 def project_hash(workdir: str | os.PathLike[str] = ".") -> str:

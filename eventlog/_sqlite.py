@@ -21,6 +21,7 @@ import errno
 import os
 import struct
 import threading
+import urllib.parse
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -107,6 +108,21 @@ def _check_file(file: object) -> str:
     return file
 
 
+def _absolute(path: str) -> str:
+    """``path`` made absolute against the current folder (a plain path, or the path of a
+    ``file:`` URI), so that a process that changes its folder later still opens this store
+    (every thread opens its own connection, some long after). Memory databases and URIs with
+    an absolute path are returned as they are."""
+    if not path.startswith("file:"):
+        return path if path == ":memory:" else os.path.abspath(path)
+    rest = path[len("file:") :]
+    cut = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    name, tail = rest[:cut], rest[cut:]
+    if not name or name.startswith(("/", ":memory:")):
+        return path
+    return f"file:{urllib.parse.quote(os.getcwd(), safe='/')}/{name}{tail}"
+
+
 def _opening(path: str, error: StorageIOError | NotADatabaseError) -> LiteAgentError:
     """``error``, raised while opening the store at ``path``, with the path in its message."""
     if isinstance(error, StorageIOError):
@@ -140,6 +156,7 @@ class SqliteCheckpointer(Checkpointer):
             raise InvalidArgumentError(
                 f"integrity_check_on_open must be a bool, got {shown(integrity_check_on_open)}"
             )
+        path = _absolute(path)
         self._file = path
         self._uri = path.startswith("file:")
         # Every connection to ":memory:" (or a memory URI) is a database of its own: such a
