@@ -16,6 +16,11 @@ file lock, with SQLite's sleep-and-retry busy handler instead of this queue, and
 them are what made ``database is locked`` errors. Other processes keep their own writer; SQLite's
 lock and ``busy_timeout_ms`` arbitrate between processes.
 
+After every commit the writer checks that the database's path still names the file it has
+open (one ``stat``): SQLite keeps writing to a file deleted or replaced while open, where
+nothing can find the write again. Such a write, and every later one, fails with
+:class:`StorageIOError` (``ESTALE``) instead of being acknowledged.
+
 :func:`set_group_commit` (or ``LITEAGENT_SQLITE_GROUP_COMMIT=0`` in the environment) turns
 batching off: the leader then commits one write per transaction (the benchmark's baseline).
 """
@@ -23,13 +28,14 @@ batching off: the leader then commits one write per transaction (the benchmark's
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 from typing import Any
 
 import apsw
 
-from ._errors import CheckpointerClosedError
+from ._errors import CheckpointerClosedError, StorageIOError
 from ._sqlite_batch import Batch, WriteOp
 from ._sqlite_commit import LOCAL, Item, commit_batch, outcome, run_own, waiter
 from ._sqlite_db import map_error, open_connection, set_busy_wait
@@ -66,6 +72,7 @@ class Writer:
         self._leading = False
         self._closing = False
         self._cur: apsw.Cursor | None = None
+        self._path = file  # the database's path (the resolved file name once it is open)
         self._sync = ""
         self._busy_ms = -1
         self.verified = Verified()
@@ -135,6 +142,9 @@ class Writer:
                 raise
             for hook in tx.hooks:
                 hook()
+            moved = self._moved()
+            if moved is not None:
+                raise moved
         except (apsw.Error, OSError, UnicodeError) as e:
             raise map_error(e, session_id) from e
         finally:
@@ -218,6 +228,29 @@ class Writer:
         for it in batch:
             if it.own:
                 run_own(conn, it)
+        moved = self._moved()
+        if moved is not None:
+            for it in batch:
+                if it.error is None:
+                    it.error, it.result = moved, None
+
+    def _moved(self) -> StorageIOError | None:
+        """Why the writes just committed are lost, if the database's path no longer names the
+        file this writer has open (deleted, or replaced by another file); else ``None``."""
+        try:
+            st = os.stat(self._path)
+        except FileNotFoundError:
+            st = None
+        except OSError:
+            return None  # cannot tell (a permission change): the commit itself succeeded
+        if st is not None and (st.st_dev, st.st_ino) == self.key:
+            return None
+        return StorageIOError(
+            errno.ESTALE,
+            f"the database file {self._path!r} was deleted or replaced while open: the write "
+            "went to the old file, not to the one at that path (nothing was acknowledged); "
+            "open the store again",
+        )
 
     def _hand_on(self, batch: list[Item], own: Item | None, *, keep: bool) -> list[Item]:
         """After a commit: wake the callers of ``batch`` (all but the leader's ``own``); return
@@ -254,6 +287,7 @@ class Writer:
         if conn is None:
             conn = self._conn = open_connection(self.file, busy, sync)
             self._cur = conn.cursor()
+            self._path = conn.filename
             self._sync, self._busy_ms = sync, busy
         if sync != self._sync:
             conn.pragma("synchronous", sync)

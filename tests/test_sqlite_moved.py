@@ -1,0 +1,132 @@
+"""A SQLite store deleted or replaced under an open checkpointer: SQLite would go on writing
+to the old file, which nothing can find again; the writer notices after each commit and fails
+the write (``StorageIOError``, ``ESTALE``) instead of acknowledging it, and every later one."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from liteagent.eventlog import (
+    Checkpointer,
+    StorageIOError,
+    TextBlock,
+    UserPrompt,
+    sqlite_checkpointer,
+)
+
+
+def _prompt(text: str) -> UserPrompt:
+    return UserPrompt(content=(TextBlock(text),))
+
+
+def _texts(cp: Checkpointer, session_id: str) -> list[str]:
+    return [e.body.content[0].text for e in cp.read(session_id) if isinstance(e.body, UserPrompt)]
+
+
+def _remove_store(db: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+
+
+def _refused(cp: Checkpointer, session_id: str, text: str) -> None:
+    with pytest.raises(StorageIOError, match="deleted or replaced while open") as caught:
+        cp.append(session_id, [_prompt(text)])
+    assert errno.ESTALE == caught.value.errno
+
+
+def test_a_deleted_database_refuses_every_later_write(tmp_path: Path) -> None:
+    """After the file is deleted, appends (to a known and to a new session) raise; a store
+    opened at the path afterwards holds none of them."""
+    db = tmp_path / "s.db"
+    cp = sqlite_checkpointer(db)
+    try:
+        cp.append("a", [_prompt("kept")])
+        _remove_store(db)
+        _refused(cp, "a", "lost 1")
+        _refused(cp, "b", "lost 2")
+        _refused(cp, "a", "lost 3")
+    finally:
+        cp.close()
+    fresh = sqlite_checkpointer(db)
+    try:
+        assert [] == [info.id for info in fresh.list()]
+    finally:
+        fresh.close()
+
+
+def test_a_replaced_database_is_not_written_through_the_old_file(tmp_path: Path) -> None:
+    """A store renamed over the path (a restored backup) is left as it was: the open
+    checkpointer's appends raise instead of landing in the file it opened first."""
+    db, backup = tmp_path / "s.db", tmp_path / "backup.db"
+    other = sqlite_checkpointer(backup)
+    try:
+        other.append("a", [_prompt("from the backup")])
+    finally:
+        other.close()
+    cp = sqlite_checkpointer(db)
+    try:
+        cp.append("a", [_prompt("before")])
+        for suffix in ("-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        os.replace(backup, db)
+        _refused(cp, "a", "after")
+        _refused(cp, "c", "new session")
+    finally:
+        cp.close()
+    fresh = sqlite_checkpointer(db)
+    try:
+        assert ["a"] == [info.id for info in fresh.list()]
+        assert ["from the backup"] == _texts(fresh, "a")
+    finally:
+        fresh.close()
+
+
+def test_concurrent_appends_after_a_replacement_are_never_acknowledged(tmp_path: Path) -> None:
+    """Threads appending to their own sessions (batched commits) while the file is replaced:
+    no append that started after the replacement is acknowledged, each raises ESTALE."""
+    db, blank = tmp_path / "s.db", tmp_path / "blank.db"
+    sqlite_checkpointer(blank).close()
+    cp = sqlite_checkpointer(db)
+    replaced = threading.Event()
+    late_acks: list[str] = []
+    late_errors: list[int | None] = []
+    others: list[BaseException] = []
+
+    def work(n: int) -> None:
+        for i in range(400):
+            after = replaced.is_set()
+            try:
+                cp.append(f"s{n}", [_prompt(f"{n}-{i}")])
+            except StorageIOError as e:
+                if after:
+                    late_errors.append(e.errno)
+                continue
+            except BaseException as e:  # noqa: BLE001 -- reported by the assertion below
+                others.append(e)
+                return
+            if after:
+                late_acks.append(f"{n}-{i}")
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(16)]
+    try:
+        for t in threads:
+            t.start()
+        while cp.position("s0").head < 20 and any(t.is_alive() for t in threads):
+            replaced.wait(0.001)
+        for suffix in ("-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        os.replace(blank, db)
+        replaced.set()
+        for t in threads:
+            t.join(120)
+    finally:
+        cp.close()
+    assert [] == others
+    assert [] == late_acks
+    assert late_errors
+    assert {errno.ESTALE} == set(late_errors)
