@@ -9,7 +9,12 @@ between the two in the same run; the ratio of events/s is reported (target >= 5x
 writer's transactions per round and the mean batch size. A lone append (one thread) is measured
 the same way, to show that batching does not make it slower.
 
-    /tmp/venv/bin/python bench/bench_group_commit.py [--quick] [--threads N] [--calls N]
+Two diagnostics follow (they explain the ratio, they are not the target): the batched side on a
+second store with ``synchronous="normal"`` (no fsync at all: what the batched path reaches when
+syncing costs nothing, so the ratio's ceiling on this machine), and the cost of one thread
+hand-off (two threads waking each other through locks, as a waiting append is woken).
+
+    python bench/bench_group_commit.py [--quick] [--threads N] [--calls N]
 """
 
 from __future__ import annotations
@@ -80,6 +85,56 @@ def lone_round(cp: Checkpointer, calls: int, events: list[Event], batching: bool
     for i in range(calls):
         cp.append(sid, [events[i % len(events)]])
     return time.perf_counter() - start
+
+
+def hand_off_us(n: int) -> float:
+    """Microseconds per thread hand-off: two threads waking each other ``n`` times in turn
+    through two locks (a waiting append is woken the same way)."""
+    ping, pong = threading.Lock(), threading.Lock()
+    ping.acquire()
+    pong.acquire()
+
+    def other() -> None:
+        for _ in range(n):
+            ping.acquire()
+            pong.release()
+
+    t = threading.Thread(target=other)
+    t.start()
+    start = time.perf_counter()
+    for _ in range(n):
+        ping.release()
+        pong.acquire()
+    elapsed = time.perf_counter() - start
+    t.join()
+    return elapsed / (2 * n) * 1e6
+
+
+def diagnostics(
+    root: str,
+    args: argparse.Namespace,
+    calls: int,
+    events: list[Event],
+    baseline_rate: float,
+) -> None:
+    """Print the batched side's rate without fsync (the ratio's ceiling on this machine) and
+    the cost of one thread hand-off."""
+    cp = sqlite_checkpointer(os.path.join(root, "nosync.db"), synchronous="normal")
+    threads, ops = args.threads, args.threads * calls
+    try:
+        concurrent_round(cp, threads, calls, events, True)  # warm up
+        ceiling = max(
+            ops / concurrent_round(cp, threads, calls, events, True)[0] for _ in range(args.rounds)
+        )
+    finally:
+        cp.close()
+    hand_off = min(hand_off_us(2_000 if args.quick else 20_000) for _ in range(3))
+    print("\n-- diagnostics (not the target)")
+    print(
+        f"   batching on, synchronous=normal (no fsync): best {fmt_rate(ceiling)} events/s "
+        f"= {ceiling / baseline_rate:.2f}x the baseline: the ratio's ceiling here"
+    )
+    print(f"   one thread hand-off (lock wake-up, best of 3): {hand_off:.0f} us")
 
 
 def main() -> None:
@@ -153,6 +208,7 @@ def main() -> None:
             f"   lone on/off: best/best {lon.best_rate / loff.best_rate:.2f}x (1.0x = batching "
             "costs a lone append nothing)"
         )
+        diagnostics(root, args, calls, events, off.best_rate)
         print(
             f"\n== summary: group commit {fmt_rate(on.best_rate)} events/s vs "
             f"{fmt_rate(off.best_rate)} events/s without, ratio {ratio:.1f}x "
