@@ -115,7 +115,7 @@ class SessionFilesCheckpointer(Checkpointer):
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         super().__init__()
-        self._root = Path(root)
+        self._root = Path(os.path.abspath(root))  # a later chdir must not move the store
         self._store = self._root / "store.sqlite"
         self._lock = threading.Lock()
         self._lease_files: dict[Lease, int] = {}  # a held lease -> its open, flocked file

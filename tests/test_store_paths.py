@@ -1,6 +1,8 @@
 """A store opened with a relative path stays where it was opened: a process that changes its
 current folder later (a daemon's ``chdir("/")``) keeps reading and writing the same store, from
-every thread, including threads that open their first connection after the change."""
+every thread, including threads that open their first connection after the change. (Every
+backend's plain relative path: the conformance suite's ``DurableConformance``; here the other
+spellings, the blob store, the home folder and an agent.)"""
 
 from __future__ import annotations
 
@@ -25,8 +27,7 @@ from liteagent.providers import scripted
 from liteagent.sdk import create_lite_agent
 
 STORES: dict[str, Callable[[], Checkpointer]] = {
-    "file": lambda: file_checkpointer("logs"),
-    "sqlite": lambda: sqlite_checkpointer("sessions.db"),
+    "file-dotted": lambda: file_checkpointer(os.path.join(".", "data", "..", "logs")),
     "sqlite-uri": lambda: sqlite_checkpointer("file:sessions.db?mode=rwc"),
     "sqlite-subfolder": lambda: sqlite_checkpointer(os.path.join("data", "..", "s.db")),
 }

@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import random
+import threading
 from pathlib import Path
 
 import pytest
@@ -127,6 +129,34 @@ class DurableConformance(DurableLeaseTests, DurableBlobCollectionTests, DurableF
             ref = cp.blobs.put(b"snapshot bytes")
         with factory() as cp:
             assert b"snapshot bytes" == cp.blobs.get(ref)
+
+    def test_a_relative_path_keeps_its_store_after_a_change_of_folder(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A store opened by a path relative to the current folder stays that store when the
+        process changes folder (a daemon's ``chdir``): appends, reads from a thread started
+        afterwards (its own connections), blobs, and a reopen from the first folder; nothing
+        appears in the new folder."""
+        monkeypatch.chdir(tmp_path.parent)
+        factory = self.checkpointer_factory(Path(tmp_path.name) / "store")
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        with factory() as cp:
+            cp.append("s", prompts("a"))
+            ref = cp.blobs.put(b"kept")
+            monkeypatch.chdir(elsewhere)
+            cp.append("s", prompts("b"))
+            seen: list[list[str]] = []
+            reader = threading.Thread(target=lambda: seen.append(texts(cp.read("s"))))
+            reader.start()
+            reader.join(60)
+            assert [["a", "b"]] == seen
+            assert b"kept" == cp.blobs.get(ref)
+            assert ["s"] == [i.id for i in cp.list()]
+        assert [] == os.listdir(elsewhere)
+        monkeypatch.chdir(tmp_path.parent)
+        with factory() as cp:
+            assert ["a", "b"] == texts(cp.read("s"))
 
     def test_stale_instance_gets_conflict(self, tmp_path: Path) -> None:
         """Two instances on one store: the one with an old head conflicts, never overwrites."""
