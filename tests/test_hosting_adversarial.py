@@ -732,6 +732,11 @@ def emit(seed: int, size: int) -> str:
     return " ".join(f"{rng.getrandbits(40):x}" for _ in range(size // 11))
 
 
+def _running_and_queued(agent: LiteAgent) -> tuple[int, int]:
+    stats = agent.host_stats()
+    return stats.running, stats.queued
+
+
 def test_a_send_takes_the_idle_compaction_of_its_session_out_of_the_queue(workdir: Path) -> None:
     """Its one slot taken by a hanging turn, the idle compaction of a passivated session over
     its budget waits in the host's queue to read its state; a send of that session cancels it
@@ -764,7 +769,9 @@ def test_a_send_takes_the_idle_compaction_of_its_session_out_of_the_queue(workdi
     try:
         agent.send("work", session_id="x")
         held = pool.submit(agent.send, "hold", session_id="y")
-        assert _until(lambda: 1 == agent.host_stats().queued)  # the idle compaction's read
+        # "hold" runs (it may first wait in the queue for x's actor to stop), and the idle
+        # compaction's read waits in the queue
+        assert _until(lambda: (1, 1) == _running_and_queued(agent))
         waiting = pool.submit(agent.send, "go on", session_id="x")
         queued_send = _until(lambda: agent._core.host.is_busy("x"), wait=10)
         stats = agent.host_stats()
