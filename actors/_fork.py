@@ -2,12 +2,13 @@
 
 The new session's first write is one append: the original's events before the checkpoint (the
 same seqs, kinds and bodies; their blobs are shared, and touched first so that a garbage
-collection running meanwhile keeps them) and a :class:`Forked` record. The original is not
-written. The fork shares the workspace unless given another folder (a copy of the workspace):
-then the files the agent's file tools changed since the checkpoint are put back there first,
-with a restore's preflight, and put back as they were when the new session cannot be written;
-a crash leaves at worst that folder partly restored and no session (forking again puts the
-rest back).
+collection running meanwhile keeps them), a :class:`Forked` record, and, for each background
+task open at the checkpoint, a failed end and a notice (its result goes to the original only).
+The original is not written. The fork shares the workspace unless given another folder (a
+copy of the workspace): then the files the agent's file tools changed since the checkpoint are
+put back there first, with a restore's preflight, and put back as they were when the new
+session cannot be written; a crash leaves at worst that folder partly restored and no session
+(forking again puts the rest back).
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from liteagent.eventlog import (
     RestoreFile,
     SessionState,
     StoredEvent,
+    fold,
 )
 
+from ._background import lost_records
 from ._branches import touch_refs
 from ._restore_files import RestoreFailedError, apply_files, backup_files
 from ._restore_plan import RestoreRefusedError, plan_files, preflight, reason
@@ -54,13 +57,18 @@ def fork_session(
             raise RestoreRefusedError(problems, "fork")
         records = backup_files(workdir, plans, blobs)
         apply_files(workdir, records, blobs, to_target=True)
-    bodies = [e.body for e in events if e.seq < seq]
+    prefix = [e for e in events if e.seq < seq]
+    bodies = [e.body for e in prefix]
     record = Forked(
         origin=session_id, at_seq=seq, workdir=None if workdir is None else str(workdir)
     )
+    # The background tasks open at the checkpoint report to the original session only.
+    elsewhere = lost_records(
+        list(fold(prefix).background_open), f"it reports to session {session_id!r} only"
+    )
     try:
         touch_refs(blobs, bodies)
-        checkpointer.append(new_id, [*bodies, record], expected_head=0)
+        checkpointer.append(new_id, [*bodies, record, *elsewhere], expected_head=0)
     except LiteAgentError as e:
         if workdir is not None:
             try:

@@ -9,7 +9,6 @@ session comes back.
 from __future__ import annotations
 
 import concurrent.futures
-import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +30,8 @@ from liteagent.eventlog import (
 from liteagent.eventlog._logger import get_logger
 from liteagent.tools import ToolError, ToolOutput
 
+from . import _background as background
+from ._background import new_task_id
 from ._envelope import ActorBase, ActorMessage, Envelope, ask, tell
 from ._errors import AgentBusyError
 from ._hub import LiveEvent
@@ -93,7 +94,6 @@ class BackgroundTask(msgspec.Struct, frozen=True):
     description: str
 
 
-_TASK_IDS = itertools.count(1)
 _LOCK_TIMEOUT = 30.0
 _BACKGROUND_SUMMARY = 4000
 _BACKGROUND_RETRY_EVERY = 1.0  # seconds between tries while another process holds the lease
@@ -294,6 +294,7 @@ class SessionActor(ActorBase):
             self.core.append(
                 [
                     *self.core.interrupted_turn(),  # a turn another process was killed in
+                    *self.core.lost_background(),  # tasks whose process is gone
                     BackgroundCompleted(
                         task_id=done.task_id, ok=not done.is_error, summary=summary
                     ),
@@ -313,7 +314,7 @@ class SessionActor(ActorBase):
         )
 
     def _start_background(self, description: str, work: Callable[[CancelToken], ToolOutput]) -> str:
-        task_id = f"bg-{next(_TASK_IDS)}"
+        task_id = new_task_id()
         token = CancelToken()
         task = BackgroundTask(task_id, self.session_id, description)
         ref = self.actor_ref
@@ -336,14 +337,17 @@ class SessionActor(ActorBase):
                         error=repr(error),
                     )
             finally:
+                background.discard(task_id)
                 tasks.thread_ended(ended)
 
         tasks = self.tasks
         ended = tasks.thread_started()  # first: at the agent's bound it raises, nothing added
         tasks.add(task, token)
+        background.register(task_id)
         try:
             threading.Thread(target=run, name=f"liteagent-{task_id}", daemon=True).start()
         except BaseException:
+            background.discard(task_id)
             tasks.remove(task_id)
             tasks.thread_ended(ended)
             raise

@@ -64,9 +64,10 @@ from liteagent.eventlog._logger import get_logger
 from liteagent.eventlog._messages import merge_adjacent, message_text
 from liteagent.providers import ContextOverflowError, ModelProvider
 from liteagent.providers._contract import ModelRequest, ModelResponse, ResponseComplete, ToolSchema
-from liteagent.tools import Tool, ToolContext
+from liteagent.tools import Tool, ToolContext, ToolOutput
 from liteagent.tools._contract import BackgroundStarter
 
+from ._background import started as background_started
 from ._context import LogArchiveReader, SessionContext
 from ._gate import held
 from ._hub import EventHub, LiveEvent
@@ -254,6 +255,7 @@ class SessionCore(SessionLog):
                     )
                 )
             before.extend(self.interrupted_turn())  # a turn cut short (crash, kill)
+            before.extend(self.lost_background())  # tasks whose process is gone
         try:
             self.append([*before, prompt])
         except BaseException as e:
@@ -484,6 +486,7 @@ class SessionCore(SessionLog):
         start_background: BackgroundStarter | None,
     ) -> None:
         events: list[Event] = []
+        starts: list[Event] = []  # the background tasks the calls start
         results: list[Event] = []
         by_name = {t.name: t for t in self.config.tools}
         blobs = self.config.checkpointer.blobs
@@ -497,7 +500,7 @@ class SessionCore(SessionLog):
                 self.session_id,
                 call.id,
                 cancel,
-                start_background,
+                None if start_background is None else _recorded(start_background, call, starts),
                 archive=reader,
             )
             self.config.hub.publish(LiveEvent(self.session_id, ToolCallStarted(call.id, call.name)))
@@ -525,7 +528,7 @@ class SessionCore(SessionLog):
             archived.extend(
                 self.context.archive([r for r in results if isinstance(r, ToolResult)], blobs)
             )
-        self.append([*events, *results, *archived])
+        self.append([*events, *starts, *results, *archived])
         cancel.raise_if_cancelled()
 
     def _abort(self, error: BaseException, *, started: bool = True) -> None:
@@ -536,6 +539,19 @@ class SessionCore(SessionLog):
         except Exception as e:  # noqa: BLE001 -- the record matters more than the live event
             self.log.warning("turn.failed_not_published", error=repr(e))
         self.record_abort(error, reason, started=started)
+
+
+def _recorded(
+    start: BackgroundStarter, call: ToolUseBlock, starts: list[Event]
+) -> BackgroundStarter:
+    """``start``, noting in ``starts`` the record of each task it starts for ``call``."""
+
+    def starter(description: str, work: Callable[[CancelToken], ToolOutput]) -> str:
+        task_id = start(description, work)
+        starts.append(background_started(task_id, call.id, description))
+        return task_id
+
+    return starter
 
 
 def _bind(

@@ -31,11 +31,16 @@ from liteagent.eventlog import (
 from liteagent.eventlog._eventcodec import kind_of
 from liteagent.eventlog._fold import apply_all
 
+from ._background import lost, lost_records
 from ._turn_tools import interrupted_results, safe_text
 
 __all__ = ["SessionLog"]
 
 _REASON_CHARS = 500  # of an error message kept in a turn-aborted record and its notice
+_LOST = (
+    "the agent running it was closed (which stops its tasks) or its process ended before the "
+    "task finished; its output and exit code will never be reported"
+)
 
 
 class SessionLog:
@@ -120,6 +125,12 @@ class SessionLog:
         if notice and (calls or self.state.turn_open):
             text = f"[liteagent: this turn stopped before the model finished: {reason}]"
         return [*interrupted_results(calls, reason), TurnAborted(reason=reason, notice=text)]
+
+    def lost_background(self) -> list[Event]:
+        """What closes the background tasks open in the log that will never report (their
+        process is gone, see ``_background``): a failed end for each and a notice for the
+        model; nothing when there are none."""
+        return lost_records(lost(self.state), _LOST)
 
     def interrupted_turn(self) -> list[Event]:
         """What closes a turn that another process (or a crash) cut short, found open in the

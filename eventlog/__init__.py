@@ -47,6 +47,7 @@ from ._errors import (
 from ._events import (
     AssistantMessage,
     BackgroundCompleted,
+    BackgroundStarted,
     BranchCreated,
     Compaction,
     ContentArchived,
@@ -111,6 +112,7 @@ __all__ = [
     "AppliedEdit",
     "AssistantMessage",
     "BackgroundCompleted",
+    "BackgroundStarted",
     "BlobCollectionUnsupportedError",
     "BlobError",
     "BlobInfo",

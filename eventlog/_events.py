@@ -20,6 +20,7 @@ from ._messages import Block, Message, ToolResultBlock, message_text
 __all__ = [
     "AssistantMessage",
     "BackgroundCompleted",
+    "BackgroundStarted",
     "BranchCreated",
     "Compaction",
     "ContentArchived",
@@ -223,8 +224,25 @@ class ModelRequestRecord(_EventBase, tag="model_request", frozen=True):
     native_edits: tuple[str, ...] = ()
 
 
+class BackgroundStarted(_EventBase, tag="background_started", frozen=True):
+    """A tool call started a background task (recorded with the call's result); its
+    :class:`BackgroundCompleted` comes when it ends.
+
+    ``pid``, ``host`` and ``process`` (the machine's boot, the pid namespace and the process's
+    start time) name the process running it, so that a later process can tell a task whose
+    process is gone, which will never report, from one still running elsewhere."""
+
+    task_id: str
+    tool_call_id: str = ""
+    description: str = ""
+    pid: int = 0
+    host: str = ""
+    process: str = ""
+
+
 class BackgroundCompleted(_EventBase, tag="background_completed", frozen=True):
-    """A background task finished."""
+    """A background task finished (``ok`` false when it failed, or when it was found never to
+    finish: its process ended first)."""
 
     task_id: str
     ok: bool = True
@@ -345,6 +363,7 @@ Event: TypeAlias = (
     | Compaction
     | ContextStatus
     | ModelRequestRecord
+    | BackgroundStarted
     | BackgroundCompleted
     | TurnAborted
     | RestoreStarted

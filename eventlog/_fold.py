@@ -16,6 +16,7 @@ from ._errors import InvalidArgumentError
 from ._events import (
     AssistantMessage,
     BackgroundCompleted,
+    BackgroundStarted,
     BranchCreated,
     Compaction,
     ContentArchived,
@@ -77,8 +78,10 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     the merged messages); ``open_tool_calls`` are tool_use ids still waiting for their result.
     ``turn_open`` is whether a turn has not ended: a user prompt or a tool result came after the
     model's last answer and no turn-aborted notice closed it since (a background notice between
-    turns does not open one). ``forked_from`` is the record of the fork that made the session;
-    ``branch`` the header of a branch session (see :class:`BranchCreated`).
+    turns does not open one). ``background_open`` are the background tasks started and not
+    yet ended, in start order (one per task id: a second start of an id replaces the first).
+    ``forked_from`` is the record of the fork that made the session; ``branch`` the header of a
+    branch session (see :class:`BranchCreated`).
     """
 
     head: int = 0
@@ -96,6 +99,7 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     model_requests: PVec[tuple[int, ModelRequestRecord]] = msgspec.field(default_factory=PVec)
     archived: PVec[tuple[int, ContentArchived]] = msgspec.field(default_factory=PVec)
     background_completed: int = 0
+    background_open: tuple[BackgroundStarted, ...] = ()
     turns_aborted: int = 0
     unknown_kinds: frozenset[str] = frozenset()
     pending_restore: tuple[int, RestoreStarted] | None = None
@@ -140,6 +144,7 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
     u_in = u_out = u_cc = u_cr = 0
     context_status = state.context_status
     background, aborted = state.background_completed, state.turns_aborted
+    background_open = state.background_open
     pending = state.pending_restore
     forked, branch = state.forked_from, state.branch
     restores: list[tuple[int, RestoreStarted]] = []
@@ -191,6 +196,12 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
             started = body  # type: ignore[assignment]
         elif t is BackgroundCompleted:
             background += 1
+            done: BackgroundCompleted = body  # type: ignore[assignment]
+            if background_open:
+                background_open = _ended(background_open, done.task_id)
+        elif t is BackgroundStarted:
+            begun: BackgroundStarted = body  # type: ignore[assignment]
+            background_open = (*_ended(background_open, begun.task_id), begun)
         elif t is TurnAborted:
             aborted += 1
             stop: TurnAborted = body  # type: ignore[assignment]
@@ -242,6 +253,7 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
         model_requests=state.model_requests.extended(requests),
         archived=state.archived.extended(archived),
         background_completed=background,
+        background_open=background_open,
         turns_aborted=aborted,
         unknown_kinds=state.unknown_kinds if unknown is None else frozenset(unknown),
         pending_restore=pending,
@@ -249,6 +261,11 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
         forked_from=forked,
         branch=branch,
     )
+
+
+def _ended(started: tuple[BackgroundStarted, ...], task_id: str) -> tuple[BackgroundStarted, ...]:
+    """The open background tasks less ``task_id``."""
+    return tuple(t for t in started if t.task_id != task_id)
 
 
 def _answer(open_calls: list[str], tool_use_id: str) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from liteagent.eventlog import (
     AssistantMessage,
     BackgroundCompleted,
+    BackgroundStarted,
     Block,
     BranchCreated,
     Compaction,
@@ -134,9 +135,15 @@ def describe_event(event: StoredEvent) -> str:
             f"the result of {body.tool_use_id} moved to the blob store ({body.chars} "
             f"characters, {body.size} bytes)"
         )
+    if isinstance(body, BackgroundStarted):
+        return (
+            f"background task {short(body.task_id, 40)} started by "
+            f"{short(body.tool_call_id, 40)} (pid {body.pid} on {short(body.host, 60)}): "
+            f"{short(body.description)}"
+        )
     if isinstance(body, BackgroundCompleted):
         outcome = "finished" if body.ok else "failed"
-        return f"background task {body.task_id} {outcome}" + (
+        return f"background task {short(body.task_id, 40)} {outcome}" + (
             f": {short(body.summary)}" if body.summary else ""
         )
     if isinstance(body, TurnAborted):

@@ -18,6 +18,7 @@ from liteagent.context._replay import NO_DIGEST
 from liteagent.eventlog import (
     AssistantMessage,
     BackgroundCompleted,
+    BackgroundStarted,
     BranchCreated,
     Compaction,
     ContentArchived,
@@ -244,6 +245,7 @@ _SAMPLES: list[Event | OpaqueEvent] = [
     Compaction(first_seq=1, last_seq=4, tokens_before=100, tokens_after=10),
     ContextStatus(level="select", tokens=500, budget=400, tokens_after=380, actions=("archive",)),
     ModelRequestRecord(view_hash="ab" * 32, token_estimate=42),
+    BackgroundStarted(task_id="bg1", tool_call_id="t1", description="make", pid=7, host="h"),
     BackgroundCompleted(task_id="bg1", ok=False, summary="exit 1"),
     TurnAborted(reason="interrupted"),
     RestoreStarted(
@@ -269,6 +271,7 @@ def test_replay_describes_every_event_kind() -> None:
     lines = {type(e).__name__: describe_event(StoredEvent(1, 0.0, "k", e)) for e in _SAMPLES}
     assert all(lines.values()), lines
     assert "level select: ~500 → ~380 tokens of 400; archive" == lines["ContextStatus"]
+    assert "background task bg1 started by t1 (pid 7 on h): make" == lines["BackgroundStarted"]
 
 
 def test_nothing_off_a_terminal_holds_an_escape_code(cli: Cli) -> None:

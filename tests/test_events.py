@@ -14,6 +14,7 @@ import pytest
 from liteagent.eventlog import (
     AssistantMessage,
     BackgroundCompleted,
+    BackgroundStarted,
     Block,
     BranchCreated,
     Checkpointer,
@@ -132,6 +133,9 @@ SAMPLES: dict[str, Event] = {
     ),
     "content_archived": ContentArchived(
         tool_use_id="t1", ref="sha256:" + "0" * 64, chars=5, size=6
+    ),
+    "background_started": BackgroundStarted(
+        task_id="bg1", tool_call_id="t1", description="sleep 1", pid=7, host="h", process="p"
     ),
     "background_completed": BackgroundCompleted(task_id="bg1", ok=False, summary="failed"),
     "turn_aborted": TurnAborted(reason="cancelled", notice="[liteagent: stopped]"),

@@ -20,6 +20,7 @@ EVENTLOG = {
     "AppliedEdit",
     "AssistantMessage",
     "BackgroundCompleted",
+    "BackgroundStarted",
     "BlobCollectionUnsupportedError",
     "BlobError",
     "BlobInfo",

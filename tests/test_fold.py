@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from liteagent.eventlog import (
     AssistantMessage,
     BackgroundCompleted,
+    BackgroundStarted,
     Compaction,
     ContentArchived,
     ContextStatus,
@@ -567,3 +568,27 @@ def test_every_intermediate_state_survives_later_applies(events: list[StoredEven
     for e in events:
         states.append(apply(states[-1], e))
     assert [fold(events[:i]) for i in range(len(states))] == states
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.sampled_from(["a", "b", "c"])), max_size=12))
+def test_background_open_is_the_tasks_started_and_not_ended(
+    steps: list[tuple[bool, str]],
+) -> None:
+    """``background_open``: the started tasks no completion ended since, in start order (an end
+    of a task never started, or ended twice, changes nothing), whether folded at once or one
+    event at a time."""
+    bodies: list[Body] = [
+        BackgroundStarted(task_id=t) if start else BackgroundCompleted(task_id=t)
+        for start, t in steps
+    ]
+    events = [_stored(i, b) for i, b in enumerate(bodies, start=1)]
+    expected: list[str] = []
+    for start, t in steps:
+        expected = [x for x in expected if x != t]
+        if start:
+            expected.append(t)
+    at_once = fold(events).background_open
+    stepwise = functools.reduce(apply, events, SessionState()).background_open
+    assert expected == [b.task_id for b in at_once]
+    assert at_once == stepwise
