@@ -18,6 +18,7 @@ import os
 import re
 import stat
 import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
@@ -54,7 +55,7 @@ from ._frames import (
     build_header,
     encode_payload,
 )
-from ._fsutil import fsync_dir, open_regular, write_all
+from ._fsutil import close_unlocked, fsync_dir, open_regular, write_all
 from ._ids import SESSION_ID_PATTERN, validate_session_id
 from ._lease import Lease, LeaseInfo
 from ._logger import get_logger
@@ -108,7 +109,7 @@ class _Handle:
 
     def close_fd(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
+            close_unlocked(self.fd)
             self.fd = -1
         self.valid = False
 
@@ -141,6 +142,18 @@ class FileCheckpointer(Checkpointer):
         # What evicted handles had verified, so a session coming back is not scanned again.
         self._verified: dict[str, tuple[int, int, int, int]] = {}
         self._blob_store = FileBlobStore(root / "blobs", codec, durability=durability)
+        _OPEN.add(self)
+
+    def _forget_in_child(self) -> None:
+        """In a forked child: close this process's copies of the open logs without dropping
+        their locks (they are the parent's), and start with fresh handles and locks."""
+        for h in self._handles.values():
+            if h.fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(h.fd)
+            h.fd = -1
+        self._handles = {}
+        self._handles_lock = threading.Lock()
 
     @property
     def root(self) -> Path:
@@ -393,7 +406,7 @@ class FileCheckpointer(Checkpointer):
                     yield from events
                     return
             finally:
-                os.close(fd)
+                close_unlocked(fd)
             # The file was replaced between open and lock: read the current one.
 
     def _replaced(self, session_id: str, generation: int) -> CheckpointConflictError:
@@ -515,7 +528,7 @@ class FileCheckpointer(Checkpointer):
         h.fd, h.ino, h.size = new_fd, os.fstat(new_fd).st_ino, size
         h.head, h.generation, h.valid, h.torn = head, generation, True, False
         h.verified = (h.ino, generation, size, head)
-        os.close(old_fd)
+        close_unlocked(old_fd)
 
     def _check_integrity(self) -> IntegrityReport:
         problems: list[IntegrityProblem] = []
@@ -595,7 +608,7 @@ class FileCheckpointer(Checkpointer):
             except OSError:
                 continue
             finally:
-                os.close(fd)  # and with it the flock
+                close_unlocked(fd)
         return False  # replaced on every try: truncates are running
 
     def _log_files(self) -> list[tuple[str, int, str]]:
@@ -756,3 +769,14 @@ def file_checkpointer(
             check_path("home", home)
         check_path("workdir", workdir)
     return FileCheckpointer(path, durability, codec)
+
+
+_OPEN: weakref.WeakSet[FileCheckpointer] = weakref.WeakSet()  # for a forked child to let go of
+
+
+def _forget_in_child() -> None:
+    for cp in list(_OPEN):
+        cp._forget_in_child()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)

@@ -20,11 +20,12 @@ import re
 import socket
 import stat
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from ._contract import IntegrityProblem
 from ._errors import SessionLeasedError
-from ._fsutil import open_regular
+from ._fsutil import close_unlocked, open_regular
 from ._ids import SESSION_ID_PATTERN
 from ._lease import Lease, LeaseInfo
 
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["FileLease", "acquire_file_lease", "file_lease_holder", "lease_path", "lease_problems"]
 
 _RECORD_MAX = 4096
+_HELD: weakref.WeakSet[FileLease] = weakref.WeakSet()  # for a forked child to let go of
 _NAMING_WAIT = 0.5  # seconds a refused acquire waits for the winner to write its record
 
 
@@ -103,7 +105,16 @@ class FileLease(Lease):
             with contextlib.suppress(OSError):
                 _write_record(fd, {"token": self.info.token, "held": False})
         finally:
-            os.close(fd)  # releases the flock
+            close_unlocked(fd)
+
+    def forget_in_child(self) -> None:
+        """In a forked child: close this process's copy of the lease file without dropping
+        the lock (the parent holds the lease), and mark the lease lost here."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            self._mark_lost()
 
 
 def _start_time(pid: int) -> str | None:
@@ -210,7 +221,9 @@ def acquire_file_lease(
     except BaseException:
         os.close(fd)
         raise
-    return FileLease(checkpointer, session_id, info, fd)
+    lease = FileLease(checkpointer, session_id, info, fd)
+    _HELD.add(lease)
+    return lease
 
 
 def file_lease_holder(root: str, session_id: str) -> LeaseInfo | None:
@@ -223,3 +236,11 @@ def file_lease_holder(root: str, session_id: str) -> LeaseInfo | None:
         return _holder(_read_record(fd))
     finally:
         os.close(fd)
+
+
+def _forget_in_child() -> None:
+    for lease in list(_HELD):
+        lease.forget_in_child()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)

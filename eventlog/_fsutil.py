@@ -8,7 +8,19 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["fsync_dir", "open_regular", "write_all"]
+__all__ = ["close_unlocked", "fsync_dir", "open_regular", "write_all"]
+
+
+def close_unlocked(fd: int) -> None:
+    """Drop ``fd``'s ``flock`` explicitly, then close it. Closing alone frees the lock only once
+    every descriptor of the open file is closed, and a process forked meanwhile (a daemon's
+    ``multiprocessing`` worker) holds a copy of each for as long as it lives."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    except OSError:
+        pass  # not lockable (nothing to drop); the close below still happens
+    finally:
+        os.close(fd)
 
 
 def _kind(mode: int) -> str:

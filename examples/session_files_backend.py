@@ -110,6 +110,15 @@ def session_state(conn: sqlite3.Connection) -> tuple[Position, float] | None:
     return Position(head, row[0]), row[1]
 
 
+def _close_unlocked(fd: int) -> None:
+    """Drop the flock, then close: a close alone keeps the lock while a process forked
+    meanwhile still holds a copy of the descriptor."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
 class SessionFilesCheckpointer(Checkpointer):
     """See :func:`session_files_checkpointer`."""
 
@@ -146,7 +155,7 @@ class SessionFilesCheckpointer(Checkpointer):
             fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
             yield
         finally:
-            os.close(fd)  # drops the flock
+            _close_unlocked(fd)
 
     @contextlib.contextmanager
     def _session(self, session_id: str, *, write: bool) -> Iterator[sqlite3.Connection | None]:
@@ -346,7 +355,7 @@ class SessionFilesCheckpointer(Checkpointer):
             return
         with contextlib.suppress(OSError):
             write_record(fd, {"held": False})
-        os.close(fd)  # drops the flock
+        _close_unlocked(fd)
 
     def _lease_holder(self, session_id: str) -> LeaseInfo | None:
         with translated(session_id):

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import socket
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +225,34 @@ class DurableLeaseTests:
             lease.release()
             assert b.lease_holder("s") is None
             assert lease.token < b.acquire_lease("s").token
+
+    def test_a_forked_child_keeps_no_lock_its_parent_released(self, tmp_path: Path) -> None:
+        """A process forked while a lease is held and a read is in progress (a daemon's
+        ``multiprocessing`` worker holds copies of every descriptor, for as long as it lives):
+        once the parent releases the lease and ends the read, another instance takes the
+        lease and writes, without waiting for the child."""
+        factory = self.checkpointer_factory(tmp_path / "store")
+        with factory() as a, factory() as b:
+            a.append("s", prompts("a", "b"))
+            lease = a.acquire_lease("s", owner="parent")
+            reading = a.read("s")
+            next(reading)
+            child = os.fork()
+            if child == 0:  # pragma: no cover -- the child only sleeps, holding the copies
+                time.sleep(60)
+                os._exit(0)
+            try:
+                lease.release()
+                assert ["b"] == texts(reading)
+                b.acquire_lease("s", owner="other").release()
+                writer = threading.Thread(target=b.append, args=("s", prompts("c")))
+                writer.start()
+                writer.join(30)
+                assert not writer.is_alive(), "the write waited for the forked child"
+                assert ["a", "b", "c"] == texts(b.read("s"))
+            finally:
+                os.kill(child, signal.SIGKILL)
+                os.waitpid(child, 0)
 
     def test_closing_an_instance_frees_its_leases_for_others(self, tmp_path: Path) -> None:
         """Leases of a closed checkpointer can be taken through another one."""
