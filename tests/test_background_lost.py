@@ -85,12 +85,29 @@ def db(tmp_path: Path) -> Path:
     return tmp_path / "sessions.db"
 
 
-def _read(db: Path, session_id: str) -> list[Any]:
+def _next_turn(work: Path, db: Path, text: str) -> Model:
+    """A new agent's turn on session "s"; its model, which kept the request."""
+    model = Model()
+    agent = _agent(work, db, [model])
+    try:
+        agent.send(text, session_id="s")
+    finally:
+        agent.close()
+    return model
+
+
+def _events(db: Path, session_id: str) -> list[Any]:
+    """The session's stored events (read through a checkpointer of their own)."""
     cp = sqlite_checkpointer(db)
     try:
-        return [e.body for e in cp.read(session_id)]
+        return list(cp.read(session_id))
     finally:
         cp.close()
+
+
+def _read(db: Path, session_id: str) -> list[Any]:
+    """The bodies of the session's events."""
+    return [e.body for e in _events(db, session_id)]
 
 
 def _until(condition: Callable[[], bool]) -> bool:
@@ -109,12 +126,7 @@ def test_a_task_stopped_by_close_is_told_to_the_model_as_lost(work: Path, db: Pa
     agent = _agent(work, db, [_start("sleep 30"), first])
     agent.send("start it", session_id="s")
     agent.close()
-    model = Model()
-    agent = _agent(work, db, [model])
-    try:
-        agent.send("what became of it?", session_id="s")
-    finally:
-        agent.close()
+    model = _next_turn(work, db, "what became of it?")
     bodies = _read(db, "s")
     (start,) = [b for b in bodies if isinstance(b, BackgroundStarted)]
     (end,) = [b for b in bodies if isinstance(b, BackgroundCompleted)]
@@ -126,14 +138,6 @@ def test_a_task_stopped_by_close_is_told_to_the_model_as_lost(work: Path, db: Pa
     assert "closed" in found.group(3)
     assert "what became of it?" in model.last_user_text()
     assert () == fold(_events(db, "s")).background_open
-
-
-def _events(db: Path, session_id: str) -> list[Any]:
-    cp = sqlite_checkpointer(db)
-    try:
-        return list(cp.read(session_id))
-    finally:
-        cp.close()
 
 
 def test_a_task_running_in_another_agent_of_this_process_is_not_lost(work: Path, db: Path) -> None:
@@ -199,12 +203,7 @@ def test_a_task_whose_process_was_killed_is_lost(work: Path, db: Path) -> None:
         child.wait(WAIT)
         if child.stdout is not None:
             child.stdout.close()
-    model = Model()
-    agent = _agent(work, db, [model])
-    try:
-        agent.send("and now?", session_id="s")
-    finally:
-        agent.close()
+    model = _next_turn(work, db, "and now?")
     found = LOST.search(model.last_user_text())
     assert found is not None, model.last_user_text()
     (end,) = [b for b in _read(db, "s") if isinstance(b, BackgroundCompleted)]
@@ -231,12 +230,7 @@ def test_a_task_started_on_another_host_is_left_open(work: Path, db: Path) -> No
     """Nothing here can tell whether a process of another host still runs: its task stays
     open and nothing is told to the model."""
     _stored_start(db, pid=os.getpid(), host="another-host", process=started_self())
-    model = Model()
-    agent = _agent(work, db, [model])
-    try:
-        agent.send("next", session_id="s")
-    finally:
-        agent.close()
+    model = _next_turn(work, db, "next")
     assert LOST.search(model.last_user_text()) is None
     assert ["bg-0000abcd"] == [t.task_id for t in fold(_events(db, "s")).background_open]
 
@@ -247,12 +241,7 @@ def test_a_task_of_a_gone_process_of_this_host_is_lost(work: Path, db: Path) -> 
     gone.wait(WAIT)
     machine = started_self().rpartition("|")[0]
     _stored_start(db, pid=gone.pid, host=os.uname().nodename, process=f"{machine}|1")
-    model = Model()
-    agent = _agent(work, db, [model])
-    try:
-        agent.send("next", session_id="s")
-    finally:
-        agent.close()
+    model = _next_turn(work, db, "next")
     found = LOST.search(model.last_user_text())
     assert found is not None
     assert ("bg-0000abcd", "job") == found.group(1, 2)

@@ -52,22 +52,16 @@ def test_a_deleted_database_refuses_every_later_write(tmp_path: Path) -> None:
         _refused(cp, "a", "lost 3")
     finally:
         cp.close()
-    fresh = sqlite_checkpointer(db)
-    try:
+    with sqlite_checkpointer(db) as fresh:
         assert [] == [info.id for info in fresh.list()]
-    finally:
-        fresh.close()
 
 
 def test_a_replaced_database_is_not_written_through_the_old_file(tmp_path: Path) -> None:
     """A store renamed over the path (a restored backup) is left as it was: the open
     checkpointer's appends raise instead of landing in the file it opened first."""
     db, backup = tmp_path / "s.db", tmp_path / "backup.db"
-    other = sqlite_checkpointer(backup)
-    try:
+    with sqlite_checkpointer(backup) as other:
         other.append("a", [_prompt("from the backup")])
-    finally:
-        other.close()
     cp = sqlite_checkpointer(db)
     try:
         cp.append("a", [_prompt("before")])
@@ -78,12 +72,9 @@ def test_a_replaced_database_is_not_written_through_the_old_file(tmp_path: Path)
         _refused(cp, "c", "new session")
     finally:
         cp.close()
-    fresh = sqlite_checkpointer(db)
-    try:
+    with sqlite_checkpointer(db) as fresh:
         assert ["a"] == [info.id for info in fresh.list()]
         assert ["from the backup"] == _texts(fresh, "a")
-    finally:
-        fresh.close()
 
 
 def test_concurrent_appends_after_a_replacement_are_never_acknowledged(tmp_path: Path) -> None:
