@@ -9,8 +9,8 @@ the process running it) with the call's result; the task's end records
 wait for a result that never comes. So before a session's next turn (or background record), a
 task still open is closed as lost when it was started
 
-- by this process and no longer runs here (:data:`running` is process-wide, so an agent does
-  not close the running task of another agent of the same process), or
+- by this process and no longer runs here (the set of tasks running here is process-wide, so
+  an agent does not close the running task of another agent of the same process), or
 - by a process of this host that is gone (the check the session leases use: pid, boot, pid
   namespace and start time).
 
