@@ -144,7 +144,7 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
     u_in = u_out = u_cc = u_cr = 0
     context_status = state.context_status
     background, aborted = state.background_completed, state.turns_aborted
-    background_open = state.background_open
+    tasks: dict[str, BackgroundStarted] | None = None  # the open tasks, once one changes
     pending = state.pending_restore
     forked, branch = state.forked_from, state.branch
     restores: list[tuple[int, RestoreStarted]] = []
@@ -197,11 +197,15 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
         elif t is BackgroundCompleted:
             background += 1
             done: BackgroundCompleted = body  # type: ignore[assignment]
-            if background_open:
-                background_open = _ended(background_open, done.task_id)
+            if tasks is None:
+                tasks = {t.task_id: t for t in state.background_open}
+            tasks.pop(done.task_id, None)
         elif t is BackgroundStarted:
             begun: BackgroundStarted = body  # type: ignore[assignment]
-            background_open = (*_ended(background_open, begun.task_id), begun)
+            if tasks is None:
+                tasks = {t.task_id: t for t in state.background_open}
+            tasks.pop(begun.task_id, None)  # a second start of an id moves it last
+            tasks[begun.task_id] = begun
         elif t is TurnAborted:
             aborted += 1
             stop: TurnAborted = body  # type: ignore[assignment]
@@ -253,7 +257,7 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
         model_requests=state.model_requests.extended(requests),
         archived=state.archived.extended(archived),
         background_completed=background,
-        background_open=background_open,
+        background_open=state.background_open if tasks is None else tuple(tasks.values()),
         turns_aborted=aborted,
         unknown_kinds=state.unknown_kinds if unknown is None else frozenset(unknown),
         pending_restore=pending,
@@ -261,11 +265,6 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
         forked_from=forked,
         branch=branch,
     )
-
-
-def _ended(started: tuple[BackgroundStarted, ...], task_id: str) -> tuple[BackgroundStarted, ...]:
-    """The open background tasks less ``task_id``."""
-    return tuple(t for t in started if t.task_id != task_id)
 
 
 def _answer(open_calls: list[str], tool_use_id: str) -> None:
