@@ -30,7 +30,12 @@ from liteagent.eventlog import (
     memory_checkpointer,
 )
 from liteagent.providers import scripted
-from liteagent.sdk import HostSaturatedError, create_async_lite_agent, create_lite_agent
+from liteagent.sdk import (
+    AsyncLiteAgent,
+    HostSaturatedError,
+    create_async_lite_agent,
+    create_lite_agent,
+)
 from liteagent.sdk._core import MAX_OPERATIONS
 from liteagent.sdk._operations import OperationPool
 
@@ -179,6 +184,18 @@ def test_a_stuck_compactor_delays_no_other_session(workdir: Path) -> None:
         agent.close()
 
 
+def _async_agent(workdir: Path, compactor: Compactor, turns: int, **kw: Any) -> AsyncLiteAgent:
+    """An asyncio agent on a memory store whose model answers ``turns`` prompts with "ok"."""
+    return create_async_lite_agent(
+        model=scripted([reply("ok")] * turns),
+        model_name="m",
+        workdir=workdir,
+        checkpointer=memory_checkpointer(),
+        compactor=compactor,
+        **kw,
+    )
+
+
 def test_operations_beyond_the_limit_wait_in_order_and_reads_do_not(workdir: Path) -> None:
     """With MAX_OPERATIONS compactions running, further ones wait (at most MAX_OPERATIONS run
     at once) and start in the order they were asked for as slots free up one by one; a read
@@ -187,13 +204,7 @@ def test_operations_beyond_the_limit_wait_in_order_and_reads_do_not(workdir: Pat
     ids = _sessions(MAX_OPERATIONS + 4)
     gates = {sid: threading.Event() for sid in ids}
     compactor = Gated(lambda name: gates[name].wait(GUARD))
-    agent = create_async_lite_agent(
-        model=scripted([reply("ok")] * len(ids)),
-        model_name="m",
-        workdir=workdir,
-        checkpointer=memory_checkpointer(),
-        compactor=compactor,
-    )
+    agent = _async_agent(workdir, compactor, len(ids))
     queued = agent._core.operations.stats
 
     async def until(check: Callable[[], bool]) -> None:
@@ -255,13 +266,7 @@ def test_close_cancels_queued_operations_and_waits_a_bounded_while_in_all(
     release = threading.Event()
     compactor = Gated(lambda _: release.wait(GUARD))
     ids = _sessions(MAX_OPERATIONS + 2)
-    agent = create_async_lite_agent(
-        model=scripted([reply("ok")] * len(ids)),
-        model_name="m",
-        workdir=workdir,
-        checkpointer=memory_checkpointer(),
-        compactor=compactor,
-    )
+    agent = _async_agent(workdir, compactor, len(ids))
 
     async def main() -> tuple[list[Any], float]:
         try:
@@ -289,14 +294,7 @@ def test_max_operations_bounds_the_operations_at_once(workdir: Path) -> None:
     release = threading.Event()
     compactor = Gated(lambda _: release.wait(GUARD))
     ids = _sessions(5)
-    agent = create_async_lite_agent(
-        model=scripted([reply("ok")] * len(ids)),
-        model_name="m",
-        workdir=workdir,
-        checkpointer=memory_checkpointer(),
-        compactor=compactor,
-        max_operations=2,
-    )
+    agent = _async_agent(workdir, compactor, len(ids), max_operations=2)
 
     async def main() -> list[Any]:
         try:
