@@ -17,8 +17,6 @@ def close_unlocked(fd: int) -> None:
     ``multiprocessing`` worker) holds a copy of each for as long as it lives."""
     try:
         fcntl.flock(fd, fcntl.LOCK_UN)
-    except OSError:
-        pass  # not lockable (nothing to drop); the close below still happens
     finally:
         os.close(fd)
 

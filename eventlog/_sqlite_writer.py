@@ -16,10 +16,11 @@ file lock, with SQLite's sleep-and-retry busy handler instead of this queue, and
 them are what made ``database is locked`` errors. Other processes keep their own writer; SQLite's
 lock and ``busy_timeout_ms`` arbitrate between processes.
 
-After every commit the writer checks that the database's path still names the file it has
-open (one ``stat``): SQLite keeps writing to a file deleted or replaced while open, where
-nothing can find the write again. Such a write, and every later one, fails with
-:class:`StorageIOError` (``ESTALE``) instead of being acknowledged.
+Before and after every transaction the writer checks that the database's path still names the
+file it has open (a ``stat`` each): SQLite keeps writing to a file deleted, moved or replaced
+while open, where nothing at the path finds the write again. From then on every write fails
+with :class:`StorageIOError` (``ESTALE``): refused before anything is written, or (when the
+file went away during the transaction) not acknowledged.
 
 :func:`set_group_commit` (or ``LITEAGENT_SQLITE_GROUP_COMMIT=0`` in the environment) turns
 batching off: the leader then commits one write per transaction (the benchmark's baseline).
@@ -73,6 +74,7 @@ class Writer:
         self._closing = False
         self._cur: apsw.Cursor | None = None
         self._path = file  # the database's path (the resolved file name once it is open)
+        self._gone: StorageIOError | None = None  # why writes are refused (see _moved)
         self._sync = ""
         self._busy_ms = -1
         self.verified = Verified()
@@ -130,6 +132,9 @@ class Writer:
         tx = Batch(self._cur)
         cur = tx.cur
         try:
+            gone = self._moved()  # nothing is written through a file no longer at its path
+            if gone is not None:
+                raise gone
             cur.execute("BEGIN IMMEDIATE")
             try:
                 result = op(conn, tx)
@@ -218,6 +223,11 @@ class Writer:
             for it in batch:
                 it.error = e
             return
+        gone = self._moved()  # nothing is written through a file no longer at its path
+        if gone is not None:
+            for it in batch:
+                it.error = gone
+            return
         grouped = (
             batch if len(batch) == 1 and not batch[0].own else [it for it in batch if not it.own]
         )
@@ -235,22 +245,26 @@ class Writer:
                     it.error, it.result = moved, None
 
     def _moved(self) -> StorageIOError | None:
-        """Why the writes just committed are lost, if the database's path no longer names the
-        file this writer has open (deleted, or replaced by another file); else ``None``."""
+        """Why writes are refused, if the database's path no longer names the file this writer
+        has open (deleted, moved, or replaced by another file); else ``None``. Once found, it
+        stays found: every later write is refused without looking again."""
+        if self._gone is not None:
+            return self._gone
         try:
             st = os.stat(self._path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # its folder too may be gone
             st = None
         except OSError:
             return None  # cannot tell (a permission change): the commit itself succeeded
         if st is not None and (st.st_dev, st.st_ino) == self.key:
             return None
-        return StorageIOError(
+        self._gone = StorageIOError(
             errno.ESTALE,
-            f"the database file {self._path!r} was deleted or replaced while open: the write "
-            "went to the old file, not to the one at that path (nothing was acknowledged); "
+            f"the database file {self._path!r} was deleted, moved or replaced while open: "
+            "writes through it are refused (a write it commits meanwhile is not acknowledged); "
             "open the store again",
         )
+        return self._gone
 
     def _hand_on(self, batch: list[Item], own: Item | None, *, keep: bool) -> list[Item]:
         """After a commit: wake the callers of ``batch`` (all but the leader's ``own``); return

@@ -1,6 +1,8 @@
-"""A SQLite store deleted or replaced under an open checkpointer: SQLite would go on writing
-to the old file, which nothing can find again; the writer notices after each commit and fails
-the write (``StorageIOError``, ``ESTALE``) instead of acknowledging it, and every later one."""
+"""A SQLite store deleted, moved or replaced under an open checkpointer: SQLite would go on
+writing to the old file, which nothing at the path finds again; the writer looks before and
+after each transaction and fails the write (``StorageIOError``, ``ESTALE``), writing nothing
+(or, when the file went away during the transaction, acknowledging nothing), and every later
+one."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def _remove_store(db: Path) -> None:
 
 
 def _refused(cp: Checkpointer, session_id: str, text: str) -> None:
-    with pytest.raises(StorageIOError, match="deleted or replaced while open") as caught:
+    with pytest.raises(StorageIOError, match="deleted, moved or replaced while open") as caught:
         cp.append(session_id, [_prompt(text)])
     assert errno.ESTALE == caught.value.errno
 
@@ -54,6 +56,23 @@ def test_a_deleted_database_refuses_every_later_write(tmp_path: Path) -> None:
         cp.close()
     with sqlite_checkpointer(db) as fresh:
         assert [] == [info.id for info in fresh.list()]
+
+
+def test_a_database_whose_folder_was_moved_refuses_writes(tmp_path: Path) -> None:
+    """The store's folder renamed away and a file put where it was: the path names no
+    database any more, so appends raise, and write nothing into the moved file either."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    cp = sqlite_checkpointer(folder / "s.db")
+    try:
+        cp.append("a", [_prompt("kept")])
+        folder.rename(tmp_path / "moved")
+        folder.write_text("not a folder")
+        _refused(cp, "a", "lost")
+    finally:
+        cp.close()
+    with sqlite_checkpointer(tmp_path / "moved" / "s.db") as moved:
+        assert ["kept"] == _texts(moved, "a")
 
 
 def test_a_replaced_database_is_not_written_through_the_old_file(tmp_path: Path) -> None:
