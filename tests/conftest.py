@@ -1,4 +1,5 @@
-"""Shared fixtures: the recorded trajectories, and a guard against leaked pykka actors."""
+"""Shared fixtures: the recorded trajectories, a fresh current folder and home for every test,
+and a guard against leaked pykka actors."""
 
 from __future__ import annotations
 
@@ -33,6 +34,15 @@ def trajectory_files() -> list[Path]:
     files = sorted(folder.glob("*.jsonl"))
     assert files, f"no *.jsonl files in {folder}"
     return files
+
+
+@pytest.fixture(autouse=True)
+def _own_folders(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test runs in a fresh empty current folder with ``$LITE_AGENT_HOME`` in a fresh
+    folder, so that a relative path or a default home never writes into the repository or the
+    user's own ``~/.lite-agent`` (a test that needs either sets it itself)."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+    monkeypatch.setenv("LITE_AGENT_HOME", str(tmp_path_factory.mktemp("lite-agent-home")))
 
 
 @pytest.fixture(autouse=True)
