@@ -33,6 +33,7 @@ from ._events import Event, OpaqueEvent, StoredEvent
 from ._follow import DEFAULT_MAX_STALENESS, Follower
 from ._ids import validate_session_id
 from ._lease import Lease, LeaseInfo, check_lease_args, check_lease_held
+from ._logger import get_logger
 from ._shown import shown
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ __all__ = [
 ]
 
 _decoder_for = DECODERS.get
+_log = get_logger("liteagent.eventlog")
 
 MAX_SEQ = (1 << 63) - 1
 """The largest seq (and head) any backend stores: a signed 64-bit integer."""
@@ -237,6 +239,7 @@ class Checkpointer(abc.ABC):
         self._damaged_lock = threading.Lock()
         self._leases: set[Lease] = set()
         self._leases_lock = threading.Lock()
+        self._deleted_under: set[Lease] = set()  # held leases whose session was deleted
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -455,7 +458,11 @@ class Checkpointer(abc.ABC):
         """Release ``lease`` in the backend (called once, by :meth:`Lease.release`)."""
         with self._leases_lock:
             self._leases.discard(lease)
+            deleted = lease in self._deleted_under
+            self._deleted_under.discard(lease)
         self._release_lease(lease)
+        if deleted and not self._closed:
+            self._drop_lease_quietly(lease.session_id)
 
     def head(self, session_id: str) -> int:
         """Return the session's last seq; 0 for an empty or unknown session."""
@@ -489,6 +496,19 @@ class Checkpointer(abc.ABC):
         self._delete(sid)
         with self._damaged_lock:
             self._damaged.pop(sid, None)
+        with self._leases_lock:
+            held = [lease for lease in self._leases if lease.session_id == sid]
+            self._deleted_under.update(held)
+        if not held:  # a lease held here keeps its record until it is released
+            self._drop_lease_quietly(sid)
+
+    def _drop_lease_quietly(self, session_id: str) -> None:
+        """Remove the lease record of a deleted session (so that creating and deleting
+        sessions leaves nothing behind); a failure only leaves the record, which is logged."""
+        try:
+            self._drop_lease(session_id)
+        except (LiteAgentError, OSError) as e:
+            _log.warning("eventlog.lease_record_kept", session_id=session_id, error=str(e))
 
     def truncate(
         self,
@@ -659,6 +679,13 @@ class Checkpointer(abc.ABC):
 
     def _release_lease(self, lease: Lease) -> None:  # noqa: B027 -- a hook; nothing by default
         """Give ``lease`` up (called once per lease, also after close); backends override."""
+
+    def _drop_lease(self, session_id: str) -> None:  # noqa: B027 -- a hook; nothing by default
+        """``session_id`` was deleted: remove its lease record (a file, a row) if nobody holds
+        the lease, so that a store whose sessions come and go does not keep a record for each
+        session it ever had; a record whose lease is held stays. Called after a delete that no
+        lease of this object covered, and after the release of a lease held across a delete.
+        The session's next lease then starts a new record (its tokens start again)."""
 
     def _lease_holder(self, session_id: str) -> LeaseInfo | None:  # noqa: ARG002
         """The current holder or ``None``; backends override."""

@@ -44,7 +44,13 @@ from ._errors import (
     TruncateRangeError,
 )
 from ._events import StoredEvent
-from ._filelease import FileLease, acquire_file_lease, file_lease_holder, lease_problems
+from ._filelease import (
+    FileLease,
+    acquire_file_lease,
+    drop_file_lease,
+    file_lease_holder,
+    lease_problems,
+)
 from ._filerepair import assess_log, salvage_log
 from ._filerewrite import new_generation, rewrite_log, unlink_quietly
 from ._filescan import check_log, read_header, read_log, verify_frames
@@ -692,6 +698,9 @@ class FileCheckpointer(Checkpointer):
     def _release_lease(self, lease: Lease) -> None:
         if isinstance(lease, FileLease):
             lease.close_file()
+
+    def _drop_lease(self, session_id: str) -> None:
+        drop_file_lease(self._root_s, session_id)
 
     def _lease_holder(self, session_id: str) -> LeaseInfo | None:
         try:

@@ -7,7 +7,13 @@ JSON record, rewritten under the lock: the fencing token (a counter that survive
 release) and, while the lease is held, who holds it. :func:`lease_holder` only reads that
 record (it never touches the lock, so it cannot make a concurrent acquire fail); a record left
 "held" by a process that is gone (checked by pid and process start time on this host) is
-reported as free. Lease files are never deleted, so the token keeps increasing.
+reported as free. The token keeps increasing for as long as the lease file exists.
+
+Deleting a session removes its lease file (:func:`drop_file_lease`), under the lock: by the
+delete when nobody holds the lease, else by the holder when it releases a lease held across
+the delete. A process that opened the file just before it was unlinked may then take the lock
+on the unlinked file; so an acquire checks, once it has the lock, that the path still names
+the file it locked, and starts again when it does not.
 """
 
 from __future__ import annotations
@@ -32,7 +38,14 @@ from ._lease import Lease, LeaseInfo
 if TYPE_CHECKING:
     from ._contract import Checkpointer
 
-__all__ = ["FileLease", "acquire_file_lease", "file_lease_holder", "lease_path", "lease_problems"]
+__all__ = [
+    "FileLease",
+    "acquire_file_lease",
+    "drop_file_lease",
+    "file_lease_holder",
+    "lease_path",
+    "lease_problems",
+]
 
 _RECORD_MAX = 4096
 _HELD: weakref.WeakSet[FileLease] = weakref.WeakSet()  # for a forked child to let go of
@@ -50,8 +63,8 @@ def lease_path(root: str, session_id: str) -> str:
 def lease_problems(entries: list[os.DirEntry[str]]) -> list[IntegrityProblem]:
     """A ``"corrupt"`` finding for each lease path among the store folder's ``entries`` that
     is not a regular file (a folder, FIFO or symbolic link put there): its session can take
-    no lease, so no turn, restore or compaction, until that is removed (never by the library:
-    a lease file is never deleted)."""
+    no lease, so no turn, restore or compaction, until that is removed (never by the library,
+    which only ever unlinks a regular lease file)."""
     problems = []
     for entry in entries:
         name = _LEASE_NAME.fullmatch(entry.name)
@@ -192,16 +205,41 @@ def _lock_or_refuse(fd: int, session_id: str) -> None:
             return
 
 
+def _still_named(fd: int, path: str) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (not unlinked or replaced)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    here = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (here.st_dev, here.st_ino)
+
+
+def _open_locked(path: str, session_id: str) -> int:
+    """Open the lease file at ``path`` (made if missing) and take its lock, or raise
+    :class:`SessionLeasedError`; a file unlinked by a delete meanwhile is let go and the path
+    opened again."""
+    while True:
+        # Never follow a symlink at the lease path (it could point at another session's log,
+        # which the record would overwrite) and never block on a FIFO there.
+        fd = open_regular(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            _lock_or_refuse(fd, session_id)
+            if _still_named(fd, path):
+                return fd
+        except BaseException:
+            os.close(fd)
+            raise
+        close_unlocked(fd)
+
+
 def acquire_file_lease(
     checkpointer: Checkpointer, root: str, session_id: str, owner: str
 ) -> FileLease:
     """Take the lease or raise :class:`SessionLeasedError` at once (``OSError`` passes
     through for the caller to translate)."""
-    # Never follow a symlink at the lease path (it could point at another session's log,
-    # which the record would overwrite) and never block on a FIFO there.
-    fd = open_regular(lease_path(root, session_id), os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open_locked(lease_path(root, session_id), session_id)
     try:
-        _lock_or_refuse(fd, session_id)
         token = _read_record(fd).get("token")
         pid = os.getpid()
         info = LeaseInfo(
@@ -224,6 +262,25 @@ def acquire_file_lease(
     lease = FileLease(checkpointer, session_id, info, fd)
     _HELD.add(lease)
     return lease
+
+
+def drop_file_lease(root: str, session_id: str) -> None:
+    """Unlink the lease file of a deleted session unless its lease is held (``OSError``
+    passes through)."""
+    path = lease_path(root, session_id)
+    try:
+        fd = open_regular(path, os.O_RDWR)
+    except FileNotFoundError:
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # held: it stays
+        if _still_named(fd, path):
+            os.unlink(path)
+    finally:
+        close_unlocked(fd)
 
 
 def file_lease_holder(root: str, session_id: str) -> LeaseInfo | None:

@@ -196,6 +196,11 @@ class MemoryCheckpointer(Checkpointer):
             if self._held.get(lease.session_id) is lease:
                 del self._held[lease.session_id]
 
+    def _drop_lease(self, session_id: str) -> None:
+        with self._lock:
+            if session_id not in self._held:
+                self._tokens.pop(session_id, None)
+
     def _lease_holder(self, session_id: str) -> LeaseInfo | None:
         with self._lock:
             held = self._held.get(session_id)

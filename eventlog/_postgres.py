@@ -408,6 +408,9 @@ class PostgresCheckpointer(Checkpointer):
     def _release_lease(self, lease: Lease) -> None:
         self._lease_rows.release(lease)
 
+    def _drop_lease(self, session_id: str) -> None:
+        self._lease_rows.drop(session_id)
+
     def _lease_holder(self, session_id: str) -> LeaseInfo | None:
         return self._lease_rows.holder(session_id)
 

@@ -12,10 +12,10 @@ until the ttl, and a holder that comes back after a takeover finds its writes re
 
 Taking a lease is one transaction on that connection: the row is locked (``FOR UPDATE``), its
 holder checked, and the row rewritten with the next token (a new session's row is inserted
-with ``ON CONFLICT DO NOTHING``; losing that race means trying again). Rows are never deleted,
-so tokens keep increasing across releases. One renewer thread per checkpointer pushes every
-held lease's expiry forward each third of its ttl; a renewal that finds the row taken marks the
-lease ``lost``.
+with ``ON CONFLICT DO NOTHING``; losing that race means trying again). Tokens keep increasing
+across releases; a row goes only when its session is deleted (once nobody holds it). One
+renewer thread per checkpointer pushes every held lease's expiry forward each third of its
+ttl; a renewal that finds the row taken marks the lease ``lost``.
 
 Behind PgBouncer in transaction mode the backend of a connection means nothing: there leases
 use pooled connections and end by expiry or by the same-host check only.
@@ -109,6 +109,7 @@ class PostgresLeases:
         s = cp.schema
         self._row, self._insert, self._take = q(_ROW, s), q(_INSERT, s), q(_TAKE, s)
         self._renew_q, self._release_q = q(_RENEW, s), q(_RELEASE, s)
+        self._drop_q = q("DELETE FROM {s}.leases WHERE session_id = %s", s)
         self._is_mine, self._row_for_update = q(_IS_MINE, s), q(_ROW + " FOR UPDATE OF l", s)
         self._held: dict[Lease, float] = {}
         self._lock = threading.Lock()
@@ -234,6 +235,17 @@ class PostgresLeases:
             self._run(lambda conn: conn.execute(self._release_q, params), "release a lease")
         except LiteAgentError as e:
             _log.warning("lease_release_failed", session_id=lease.session_id, error=str(e))
+
+    def drop(self, session_id: str) -> None:
+        """Delete the leases row of a deleted session unless a live holder has it."""
+
+        def drop(conn: Conn) -> None:
+            with conn.transaction():
+                row = conn.execute(self._row_for_update, (session_id,)).fetchone()
+                if row is not None and _holder(row) is None:
+                    conn.execute(self._drop_q, (session_id,))
+
+        self._run(drop, "remove a deleted session's lease")
 
     def holder(self, session_id: str) -> LeaseInfo | None:
         """The live holder of ``session_id``'s lease, or None."""

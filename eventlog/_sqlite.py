@@ -546,6 +546,9 @@ class SqliteCheckpointer(Checkpointer):
     def _release_lease(self, lease: Lease) -> None:
         self._lease_table.release(lease)
 
+    def _drop_lease(self, session_id: str) -> None:
+        self._lease_table.drop(session_id)
+
     def _lease_holder(self, session_id: str) -> LeaseInfo | None:
         return self._lease_table.holder(session_id)
 

@@ -4,7 +4,8 @@ A lease is taken in one ``BEGIN IMMEDIATE`` (through the process's writer): the 
 it was released, when it expired, or when its holder ran on this host (same boot, same pid
 namespace) and that process is gone (its pid is dead, a zombie, or now a different process: the
 start time differs). Otherwise the acquire raises :class:`SessionLeasedError` naming the holder.
-Rows are never deleted, so the fencing token keeps increasing across releases.
+The fencing token keeps increasing across releases; the row goes only when its session is
+deleted (:meth:`SqliteLeases.drop`, once nobody holds it).
 
 One renewer thread per checkpointer (not per lease) pushes every held lease's expiry forward
 each third of its ttl while any is held; a renewal that finds the row taken by another holder
@@ -164,6 +165,21 @@ class SqliteLeases:
                 self._left[lease.session_id] = (info, 30.0 if ttl is None else ttl)
                 self._start_renewer()
             self._wake.set()
+
+    def drop(self, session_id: str) -> None:
+        """Delete the leases row of a deleted session unless a live holder has it (a read
+        first, so that a session that never had a lease costs no write)."""
+        with self._cp._snapshot(session_id) as conn:
+            row = _row(conn, session_id)
+        if row is None or _info(row) is not None:
+            return
+
+        def drop(conn: apsw.Connection, _tx: Batch) -> None:
+            again = _row(conn, session_id)
+            if again is not None and _info(again) is None:
+                conn.execute("DELETE FROM leases WHERE session_id = ?", (session_id,))
+
+        self._cp._submit(drop, session_id)
 
     def fence(self, lease: Lease) -> Fence:
         """The check a write under ``lease`` runs first in its transaction: the leases row

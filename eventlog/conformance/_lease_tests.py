@@ -118,6 +118,37 @@ class LeaseTests:
         with pytest.raises(SessionLeasedError):
             cp.acquire_lease("s")
 
+    def test_a_lease_held_across_a_delete_is_free_once_released(self, cp: Checkpointer) -> None:
+        """A lease held while its session is deleted (the backend may remove the record at the
+        release): once released nobody holds it, and it can be taken again and fences writes
+        again."""
+        lease = cp.acquire_lease("s")
+        cp.append("s", prompts("a"))
+        cp.delete("s")
+        lease.release()
+        assert cp.lease_holder("s") is None
+        with cp.acquire_lease("s") as again:
+            assert again.info == cp.lease_holder("s")
+            assert 1 == cp.append("s", prompts("b"), lease=again)
+        with pytest.raises(LeaseLostError):
+            cp.append("s", prompts("c"), lease=again)
+        assert ["b"] == texts(cp.read("s"))
+
+    def test_deleting_a_session_without_a_lease_leaves_its_lease_free(
+        self, cp: Checkpointer
+    ) -> None:
+        """A session leased before and deleted without a lease: its lease is free and works."""
+        cp.acquire_lease("s").release()
+        cp.append("s", prompts("a"))
+        cp.delete("s")
+        assert cp.lease_holder("s") is None
+        with cp.acquire_lease("s", owner="next") as lease:
+            assert "next" == cp.lease_holder("s").owner  # type: ignore[union-attr]
+            with pytest.raises(SessionLeasedError):
+                cp.acquire_lease("s")
+            cp.delete("s")  # under the lease: it stays held
+            assert lease.info == cp.lease_holder("s")
+
     def test_writes_under_a_held_lease_are_written(self, cp: Checkpointer) -> None:
         """append and truncate with ``lease=`` (held) behave as without it."""
         with cp.acquire_lease("s") as lease:
@@ -253,6 +284,52 @@ class DurableLeaseTests:
             finally:
                 os.kill(child, signal.SIGKILL)
                 os.waitpid(child, 0)
+
+    def test_one_holder_at_a_time_while_sessions_are_deleted(self, tmp_path: Path) -> None:
+        """Threads on three instances take, hold and release one session's lease while others
+        delete the session, with and without its lease (a delete may remove the lease record
+        while another acquire is under way): never two holders at once, and every acquire
+        either gets the lease or is refused naming no one or a holder."""
+        factory = self.checkpointer_factory(tmp_path / "store")
+        instances = [factory() for _ in range(3)]
+        holders: list[str] = []
+        state = threading.Lock()
+        stop = time.monotonic() + 1.5
+        errors: list[BaseException] = []
+        taken = [0]
+
+        def work(n: int) -> None:
+            cp = instances[n % len(instances)]
+            try:
+                while time.monotonic() < stop:
+                    try:
+                        lease = cp.acquire_lease("s", owner=f"w{n}")
+                    except SessionLeasedError:
+                        if n % 3 == 0:
+                            cp.delete("s")  # without the lease
+                        continue
+                    with state:
+                        holders.append(lease.owner)
+                        assert len(holders) == 1, f"two holders at once: {holders}"
+                        taken[0] += 1
+                    if n % 2 == 0:
+                        cp.delete("s")  # under the lease
+                    time.sleep(0.0005)
+                    with state:
+                        holders.remove(lease.owner)
+                    lease.release()
+            except BaseException as e:  # noqa: BLE001 -- reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        for cp in instances:
+            cp.close()
+        assert not errors, errors[0]
+        assert taken[0] > 10
 
     def test_closing_an_instance_frees_its_leases_for_others(self, tmp_path: Path) -> None:
         """Leases of a closed checkpointer can be taken through another one."""
