@@ -79,6 +79,20 @@ def run_one(
         return ToolOutput(safe_text(describe_error(e)), is_error=True), [], False
     pre: list[PreImage] = []
     if paths and snapshot_ref is not None:
+        unnamed = next((p for p in paths if not _utf8(p)), None)
+        if unnamed is not None:
+            return (
+                ToolOutput(
+                    safe_text(
+                        f"the tool did not run: the file name {unnamed!r} is not UTF-8, and the "
+                        "snapshot that lets a restore undo the change keeps names as text; "
+                        "rename the file (e.g. with bash) first"
+                    ),
+                    is_error=True,
+                ),
+                [],
+                False,
+            )
         try:
             pre = ask(snapshot_ref, PreImages(tuple(paths)), timeout=_SNAPSHOT_TIMEOUT)
         except BaseException as e:  # noqa: BLE001 -- without a pre-image it must not run
@@ -222,3 +236,12 @@ def interrupted_results(calls: Sequence[ToolUseBlock], reason: str) -> list[Even
         )
         for c in calls
     ]
+
+
+def _utf8(path: str) -> bool:
+    """Whether ``path`` is valid text (a name that is not UTF-8 holds lone surrogates)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -157,6 +157,23 @@ def test_names_that_are_not_utf8_are_shown_escaped(ws: Path) -> None:
     )
 
 
+def test_a_name_that_is_not_utf8_is_addressed_as_the_tools_print_it(ws: Path) -> None:
+    """A name glob printed with ``\\udcXX`` escapes, given back to the file tools, names that
+    file (read, and a new file in a folder so named); a file really named with the escape
+    text wins; a path where neither exists is taken as written."""
+    (ws / os.fsdecode(b"caf\xe9.txt")).write_text("NEEDLE\n")
+    (ws / os.fsdecode(b"d\xff")).mkdir()
+    printed = glob.run({"pattern": "*.txt"}, _ctx(ws)).content
+    assert "1\tNEEDLE" in read_file.run({"path": printed}, _ctx(ws)).content
+    assert not write_file.run({"path": "d\\udcff/new.txt", "content": "x"}, _ctx(ws)).is_error
+    assert "x" == (ws / os.fsdecode(b"d\xff") / "new.txt").read_text()
+    assert resolve_in_workspace(ws, "caf\\udce9.txt") == ws / os.fsdecode(b"caf\xe9.txt")
+    (ws / "caf\\udce9.txt").write_text("literal")
+    assert resolve_in_workspace(ws, "caf\\udce9.txt") == ws / "caf\\udce9.txt"
+    assert resolve_in_workspace(ws, "x\\udcff/y") == ws / "x\\udcff" / "y"
+    assert resolve_in_workspace(ws, "\\udc41.txt") == ws / "\\udc41.txt"  # not a byte escape
+
+
 # -- paths --------------------------------------------------------------------------------------
 
 

@@ -50,7 +50,7 @@ from liteagent.eventlog._messages import message_text
 from liteagent.providers import AnthropicProvider, ModelProvider, scripted
 from liteagent.providers._contract import ResponseComplete, StreamEvent, TextDelta
 from liteagent.providers.testing import FakeMessagesServer, message, text, tool_use
-from liteagent.sdk import create_agent
+from liteagent.sdk import create_agent, create_lite_agent
 from liteagent.tools import Tool, ToolContext, ToolOutput, tool
 
 BIG = 2**64
@@ -367,6 +367,32 @@ def test_a_snapshot_that_fails_keeps_the_tool_from_running(tmp_path: Path) -> No
         [result] = _results(cp, agent.session_id)
     assert (True, False) == (result.block.is_error, Loop.ran)
     assert "could not be snapshotted" in str(result.block.content)
+
+
+def test_a_change_to_a_file_whose_name_is_not_utf8_is_refused_plainly(tmp_path: Path) -> None:
+    """edit_file on a file whose name is not UTF-8 (given as glob prints it): the snapshot
+    that makes a restore undo it cannot record the name, so the tool does not run and says
+    so; the file is as it was and the turn goes on. Reading it works."""
+    name = os.fsdecode(b"caf\xe9.txt")
+    (tmp_path / name).write_text("precious\n")
+    cp = memory_checkpointer()
+    provider = scripted(
+        [
+            use("edit_file", path="caf\\udce9.txt", old_string="precious", new_string="gone"),
+            use("read_file", path="caf\\udce9.txt"),
+            reply("noted"),
+        ]
+    )
+    with create_lite_agent(
+        model=provider, model_name="m", workdir=tmp_path, checkpointer=cp
+    ) as agent:
+        assert "noted" == agent.send("go").text
+        edit, read = _results(cp, agent.session_id)
+    assert edit.block.is_error
+    assert "is not UTF-8" in str(edit.block.content)
+    assert not read.block.is_error
+    assert "precious" in str(read.block.content)
+    assert "precious\n" == (tmp_path / name).read_text()
 
 
 @pytest.mark.parametrize("kind", sorted(Raising.errors))

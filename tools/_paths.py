@@ -11,11 +11,16 @@ Limits, stated plainly: the check is made when the path is resolved. A process t
 folder for a symlink between the check and the open (a TOCTOU race) is not defended against;
 the workspace is assumed not to be edited adversarially while a tool runs. ``~`` is not expanded
 (``~/x`` is a file named ``~`` below the workspace).
+
+A file name that is not UTF-8 is printed by the tools with each such byte as ``\\udcXX``; a
+path spelled that way names that file when no file has the name as written (see
+:func:`resolve_in_workspace`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from liteagent.eventlog import InvalidArgumentError
@@ -43,6 +48,8 @@ def resolve_in_workspace(workdir: str | os.PathLike[str], path: str | os.PathLik
     A relative ``path`` is relative to the workspace; an absolute one is allowed only if it
     resolves inside. ``""`` and ``"."`` name the workspace itself. Symlinks are followed (see
     the module docstring), so the returned path is where a read or write would really go.
+    A path with ``\\udcXX`` escapes, as the tools print a name that is not UTF-8, names that
+    file (its folder, for a new file) when nothing has the name as written.
 
     Raises :class:`InvalidPathError` for a path containing a NUL byte or a character the file
     system encoding cannot carry (a lone surrogate), :class:`PathOutsideWorkspaceError` when the
@@ -56,10 +63,34 @@ def resolve_in_workspace(workdir: str | os.PathLike[str], path: str | os.PathLik
         raise InvalidPathError(given, f"path {shown(given)} {problem}")
     root = workspace_root(workdir)
     joined = os.path.join(root, given)  # an absolute `given` replaces `root`, as intended
+    if "\\udc" in given:
+        joined = _as_printed(joined, os.path.join(root, _PRINTED_BYTE.sub(_byte, given)))
     resolved = os.path.realpath(joined)
     if not is_inside(root, resolved):
         raise PathOutsideWorkspaceError(given, resolved, os.fspath(root))
     return Path(resolved)
+
+
+_PRINTED_BYTE = re.compile(r"\\udc([89a-fA-F][0-9a-fA-F])")
+
+
+def _byte(m: re.Match[str]) -> str:
+    return chr(0xDC00 + int(m.group(1), 16))
+
+
+def _as_printed(joined: str, raw: str) -> str:
+    """The file meant by a path spelled as the tools print names that are not UTF-8: each such
+    byte appears in their output as ``\\udcXX`` (its surrogate escape, written out), so a
+    model copying a name from ``glob`` or ``grep`` writes it so. When the name as written does
+    not exist (nor its folder) and the name with those escapes read back as bytes does (or its
+    folder does), that one (``raw``) is meant; otherwise the path is taken as written."""
+    if os.path.lexists(joined):
+        return joined
+    if os.path.lexists(raw):
+        return raw
+    if os.path.lexists(os.path.dirname(raw)) and not os.path.lexists(os.path.dirname(joined)):
+        return raw
+    return joined
 
 
 def _text(value: object, what: str) -> str:
