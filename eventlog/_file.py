@@ -697,7 +697,7 @@ class FileCheckpointer(Checkpointer):
 
     def _release_lease(self, lease: Lease) -> None:
         if isinstance(lease, FileLease):
-            lease.close_file()
+            lease.close_file(self._path(lease.session_id))
 
     def _drop_lease(self, session_id: str) -> None:
         drop_file_lease(self._root_s, session_id)

@@ -7,13 +7,15 @@ JSON record, rewritten under the lock: the fencing token (a counter that survive
 release) and, while the lease is held, who holds it. :func:`lease_holder` only reads that
 record (it never touches the lock, so it cannot make a concurrent acquire fail); a record left
 "held" by a process that is gone (checked by pid and process start time on this host) is
-reported as free. The token keeps increasing for as long as the lease file exists.
+reported as free.
 
-Deleting a session removes its lease file (:func:`drop_file_lease`), under the lock: by the
-delete when nobody holds the lease, else by the holder when it releases a lease held across
-the delete. A process that opened the file just before it was unlinked may then take the lock
-on the unlinked file; so an acquire checks, once it has the lock, that the path still names
-the file it locked, and starts again when it does not.
+A session that is not there keeps no lease file: releasing a lease of a session without a log
+(never written, or deleted while the lease was held) unlinks the file, under the lock, and
+deleting a session nobody holds a lease of removes it too (:func:`drop_file_lease`). A new
+lease file's first token is the time in microseconds, so tokens keep increasing across files.
+A process that opened the file just before it was unlinked may then take the lock on the
+unlinked file; so an acquire checks, once it has the lock, that the path still names the file
+it locked, and starts again when it does not.
 """
 
 from __future__ import annotations
@@ -104,19 +106,24 @@ class FileLease(Lease):
     """A held file lease: the open, flocked lease file."""
 
     def __init__(
-        self, checkpointer: Checkpointer, session_id: str, info: LeaseInfo, fd: int
+        self, checkpointer: Checkpointer, session_id: str, info: LeaseInfo, fd: int, path: str
     ) -> None:
         super().__init__(checkpointer, session_id, info)
         self.fd = fd
+        self.path = path
 
-    def close_file(self) -> None:
-        """Mark the record free, drop the lock and close the file (once)."""
+    def close_file(self, log_path: str) -> None:
+        """Mark the record free, drop the lock and close the file (once). When the session has
+        no log at ``log_path`` (never written, or deleted), the lease file is unlinked too,
+        under the lock: nothing is left of a session that is not there."""
         fd, self.fd = self.fd, -1
         if fd < 0:
             return
         try:
             with contextlib.suppress(OSError):
                 _write_record(fd, {"token": self.info.token, "held": False})
+                if not os.path.lexists(log_path) and _still_named(fd, self.path):
+                    os.unlink(self.path)
         finally:
             close_unlocked(fd)
 
@@ -243,7 +250,7 @@ def acquire_file_lease(
         token = _read_record(fd).get("token")
         pid = os.getpid()
         info = LeaseInfo(
-            owner, pid, socket.gethostname(), (token if type(token) is int else 0) + 1, None
+            owner, pid, socket.gethostname(), token + 1 if type(token) is int else _first(), None
         )
         _write_record(
             fd,
@@ -259,9 +266,16 @@ def acquire_file_lease(
     except BaseException:
         os.close(fd)
         raise
-    lease = FileLease(checkpointer, session_id, info, fd)
+    lease = FileLease(checkpointer, session_id, info, fd, lease_path(root, session_id))
     _HELD.add(lease)
     return lease
+
+
+def _first() -> int:
+    """The token of a new lease file: the time in microseconds, so that it is larger than any
+    token of the session's earlier lease files (each acquisition adds one; acquisitions are
+    more than a microsecond apart)."""
+    return time.time_ns() // 1000
 
 
 def drop_file_lease(root: str, session_id: str) -> None:

@@ -184,3 +184,34 @@ def test_delete_session_of_an_agent_leaves_no_lease_record(tmp_path: Path, backe
     finally:
         agent.close()
         cp.close()
+
+
+def test_a_lease_of_a_session_that_is_not_there_leaves_no_file(tmp_path: Path) -> None:
+    """File backend: a lease taken on a session with no log (an operation on a session that
+    was never written, such as compacting an unknown id) leaves no lease file once released,
+    and the tokens of successive leases still increase; a session written under its lease
+    keeps its file."""
+    root = tmp_path / "store"
+    with file_checkpointer(root=str(root)) as cp:
+        tokens = []
+        for _ in range(3):
+            with cp.acquire_lease("ghost") as lease:
+                assert (root / ".ghost.lease").exists()
+                tokens.append(lease.token)
+            assert not (root / ".ghost.lease").exists()
+        assert tokens == sorted(set(tokens))
+        with cp.acquire_lease("real") as lease:
+            cp.append("real", prompts("a"), lease=lease)
+        assert (root / ".real.lease").exists()
+        with cp.acquire_lease("real") as again:
+            assert again.token == lease.token + 1
+    work = tmp_path / "work"
+    work.mkdir()
+    with (
+        file_checkpointer(root=str(root)) as store,
+        create_lite_agent(
+            model=scripted([]), model_name="m", workdir=work, checkpointer=store
+        ) as agent,
+    ):
+        agent.compact(session_id="unknown")
+    assert [".real.lease", "real.log"] == sorted(p.name for p in root.iterdir() if p.is_file())
