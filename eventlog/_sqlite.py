@@ -205,7 +205,7 @@ class SqliteCheckpointer(Checkpointer):
             with self._conn() as conn, translate():
                 if not self._memory:
                     st = os.stat(conn.filename)
-                    self._writer = REGISTRY.acquire(path, (st.st_dev, st.st_ino))
+                    self._writer = REGISTRY.acquire(path, (st.st_dev, st.st_ino), conn.filename)
                     self._verified = self._writer.verified
                 problem = integrity_problem(conn) if integrity_check else None
         except (StorageIOError, NotADatabaseError) as e:
@@ -224,11 +224,18 @@ class SqliteCheckpointer(Checkpointer):
 
     @contextmanager
     def _conn(self) -> Iterator[apsw.Connection]:
-        """This thread's connection (the shared one, under a lock, for ``:memory:``)."""
+        """This thread's connection (the shared one, under a lock, for ``:memory:``); raises
+        :class:`StorageIOError` (``ESTALE``) once the database file was deleted, moved or
+        replaced while open."""
         if self._memory:
             with self._mem_lock:
                 yield self._shared_conn()
             return
+        writer = self._writer
+        if writer is not None:  # (None only while opening)
+            gone = writer.moved()  # the file at the path is no longer the one open here
+            if gone is not None:
+                raise gone
         yield self._thread_conn()
 
     def _shared_conn(self) -> apsw.Connection:

@@ -20,7 +20,8 @@ Before and after every transaction the writer checks that the database's path st
 file it has open (a ``stat`` each): SQLite keeps writing to a file deleted, moved or replaced
 while open, where nothing at the path finds the write again. From then on every write fails
 with :class:`StorageIOError` (``ESTALE``): refused before anything is written, or (when the
-file went away during the transaction) not acknowledged.
+file went away during the transaction) not acknowledged. The checkpointers on the file look
+too (:meth:`Writer.moved`) before each read, which would otherwise go on reading the old file.
 
 :func:`set_group_commit` (or ``LITEAGENT_SQLITE_GROUP_COMMIT=0`` in the environment) turns
 batching off: the leader then commits one write per transaction (the benchmark's baseline).
@@ -63,7 +64,7 @@ def group_commit() -> bool:
 class Writer:
     """The write connection of one database file in this process and its queue of writes."""
 
-    def __init__(self, file: str, key: object) -> None:
+    def __init__(self, file: str, key: object, path: str) -> None:
         self.file = file
         self.key = key
         self.users = 0
@@ -73,7 +74,7 @@ class Writer:
         self._leading = False
         self._closing = False
         self._cur: apsw.Cursor | None = None
-        self._path = file  # the database's path (the resolved file name once it is open)
+        self._path = path  # the database's file name (``file`` may be a URI)
         self._gone: StorageIOError | None = None  # why writes are refused (see _moved)
         self._sync = ""
         self._busy_ms = -1
@@ -132,7 +133,7 @@ class Writer:
         tx = Batch(self._cur)
         cur = tx.cur
         try:
-            gone = self._moved()  # nothing is written through a file no longer at its path
+            gone = self.moved()  # nothing is written through a file no longer at its path
             if gone is not None:
                 raise gone
             cur.execute("BEGIN IMMEDIATE")
@@ -147,7 +148,7 @@ class Writer:
                 raise
             for hook in tx.hooks:
                 hook()
-            moved = self._moved()
+            moved = self.moved()
             if moved is not None:
                 raise moved
         except (apsw.Error, OSError, UnicodeError) as e:
@@ -223,7 +224,7 @@ class Writer:
             for it in batch:
                 it.error = e
             return
-        gone = self._moved()  # nothing is written through a file no longer at its path
+        gone = self.moved()  # nothing is written through a file no longer at its path
         if gone is not None:
             for it in batch:
                 it.error = gone
@@ -238,13 +239,13 @@ class Writer:
         for it in batch:
             if it.own:
                 run_own(conn, it)
-        moved = self._moved()
+        moved = self.moved()
         if moved is not None:
             for it in batch:
                 if it.error is None:
                     it.error, it.result = moved, None
 
-    def _moved(self) -> StorageIOError | None:
+    def moved(self) -> StorageIOError | None:
         """Why writes are refused, if the database's path no longer names the file this writer
         has open (deleted, moved, or replaced by another file); else ``None``. Once found, it
         stays found: every later write is refused without looking again."""
@@ -261,8 +262,8 @@ class Writer:
         self._gone = StorageIOError(
             errno.ESTALE,
             f"the database file {self._path!r} was deleted, moved or replaced while open: "
-            "writes through it are refused (a write it commits meanwhile is not acknowledged); "
-            "open the store again",
+            "reads and writes through it are refused (a write it commits meanwhile is not "
+            "acknowledged); open the store again",
         )
         return self._gone
 
@@ -301,7 +302,6 @@ class Writer:
         if conn is None:
             conn = self._conn = open_connection(self.file, busy, sync)
             self._cur = conn.cursor()
-            self._path = conn.filename
             self._sync, self._busy_ms = sync, busy
         if sync != self._sync:
             conn.pragma("synchronous", sync)
@@ -333,11 +333,13 @@ class _Registry:
         self._lock = threading.Lock()
         self._writers: dict[object, Writer] = {}
 
-    def acquire(self, file: str, key: object) -> Writer:
+    def acquire(self, file: str, key: object, path: str) -> Writer:
+        """The writer of the database ``key`` (device, inode), opened as ``file`` (a path or a
+        URI) and found at ``path`` (its file name)."""
         with self._lock:
             w = self._writers.get(key)
             if w is None:
-                w = self._writers[key] = Writer(file, key)
+                w = self._writers[key] = Writer(file, key, path)
             w.users += 1
             return w
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,13 @@ def _prompt(text: str) -> UserPrompt:
 
 
 def _texts(cp: Checkpointer, session_id: str) -> list[str]:
-    return [e.body.content[0].text for e in cp.read(session_id) if isinstance(e.body, UserPrompt)]
+    return [
+        b.text
+        for e in cp.read(session_id)
+        if isinstance(e.body, UserPrompt)
+        for b in e.body.content
+        if isinstance(b, TextBlock)
+    ]
 
 
 def _remove_store(db: Path) -> None:
@@ -94,6 +101,50 @@ def test_a_replaced_database_is_not_written_through_the_old_file(tmp_path: Path)
     with sqlite_checkpointer(db) as fresh:
         assert ["a"] == [info.id for info in fresh.list()]
         assert ["from the backup"] == _texts(fresh, "a")
+
+
+def test_reads_after_a_replacement_are_refused_in_every_thread(tmp_path: Path) -> None:
+    """A store replaced under an open checkpointer: its reads (read, position, list, lease
+    holder), in the thread that wrote and in another one that had its own connection open
+    already, raise instead of answering from the old file (before any write noticed)."""
+    db, backup = tmp_path / "s.db", tmp_path / "backup.db"
+    with sqlite_checkpointer(backup) as other:
+        other.append("b", [_prompt("from the backup")])
+    cp = sqlite_checkpointer(db)
+    try:
+        cp.append("a", [_prompt("before")])
+        errors: list[BaseException] = []
+        opened, replaced = threading.Event(), threading.Event()
+
+        def reader() -> None:
+            assert ["before"] == _texts(cp, "a")  # this thread's connection is open now
+            opened.set()
+            replaced.wait(30)
+            try:
+                _texts(cp, "a")
+            except BaseException as e:  # noqa: BLE001 -- checked below
+                errors.append(e)
+
+        t = threading.Thread(target=reader)
+        t.start()
+        opened.wait(30)
+        for suffix in ("-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        os.replace(backup, db)
+        replaced.set()
+        t.join(30)
+        reads: list[Callable[[], object]] = [
+            lambda: _texts(cp, "a"),
+            lambda: cp.position("a"),
+            cp.list,
+            lambda: cp.lease_holder("a"),
+        ]
+        for read in reads:
+            with pytest.raises(StorageIOError, match="reads and writes through it are refused"):
+                read()
+        assert [errno.ESTALE] == [getattr(e, "errno", e) for e in errors]
+    finally:
+        cp.close()
 
 
 def test_concurrent_appends_after_a_replacement_are_never_acknowledged(tmp_path: Path) -> None:
