@@ -174,6 +174,43 @@ def test_a_name_that_is_not_utf8_is_addressed_as_the_tools_print_it(ws: Path) ->
     assert resolve_in_workspace(ws, "\\udc41.txt") == ws / "\\udc41.txt"  # not a byte escape
 
 
+def test_a_name_with_a_newline_stays_on_one_line(ws: Path) -> None:
+    """A file name holding a newline (or another control character) is printed by glob and
+    grep with it written as ``\\x0a``, one name per line, and that spelling reads the file."""
+    (ws / "two\nlines.txt").write_text("NEEDLE\n")
+    (ws / "tab\there.txt").write_text("NEEDLE\n")
+    listed = glob.run({"pattern": "*.txt"}, _ctx(ws))
+    found = grep.run({"pattern": "NEEDLE"}, _ctx(ws))
+    assert ["tab\\x09here.txt", "two\\x0alines.txt"] == listed.content.splitlines()
+    assert ["tab\\x09here.txt:1:NEEDLE", "two\\x0alines.txt:1:NEEDLE"] == sorted(
+        found.content.splitlines()
+    )
+    assert "1\tNEEDLE" in read_file.run({"path": "two\\x0alines.txt"}, _ctx(ws)).content
+
+
+_NAME_BYTES = st.binary(min_size=1, max_size=12).filter(
+    lambda b: b"/" not in b and b"\x00" not in b and b not in (b".", b"..")
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(names=st.lists(_NAME_BYTES, min_size=1, max_size=4, unique=True))
+def test_every_name_glob_prints_reads_back(
+    tmp_path_factory: pytest.TempPathFactory, names: list[bytes]
+) -> None:
+    """Any file names (random bytes, UTF-8 or not, ``\\`` included): each name glob prints,
+    given to read_file, reads that file's own content."""
+    ws = tmp_path_factory.mktemp("ws")
+    for n, name in enumerate(names):
+        (ws / os.fsdecode(name)).write_text(f"content {n}\n")
+    printed = glob.run({"pattern": "*"}, _ctx(ws)).content.splitlines()
+    assert len(names) == len(printed)
+    contents = {read_file.run({"path": p}, _ctx(ws)).content.split("\t", 1)[-1] for p in printed}
+    assert {f"content {n}" for n in range(len(names))} == {c.strip() for c in contents}
+
+
 # -- paths --------------------------------------------------------------------------------------
 
 

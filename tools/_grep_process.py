@@ -37,6 +37,7 @@ from typing import Any
 from liteagent.eventlog import CancelToken
 
 from ._errors import os_error_message
+from ._paths import printed_name
 from ._walk import Entry
 
 __all__ = ["POLL_SECONDS", "WORKER_MEMORY_BYTES", "SearchLimits", "SearchResult", "run_search"]
@@ -194,7 +195,7 @@ class _Pump:
             if entry is None:
                 self.feeding = False
                 return
-            pending += _line([entry.rel, os.fsencode(entry.path).hex()])
+            pending += _line([printed_name(entry.rel), os.fsencode(entry.path).hex()])
             if self.cancel.cancelled or time.monotonic() >= self.deadline:
                 return
 

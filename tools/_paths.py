@@ -12,9 +12,9 @@ folder for a symlink between the check and the open (a TOCTOU race) is not defen
 the workspace is assumed not to be edited adversarially while a tool runs. ``~`` is not expanded
 (``~/x`` is a file named ``~`` below the workspace).
 
-A file name that is not UTF-8 is printed by the tools with each such byte as ``\\udcXX``; a
-path spelled that way names that file when no file has the name as written (see
-:func:`resolve_in_workspace`).
+A file name that is not UTF-8 is printed by the tools with each such byte as ``\\udcXX``, and
+a control character in a name as ``\\xNN`` (:func:`printed_name`); a path spelled that way
+names that file when no file has the name as written (see :func:`resolve_in_workspace`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,13 @@ from liteagent.eventlog._shown import shown
 
 from ._errors import InvalidPathError, PathOutsideWorkspaceError
 
-__all__ = ["is_inside", "relative_display", "resolve_in_workspace", "workspace_root"]
+__all__ = [
+    "is_inside",
+    "printed_name",
+    "relative_display",
+    "resolve_in_workspace",
+    "workspace_root",
+]
 
 
 def workspace_root(workdir: str | os.PathLike[str]) -> Path:
@@ -48,8 +54,9 @@ def resolve_in_workspace(workdir: str | os.PathLike[str], path: str | os.PathLik
     A relative ``path`` is relative to the workspace; an absolute one is allowed only if it
     resolves inside. ``""`` and ``"."`` name the workspace itself. Symlinks are followed (see
     the module docstring), so the returned path is where a read or write would really go.
-    A path with ``\\udcXX`` escapes, as the tools print a name that is not UTF-8, names that
-    file (its folder, for a new file) when nothing has the name as written.
+    A path with ``\\udcXX`` or ``\\xNN`` escapes, as the tools print a name that is not
+    UTF-8 or holds a control character, names that file (its folder, for a new file) when
+    nothing has the name as written.
 
     Raises :class:`InvalidPathError` for a path containing a NUL byte or a character the file
     system encoding cannot carry (a lone surrogate), :class:`PathOutsideWorkspaceError` when the
@@ -63,25 +70,36 @@ def resolve_in_workspace(workdir: str | os.PathLike[str], path: str | os.PathLik
         raise InvalidPathError(given, f"path {shown(given)} {problem}")
     root = workspace_root(workdir)
     joined = os.path.join(root, given)  # an absolute `given` replaces `root`, as intended
-    if "\\udc" in given:
-        joined = _as_printed(joined, os.path.join(root, _PRINTED_BYTE.sub(_byte, given)))
+    if "\\" in given and _PRINTED.search(given):
+        joined = _as_printed(joined, os.path.join(root, _PRINTED.sub(_byte, given)))
     resolved = os.path.realpath(joined)
     if not is_inside(root, resolved):
         raise PathOutsideWorkspaceError(given, resolved, os.fspath(root))
     return Path(resolved)
 
 
-_PRINTED_BYTE = re.compile(r"\\udc([89a-fA-F][0-9a-fA-F])")
+_PRINTED = re.compile(r"\\(?:udc([89a-fA-F][0-9a-fA-F])|x([01][0-9a-fA-F]|7[fF]))")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _byte(m: re.Match[str]) -> str:
-    return chr(0xDC00 + int(m.group(1), 16))
+    surrogate, control = m.groups()
+    return chr(0xDC00 + int(surrogate, 16)) if surrogate else chr(int(control, 16))
+
+
+def printed_name(rel: str) -> str:
+    """A file name as the tools print it: each control character (a newline, a tab, an
+    escape...) written as ``\\xNN``, so that one name stays on one line of a listing (a byte
+    that is not UTF-8 is written ``\\udcXX`` when the output is stored). Either spelling,
+    given back to a tool, names the file (:func:`resolve_in_workspace`)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", rel)
 
 
 def _as_printed(joined: str, raw: str) -> str:
-    """The file meant by a path spelled as the tools print names that are not UTF-8: each such
-    byte appears in their output as ``\\udcXX`` (its surrogate escape, written out), so a
-    model copying a name from ``glob`` or ``grep`` writes it so. When the name as written does
+    """The file meant by a path spelled as the tools print names (:func:`printed_name`): a
+    byte that is not UTF-8 appears in their output as ``\\udcXX`` (its surrogate escape,
+    written out) and a control character as ``\\xNN``, so a model copying a name from
+    ``glob`` or ``grep`` writes it so. When the name as written does
     not exist (nor its folder) and the name with those escapes read back as bytes does (or its
     folder does), that one (``raw``) is meant; otherwise the path is taken as written."""
     if os.path.lexists(joined):

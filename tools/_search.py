@@ -43,7 +43,7 @@ from ._contract import ToolContext, ToolOutput
 from ._decorator import FunctionTool, tool
 from ._errors import InvalidPathError
 from ._grep_process import POLL_SECONDS, SearchLimits, SearchResult, run_search
-from ._paths import relative_display, resolve_in_workspace, workspace_root
+from ._paths import printed_name, relative_display, resolve_in_workspace, workspace_root
 from ._walk import Entry, GlobPattern, compile_glob, walk
 
 __all__ = [
@@ -133,7 +133,7 @@ def _glob(pattern: str, ctx: ToolContext, time_limit: float) -> ToolOutput:
         if time.monotonic() >= deadline:
             return _glob_output(pattern, sorted(found), stopped=True, timed_out=time_limit)
         if compiled.matches(entry.rel):
-            found.append(entry.rel + ("/" if entry.is_dir else ""))
+            found.append(printed_name(entry.rel) + ("/" if entry.is_dir else ""))
             if len(found) >= _GLOB_COLLECT_LIMIT:
                 stopped = True
                 break
