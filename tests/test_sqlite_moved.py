@@ -42,6 +42,20 @@ def _remove_store(db: Path) -> None:
         Path(f"{db}{suffix}").unlink(missing_ok=True)
 
 
+def _backup(path: Path, session_id: str) -> Path:
+    """A store at ``path`` holding ``session_id`` with one prompt, "from the backup"."""
+    with sqlite_checkpointer(path) as other:
+        other.append(session_id, [_prompt("from the backup")])
+    return path
+
+
+def _put_back(backup: Path, db: Path) -> None:
+    """Rename ``backup`` over ``db`` (as restoring a backup would), without db's WAL."""
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    os.replace(backup, db)
+
+
 def _refused(cp: Checkpointer, session_id: str, text: str) -> None:
     with pytest.raises(StorageIOError, match="deleted, moved or replaced while open") as caught:
         cp.append(session_id, [_prompt(text)])
@@ -85,15 +99,11 @@ def test_a_database_whose_folder_was_moved_refuses_writes(tmp_path: Path) -> Non
 def test_a_replaced_database_is_not_written_through_the_old_file(tmp_path: Path) -> None:
     """A store renamed over the path (a restored backup) is left as it was: the open
     checkpointer's appends raise instead of landing in the file it opened first."""
-    db, backup = tmp_path / "s.db", tmp_path / "backup.db"
-    with sqlite_checkpointer(backup) as other:
-        other.append("a", [_prompt("from the backup")])
+    db, backup = tmp_path / "s.db", _backup(tmp_path / "backup.db", "a")
     cp = sqlite_checkpointer(db)
     try:
         cp.append("a", [_prompt("before")])
-        for suffix in ("-wal", "-shm"):
-            Path(f"{db}{suffix}").unlink(missing_ok=True)
-        os.replace(backup, db)
+        _put_back(backup, db)
         _refused(cp, "a", "after")
         _refused(cp, "c", "new session")
     finally:
@@ -107,9 +117,7 @@ def test_reads_after_a_replacement_are_refused_in_every_thread(tmp_path: Path) -
     """A store replaced under an open checkpointer: its reads (read, position, list, lease
     holder), in the thread that wrote and in another one that had its own connection open
     already, raise instead of answering from the old file (before any write noticed)."""
-    db, backup = tmp_path / "s.db", tmp_path / "backup.db"
-    with sqlite_checkpointer(backup) as other:
-        other.append("b", [_prompt("from the backup")])
+    db, backup = tmp_path / "s.db", _backup(tmp_path / "backup.db", "b")
     cp = sqlite_checkpointer(db)
     try:
         cp.append("a", [_prompt("before")])
@@ -128,9 +136,7 @@ def test_reads_after_a_replacement_are_refused_in_every_thread(tmp_path: Path) -
         t = threading.Thread(target=reader)
         t.start()
         opened.wait(30)
-        for suffix in ("-wal", "-shm"):
-            Path(f"{db}{suffix}").unlink(missing_ok=True)
-        os.replace(backup, db)
+        _put_back(backup, db)
         replaced.set()
         t.join(30)
         reads: list[Callable[[], object]] = [
