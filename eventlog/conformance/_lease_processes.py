@@ -3,8 +3,10 @@ killed with SIGKILL (through the conformance suite's forkserver)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import time
 from typing import Any
 
 from .._errors import SessionLeasedError
@@ -12,7 +14,7 @@ from .._lease import LeaseInfo
 from ._processes import mp_context
 from ._util import Factory
 
-__all__ = ["run_holder_killed", "run_second_process"]
+__all__ = ["run_holder_killed", "run_racers", "run_second_process"]
 
 _TIMEOUT = 60.0
 
@@ -68,3 +70,64 @@ def run_holder_killed(factory: Factory, session_id: str) -> LeaseInfo:
         proc.join(_TIMEOUT)
     assert -signal.SIGKILL == proc.exitcode
     return info
+
+
+def _race(
+    factory: Factory, session_id: str, marker: str, plan: tuple[int, float], out: Any
+) -> None:
+    """As racer ``n`` (``plan``: ``n`` and ``seconds``), take, hold and release the lease over
+    and over for ``seconds``, deleting the session
+    now and then (under the lease and without it); while holding it, own ``marker`` (made with
+    ``O_EXCL``: finding it made means another process holds the lease too)."""
+    n, seconds = plan
+    cp = factory()
+    taken = overlaps = 0
+    try:
+        stop = time.monotonic() + seconds
+        i = 0
+        while time.monotonic() < stop:
+            i += 1
+            try:
+                lease = cp.acquire_lease(session_id, owner=f"racer-{n}")
+            except SessionLeasedError:
+                if (i + n) % 3 == 0:
+                    cp.delete(session_id)  # without the lease
+                continue
+            try:
+                fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except OSError as e:
+                if e.errno != errno.EEXIST:
+                    raise
+                overlaps += 1
+            else:
+                os.close(fd)
+                taken += 1
+                if i % 2 == 0:
+                    cp.delete(session_id)  # under the lease
+                time.sleep(0.0005)
+                os.unlink(marker)
+            lease.release()
+    finally:
+        cp.close()
+    out.put((taken, overlaps))
+
+
+def run_racers(
+    factory: Factory, session_id: str, marker: str, processes: int = 3, seconds: float = 1.5
+) -> list[tuple[int, int]]:
+    """Run ``processes`` processes racing for ``session_id``'s lease while deleting the
+    session (see :func:`_race`); return each one's ``(leases taken, overlaps found)``."""
+    ctx = mp_context()
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(target=_race, args=(factory, session_id, marker, (n, seconds), out))
+        for n in range(processes)
+    ]
+    for proc in procs:
+        proc.start()
+    try:
+        results: list[tuple[int, int]] = [out.get(timeout=_TIMEOUT) for _ in procs]
+    finally:
+        for proc in procs:
+            proc.join(_TIMEOUT)
+    return results

@@ -24,7 +24,7 @@ from .._errors import (
     SessionLeasedError,
 )
 from .._lease import Lease, LeaseInfo
-from ._lease_processes import run_holder_killed, run_second_process
+from ._lease_processes import run_holder_killed, run_racers, run_second_process
 from ._util import Factory, prompts, texts
 
 __all__ = ["DurableLeaseTests", "LeaseTests"]
@@ -353,6 +353,21 @@ class DurableLeaseTests:
             granted = run_second_process(factory, "s")
         assert ("refused", "parent", os.getpid()) == refused
         assert "granted" == granted[0]
+
+    @pytest.mark.processes
+    def test_processes_racing_for_a_lease_while_deleting_never_share_it(
+        self, tmp_path: Path
+    ) -> None:
+        """Three processes take, hold and release one session's lease for a second and a half,
+        deleting the session now and then (under the lease and without it; a delete may remove
+        the lease record while another process is acquiring): a holder never finds another
+        holding it too, and each process gets the lease."""
+        factory = self.checkpointer_factory(tmp_path / "store")
+        with factory():
+            pass
+        results = run_racers(factory, "s", str(tmp_path / "holding"))
+        assert [0, 0, 0] == [overlaps for _, overlaps in results]
+        assert all(taken > 0 for taken, _ in results), results
 
     @pytest.mark.processes
     def test_sigkill_of_the_holder_frees_the_lease(self, tmp_path: Path) -> None:
