@@ -186,6 +186,11 @@ def test_a_name_with_a_newline_stays_on_one_line(ws: Path) -> None:
         found.content.splitlines()
     )
     assert "1\tNEEDLE" in read_file.run({"path": "two\\x0alines.txt"}, _ctx(ws)).content
+    edited = edit_file.run(
+        {"path": "two\\x0alines.txt", "old_string": "NEEDLE", "new_string": "found"}, _ctx(ws)
+    )
+    assert "two\\x0alines.txt" in edited.content
+    assert "found\n" == (ws / "two\nlines.txt").read_text()
 
 
 _NAME_BYTES = st.binary(min_size=1, max_size=12).filter(

@@ -139,5 +139,6 @@ def is_inside(root: Path, resolved: str) -> bool:
 
 def relative_display(root: Path, path: Path) -> str:
     """``path`` relative to the workspace ``root``, with ``/`` separators (``"."`` for the root
-    itself); used for the paths tools print. ``path`` must be ``root`` or below it."""
-    return path.relative_to(root).as_posix()
+    itself), as the tools print it (:func:`printed_name`). ``path`` must be ``root`` or below
+    it."""
+    return printed_name(path.relative_to(root).as_posix())
