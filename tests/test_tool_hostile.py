@@ -191,6 +191,7 @@ def test_a_name_with_a_newline_stays_on_one_line(ws: Path) -> None:
     )
     assert "two\\x0alines.txt" in edited.content
     assert "found\n" == (ws / "two\nlines.txt").read_text()
+    assert ws / "x\\x00" == resolve_in_workspace(ws, "x\\x00")  # never a NUL byte
 
 
 _NAME_BYTES = st.binary(min_size=1, max_size=12).filter(

@@ -78,7 +78,8 @@ def resolve_in_workspace(workdir: str | os.PathLike[str], path: str | os.PathLik
     return Path(resolved)
 
 
-_PRINTED = re.compile(r"\\(?:udc([89a-fA-F][0-9a-fA-F])|x([01][0-9a-fA-F]|7[fF]))")
+# a byte that is not UTF-8 (\udc80-\udcff), a control character (\x01-\x1f, \x7f; never NUL)
+_PRINTED = re.compile(r"\\(?:udc([89a-fA-F][0-9a-fA-F])|x(0[1-9a-fA-F]|1[0-9a-fA-F]|7[fF]))")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
