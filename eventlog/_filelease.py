@@ -12,7 +12,8 @@ reported as free.
 A session that is not there keeps no lease file: releasing a lease of a session without a log
 (never written, or deleted while the lease was held) unlinks the file, under the lock, and
 deleting a session nobody holds a lease of removes it too (:func:`drop_file_lease`). A new
-lease file's first token is the time in microseconds, so tokens keep increasing across files.
+lease file's first token is the time in microseconds (``first_token``), so tokens keep
+increasing across files.
 A process that opened the file just before it was unlinked may then take the lock on the
 unlinked file; so an acquire checks, once it has the lock, that the path still names the file
 it locked, and starts again when it does not.
@@ -35,7 +36,7 @@ from ._contract import IntegrityProblem
 from ._errors import SessionLeasedError
 from ._fsutil import close_unlocked, open_regular
 from ._ids import SESSION_ID_PATTERN
-from ._lease import Lease, LeaseInfo
+from ._lease import Lease, LeaseInfo, first_token
 
 if TYPE_CHECKING:
     from ._contract import Checkpointer
@@ -250,7 +251,11 @@ def acquire_file_lease(
         token = _read_record(fd).get("token")
         pid = os.getpid()
         info = LeaseInfo(
-            owner, pid, socket.gethostname(), token + 1 if type(token) is int else _first(), None
+            owner,
+            pid,
+            socket.gethostname(),
+            token + 1 if type(token) is int else first_token(),
+            None,
         )
         _write_record(
             fd,
@@ -269,13 +274,6 @@ def acquire_file_lease(
     lease = FileLease(checkpointer, session_id, info, fd, lease_path(root, session_id))
     _HELD.add(lease)
     return lease
-
-
-def _first() -> int:
-    """The token of a new lease file: the time in microseconds, so that it is larger than any
-    token of the session's earlier lease files (each acquisition adds one; acquisitions are
-    more than a microsecond apart)."""
-    return time.time_ns() // 1000
 
 
 def drop_file_lease(root: str, session_id: str) -> None:

@@ -13,6 +13,7 @@ import os
 import secrets
 import socket
 import threading
+import time
 from types import TracebackType
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -29,6 +30,7 @@ __all__ = [
     "check_lease_args",
     "check_lease_held",
     "default_owner",
+    "first_token",
     "live_expiry",
     "mark_lease_lost",
 ]
@@ -37,6 +39,15 @@ MAX_TTL = 86_400.0
 """The longest lease time-to-live accepted (seconds)."""
 
 _CLOCK_SLACK_S = 3_600.0  # how far ahead another host's clock may be
+
+
+def first_token() -> int:
+    """The fencing token of a session's first lease record: the time in microseconds. A
+    record goes when its session is not there any more (deleted, or never written), and the
+    next lease starts a new one; starting from the clock keeps its tokens above every token
+    of the records before (each acquisition adds one, and acquisitions are more than a
+    microsecond apart)."""
+    return time.time_ns() // 1000
 
 
 def live_expiry(expires_at: float, now: float) -> bool:

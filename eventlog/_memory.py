@@ -35,7 +35,7 @@ from ._errors import (
     TruncateRangeError,
 )
 from ._events import StoredEvent
-from ._lease import Lease, LeaseInfo
+from ._lease import Lease, LeaseInfo, first_token
 
 __all__ = ["MemoryCheckpointer", "memory_checkpointer"]
 
@@ -185,7 +185,8 @@ class MemoryCheckpointer(Checkpointer):
             held = self._held.get(session_id)
             if held is not None:
                 raise SessionLeasedError(session_id, held.info)
-            token = self._tokens.get(session_id, 0) + 1
+            last = self._tokens.get(session_id)
+            token = first_token() if last is None else last + 1
             self._tokens[session_id] = token
             info = LeaseInfo(owner, os.getpid(), socket.gethostname(), token, None)
             lease = self._held[session_id] = Lease(self, session_id, info)
@@ -195,6 +196,8 @@ class MemoryCheckpointer(Checkpointer):
         with self._lock:
             if self._held.get(lease.session_id) is lease:
                 del self._held[lease.session_id]
+            if lease.session_id not in self._sessions:  # never written, or deleted meanwhile
+                self._tokens.pop(lease.session_id, None)
 
     def _drop_lease(self, session_id: str) -> None:
         with self._lock:

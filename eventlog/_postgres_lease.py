@@ -13,7 +13,9 @@ until the ttl, and a holder that comes back after a takeover finds its writes re
 Taking a lease is one transaction on that connection: the row is locked (``FOR UPDATE``), its
 holder checked, and the row rewritten with the next token (a new session's row is inserted
 with ``ON CONFLICT DO NOTHING``; losing that race means trying again). Tokens keep increasing
-across releases; a row goes only when its session is deleted (once nobody holds it). One
+across releases. A session that is not there keeps no row: a release deletes the row of a
+session never written (or deleted under the lease), a delete removes a free row, and a new
+row's first token is the server's time in microseconds, above every token of the rows before. One
 renewer thread per checkpointer pushes every held lease's expiry forward each third of its
 ttl; a renewal that finds the row taken marks the lease ``lost``.
 
@@ -68,7 +70,8 @@ _MINE = "session_id = %(sid)s AND owner = %(owner)s AND token = %(token)s"
 _INSERT = (
     "INSERT INTO {s}.leases (session_id, owner, pid, host, started, token, expires_at,"
     " backend_pid, backend_start) VALUES (%(sid)s, %(owner)s, %(pid)s, %(host)s, %(started)s,"
-    " 1, extract(epoch from clock_timestamp()) + %(ttl)s, %(bpid)s, %(bstart)s)"
+    " (extract(epoch from clock_timestamp()) * 1000000)::bigint,"
+    " extract(epoch from clock_timestamp()) + %(ttl)s, %(bpid)s, %(bstart)s)"
     " ON CONFLICT (session_id) DO NOTHING RETURNING token, expires_at"
 )
 _TAKE = (
@@ -82,7 +85,17 @@ _RENEW = (
     "UPDATE {s}.leases SET expires_at = extract(epoch from clock_timestamp()) + %(ttl)s,"  # noqa: S608
     " backend_pid = %(bpid)s, backend_start = %(bstart)s WHERE " + _MINE
 )
-_RELEASE = "UPDATE {s}.leases SET expires_at = 0 WHERE " + _MINE  # noqa: S608
+_THERE = "EXISTS (SELECT 1 FROM {s}.sessions WHERE id = %(sid)s)"
+_RELEASE = (  # one snapshot: the row goes if the session is not there, else it is freed
+    "WITH gone AS (DELETE FROM {s}.leases WHERE "  # noqa: S608
+    + _MINE
+    + " AND NOT "
+    + _THERE
+    + " RETURNING 1) UPDATE {s}.leases SET expires_at = 0 WHERE "
+    + _MINE
+    + " AND "
+    + _THERE
+)
 _IS_MINE = "SELECT 1 FROM {s}.leases WHERE " + _MINE  # noqa: S608
 _FIRST_DELAY = 0.05
 

@@ -4,8 +4,10 @@ A lease is taken in one ``BEGIN IMMEDIATE`` (through the process's writer): the 
 it was released, when it expired, or when its holder ran on this host (same boot, same pid
 namespace) and that process is gone (its pid is dead, a zombie, or now a different process: the
 start time differs). Otherwise the acquire raises :class:`SessionLeasedError` naming the holder.
-The fencing token keeps increasing across releases; the row goes only when its session is
-deleted (:meth:`SqliteLeases.drop`, once nobody holds it).
+The fencing token keeps increasing across releases. A session that is not there keeps no row:
+a release deletes the row of a session never written (or deleted under the lease), and a delete
+removes a free row (:meth:`SqliteLeases.drop`); a new row's first token is the time in
+microseconds (``first_token``), above every token of the rows before.
 
 One renewer thread per checkpointer (not per lease) pushes every held lease's expiry forward
 each third of its ttl while any is held; a renewal that finds the row taken by another holder
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import apsw
 
 from ._errors import LeaseLostError, LiteAgentError, SessionLeasedError
-from ._lease import Lease, LeaseInfo, live_expiry
+from ._lease import Lease, LeaseInfo, first_token, live_expiry
 from ._liveness import holder_gone as _holder_gone
 from ._liveness import started_self as _started_self
 from ._logger import get_logger
@@ -77,11 +79,15 @@ def _same(a: LeaseInfo, b: LeaseInfo) -> bool:
 
 
 def _free(conn: apsw.Connection, session_id: str, info: LeaseInfo) -> None:
-    """Free ``session_id``'s lease if the row is still ``info``'s acquisition."""
+    """Free ``session_id``'s lease if the row is still ``info``'s acquisition: delete the row
+    when the session is not there (never written, or deleted), else mark it free."""
+    mine = (session_id, info.owner, info.token, info.pid)
     conn.execute(
-        f"UPDATE leases SET expires_at = 0.0 WHERE {_MINE}",  # noqa: S608
-        (session_id, info.owner, info.token, info.pid),
+        f"DELETE FROM leases WHERE {_MINE} "  # noqa: S608
+        "AND NOT EXISTS (SELECT 1 FROM sessions WHERE id = leases.session_id)",
+        mine,
     )
+    conn.execute(f"UPDATE leases SET expires_at = 0.0 WHERE {_MINE}", mine)  # noqa: S608
 
 
 def _row(conn: apsw.Connection | apsw.Cursor, session_id: str) -> tuple[Any, ...] | None:
@@ -125,7 +131,7 @@ class SqliteLeases:
                 holder = _info(row)
                 if holder is not None and not self._left_here(session_id, holder):
                     raise SessionLeasedError(session_id, holder)
-            token = (row[4] if row is not None and type(row[4]) is int else 0) + 1
+            token = row[4] + 1 if row is not None and type(row[4]) is int else first_token()
             expires = time.time() + ttl
             conn.execute(_TAKE, (session_id, owner, pid, host, started, token, expires))
             return LeaseInfo(owner, pid, host, token, expires)

@@ -4,7 +4,7 @@ An event row's checksum covers ``(session_id, seq, ts, kind, body)`` and a sessi
 ``(id, head, generation)`` (see ``_sqlite_rows``). The ``quarantine`` table holds the rows a
 repair moved aside (never deleted, kept with the values and types they had); the ``leases``
 table says who runs each session (one row per session, kept after release so its fencing token
-keeps counting, and removed when the session is deleted).
+keeps counting, and removed with the session).
 
 A new database gets the whole schema in one transaction. There is no migration: a database of
 any other version (an older one was written by a development version before the first release)

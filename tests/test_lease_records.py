@@ -186,32 +186,49 @@ def test_delete_session_of_an_agent_leaves_no_lease_record(tmp_path: Path, backe
         cp.close()
 
 
-def test_a_lease_of_a_session_that_is_not_there_leaves_no_file(tmp_path: Path) -> None:
-    """File backend: a lease taken on a session with no log (an operation on a session that
-    was never written, such as compacting an unknown id) leaves no lease file once released,
-    and the tokens of successive leases still increase; a session written under its lease
-    keeps its file."""
-    root = tmp_path / "store"
-    with file_checkpointer(root=str(root)) as cp:
+def test_a_lease_of_a_session_that_is_not_there_leaves_no_record(
+    store: tuple[Callable[[], Checkpointer], Records],
+) -> None:
+    """A lease taken on a session that was never written (an operation on an unknown id, such
+    as compacting it) leaves no record once released, and the tokens of successive leases
+    still increase; a session written under its lease keeps its record, and its next lease
+    gets the next token."""
+    factory, records = store
+    cp = factory()
+    try:
         tokens = []
         for _ in range(3):
             with cp.acquire_lease("ghost") as lease:
-                assert (root / ".ghost.lease").exists()
+                assert 1 == records()
                 tokens.append(lease.token)
-            assert not (root / ".ghost.lease").exists()
+            assert 0 == records()
         assert tokens == sorted(set(tokens))
         with cp.acquire_lease("real") as lease:
             cp.append("real", prompts("a"), lease=lease)
-        assert (root / ".real.lease").exists()
+        assert 1 == records()
         with cp.acquire_lease("real") as again:
             assert again.token == lease.token + 1
+    finally:
+        cp.close()
+
+
+@pytest.mark.parametrize("backend", ["file", "sqlite"])
+def test_compacting_an_unknown_session_leaves_no_record(tmp_path: Path, backend: str) -> None:
+    """Through the SDK: ``compact`` of a session id that was never written takes its lease
+    and leaves no record behind."""
+    db, root = tmp_path / "s.db", tmp_path / "store"
     work = tmp_path / "work"
     work.mkdir()
     with (
-        file_checkpointer(root=str(root)) as store,
+        file_checkpointer(root=str(root))
+        if backend == "file"
+        else sqlite_checkpointer(str(db)) as cp,
         create_lite_agent(
-            model=scripted([]), model_name="m", workdir=work, checkpointer=store
+            model=scripted([]), model_name="m", workdir=work, checkpointer=cp
         ) as agent,
     ):
         agent.compact(session_id="unknown")
-    assert [".real.lease", "real.log"] == sorted(p.name for p in root.iterdir() if p.is_file())
+        if backend == "file":
+            assert [] == [p.name for p in root.iterdir() if p.name.endswith(".lease")]
+        else:
+            assert 0 == _sqlite_rows(str(db))
