@@ -685,7 +685,8 @@ class Checkpointer(abc.ABC):
         the lease, so that a store whose sessions come and go does not keep a record for each
         session it ever had; a record whose lease is held stays. Called after a delete that no
         lease of this object covered, and after the release of a lease held across a delete.
-        The session's next lease then starts a new record (its tokens start again)."""
+        The session's next lease then starts a new record, whose tokens should start above
+        the old ones (the built-in backends start them at the time in microseconds)."""
 
     def _lease_holder(self, session_id: str) -> LeaseInfo | None:  # noqa: ARG002
         """The current holder or ``None``; backends override."""

@@ -100,8 +100,10 @@ Optional (the default in brackets):
     it, so that a store whose sessions come and go does not keep one record per session it
     ever had. Called after a ``delete`` that no lease of this object covered, and after the
     release of a lease held across a ``delete``; an error it raises is logged, not raised.
-    The next acquire starts a new record; if it can race the removal (an ``flock`` taken on a
-    file unlinked meanwhile), the acquire must check that it locked the record still in place.
+    The next acquire starts a new record, with tokens above the old ones (the built-in
+    backends start them at the time in microseconds); if it can race the removal (an ``flock``
+    taken on a file unlinked meanwhile), the acquire must check that it locked the record
+    still in place.
 ``_follow_wait(session_id, position, wake, timeout) -> None``  [wait 0.1 s: polling]
     The live tail's wait (:meth:`Checkpointer.follow`): block until the session may have moved
     from ``position``, ``wake`` (a ``threading.Event``) is set, or ``timeout`` seconds pass;
