@@ -273,7 +273,13 @@ def test_close_cancels_queued_operations_and_waits_a_bounded_while_in_all(
             for sid in ids:
                 await agent.send(sid, session_id=sid)
             tasks = [asyncio.ensure_future(agent.compact(session_id=s)) for s in ids]
-            await asyncio.to_thread(wait_until, lambda: agent._core.operations.stats()[1] == 2)
+            await asyncio.to_thread(
+                wait_until,
+                lambda: (
+                    agent._core.operations.stats()[1] == 2
+                    and len(compactor.started) == MAX_OPERATIONS
+                ),
+            )  # (an admitted compaction reaches its compactor a moment after it starts)
             started = time.monotonic()
             await asyncio.wait_for(agent.close(), GUARD)
             took = time.monotonic() - started
