@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from liteagent.eventlog import CancelToken, InvalidArgumentError
@@ -203,6 +203,8 @@ _NAME_BYTES = st.binary(min_size=1, max_size=12).filter(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(names=st.lists(_NAME_BYTES, min_size=1, max_size=4, unique=True))
+@example(names=[b"\xc2\x85"])  # U+0085, a line break to str.splitlines
+@example(names=[b"\xc2\x85\x01", b"a\xe2\x80\xa8b", b"p\xe2\x80\xa9", b"\\x85", b"\xc2\x9f"])
 def test_every_name_glob_prints_reads_back(
     tmp_path_factory: pytest.TempPathFactory, names: list[bytes]
 ) -> None:

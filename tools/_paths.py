@@ -78,22 +78,34 @@ def resolve_in_workspace(workdir: str | os.PathLike[str], path: str | os.PathLik
     return Path(resolved)
 
 
-# a byte that is not UTF-8 (\udc80-\udcff), a control character (\x01-\x1f, \x7f; never NUL)
-_PRINTED = re.compile(r"\\(?:udc([89a-fA-F][0-9a-fA-F])|x(0[1-9a-fA-F]|1[0-9a-fA-F]|7[fF]))")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# a byte that is not UTF-8 (\udc80-\udcff); a control character (\x01-\x1f, \x7f-\x9f; never
+# NUL); a line or paragraph separator (\u2028, \u2029)
+_PRINTED = re.compile(
+    r"\\(?:udc([89a-fA-F][0-9a-fA-F])|x(0[1-9a-fA-F]|1[0-9a-fA-F]|7[fF]|[89][0-9a-fA-F])"
+    r"|u(202[89]))"
+)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # every line break str.splitlines knows
 
 
 def _byte(m: re.Match[str]) -> str:
-    surrogate, control = m.groups()
-    return chr(0xDC00 + int(surrogate, 16)) if surrogate else chr(int(control, 16))
+    surrogate, control, separator = m.groups()
+    if surrogate:
+        return chr(0xDC00 + int(surrogate, 16))
+    return chr(int(control or separator, 16))
+
+
+def _escape(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def printed_name(rel: str) -> str:
     """A file name as the tools print it: each control character (a newline, a tab, an
-    escape...) written as ``\\xNN``, so that one name stays on one line of a listing (a byte
-    that is not UTF-8 is written ``\\udcXX`` when the output is stored). Either spelling,
+    escape, U+0085...) written as ``\\xNN`` and a line or paragraph separator as ``\\u2028``
+    / ``\\u2029``, so that one name stays on one line of a listing (a byte that is not UTF-8
+    is written ``\\udcXX`` when the output is stored). Either spelling,
     given back to a tool, names the file (:func:`resolve_in_workspace`)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", rel)
+    return _CONTROL.sub(_escape, rel)
 
 
 def _as_printed(joined: str, raw: str) -> str:
