@@ -688,6 +688,12 @@ class Checkpointer(abc.ABC):
         The session's next lease then starts a new record, whose tokens should start above
         the old ones (the built-in backends start them at the time in microseconds)."""
 
+    def _lease_records(self) -> builtins.list[str]:
+        """The session ids that have a lease record (a file, a row), held or not; for
+        :func:`collect_garbage`, which drops the records of sessions that do not exist (left
+        by a holder killed before its session's first write). None by default."""
+        return []
+
     def _lease_holder(self, session_id: str) -> LeaseInfo | None:  # noqa: ARG002
         """The current holder or ``None``; backends override."""
         raise CheckpointerError(f"{type(self).__name__} has no session leases")

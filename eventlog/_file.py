@@ -50,6 +50,7 @@ from ._filelease import (
     drop_file_lease,
     file_lease_holder,
     lease_problems,
+    lease_records,
 )
 from ._filerepair import assess_log, salvage_log
 from ._filerewrite import new_generation, rewrite_log, unlink_quietly
@@ -701,6 +702,12 @@ class FileCheckpointer(Checkpointer):
 
     def _drop_lease(self, session_id: str) -> None:
         drop_file_lease(self._root_s, session_id)
+
+    def _lease_records(self) -> list[str]:
+        try:
+            return lease_records(self._root_s)
+        except OSError as e:
+            raise _io_error(e, None, "list the lease files") from e
 
     def _lease_holder(self, session_id: str) -> LeaseInfo | None:
         try:

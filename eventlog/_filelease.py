@@ -48,6 +48,7 @@ __all__ = [
     "file_lease_holder",
     "lease_path",
     "lease_problems",
+    "lease_records",
 ]
 
 _RECORD_MAX = 4096
@@ -61,6 +62,12 @@ _LEASE_NAME = re.compile(r"\.(" + SESSION_ID_PATTERN + r")\.lease")
 def lease_path(root: str, session_id: str) -> str:
     """The lease file of ``session_id`` under ``root``."""
     return os.path.join(root, "." + session_id + ".lease")
+
+
+def lease_records(root: str) -> list[str]:
+    """The session ids with a lease file under ``root`` (``OSError`` passes through)."""
+    with os.scandir(root) as entries:
+        return [m.group(1) for e in entries if (m := _LEASE_NAME.fullmatch(e.name)) is not None]
 
 
 def lease_problems(entries: list[os.DirEntry[str]]) -> list[IntegrityProblem]:

@@ -12,6 +12,9 @@ the blob store's hooks (see :mod:`._blobs`):
 3. Sweep: the blobs not marked whose write time is before ``T0 - grace`` are deleted, each only
    if its write time is still before it at the moment of removal (``BlobStore.delete_blobs``);
    then the store's leftovers of interrupted writes older than that go.
+4. Lease records (files, rows) of sessions that do not exist and whose lease nobody holds are
+   removed: a holder killed before its session's first write leaves one behind (a release
+   removes the record of a session it never wrote, and a delete its session's record).
 
 Why it never removes a blob an acknowledged event references: every writer puts or touches a
 blob before the append that references it (snapshots, archives and spills put it; restores,
@@ -44,6 +47,7 @@ from ._contract import INFORMATIONAL_PROBLEMS, Checkpointer
 from ._errors import CheckpointConflictError, CorruptLogError, InvalidArgumentError
 from ._events import Event, OpaqueEvent
 from ._fold import fold
+from ._ids import is_session_id
 from ._shown import shown
 
 __all__ = ["GarbageReport", "blob_refs", "collect_garbage", "referenced_blobs"]
@@ -61,7 +65,7 @@ class GarbageReport(msgspec.Struct, frozen=True, kw_only=True):
     them; ``deleted`` blobs (``freed_bytes`` of storage) were removed, ``young`` unreferenced
     ones were kept because they were written within the grace period; ``branches_deleted``
     names the branch sessions pruned; ``leftovers`` counts the temp files of interrupted
-    writes removed.
+    writes removed; ``leases_dropped`` the lease records of sessions that do not exist.
     """
 
     sessions: int
@@ -71,6 +75,7 @@ class GarbageReport(msgspec.Struct, frozen=True, kw_only=True):
     young: int
     branches_deleted: tuple[str, ...] = ()
     leftovers: int = 0
+    leases_dropped: int = 0
     dry_run: bool = False
 
 
@@ -147,6 +152,26 @@ def _prunable(
         if pending.get(header.origin) == "gone" or bid in consumed or old:
             out.append(bid)
     return out
+
+
+def _orphan_leases(checkpointer: Checkpointer, *, dry_run: bool) -> int:
+    """Remove (``dry_run``: count) the free lease records of sessions that do not exist
+    (module docstring, step 4); a record that cannot be removed is logged and kept."""
+    records = checkpointer._lease_records()
+    if not records:
+        return 0
+    present = {info.id for info in checkpointer.list()}
+    orphans = set()
+    for sid in records:
+        if sid in present or not is_session_id(sid):
+            continue
+        if checkpointer.position(sid) == (0, 0) and checkpointer.lease_holder(sid) is None:
+            orphans.add(sid)
+    if dry_run or not orphans:
+        return len(orphans)
+    for sid in sorted(orphans):
+        checkpointer._drop_lease_quietly(sid)
+    return len(orphans - set(checkpointer._lease_records()))
 
 
 _HARMLESS = INFORMATIONAL_PROBLEMS | {"torn_tail"}  # never acknowledged, or not data
@@ -234,6 +259,8 @@ def collect_garbage(
         leftovers = blobs.remove_leftovers(written_before=cutoff)
     gone = set(deleted)
     freed = sum(b.size for b in candidates if b.ref in gone)
+    token.raise_if_cancelled()
+    leases = _orphan_leases(checkpointer, dry_run=dry_run)
     return GarbageReport(
         sessions=sessions,
         referenced=len(marked),
@@ -242,5 +269,6 @@ def collect_garbage(
         young=young,
         branches_deleted=tuple(branches),
         leftovers=leftovers,
+        leases_dropped=leases,
         dry_run=dry_run,
     )

@@ -7,10 +7,15 @@ import re
 from ._errors import InvalidSessionIdError
 from ._shown import shown
 
-__all__ = ["SESSION_ID_PATTERN", "validate_session_id"]
+__all__ = ["SESSION_ID_PATTERN", "is_session_id", "validate_session_id"]
 
 SESSION_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 _SESSION_ID = re.compile(SESSION_ID_PATTERN)
+
+
+def is_session_id(value: object) -> bool:
+    """Whether ``value`` is a valid session id (see :func:`validate_session_id`)."""
+    return type(value) is str and _SESSION_ID.fullmatch(value) is not None
 
 
 def validate_session_id(session_id: object) -> str:

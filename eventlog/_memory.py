@@ -204,6 +204,10 @@ class MemoryCheckpointer(Checkpointer):
             if session_id not in self._held:
                 self._tokens.pop(session_id, None)
 
+    def _lease_records(self) -> list[str]:
+        with self._lock:
+            return list(self._tokens)
+
     def _lease_holder(self, session_id: str) -> LeaseInfo | None:
         with self._lock:
             held = self._held.get(session_id)

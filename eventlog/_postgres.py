@@ -411,6 +411,9 @@ class PostgresCheckpointer(Checkpointer):
     def _drop_lease(self, session_id: str) -> None:
         self._lease_rows.drop(session_id)
 
+    def _lease_records(self) -> list[str]:
+        return self._lease_rows.records()
+
     def _lease_holder(self, session_id: str) -> LeaseInfo | None:
         return self._lease_rows.holder(session_id)
 

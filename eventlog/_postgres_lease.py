@@ -260,6 +260,14 @@ class PostgresLeases:
 
         self._run(drop, "remove a deleted session's lease")
 
+    def records(self) -> list[str]:
+        """The session ids with a leases row, held or not."""
+        statement = q("SELECT session_id FROM {s}.leases", self._cp.schema)
+        return self._cp._db.run(
+            lambda conn, _: [sid for (sid,) in conn.execute(statement).fetchall()],
+            "list the lease rows",
+        )
+
     def holder(self, session_id: str) -> LeaseInfo | None:
         """The live holder of ``session_id``'s lease, or None."""
         return self._cp._db.run(

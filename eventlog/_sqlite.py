@@ -556,6 +556,9 @@ class SqliteCheckpointer(Checkpointer):
     def _drop_lease(self, session_id: str) -> None:
         self._lease_table.drop(session_id)
 
+    def _lease_records(self) -> list[str]:
+        return self._lease_table.records()
+
     def _lease_holder(self, session_id: str) -> LeaseInfo | None:
         return self._lease_table.holder(session_id)
 

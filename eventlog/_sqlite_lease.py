@@ -187,6 +187,11 @@ class SqliteLeases:
 
         self._cp._submit(drop, session_id)
 
+    def records(self) -> list[str]:
+        """The session ids with a leases row, held or not."""
+        with self._cp._snapshot(None) as conn:
+            return [sid for (sid,) in conn.execute("SELECT session_id FROM leases")]
+
     def fence(self, lease: Lease) -> Fence:
         """The check a write under ``lease`` runs first in its transaction: the leases row
         must still be this lease's (nobody took it since), else :class:`LeaseLostError`."""

@@ -104,6 +104,10 @@ Optional (the default in brackets):
     backends start them at the time in microseconds); if it can race the removal (an ``flock``
     taken on a file unlinked meanwhile), the acquire must check that it locked the record
     still in place.
+``_lease_records() -> list[str]``  [none]
+    The session ids that have a lease record, held or not. :func:`collect_garbage` calls
+    ``_drop_lease`` for those whose session does not exist: the records a holder killed before
+    its session's first write leaves behind.
 ``_follow_wait(session_id, position, wake, timeout) -> None``  [wait 0.1 s: polling]
     The live tail's wait (:meth:`Checkpointer.follow`): block until the session may have moved
     from ``position``, ``wake`` (a ``threading.Event``) is set, or ``timeout`` seconds pass;

@@ -228,4 +228,6 @@ def cmd_gc(env: CliEnv, args: argparse.Namespace) -> int:
         print(f"  {verb} {len(report.branches_deleted)} branches")
     if report.leftovers:
         print(f"  removed {report.leftovers} leftovers of interrupted writes")
+    if report.leases_dropped:
+        print(f"  {verb} {report.leases_dropped} lease records of sessions that do not exist")
     return 0

@@ -5,6 +5,7 @@ elsewhere at the delete keeps its record."""
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +26,7 @@ from liteagent.eventlog import (
     sqlite_checkpointer,
 )
 from liteagent.eventlog.conformance import prompts, texts
+from liteagent.eventlog.conformance._lease_processes import run_holder_killed
 from liteagent.providers import scripted
 from liteagent.sdk import create_lite_agent
 
@@ -232,3 +234,43 @@ def test_compacting_an_unknown_session_leaves_no_record(tmp_path: Path, backend:
             assert [] == [p.name for p in root.iterdir() if p.name.endswith(".lease")]
         else:
             assert 0 == _sqlite_rows(str(db))
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("backend", ["file", "sqlite"])
+def test_a_collection_removes_the_records_killed_holders_left(tmp_path: Path, backend: str) -> None:
+    """Three processes each take the lease of a new session and are killed with SIGKILL
+    before writing it: their records stay (counted in the store itself) until a collection
+    (here through the SDK) removes them, keeping the record of a session that exists; the
+    sessions can be leased and written afterwards."""
+    root, db = tmp_path / "store", str(tmp_path / "s.db")
+    factory: Callable[[], Checkpointer] = (
+        functools.partial(file_checkpointer, root=str(root))
+        if backend == "file"
+        else functools.partial(sqlite_checkpointer, db)
+    )
+    records: Records = (
+        (lambda: sum(1 for p in root.iterdir() if p.name.endswith(".lease")))
+        if backend == "file"
+        else (lambda: _sqlite_rows(db))
+    )
+    with factory() as cp, cp.acquire_lease("alive") as lease:
+        cp.append("alive", prompts("a"), lease=lease)
+    killed = [run_holder_killed(factory, f"new{n}") for n in range(3)]
+    assert 4 == records()
+    work = tmp_path / "work"
+    work.mkdir()
+    with create_lite_agent(
+        model=scripted([]), model_name="m", workdir=work, checkpointer=factory()
+    ) as agent:
+        assert 3 == agent.collect_garbage(grace=0, dry_run=True).leases_dropped
+        assert 4 == records()
+        assert 3 == agent.collect_garbage(grace=0).leases_dropped
+        assert 1 == records()
+    with factory() as cp:
+        for n, holder in enumerate(killed):
+            with cp.acquire_lease(f"new{n}") as lease:
+                assert holder.token < lease.token
+                cp.append(f"new{n}", prompts("b"), lease=lease)
+        assert ["a"] == texts(cp.read("alive"))
+    assert 4 == records()

@@ -23,6 +23,7 @@ from .._errors import (
     LeaseLostError,
     SessionLeasedError,
 )
+from .._gc import collect_garbage
 from .._lease import Lease, LeaseInfo
 from ._lease_processes import run_holder_killed, run_racers, run_second_process
 from ._util import Factory, prompts, texts
@@ -148,6 +149,20 @@ class LeaseTests:
                 cp.acquire_lease("s")
             cp.delete("s")  # under the lease: it stays held
             assert lease.info == cp.lease_holder("s")
+
+    def test_a_garbage_collection_keeps_a_held_lease_of_a_session_not_written_yet(
+        self, cp: Checkpointer
+    ) -> None:
+        """A lease taken on a session that has no event yet is held through a garbage
+        collection: nobody else can take it, and the first write under it is accepted."""
+        with cp.acquire_lease("new", owner="first-turn") as lease:
+            report = collect_garbage(cp, grace=0)
+            assert 0 == report.leases_dropped
+            assert lease.info == cp.lease_holder("new")
+            with pytest.raises(SessionLeasedError):
+                cp.acquire_lease("new")
+            assert 1 == cp.append("new", prompts("a"), lease=lease)
+        assert ["a"] == texts(cp.read("new"))
 
     def test_writes_under_a_held_lease_are_written(self, cp: Checkpointer) -> None:
         """append and truncate with ``lease=`` (held) behave as without it."""
@@ -368,6 +383,32 @@ class DurableLeaseTests:
         results = run_racers(factory, "s", str(tmp_path / "holding"))
         assert [0, 0, 0] == [overlaps for _, overlaps in results]
         assert all(taken > 0 for taken, _ in results), results
+
+    @pytest.mark.processes
+    def test_a_garbage_collection_drops_the_lease_record_a_killed_holder_left(
+        self, tmp_path: Path
+    ) -> None:
+        """A holder killed before its session's first write leaves a free lease record of a
+        session that does not exist: a dry run counts it, a collection removes it (and no
+        record of a session that exists), and the session's next lease has a larger token.
+        (A backend without ``_lease_records`` lists no record, and drops none.)"""
+        factory = self.checkpointer_factory(tmp_path / "store")
+        with factory() as cp:
+            cp.append("kept", prompts("a"))
+            cp.acquire_lease("kept").release()
+        holder = run_holder_killed(factory, "orphan")
+        with factory() as cp:
+            left = sorted(cp._lease_records())
+            orphans = len(set(left) - {"kept"})
+            assert orphans == collect_garbage(cp, grace=0, dry_run=True).leases_dropped
+            assert left == sorted(cp._lease_records())
+            assert orphans == collect_garbage(cp, grace=0).leases_dropped
+            assert "orphan" not in cp._lease_records()
+            assert set(cp._lease_records()) <= {"kept"}
+            assert 0 == collect_garbage(cp, grace=0).leases_dropped
+            with cp.acquire_lease("orphan") as lease:
+                assert holder.token < lease.token
+            assert ["a"] == texts(cp.read("kept"))
 
     @pytest.mark.processes
     def test_sigkill_of_the_holder_frees_the_lease(self, tmp_path: Path) -> None:
