@@ -9,6 +9,7 @@ SQLite's "disk full" while the test says so (runs everywhere).
 from __future__ import annotations
 
 import errno
+import functools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,14 +17,17 @@ from pathlib import Path
 import apsw
 import pytest
 from _tmpfs import small_tmpfs as mounted
+from structlog.testing import capture_logs
 
 from liteagent.eventlog import (
     Checkpointer,
     SessionLeasedError,
     StorageIOError,
+    collect_garbage,
     sqlite_checkpointer,
 )
 from liteagent.eventlog.conformance import prompts, texts
+from liteagent.eventlog.conformance._lease_processes import run_holder_killed
 
 
 @pytest.fixture
@@ -180,3 +184,30 @@ def test_opening_a_store_on_a_full_disk_names_it(small_tmpfs: Path) -> None:
         sqlite_checkpointer(small_tmpfs / "log.db")
     assert errno.ENOSPC == info.value.errno
     assert f"cannot open the SQLite store {str(small_tmpfs / 'log.db')!r}" in str(info.value)
+
+
+@pytest.mark.processes
+def test_a_lease_record_that_cannot_be_removed_is_logged_and_kept(
+    tmp_path: Path, full_disk_vfs: _FullDisk
+) -> None:
+    """Removing the lease record a killed holder left (of a session never written) on a full
+    disk: the failure is a StorageIOError that the removal logs instead of raising (as a delete
+    and a garbage collection call it), and the record stays until a collection with room
+    removes it."""
+    db = tmp_path / "log.db"
+    killed = run_holder_killed(functools.partial(sqlite_checkpointer, str(db)), "orphan")
+    with sqlite_checkpointer(f"file:{db}?vfs={full_disk_vfs.name}") as cp:
+        assert ["orphan"] == cp._lease_records()
+        full_disk_vfs.full = True
+        with pytest.raises(StorageIOError) as info:
+            cp._drop_lease("orphan")
+        assert errno.ENOSPC == info.value.errno
+        with capture_logs() as logs:
+            cp._drop_lease_quietly("orphan")
+        full_disk_vfs.full = False
+        assert ["eventlog.lease_record_kept"] == [e["event"] for e in logs]
+        assert ["orphan"] == cp._lease_records()
+        assert 1 == collect_garbage(cp, grace=0).leases_dropped
+        assert [] == cp._lease_records()
+        with cp.acquire_lease("orphan") as lease:
+            assert killed.token < lease.token
