@@ -11,6 +11,7 @@ import msgspec
 
 from ._errors import CodecError, InvalidEventError
 from ._events import Event, OpaqueEvent
+from ._nesting import MAX_NESTING, packed_nests_deeper
 
 __all__ = ["DECODERS", "EVENT_KINDS", "encode_body", "kind_of"]
 
@@ -24,6 +25,10 @@ DECODERS: Mapping[str, msgspec.msgpack.Decoder[Any]] = MappingProxyType(_DECODER
 """One reused decoder per known kind (read-only)."""
 _ENCODER = msgspec.msgpack.Encoder()
 _ANY_DECODER: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder()
+_TOO_DEEP = (
+    f"its values nest more than {MAX_NESTING} levels of arrays and objects, deeper than "
+    "every read could decode"
+)
 
 
 def kind_of(event: object) -> str:
@@ -58,6 +63,10 @@ def encode_body(event: Event | OpaqueEvent) -> tuple[str, bytes]:
         data = _ENCODER.encode(event)
     except (TypeError, ValueError, OverflowError) as e:  # ValueError: msgspec's, lone surrogates
         raise CodecError(f"cannot encode {kind} event: {e}") from e
+    except RecursionError as e:  # far deeper than MAX_NESTING, or a writer's stack far too deep
+        raise CodecError(f"cannot encode {kind} event: its values nest too deeply ({e})") from e
+    if packed_nests_deeper(data, MAX_NESTING, _ANY_DECODER.decode):
+        raise CodecError(f"cannot encode {kind} event: {_TOO_DEEP}")
     try:
         _DECODERS[kind].decode(data)
     except (msgspec.DecodeError, RecursionError) as e:
@@ -69,6 +78,8 @@ def _encode_opaque(event: OpaqueEvent) -> tuple[str, bytes]:
     kind, data = event.kind, event.data
     if type(kind) is not str or not kind or not isinstance(data, bytes):
         raise InvalidEventError("an OpaqueEvent needs a non-empty str kind and bytes data")
+    if packed_nests_deeper(data, MAX_NESTING, _ANY_DECODER.decode):
+        raise InvalidEventError(f"OpaqueEvent({kind!r}) bytes: {_TOO_DEEP}")
     decoder = _DECODERS.get(kind, _ANY_DECODER)
     try:
         decoder.decode(data)

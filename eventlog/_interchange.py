@@ -55,6 +55,7 @@ from ._messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from ._nesting import MAX_MESSAGE_NESTING, nests_deeper
 from ._shown import shown
 
 __all__ = [
@@ -519,6 +520,11 @@ def message_from_dict(d: Any, *, where: str = "message") -> Message:
 
     Raises :class:`InvalidMessageError` naming the message, block and field that is wrong.
     """
+    if nests_deeper(d, MAX_MESSAGE_NESTING):
+        raise InvalidMessageError(
+            f"{where}: nested more than {MAX_MESSAGE_NESTING} levels of arrays and objects "
+            "(a session stores no deeper message)"
+        )
     try:
         return _message_from_dict(d, where)
     except RecursionError as e:

@@ -44,6 +44,8 @@ def _finite(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"the number {text} is too large for a float")
+    if value == 0.0 and any(c in "123456789" for c in text.partition("e")[0].partition("E")[0]):
+        raise ValueError(f"the number {text} is too small for a float (it would be 0)")
     return value
 
 

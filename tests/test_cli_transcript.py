@@ -181,7 +181,15 @@ def test_tool_blocks_holding_what_a_session_cannot_store_are_refused_naming_the_
     result = cli("import", "-", "--session", "s", stdin='{"role": "user", "content": [1e400]}\n')
     assert 1 == result.code
     assert "line 1: not JSON (the number 1e400 is too large for a float)" in result.err
+    for tiny in ("1e-400", "-2.5E-999", "0.0000001e-330"):
+        text = f'{{"role": "user", "content": "a", "x": {tiny}}}\n'
+        result = cli("import", "-", "--session", "s", stdin=text)
+        assert 1 == result.code
+        assert f"line 1: not JSON (the number {tiny} is too small for a float" in result.err
     assert [] == cli.ok("sessions", "--json").json()
+    text = '{"role": "user", "content": "a", "x": [0e-400, 0.0, 5e-324, -0.0]}\n'
+    cli.ok("import", "-", "--session", "s", stdin=text)
+    assert '"x": [0.0, 0.0, 5e-324, -0.0]' in cli.ok("export", "s").out
 
 
 def test_tool_results_right_after_a_user_message_are_refused_naming_both_lines(cli: Cli) -> None:

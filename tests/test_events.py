@@ -53,6 +53,7 @@ from liteagent.eventlog import (
 )
 from liteagent.eventlog._contract import decode_stored
 from liteagent.eventlog._eventcodec import EVENT_KINDS, encode_body, kind_of
+from liteagent.eventlog._nesting import MAX_NESTING
 
 SID = "s1"
 
@@ -386,6 +387,50 @@ def test_non_str_key_in_tool_input_is_refused(checkpointer: Checkpointer) -> Non
     with pytest.raises(CodecError):
         checkpointer.append(SID, [bad])
     assert [SAMPLES["turn_aborted"]] == _bodies(checkpointer)
+
+
+def _nested(levels: int) -> Any:
+    """A value of ``levels`` nested maps and arrays (alternating), a number inside."""
+    value: Any = 1
+    for n in range(levels):
+        value = {"a": value} if n % 2 else [value]
+    return value
+
+
+def _at_stack_depth(frames: int, fn: Callable[[], Any]) -> Any:
+    """``fn()`` called under ``frames`` more Python frames (a reader deep inside a program)."""
+    return fn() if frames == 0 else _at_stack_depth(frames - 1, fn)
+
+
+def test_an_event_nested_as_deeply_as_allowed_reads_back_from_a_deep_stack(
+    checkpointer: Checkpointer,
+) -> None:
+    """An event whose body nests MAX_NESTING levels (its own map, the content array, the
+    block and the input are four of them) is stored and reads back even 500 frames deep in a
+    program, where msgspec's recursion reaches Python's limit sooner."""
+    event = _tool_input_event(_nested(MAX_NESTING - 4))
+    checkpointer.append(SID, [event])
+    assert [event] == _at_stack_depth(500, lambda: _bodies(checkpointer))
+
+
+@pytest.mark.parametrize("levels", [MAX_NESTING - 3, 900, 5000])
+def test_an_event_nested_deeper_than_allowed_is_refused(
+    checkpointer: Checkpointer, levels: int
+) -> None:
+    """One level more than MAX_NESTING, or far more (beyond what msgspec can decode at all),
+    is a CodecError saying so, whatever the writer's own stack: nothing is written."""
+    checkpointer.append(SID, [SAMPLES["turn_aborted"]])
+    for frames in (0, 300):
+        with pytest.raises(CodecError, match=f"nest (more than {MAX_NESTING} levels|too deeply)"):
+            _at_stack_depth(
+                frames, lambda: checkpointer.append(SID, [_tool_input_event(_nested(levels))])
+            )
+    assert [SAMPLES["turn_aborted"]] == _bodies(checkpointer)
+    deep = msgspec.msgpack.encode(_nested(MAX_NESTING + 1))
+    with pytest.raises(InvalidEventError, match=f"nest more than {MAX_NESTING} levels"):
+        checkpointer.append(SID, [OpaqueEvent("future_kind", deep)])
+    shallow = msgspec.msgpack.encode(_nested(MAX_NESTING))
+    assert 2 == checkpointer.append(SID, [OpaqueEvent("future_kind", shallow)])
 
 
 # -- UserPrompt.text -----------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from liteagent.eventlog import (
     messages_to_dicts,
 )
 from liteagent.eventlog._interchange import message_from_dict, message_to_dict
+from liteagent.eventlog._nesting import MAX_MESSAGE_NESTING, nests_deeper
 
 
 def _user(*blocks: dict[str, Any]) -> dict[str, Any]:
@@ -1324,3 +1325,49 @@ def test_every_api_transcript_is_stored_whole_in_the_log(ds: list[dict[str, Any]
         list(stored.body.replacement),
         as_json(messages_to_dicts(stored.body.replacement)),
     )
+
+
+def _deep_message(levels: int) -> dict[str, Any]:
+    """A user message dict nesting ``levels`` levels: the message, its content array, a
+    tool_result block, its content array, a text block, and ``levels - 5`` more levels of
+    objects and arrays in the block's ``meta`` key."""
+    value: Any = 1
+    for n in range(levels - 5):
+        value = {"a": value} if n % 2 else [value]
+    block = {"type": "tool_result", "tool_use_id": "t", "content": [_text("x") | {"meta": value}]}
+    return {"role": "user", "content": [block]}
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def test_a_message_nested_as_deeply_as_allowed_is_stored_and_read_back() -> None:
+    """A message nesting MAX_MESSAGE_NESTING levels converts, is stored inside a compaction
+    (two levels more) and reads back equal, also read 500 frames deep in a program."""
+    d = _deep_message(MAX_MESSAGE_NESTING)
+    assert not nests_deeper(d, MAX_MESSAGE_NESTING) and nests_deeper(d, MAX_MESSAGE_NESTING - 1)
+    [message] = messages_from_dicts([d])
+    with memory_checkpointer() as cp:
+        cp.append("s", [Compaction(1, 1, 0, 0, replacement=(message,))])
+
+        def read(frames: int) -> Any:
+            return list(cp.read("s")) if frames == 0 else read(frames - 1)
+
+        (stored,) = read(500)
+    assert isinstance(stored.body, Compaction)
+    assert [d] == messages_to_dicts(stored.body.replacement)
+
+
+def test_a_message_nested_deeper_than_allowed_is_refused_whatever_the_stack() -> None:
+    """One level more (or thousands more) is InvalidMessageError naming the message and the
+    bound, at any depth of the caller's stack: what is accepted never depends on where."""
+
+    def convert(d: dict[str, Any], frames: int) -> Any:
+        return messages_from_dicts([d]) if frames == 0 else convert(d, frames - 1)
+
+    for levels in (MAX_MESSAGE_NESTING + 1, 3000):
+        for frames in (0, 600):
+            with pytest.raises(InvalidMessageError) as info:
+                convert(_deep_message(levels), frames)
+            assert f"message 0: nested more than {MAX_MESSAGE_NESTING} levels" in str(info.value)

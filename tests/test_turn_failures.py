@@ -118,6 +118,45 @@ def test_a_tool_input_beyond_64_bits_from_the_real_client_is_stored(tmp_path: Pa
 
 
 @pytest.mark.parametrize("backend", ["file", "sqlite"])
+def test_a_tool_input_nested_too_deeply_aborts_the_turn_and_the_session_goes_on(
+    tmp_path: Path, backend: str
+) -> None:
+    """A model answer whose tool input nests 400 levels (beyond what every read of the log
+    could decode): the turn ends with a LiteAgentError saying so, nothing of the answer is
+    stored, the tool never runs, and the next turn goes on."""
+    deep: Any = 1
+    for _ in range(400):
+        deep = {"a": deep}
+    provider = scripted(
+        [
+            AssistantMessage(
+                content=(ToolUseBlock("t1", "echo", {"text": deep}),), stop_reason="tool_use"
+            ),
+            reply("after"),
+        ]
+    )
+    cp = (
+        file_checkpointer(tmp_path / "s")
+        if backend == "file"
+        else sqlite_checkpointer(tmp_path / "s.db")
+    )
+    with create_agent(
+        model=provider, model_name="m", workdir=tmp_path, tools=[echo], checkpointer=cp
+    ) as agent:
+        with pytest.raises(LiteAgentError, match="nested more than 240 levels"):
+            agent.send("go")
+        sid = agent.session_id
+        _assert_aborted_and_folds(cp, sid)
+        assert "after" == agent.send("again").text
+    assert [] == _results(cp, sid)
+    assert not any(
+        isinstance(e, AssistantMessage) and e.content[0] != reply("after").content[0]
+        for e in events_of(cp, sid)
+    )
+    assert verify_replay(cp.read(sid)).ok
+
+
+@pytest.mark.parametrize("backend", ["file", "sqlite"])
 def test_a_tool_input_holding_nan_is_stored_and_the_session_goes_on(
     tmp_path: Path, backend: str
 ) -> None:
