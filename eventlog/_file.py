@@ -97,6 +97,7 @@ class _Handle:
         "torn",
         "valid",
         "verified",
+        "writable",
     )
 
     def __init__(self, path: str) -> None:
@@ -110,6 +111,7 @@ class _Handle:
         self.valid = False
         self.torn = False  # a torn tail was seen by a reader; the next writer cuts it
         self.evicted = False
+        self.writable = False  # fd was opened for writing (else: a log this user only reads)
         # (ino, generation, end, head): the bytes up to ``end`` of that file were verified by
         # this process (whole, checksummed frames with consecutive seqs up to ``head``)
         self.verified: tuple[int, int, int, int] | None = None
@@ -218,6 +220,17 @@ class FileCheckpointer(Checkpointer):
                 return h
             h.lock.release()
 
+    @staticmethod
+    def _open_log(path: str, *, create: bool, write: bool) -> tuple[int, bool]:
+        """Open a session's log for reading and writing, or (for a read, when this user may
+        not write it) for reading only; return the descriptor and whether it is writable."""
+        try:
+            return open_regular(path, _RW | (os.O_CREAT if create else 0), 0o644), True
+        except PermissionError:
+            if write or create:
+                raise
+        return open_regular(path, os.O_RDONLY | os.O_CLOEXEC), False
+
     def _flock(
         self, h: _Handle, session_id: str, *, create: bool, exclusive: bool, load: bool = True
     ) -> bool:
@@ -230,9 +243,11 @@ class FileCheckpointer(Checkpointer):
         path = h.path
         mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
         while True:
+            if h.fd >= 0 and exclusive and not h.writable:
+                h.close_fd()  # opened by a read of a log this user could not write: try again
             if h.fd < 0:
                 try:
-                    h.fd = open_regular(path, _RW | (os.O_CREAT if create else 0), 0o644)
+                    h.fd, h.writable = self._open_log(path, create=create, write=exclusive)
                 except FileNotFoundError:
                     if create:
                         raise

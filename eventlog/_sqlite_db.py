@@ -127,8 +127,12 @@ def open_connection(file: str, busy_timeout_ms: int, synchronous: str) -> apsw.C
     flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     if file.startswith("file:"):
         flags |= apsw.SQLITE_OPEN_URI
-    conn = apsw.Connection(file, flags=flags)
     try:
+        conn = apsw.Connection(file, flags=flags)
+    except apsw.CantOpenError as e:
+        raise (_why_not_opened(file) or e) from e
+    try:
+        _refuse_a_stub(conn.filename, file)
         set_busy_wait(conn, busy_timeout_ms)  # before any pragma
         # Refuse a database of another version, or a foreign one, before changing anything
         # in it (the WAL switch below rewrites the file header).
@@ -150,6 +154,45 @@ def open_connection(file: str, busy_timeout_ms: int, synchronous: str) -> apsw.C
         conn.close()
         raise
     return conn
+
+
+def _why_not_opened(file: str) -> OSError | None:
+    """What the OS says about opening ``file`` (a plain path) when SQLite could not: SQLite's
+    own "unable to open database file" hides a denied permission or a folder at the path.
+    None when the OS opens it (or ``file`` is a URI): SQLite's error stands then."""
+    if file.startswith("file:") or file == ":memory:":
+        return None
+    try:
+        os.close(os.open(file, os.O_RDWR | os.O_CLOEXEC | os.O_NONBLOCK))
+    except FileNotFoundError:
+        folder = os.path.dirname(os.path.abspath(file))
+        if os.path.isdir(folder) and not os.access(folder, os.W_OK | os.X_OK):
+            return PermissionError(errno.EACCES, f"cannot create a file in {folder!r}")
+        return None
+    except OSError as e:
+        return e
+    return None
+
+
+_SQLITE_HEADER = 100  # bytes: no database file SQLite writes is shorter (but an empty one)
+
+
+def _refuse_a_stub(path: str, file: str) -> None:
+    """Refuse a file of 1 to 99 bytes at the database's path (``path``: its real name, empty
+    for an in-memory database): SQLite takes it for an empty database and would write a new
+    one over it, while no database SQLite writes is that short (a log cut down, or another
+    file). An empty file is an empty database (its content may still be in the WAL)."""
+    if not path:
+        return
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return  # not there (a new database), or not looked up: SQLite says why
+    if 0 < size < _SQLITE_HEADER:
+        raise NotADatabaseError(
+            f"{file} is not a SQLite database: it holds {size} bytes, shorter than a SQLite "
+            "header; liteagent will not change it"
+        )
 
 
 def _ensure_schema(conn: apsw.Connection, file: str) -> None:

@@ -50,6 +50,28 @@ def test_doctor_reports_a_truncated_sqlite_store_as_a_finding(cli: Cli) -> None:
     assert "" == repair.err
 
 
+@pytest.mark.parametrize("keep", [1, 64])
+def test_a_sqlite_store_cut_below_a_header_is_reported_and_left_as_it_is(
+    cli: Cli, keep: int
+) -> None:
+    """A SQLite store cut to a few bytes (SQLite would take one byte for an empty database):
+    ``doctor`` reports it (exit 1), ``sessions`` and ``export`` refuse it, and none of them
+    writes a new database over it."""
+    _one_session(cli, "--backend", "sqlite")
+    db = _project(cli) / "sessions.db"
+    for side in (db.with_name("sessions.db-wal"), db.with_name("sessions.db-shm")):
+        side.unlink(missing_ok=True)
+    os.truncate(db, keep)
+    before = db.read_bytes()
+    result = cli("--backend", "sqlite", "doctor", "--json")
+    assert 1 == result.code, result
+    assert ["corrupt"] == [f["kind"] for f in result.json()["findings"]]
+    assert f"holds {keep} bytes" in result.json()["findings"][0]["detail"]
+    for argv in (["sessions", "--json"], ["export", "s1"], ["gc", "--dry-run"]):
+        assert 0 != cli("--backend", "sqlite", *argv).code, argv
+    assert before == db.read_bytes()
+
+
 def test_doctor_reports_a_file_where_the_sessions_folder_should_be(cli: Cli) -> None:
     """A file where the sessions folder should be: doctor exits 1 with a "cannot be opened"
     finding, and no "Errno" in its output."""

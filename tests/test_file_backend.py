@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import errno
 import itertools
+import json
 import os
+import shutil
 import struct
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -672,3 +677,47 @@ def test_a_file_where_the_store_folder_goes_is_named(tmp_path: Path) -> None:
             file_checkpointer(tmp_path / name)
         assert errno.ENOTDIR == info.value.errno
     assert "mine" == (tmp_path / "store").read_text()
+
+
+_AS_READER = """
+import errno, json, sys
+from liteagent.eventlog import StorageIOError, file_checkpointer
+from liteagent.eventlog.conformance import prompts, texts
+root = sys.argv[1]
+with file_checkpointer(root=root) as cp:
+    out = {"read": texts(cp.read("s")), "head": cp.head("s"), "list": [i.id for i in cp.list()]}
+    try:
+        cp.append("s", prompts("more"))
+    except StorageIOError as e:
+        out["append"] = [e.errno == errno.EACCES, "Permission denied" in str(e)]
+    out["again"] = texts(cp.read("s", since_seq=1))
+print(json.dumps(out))
+"""
+
+
+def test_a_log_this_user_may_only_read_is_read_and_a_write_refused(tmp_path: Path) -> None:
+    """A session log of mode 0444 (another user's, or made read-only) in a folder this user
+    cannot write: reads work; an append is refused with EACCES, and the session still reads.
+    (Run as an unprivileged user in a child process: root ignores file modes.)"""
+    folder = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's own folders are closed to others
+    try:
+        root = folder / "store"
+        with file_checkpointer(root=root) as cp:
+            cp.append("s", prompts("a", "b"))
+        (root / "s.log").chmod(0o444)
+        for path in (folder, root):
+            path.chmod(0o755)
+        command = [sys.executable, "-c", _AS_READER, str(root)]
+        if os.geteuid() == 0:
+            command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *command]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        assert 0 == done.returncode, done.stderr
+        assert {
+            "read": ["a", "b"],
+            "head": 2,
+            "list": ["s"],
+            "append": [True, True],
+            "again": ["b"],
+        } == json.loads(done.stdout)
+    finally:
+        shutil.rmtree(folder)

@@ -1346,7 +1346,8 @@ def test_a_message_nested_as_deeply_as_allowed_is_stored_and_read_back() -> None
     """A message nesting MAX_MESSAGE_NESTING levels converts, is stored inside a compaction
     (two levels more) and reads back equal, also read 500 frames deep in a program."""
     d = _deep_message(MAX_MESSAGE_NESTING)
-    assert not nests_deeper(d, MAX_MESSAGE_NESTING) and nests_deeper(d, MAX_MESSAGE_NESTING - 1)
+    assert not nests_deeper(d, MAX_MESSAGE_NESTING)
+    assert nests_deeper(d, MAX_MESSAGE_NESTING - 1)
     [message] = messages_from_dicts([d])
     with memory_checkpointer() as cp:
         cp.append("s", [Compaction(1, 1, 0, 0, replacement=(message,))])

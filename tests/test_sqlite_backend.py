@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import _thread
 import errno
+import json
 import os
 import re
+import shutil
 import string
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -107,11 +112,75 @@ def test_text_file_is_not_a_database_and_stays_unchanged(db: Path) -> None:
     assert content == db.read_bytes()
 
 
+@pytest.mark.parametrize("size", [1, 2, 50, 99])
+def test_a_file_too_short_for_a_database_is_refused_and_stays_unchanged(
+    db: Path, size: int
+) -> None:
+    """A file of 1 to 99 bytes (a store cut down, or another file) is no database SQLite
+    writes, though SQLite would take one byte for an empty database and write a new one over
+    it: refused, naming the file, and left as it was; an empty file is an empty store."""
+    content = bytes(range(size))
+    db.write_bytes(content)
+    with pytest.raises(NotADatabaseError, match=f"{re.escape(str(db))}.*holds {size} bytes"):
+        sqlite_checkpointer(db)
+    assert content == db.read_bytes()
+    db.write_bytes(b"")
+    with sqlite_checkpointer(db) as cp:
+        assert [] == cp.list()
+        cp.append("s", prompts("a"))
+    with sqlite_checkpointer(db) as cp:
+        assert ["a"] == texts(cp.read("s"))
+
+
 def test_a_file_that_cannot_be_opened_is_named(tmp_path: Path) -> None:
     """A file SQLite cannot open (here a read-only kernel file) raises StorageIOError naming
     it and what was being done."""
     with pytest.raises(StorageIOError, match=re.escape("cannot open the SQLite store '/proc/")):
         sqlite_checkpointer("/proc/version")
+
+
+_OPEN_AS_OTHER = """
+import json, sys
+from liteagent.eventlog import StorageIOError, sqlite_checkpointer
+out = []
+for path in sys.argv[1:]:
+    try:
+        sqlite_checkpointer(path).close()
+        out.append(None)
+    except StorageIOError as e:
+        out.append([e.errno, str(e)])
+print(json.dumps(out))
+"""
+
+
+def test_a_store_this_user_may_not_open_says_why(tmp_path: Path) -> None:
+    """A database of mode 000, and a new one in a folder this user cannot write: the error
+    is the OS's (EACCES, "Permission denied" / which folder), not SQLite's "unable to open
+    database file" as an I/O error. (Run as an unprivileged user: root ignores modes.)"""
+    folder = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's own folders are closed to others
+    try:
+        closed = folder / "closed.db"
+        with sqlite_checkpointer(closed) as cp:
+            cp.append("s", prompts("a"))
+        closed.chmod(0o000)
+        shut = folder / "shut"
+        shut.mkdir(mode=0o555)
+        folder.chmod(0o777)
+        command = [sys.executable, "-c", _OPEN_AS_OTHER, str(closed), str(shut / "new.db")]
+        if os.geteuid() == 0:
+            command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *command]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        assert 0 == done.returncode, done.stderr
+        (code, message), (code2, message2) = json.loads(done.stdout)
+        assert (errno.EACCES, errno.EACCES) == (code, code2)
+        assert "Permission denied" in message
+        assert str(closed) in message
+        assert f"cannot create a file in {str(shut)!r}" in message2
+        closed.chmod(0o644)
+        with sqlite_checkpointer(closed) as cp:
+            assert ["a"] == texts(cp.read("s"))
+    finally:
+        shutil.rmtree(folder)
 
 
 # -- 2. schema version -----------------------------------------------------------------------------
