@@ -340,18 +340,22 @@ class Forked(_EventBase, tag="forked", frozen=True):
 
 
 class TranscriptImported(_EventBase, tag="transcript_imported", frozen=True):
-    """The last event of the write that made a session of a transcript (``lite-agent import``):
-    how its messages were written where the events before it do not say, so that an export
-    gives each back as it came. ``shapes`` holds ``(seq, extra, string_content)`` for each
-    message that had keys besides ``role`` and ``content`` (``extra``, else ``None``) or a
-    string ``content`` (``string_content``); ``seq`` is its first event's. ``extra_json`` holds
-    ``(seq, text)`` for each message whose other keys hold a value the log cannot store as it
-    is, as :attr:`Message.extra_json` keeps them (its ``extra`` in ``shapes`` is then
-    ``None``). The conversation does not change: the model is sent neither those keys nor a
-    string for the content."""
+    """How the messages of an imported transcript (``lite-agent import``) were written where
+    their events do not say, so that an export gives each back as it came; written right after
+    the session's ``session_started``, before the messages' events. ``shapes`` holds ``(seq,
+    extra, string_content)`` for each message that had keys besides ``role`` and ``content``
+    (``extra``, else ``None``) or a string ``content`` (``string_content``); ``seq`` is its
+    first event's. ``extra_json`` holds ``(seq, text)`` for each message whose other keys hold a
+    value the log cannot store as it is, as :attr:`Message.extra_json` keeps them (its ``extra``
+    in ``shapes`` is then ``None``). ``digests`` holds ``(seq, digest)`` of each such first
+    event: a shape applies only while that event is still at its seq (a restore or a fork
+    before it keeps the shapes of the messages before their checkpoint, and a later event at
+    that seq gets none); a shape without its digest applies to nothing. The conversation does
+    not change: the model is sent neither those keys nor a string for the content."""
 
     shapes: tuple[tuple[int, dict[str, Any] | None, bool], ...] = ()
     extra_json: tuple[tuple[int, str], ...] = ()
+    digests: tuple[tuple[int, str], ...] = ()
 
 
 Event: TypeAlias = (

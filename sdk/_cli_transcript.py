@@ -18,9 +18,11 @@ checkpoints and views work like any other. Every line is checked first; each bad
 reported with its number and nothing is written.
 
 A message's keys besides ``role`` and ``content``, and a ``content`` given as a string, are
-recorded in a last event, :class:`~liteagent.eventlog.TranscriptImported` (the conversation the
-model is sent has neither: the Messages API takes no other keys, and a string is the one text
-block it stands for).
+recorded in a :class:`~liteagent.eventlog.TranscriptImported` event right after
+``session_started`` (the conversation the model is sent has neither: the Messages API takes no
+other keys, and a string is the one text block it stands for), with a digest of each such
+message's first event: a restore or fork to a checkpoint keeps the shapes of the messages
+before it, and a message written later at the same seq gets none.
 
 Import then export gives every message back, one line each, equal as JSON (every block and
 value exact, other keys kept, a string ``content`` as a string, consecutive messages of one role
@@ -37,6 +39,7 @@ line, and writes nothing:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -51,6 +54,7 @@ from liteagent.eventlog import (
     InvalidArgumentError,
     LiteAgentError,
     Message,
+    OpaqueEvent,
     RawBlock,
     SessionStarted,
     SessionState,
@@ -61,6 +65,7 @@ from liteagent.eventlog import (
     UserPrompt,
     fold,
 )
+from liteagent.eventlog._eventcodec import encode_body
 from liteagent.eventlog._interchange import message_from_dict, message_to_dict, unstorable
 
 from ._cli_args import existing_session, not_a_branch, session_id_arg
@@ -75,7 +80,9 @@ __all__ = [
     "TranscriptError",
     "cmd_export",
     "cmd_import",
+    "event_digest",
     "export_messages",
+    "import_events",
     "message_events",
     "read_transcript",
 ]
@@ -105,9 +112,17 @@ def export_messages(events: list[StoredEvent], state: SessionState) -> list[Mess
     """The conversation of a session (``state`` folded from ``events``), grouped into messages
     as the module docstring says; a message imported from a transcript is marked as it was
     written there (its other keys, a string ``content``: :class:`TranscriptImported`)."""
-    imported = [e.body for e in events if type(e.body) is TranscriptImported]
-    shapes = {seq: (extra, string) for t in imported for seq, extra, string in t.shapes}
-    kept_json = {seq: text for t in imported for seq, text in t.extra_json}
+    shapes: dict[int, tuple[dict[str, Any] | None, bool]] = {}
+    kept_json: dict[int, str] = {}
+    for t in (e.body for e in events if type(e.body) is TranscriptImported):
+        digests = dict(t.digests)
+        valid = {
+            seq
+            for seq, digest in digests.items()
+            if 0 < seq <= len(events) and event_digest(events[seq - 1].body) == digest
+        }
+        shapes.update((seq, (extra, string)) for seq, extra, string in t.shapes if seq in valid)
+        kept_json.update((seq, text) for seq, text in t.extra_json if seq in valid)
     out: list[tuple[int, Message]] = []
     for entry in state.entries:
         body = events[entry.seq - 1].body
@@ -241,6 +256,37 @@ def message_events(message: Message) -> list[Event]:
     return events
 
 
+def import_events(messages: list[Message], started: SessionStarted) -> list[Event]:
+    """The events of a session made of ``messages``: ``started``, the
+    :class:`TranscriptImported` record of how they were written (when one has keys besides
+    ``role`` and ``content`` or a string ``content``), then each message's events."""
+    body: list[Event] = []
+    shapes: list[tuple[int, dict[str, Any] | None, bool]] = []
+    kept_json: list[tuple[int, str]] = []
+    digests: list[tuple[int, str]] = []
+    for m in messages:
+        added = message_events(m)
+        if m.extra is not UNSET or m.string_content or m.extra_json is not None:
+            seq = 3 + len(body)  # after session_started and the record itself
+            shapes.append((seq, None if m.extra is UNSET else m.extra, m.string_content))
+            if m.extra_json is not None:
+                kept_json.append((seq, m.extra_json))
+            digests.append((seq, event_digest(added[0])))
+        body.extend(added)
+    if not shapes:
+        return [started, *body]
+    record = TranscriptImported(
+        shapes=tuple(shapes), extra_json=tuple(kept_json), digests=tuple(digests)
+    )
+    return [started, record, *body]
+
+
+def event_digest(event: Event | OpaqueEvent) -> str:
+    """A digest of ``event`` as stored (its kind and body), for :class:`TranscriptImported`."""
+    kind, data = encode_body(event)
+    return hashlib.sha256(kind.encode() + b"\0" + data).hexdigest()[:32]
+
+
 MAX_TRANSCRIPT_BYTES = 256 * 1024 * 1024
 """The largest transcript ``import`` reads (a larger one, or an endless input such as
 ``/dev/zero``, is refused rather than read until the memory runs out)."""
@@ -294,18 +340,8 @@ def cmd_import(env: CliEnv, args: argparse.Namespace) -> int:
     cp = env.checkpointer
     if cp.head(sid):
         raise UsageError(f"session {sid!r} already exists; choose another --session")
-    events: list[Event] = [SessionStarted(workdir=str(env.workdir), model=env.model or "imported")]
-    shapes: list[tuple[int, dict[str, Any] | None, bool]] = []
-    kept_json: list[tuple[int, str]] = []
-    for m in messages:
-        if m.extra is not UNSET or m.string_content or m.extra_json is not None:
-            seq = len(events) + 1
-            shapes.append((seq, None if m.extra is UNSET else m.extra, m.string_content))
-            if m.extra_json is not None:
-                kept_json.append((seq, m.extra_json))
-        events.extend(message_events(m))
-    if shapes:
-        events.append(TranscriptImported(shapes=tuple(shapes), extra_json=tuple(kept_json)))
+    started = SessionStarted(workdir=str(env.workdir), model=env.model or "imported")
+    events = import_events(messages, started)
     head = cp.append(sid, events, expected_head=0)
     prompts = sum(1 for e in events if isinstance(e, UserPrompt) and e.origin == "user")
     if args.json:

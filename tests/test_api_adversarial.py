@@ -49,7 +49,6 @@ from liteagent.eventlog import (
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
-    TranscriptImported,
     UserPrompt,
     file_checkpointer,
     fold,
@@ -71,7 +70,7 @@ from liteagent.sdk import (
     create_async_lite_agent,
     create_lite_agent,
 )
-from liteagent.sdk._cli_transcript import export_messages, message_events, read_transcript
+from liteagent.sdk._cli_transcript import export_messages, import_events, read_transcript
 from liteagent.tools import FunctionTool, Tool, ToolContext, ToolDefinitionError, ToolOutput, tool
 
 # -- hostile values -------------------------------------------------------------------------------
@@ -818,19 +817,7 @@ def _imported_and_exported(ds: list[Any]) -> list[dict[str, Any]] | None:
         messages = read_transcript(text)
     except LiteAgentError:
         return None
-    events: list[Any] = [SessionStarted(workdir="/w", model="m")]
-    shapes: list[tuple[int, dict[str, Any] | None, bool]] = []
-    kept: list[tuple[int, str]] = []
-    for m in messages:
-        if m.extra is not UNSET or m.string_content or m.extra_json is not None:
-            shapes.append(
-                (len(events) + 1, None if m.extra is UNSET else m.extra, m.string_content)
-            )
-            if m.extra_json is not None:
-                kept.append((len(events) + 1, m.extra_json))
-        events.extend(message_events(m))
-    if shapes:
-        events.append(TranscriptImported(shapes=tuple(shapes), extra_json=tuple(kept)))
+    events = import_events(messages, SessionStarted(workdir="/w", model="m"))
     cp = memory_checkpointer()
     cp.append("s", events, expected_head=0)
     stored = list(cp.read("s"))

@@ -33,6 +33,7 @@ from liteagent.eventlog import (
     file_checkpointer,
     messages_from_dicts,
 )
+from liteagent.sdk._cli_transcript import event_digest
 
 pytestmark = pytest.mark.processes
 
@@ -377,14 +378,47 @@ def test_what_json_cannot_carry_in_a_log_is_written_as_json_or_refused(cli: Cli)
 def test_export_names_a_message_whose_other_keys_hold_a_nan(cli: Cli) -> None:
     """A log written by hand whose TranscriptImported record gives a message a key holding
     NaN: export refuses, naming the message itself (not one of its blocks)."""
+    prompt = UserPrompt(content=(TextBlock("hi"),))
     _write(
         cli,
         "s",
         [
-            UserPrompt(content=(TextBlock("hi"),)),
-            TranscriptImported(shapes=((2, {"weight": float("nan")}, False),)),
+            TranscriptImported(
+                shapes=((3, {"weight": float("nan")}, False),),
+                digests=((3, event_digest(prompt)),),
+            ),
+            prompt,
         ],
     )
     result = cli("export", "s")
     assert 1 == result.code
     assert "lite-agent: message 1: not JSON data (the number nan)\n" == result.err
+
+
+def test_a_restore_or_fork_keeps_how_the_messages_before_it_were_written(cli: Cli) -> None:
+    """An imported session whose messages have other keys and string contents, restored (or
+    forked) to its second checkpoint: the messages before it export as they were imported; a
+    new turn written where the later ones were gets no shape of theirs; an undo of the restore
+    gives the whole transcript back."""
+    ds = [
+        {"role": "user", "content": "first", "id": "m1"},
+        {"role": "assistant", "content": "one", "id": "m2"},
+        {"role": "user", "content": [_text("second")], "id": "m3"},
+        {"role": "assistant", "content": [_text("two")], "id": "m4"},
+    ]
+    cli.ok("import", "-", "--session", "imp", stdin=_jsonl(ds))
+    checkpoints = cli.ok("checkpoints", "imp", "--json").json()
+    second = checkpoints[-1]["seq"]
+    forked = cli.ok("fork", "imp", str(second), "--json").json()["session_id"]
+    assert ds[:2] == _exported(cli, forked)
+    cli.ok("restore", "imp", str(second), "--conversation-only")
+    assert ds[:2] == _exported(cli, "imp")
+    cli.ok("restore", "--undo", "imp")
+    assert ds == _exported(cli, "imp")
+    cli.ok("restore", "imp", str(second), "--conversation-only")
+    cli.ok("run", "again", "--session", "imp", provider=cli.script({"text": "new"}))
+    after = _exported(cli, "imp")
+    assert ds[:2] == after[:2]
+    assert all("id" not in d for d in after[2:]), after
+    assert [_text("again")] == after[2]["content"]
+
