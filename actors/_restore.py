@@ -359,8 +359,9 @@ class Restorer:
     def _undo_problems(self, files: Sequence[RestoreFile]) -> list[tuple[str, str]]:
         blobs = self.checkpointer.blobs
         problems = []
+        removing = frozenset(f.path for f in files if f.backup is None)
         for f in files:
-            unsafe = unsafe_path(self.workdir, f.path)
+            unsafe = unsafe_path(self.workdir, f.path, removing)
             if unsafe:
                 problems.append((f.path, unsafe))
                 continue

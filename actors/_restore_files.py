@@ -49,10 +49,12 @@ def put_file(workdir: Path, rel: str, content: bytes | None, mode: int | None = 
     Temp files a crashed earlier write of the same path left beside it are removed first."""
     path = workdir / rel
     _remove_temps(path)
-    if content is None:
-        with contextlib.suppress(FileNotFoundError):
+    if content is None:  # absent already when a folder on its path is a file, or it is one
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError, IsADirectoryError):
             os.unlink(path)
         return
+    if path.is_dir() and not path.is_symlink():
+        _remove_empty_folders(path)  # emptied by the same operation's deletions (preflight)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}{_TEMP_MARK}{secrets.token_hex(4)}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
@@ -80,6 +82,15 @@ def put_file(workdir: Path, rel: str, content: bytes | None, mode: int | None = 
         os.close(dfd)
 
 
+def _remove_empty_folders(folder: Path) -> None:
+    """Remove ``folder`` and the folders in it, deepest first; ``OSError`` (nothing more is
+    removed) when one still holds anything else."""
+    for root, dirs, _files in os.walk(folder, topdown=False):
+        for name in dirs:
+            os.rmdir(os.path.join(root, name))
+    os.rmdir(folder)
+
+
 def backup_files(workdir: Path, plans: Sequence[FilePlan], blobs: BlobStore) -> list[RestoreFile]:
     """For each file to put back, store its current content (and note its mode) as its backup,
     so the restore can be rolled back, and return the restore records. Raises
@@ -105,6 +116,17 @@ def backup_files(workdir: Path, plans: Sequence[FilePlan], blobs: BlobStore) -> 
     return out
 
 
+def _in_order(
+    pairs: Sequence[tuple[RestoreFile, bytes | None]],
+) -> list[tuple[RestoreFile, bytes | None]]:
+    """Files with what to put there (``None``: nothing), in the order that lets each step
+    succeed: deletions first, deepest paths first, then writes, shallowest first (a file ``d``
+    put back where the plan also removes ``d/x``; ``d/x`` put back where it removes ``d``)."""
+    deletions = sorted((p for p in pairs if p[1] is None), key=lambda p: -p[0].path.count("/"))
+    writes = sorted((p for p in pairs if p[1] is not None), key=lambda p: p[0].path.count("/"))
+    return deletions + writes
+
+
 def _check_stop(stop: Callable[[], str | None] | None) -> None:
     reason = stop() if stop is not None else None
     if reason:
@@ -115,9 +137,14 @@ def _put_back(workdir: Path, files: Sequence[RestoreFile], blobs: BlobStore) -> 
     """Put each file back to its backup, going on past failures; return one line per file
     that could not be put back (its path and why)."""
     failed: list[str] = []
+    ready: list[tuple[RestoreFile, bytes | None]] = []
     for f in files:
         try:
-            backup = None if f.backup is None else blobs.get(f.backup)
+            ready.append((f, None if f.backup is None else blobs.get(f.backup)))
+        except Exception as e:  # noqa: BLE001 -- each failure is reported, the rest go on
+            failed.append(f"{f.path} ({reason(e)})")
+    for f, backup in _in_order(ready):
+        try:
             put_file(workdir, f.path, backup, f.backup_mode)
         except Exception as e:  # noqa: BLE001 -- each failure is reported, the rest go on
             failed.append(f"{f.path} ({reason(e)})")
@@ -148,7 +175,7 @@ def apply_files(
         return [f.path for f in files]
     contents = [None if f.target is None else blobs.get(f.target) for f in files]
     done: list[RestoreFile] = []
-    for i, (f, content) in enumerate(zip(files, contents, strict=True)):
+    for i, (f, content) in enumerate(_in_order(list(zip(files, contents, strict=True)))):
         try:
             _check_stop(stop)
             # put_file is looked up at call time (tests inject faults)

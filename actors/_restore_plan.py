@@ -8,6 +8,7 @@ import hashlib
 import os
 import stat
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import NamedTuple
 
@@ -270,8 +271,11 @@ def unreadable(error: OSError) -> str:
     return f"it cannot be read: {reason(error)}"
 
 
-def unsafe_path(workdir: Path, rel: str) -> str:
-    """Why ``rel`` is not a plain path inside the workspace now ("" when it is)."""
+def unsafe_path(workdir: Path, rel: str, removing: AbstractSet[str] = frozenset()) -> str:
+    """Why ``rel`` is not a plain path inside the workspace now ("" when it is). ``removing``
+    are the paths the same operation deletes first: a folder at ``rel`` holding only those
+    (and folders) is emptied and removed, and a file on ``rel``'s path that is one of them
+    is gone by the time ``rel`` is written."""
     if os.path.isabs(rel) or "\0" in rel:
         return "the path is not relative to the workspace"
     joined = os.path.normpath(os.path.join(workdir, rel))
@@ -286,21 +290,51 @@ def unsafe_path(workdir: Path, rel: str) -> str:
     except OSError as e:
         return f"the path cannot be checked: {reason(e)}"
     if mode is not None and stat.S_ISDIR(mode):
-        return "the path is now a folder"
-    if mode is not None and not stat.S_ISREG(mode):
+        try:
+            emptied = _emptied(workdir, joined, removing)
+        except OSError:
+            emptied = False
+        if not emptied:
+            return "the path is now a folder"
+    elif mode is not None and not stat.S_ISREG(mode):
         return "the path is now a FIFO, socket or device, not a regular file"
     parent = os.path.dirname(joined)
     while len(parent) > len(str(workdir)):
         if os.path.lexists(parent) and not os.path.isdir(parent):
-            return f"{os.path.relpath(parent, workdir)} on the path is now a file, not a folder"
+            above = os.path.relpath(parent, workdir)
+            if above not in removing or not os.path.isfile(parent):
+                return f"{above} on the path is now a file, not a folder"
         parent = os.path.dirname(parent)
     return ""
+
+
+def _emptied(workdir: Path, folder: str, removing: AbstractSet[str]) -> bool:
+    """Whether the folder holds nothing but folders and regular files in ``removing``."""
+    if not removing:
+        return False
+    for root, dirs, files in os.walk(folder, onerror=_raise):
+        for name in dirs:
+            if os.path.islink(os.path.join(root, name)):
+                return False
+        for name in files:
+            path = os.path.join(root, name)
+            if os.path.relpath(path, workdir) not in removing or not (
+                stat.S_ISREG(os.lstat(path).st_mode)
+            ):
+                return False
+    return True
+
+
+def _raise(error: OSError) -> None:
+    raise error
 
 
 def preflight(
     state: SessionState, seq: int, workdir: Path, plans: Iterable[FilePlan]
 ) -> list[tuple[str, str]]:
     """Everything that makes a file restore unsafe now; empty when it is safe."""
+    plans = list(plans)
+    removing = frozenset(p.path for p in plans if p.target is None)
     problems: list[tuple[str, str]] = []
     if state.open_tool_calls:
         problems.append(
@@ -320,7 +354,9 @@ def preflight(
                 )
             )
             continue
-        unsafe = unsafe_path(workdir, plan.path)
+        unsafe = unsafe_path(
+            workdir, plan.path, removing if plan.target is not None else frozenset()
+        )
         if unsafe:
             problems.append((plan.path, unsafe))
             continue

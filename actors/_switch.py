@@ -154,16 +154,19 @@ class Switch:
     def _roll_back(
         self, intent_seq: int, intent: RestoreStarted, reason: str, *, files: bool = True
     ) -> list[str]:
-        """Files back to their backups (``files``), the branch deleted, the log cut back or
-        the rollback recorded."""
+        """Files back to their backups (``files``), the branch deleted, and the log cut back
+        to what it was before the operation (an undo's brought-back events and the intent
+        taken away), so that a restore that failed or was cancelled leaves the session as it
+        was, and the restore before it can still be undone; only when the log moved on since
+        the intent is the rollback recorded instead."""
         cp, sid = self.checkpointer, self.session_id
         paths = self.apply(intent.files, False, None) if files else [f.path for f in intent.files]
         if intent.branch is not None:
             cp.delete(intent.branch)
-        if intent.rollback_to is not None:
-            with contextlib.suppress(CheckpointConflictError):
-                cp.truncate(sid, intent.rollback_to, expected_head=intent_seq, lease=self.lease)
-                return paths
+        cut_to = intent_seq - 1 if intent.rollback_to is None else intent.rollback_to
+        with contextlib.suppress(CheckpointConflictError):
+            cp.truncate(sid, cut_to, expected_head=intent_seq, lease=self.lease)
+            return paths
         cp.append(
             sid,
             [RestoreFinished(started_seq=intent_seq, outcome="rolled_back", reason=reason)],

@@ -421,4 +421,3 @@ def test_a_restore_or_fork_keeps_how_the_messages_before_it_were_written(cli: Cl
     assert ds[:2] == after[:2]
     assert all("id" not in d for d in after[2:]), after
     assert [_text("again")] == after[2]["content"]
-

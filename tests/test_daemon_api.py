@@ -825,11 +825,7 @@ def test_close_during_a_restore_waits_for_its_rollback(tmp_path: Path, workdir: 
         for i in range(count):
             assert f"two {i}\n" * (size // 8) == (workdir / f"f{i}.txt").read_text()
         bodies = [e.body for e in cp.read(session)]
-        started = [b for b in bodies if isinstance(b, RestoreStarted)]
-        finished = [b for b in bodies if isinstance(b, RestoreFinished)]
-        assert 1 == len(started)
-        assert 1 == len(finished)
-        assert "rolled_back" == finished[0].outcome
+        assert [] == [b for b in bodies if isinstance(b, (RestoreStarted, RestoreFinished))]
         assert cp.lease_holder(session) is None
 
 

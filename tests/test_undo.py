@@ -317,6 +317,55 @@ def test_undo_that_fails_writing_a_file_changes_nothing(
             assert before == workspace(work)
 
 
+@pytest.mark.parametrize("how", ["a failed write", "a cancel"])
+@pytest.mark.parametrize("backend", ["file", "sqlite"])
+def test_a_restore_that_fails_leaves_the_restore_before_it_undoable(
+    work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, backend: str
+) -> None:
+    """Restore to p2, then a restore to p1 that fails half way (a write fails, or its token is
+    cancelled after the first file): the files and the log are as the first restore left
+    them, nothing is pending, and the first restore can still be undone."""
+    cp = (
+        file_checkpointer(tmp_path / "s")
+        if backend == "file"
+        else sqlite_checkpointer(tmp_path / "s.db")
+    )
+    with cp:
+        first, second = two_prompts(work, cp)
+        before, log = workspace(work), list(cp.read(SID))
+        with agent_on(work, cp) as agent:
+            agent.restore(SID, second)
+            middle, middle_log = workspace(work), list(cp.read(SID))
+            real = _restore_files.put_file
+            token = CancelToken()
+            calls: list[str] = []
+
+            def failing(root: Path, rel: str, data: bytes | None, mode: int | None = None) -> None:
+                calls.append(rel)
+                if len(calls) == 2 and how == "a failed write":
+                    raise OSError(28, "No space left on device")
+                real(root, rel, data, mode)
+                if how == "a cancel":
+                    token.cancel("stop")
+
+            monkeypatch.setattr(_restore_files, "put_file", failing)
+            error = (
+                _restore_files.RestoreFailedError
+                if how == "a failed write"
+                else OperationCancelledError
+            )
+            with pytest.raises(error):
+                agent.restore(SID, first, cancel=token)
+            monkeypatch.undo()
+            assert middle == workspace(work)
+            assert content(middle_log) == content(list(cp.read(SID)))
+            assert agent.pending_restore() is None
+            assert [True] == [b.available for b in agent.list_branches(SID)]
+            agent.undo_restore(SID)
+            assert before == workspace(work)
+            assert content(log) == content(list(cp.read(SID)))
+
+
 def test_a_cancelled_undo_changes_nothing(work: Path) -> None:
     """An undo whose token is cancelled before it starts raises and changes nothing."""
     with memory_checkpointer() as cp:
@@ -453,3 +502,43 @@ def test_a_restore_touches_the_blobs_its_branch_references(work: Path) -> None:
             assert refs
             written = {b.ref: b.written for b in cp.blobs.list_blobs()}
             assert all(written[r] >= start for r in refs)
+
+
+@pytest.mark.parametrize("user_removes_the_folder", [False, True])
+def test_a_file_that_became_a_folder_is_restored_and_undone(
+    work: Path, user_removes_the_folder: bool
+) -> None:
+    """The user's file ``d``; the agent deletes it and writes ``d/x.txt`` (so ``d`` is now a
+    folder), then deletes that too. A restore to the first checkpoint deletes ``d/x.txt``
+    first, removes the folder it empties (or finds it gone) and puts the file ``d`` back; the
+    preview agrees; the undo gives the folder back. Restores in the other direction (to when
+    ``d/x.txt`` existed) work the same way."""
+    (work / "d").write_text("the user's d\n")
+    script = [
+        call("delete_file", path="d"),
+        reply("p1 done"),
+        call("write_file", path="d/x.txt", content="x"),
+        reply("p2 done"),
+        call("delete_file", path="d/x.txt"),
+        reply("p3 done"),
+    ]
+    with memory_checkpointer() as cp, agent_on(work, cp, script) as agent:
+        for prompt in ("p1", "p2", "p3"):
+            agent.send(prompt)
+        if user_removes_the_folder:
+            (work / "d").rmdir()
+        after = workspace(work)
+        p1, p2, p3 = (c.seq for c in agent.list_checkpoints())
+        preview = agent.restore(SID, p1, dry_run=True)
+        assert () == preview.refused
+        agent.restore(SID, p1)
+        assert "the user's d\n" == (work / "d").read_text()
+        agent.undo_restore(SID)
+        assert after == workspace(work)
+        agent.restore(SID, p3)  # back to when d/x.txt was there
+        assert "x" == (work / "d" / "x.txt").read_text()
+        agent.restore(SID, p1)  # from a folder holding d/x.txt to the file d
+        assert "the user's d\n" == (work / "d").read_text()
+        agent.undo_restore(SID)
+        assert "x" == (work / "d" / "x.txt").read_text()
+        del p2
