@@ -22,7 +22,7 @@ __all__ = ["RestoreFailedError", "apply_files", "backup_files", "put_file"]
 
 class RestoreFailedError(LiteAgentError):
     """Raised when putting a file back failed; the files already changed were returned to how
-    they were and the log was not touched (the restore is recorded as rolled back)."""
+    they were and the log cut back to what it was before the restore."""
 
 
 _TEMP_MARK = ".liteagent-"

@@ -301,7 +301,9 @@ class RestoreStarted(_EventBase, tag="restore_started", frozen=True):
 
 class RestoreFinished(_EventBase, tag="restore_finished", frozen=True):
     """The restore started at ``started_seq`` ended: ``completed`` (files put back, log kept) or
-    ``rolled_back`` (files returned to how they were before it)."""
+    ``rolled_back`` (files returned to how they were before it; written only when the log
+    moved on during the restore: otherwise a rollback cuts the log back to before the
+    intent)."""
 
     started_seq: int
     outcome: Literal["completed", "rolled_back"]
