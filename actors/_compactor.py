@@ -32,6 +32,7 @@ from liteagent.context import Compactor, CompactResult
 from liteagent.context._view import ConversationView
 from liteagent.eventlog import (
     CancelToken,
+    CheckpointConflictError,
     Checkpointer,
     Compaction,
     InvalidArgumentError,
@@ -40,6 +41,7 @@ from liteagent.eventlog import (
     Message,
     OperationCancelledError,
     PassRecord,
+    Position,
     SessionState,
     ToolResultBlock,
     ToolUseBlock,
@@ -246,14 +248,31 @@ class ManualCompaction:
         )
 
     def compact(
-        self, session_id: str, instructions: str | None, cancel: CancelToken | None
+        self,
+        session_id: str,
+        instructions: str | None,
+        cancel: CancelToken | None,
+        *,
+        unless_moved_from: tuple[int, int] | None = None,
     ) -> CompactStats:
-        """Compact the session's view now (see the module docstring)."""
+        """Compact the session's view now (see the module docstring). With
+        ``unless_moved_from`` (an idle compaction: where the session's last turn here left the
+        log), refuse with :class:`CheckpointConflictError`, changing nothing, when the log is no
+        longer there (another agent or process wrote or restored it since)."""
         token = cancel or CancelToken()
         with (
             held(self.lock_ref, session_id, "compaction", self.is_busy),
             session_lease(self.checkpointer, session_id, "a compaction") as lease,
         ):
+            if unless_moved_from is not None:
+                now = self.checkpointer.position(session_id)
+                if tuple(now) != unless_moved_from:
+                    raise CheckpointConflictError(
+                        session_id,
+                        Position(*unless_moved_from),
+                        now,
+                        "the session moved on since its last turn here",
+                    )
             try:
                 return self._compact(session_id, instructions, token, lease)
             except OperationCancelledError:

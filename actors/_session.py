@@ -229,8 +229,11 @@ class SessionActor(ActorBase):
                 if holder is not None:
                     raise AgentBusyError(f"session {self.session_id!r} is held for {holder}")
             cancel = envelope.cancel or CancelToken()
-            with self._leased("a turn"):
-                return self.core.send(message.text, cancel, self._start_background)
+            try:
+                with self._leased("a turn"):
+                    return self.core.send(message.text, cancel, self._start_background)
+            finally:
+                self._turn_ended()
         if isinstance(message, GetState):
             self.core.refresh()
             if not self.core.loaded:
@@ -256,6 +259,13 @@ class SessionActor(ActorBase):
         assert isinstance(message, BackgroundDone)
         self._finish_background(message)
         return None
+
+    def _turn_ended(self) -> None:
+        """Tell the agent where the send left the log (see ``SessionConfig.on_turn_end``)."""
+        report = self.core.config.on_turn_end
+        if report is not None:
+            core = self.core
+            report(self.session_id, (core.state.head, core.generation) if core.loaded else None)
 
     @contextmanager
     def _leased(self, purpose: str) -> Iterator[None]:

@@ -130,6 +130,9 @@ class SessionConfig:
     hub: EventHub = field(default_factory=EventHub)
     snapshot_ref: pykka.ActorRef[Any] | None = None
     context: ContextOptions | None = None
+    # called on the session's thread when a send ends, with the log's (head, generation) as
+    # this session last wrote or read it (None when it must fold the log again first)
+    on_turn_end: Callable[[str, tuple[int, int] | None], None] | None = None
     _schemas: tuple[ToolSchema, ...] | None = field(
         default=None, init=False, repr=False, compare=False
     )

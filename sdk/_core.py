@@ -157,6 +157,7 @@ class AgentCore:
         self._closing = CancelToken()  # fired by close(): cancels the compactions and restores
         self._refs: list[pykka.ActorRef[Any]] = []
         self._host: SessionHost | None = None  # for _held, which may run before it exists
+        self.idle: IdleCompaction | None = None
         try:
             snapshot_ref = FileSnapshotActor.start(workdir, checkpointer.blobs, self.hub)
             self._refs.append(snapshot_ref)
@@ -176,6 +177,7 @@ class AgentCore:
                 hub=self.hub,
                 snapshot_ref=snapshot_ref,
                 context=context,
+                on_turn_end=self._turn_left,
             )
             self.host = self._host = SessionHost(
                 config,
@@ -209,7 +211,9 @@ class AgentCore:
                 if delay is None
                 else IdleCompaction(
                     delay,
-                    compact=lambda sid, cancel: self.compact(sid, None, cancel, idle=True),
+                    compact=lambda sid, cancel, left: self.compact(
+                        sid, None, cancel, idle=True, unless_moved_from=left
+                    ),
                     is_busy=self.host.is_busy,
                     state=self.host.state,
                     run=self.operations.run,
@@ -316,14 +320,18 @@ class AgentCore:
         cancel: CancelToken | None,
         *,
         idle: bool = False,
+        unless_moved_from: tuple[int, int] | None = None,
     ) -> CompactStats:
         """Run a compaction of ``session_id`` (cancelled by close()). One asked for (not the
         ``idle`` one) first cancels an idle compaction of the session in progress and waits for
-        it to stop, so that it is not refused as busy because of it."""
+        it to stop, so that it is not refused as busy because of it. With
+        ``unless_moved_from``, refused when the log is no longer at that position."""
         if not idle and self.idle is not None:
             self.idle.turn_started(session_id)
         with self._until_closed(cancel) as token:
-            return self.compaction.compact(session_id, instructions, token)
+            return self.compaction.compact(
+                session_id, instructions, token, unless_moved_from=unless_moved_from
+            )
 
     def restore(
         self,
@@ -406,6 +414,12 @@ class AgentCore:
         that restore from being undone)."""
         if self.idle is not None:
             self.idle.turn_started(session_id)
+
+    def _turn_left(self, session_id: str, position: tuple[int, int] | None) -> None:
+        """A session's thread: a send ended, leaving the log at ``position`` (see
+        ``IdleCompaction.turn_left``)."""
+        if self.idle is not None:
+            self.idle.turn_left(session_id, position)
 
     def turn_finished(self, session_id: str) -> None:
         """A send ended on ``session_id`` (starts its idle timer)."""

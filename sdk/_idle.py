@@ -32,8 +32,9 @@ class IdleCompaction:
     """One deadline per session, set when a turn ends and cleared when one starts; one timer
     thread for all of them, never one per session.
 
-    When a deadline passes and the session is still idle (no turn, no background task) and its
-    latest context status says the conversation was over budget (``tokens > budget``),
+    When a deadline passes and the session is still idle (no turn, no background task), its
+    log still where its last send here left it (see :meth:`turn_left`), and its latest context
+    status says the conversation was over budget (``tokens > budget``),
     ``compact`` runs (the agent's compactor, under the maintenance lock, like
     ``agent.compact()``) on a thread ``run`` gives it (the agent's operation pool), up to
     ``limit`` sessions at once, each with a cancel token that
@@ -44,7 +45,7 @@ class IdleCompaction:
         self,
         delay: float,
         *,
-        compact: Callable[[str, CancelToken], Any],
+        compact: Callable[[str, CancelToken, tuple[int, int] | None], Any],
         is_busy: Callable[[str], bool],
         state: Callable[[str, CancelToken], Any],
         run: Callable[[Callable[[], None]], None],
@@ -61,6 +62,8 @@ class IdleCompaction:
         self._heap: list[tuple[float, str]] = []
         self._closed = False
         self._running: dict[str, CancelToken] = {}  # the compactions in progress
+        # where each session's last send left its log (see turn_left)
+        self._left: dict[str, tuple[int, int] | None] = {}
         self._thread = threading.Thread(target=self._run, name="liteagent-idle", daemon=True)
         self._thread.start()  # here, not on an event loop at the first turn
 
@@ -70,6 +73,7 @@ class IdleCompaction:
         one has stopped. Returns whether one of the session is still in progress."""
         with self._cond:
             self._due.pop(session_id, None)
+            self._left.pop(session_id, None)
             token = self._running.get(session_id)
             if token is None:
                 return False
@@ -84,6 +88,15 @@ class IdleCompaction:
         """Wait (bounded) until no idle compaction of ``session_id`` is in progress (after
         :meth:`turn_started` cancelled it without waiting)."""
         self.turn_started(session_id, wait=True)
+
+    def turn_left(self, session_id: str, position: tuple[int, int] | None) -> None:
+        """A send of the session ended (on its thread), leaving its log at ``position`` (its
+        head and generation; None when unknown): its idle compaction compacts only a log still
+        there, never one another agent or process wrote or restored since (a compaction after
+        a restore would keep that restore from being undone)."""
+        with self._cond:
+            if not self._closed:
+                self._left[session_id] = position
 
     def turn_finished(self, session_id: str) -> None:
         """Set (or move) the session's deadline."""
@@ -100,9 +113,10 @@ class IdleCompaction:
         with self._cond:
             return len(self._running)
 
-    def _next(self) -> tuple[str, CancelToken] | None:
+    def _next(self) -> tuple[str, CancelToken, tuple[int, int] | None] | None:
         """Wait for the next deadline and a free place; the session whose deadline passed (its
-        compaction now in progress), or None when closed."""
+        compaction now in progress) with where its last send left its log, or None when
+        closed."""
         with self._cond:
             while not self._closed:
                 now = time.monotonic()
@@ -119,7 +133,7 @@ class IdleCompaction:
                         continue
                     # in progress from here on, so that a send from now on cancels it
                     token = self._running[session_id] = CancelToken()
-                    return session_id, token
+                    return session_id, token, self._left.pop(session_id, None)
                 wait = self._heap[0][0] - now if self._heap else _MAX_SLEEP
                 self._cond.wait(min(wait, _MAX_SLEEP))
             return None
@@ -132,16 +146,23 @@ class IdleCompaction:
 
     def _run(self) -> None:
         while (running := self._next()) is not None:
-            session_id, token = running
+            session_id, token, left = running
             try:
-                self._run_job(partial(self._fire, session_id, token))
+                self._run_job(partial(self._fire, session_id, token, left))
             except Exception as e:  # noqa: BLE001 -- no thread for it: after the next turn
                 _log.info("context.idle_compaction_skipped", session_id=session_id, reason=repr(e))
                 self._ended(session_id, token)
 
-    def _fire(self, session_id: str, cancel: CancelToken) -> None:
+    def _fire(self, session_id: str, cancel: CancelToken, left: tuple[int, int] | None) -> None:
         try:
             cancel.raise_if_cancelled()
+            if left is None:  # the send failed before it knew where the log is: not this time
+                _log.info(
+                    "context.idle_compaction_skipped",
+                    session_id=session_id,
+                    reason="where the last send left the log is unknown",
+                )
+                return
             if self._is_busy(session_id):
                 return
             # with the token: a send of the session takes this read out of the host's queue
@@ -154,7 +175,7 @@ class IdleCompaction:
                 tokens=status.tokens,
                 budget=status.budget,
             )
-            self._compact(session_id, cancel)
+            self._compact(session_id, cancel, left)
         except LiteAgentError as e:  # busy again, closed meanwhile, ...: try after the next turn
             _log.info("context.idle_compaction_skipped", session_id=session_id, reason=repr(e))
         except Exception as e:  # noqa: BLE001 -- a pool's thread must not die loudly
@@ -173,6 +194,7 @@ class IdleCompaction:
         with self._cond:
             self._closed = True
             self._due.clear()
+            self._left.clear()
             self._heap.clear()
             for token in self._running.values():
                 token.cancel("the agent is closing")

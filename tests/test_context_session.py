@@ -49,6 +49,7 @@ from liteagent.eventlog import (
     file_checkpointer,
     fold,
     memory_checkpointer,
+    sqlite_checkpointer,
     zlib_codec,
 )
 from liteagent.providers import AnthropicProvider, ContextOverflowError, scripted
@@ -572,6 +573,44 @@ def test_a_restore_stops_the_idle_timer_so_that_it_can_be_undone(tmp_path: Path)
         assert head == cp.head(sid)
         agent.undo_restore(sid)
         assert "compaction" not in [e.kind for e in cp.read(sid)]
+
+
+@pytest.mark.parametrize("backend", ["file", "sqlite"])
+def test_a_restore_by_another_agent_is_not_compacted_over(tmp_path: Path, backend: str) -> None:
+    """Agent A's turn leaves its session over budget and arms A's idle timer; agent B (another
+    process, say ``lite-agent restore`` beside a daemon) restores the session right away. A's
+    idle compaction finds the log no longer where its turn left it and compacts nothing, so
+    B's restore can still be undone; A's next turn compacts as usual."""
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def store() -> Any:
+        if backend == "file":
+            return file_checkpointer(tmp_path / "s")
+        return sqlite_checkpointer(tmp_path / "s.db")
+
+    options = {"budget_tokens": 6_000, "idle_compact_after": 0.2}
+    options["archive_threshold_bytes"] = 10**9
+    cp = store()
+    with (
+        agent_with(work, scripted(long_task(8) * 3), store(), **options) as a,
+        agent_with(work, scripted([]), store()) as b,
+    ):
+        a.send("work")
+        a.send("more work")
+        sid = a.session_id
+        b.restore(sid, b.list_checkpoints(sid)[-1].seq)
+        head = cp.head(sid)
+        time.sleep(1.0)  # five times A's idle delay
+        assert head == cp.head(sid)
+        b.undo_restore(sid)
+        assert "compaction" not in [e.kind for e in cp.read(sid)]
+        a.send("once more", session_id=sid)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and "compaction" not in [e.kind for e in cp.read(sid)]:
+            time.sleep(0.05)
+        assert "compaction" in [e.kind for e in cp.read(sid)]
+    cp.close()
 
 
 def test_an_idle_session_within_budget_is_left_alone(tmp_path: Path) -> None:
