@@ -10,6 +10,7 @@ import itertools
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
@@ -112,6 +113,18 @@ def new_session_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
 
 
+def _weakly(method: Callable[[str, tuple[int, int] | None], None]) -> Callable[..., None]:
+    """``method`` called through a weak reference to its object (a no-op once it is gone)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args: Any) -> None:
+        bound = ref()
+        if bound is not None:
+            bound(*args)
+
+    return call
+
+
 class AgentCore:
     """The state of one agent, shared by :class:`LiteAgent` and :class:`AsyncLiteAgent`."""
 
@@ -177,7 +190,8 @@ class AgentCore:
                 hub=self.hub,
                 snapshot_ref=snapshot_ref,
                 context=context,
-                on_turn_end=self._turn_left,
+                on_turn_end=_weakly(self._turn_left),  # no cycle: the agent is freed by
+                # reference counting, not left for the cyclic collector
             )
             self.host = self._host = SessionHost(
                 config,
