@@ -167,11 +167,11 @@ class Slots:
                 return
         live = self._alive(sid)
         if live is None and (self.queue or not self._free_slot()):
-            if request.nested and not self._room():
+            if request.nested and not self._frees(len(self.queue) + 1):
                 # its own session holds a slot while it waits: waiting could deadlock
                 fail(request.reply, HostSaturatedError(_NESTED + self._saturated()))
                 return
-            if len(self.queue) >= self.max_queued_sends and not self._room():
+            if not self._frees(len(self.queue) + 1 - self.max_queued_sends):
                 fail(request.reply, HostSaturatedError(self._saturated()))
                 return
             self._enqueue(request)
@@ -185,17 +185,21 @@ class Slots:
         """Whether the calling thread runs one of this host's session actors."""
         return self._threads.runs_this_thread()
 
-    def _room(self) -> bool:
-        """Whether the queue has room beyond ``max_queued_sends``: a slot that frees without a
-        turn or a task ending (an idle session to passivate, an actor already stopping) is not
-        yet promised to a waiting request, so a new one does not wait for a running turn."""
-        spare = len(self.queue) - len(self.stopping)
-        if spare < 0:
+    def _frees(self, wanted: int) -> bool:
+        """Whether at least ``wanted`` slots are free or free without a turn or a task ending
+        (free slots the queue has not been served from yet, actors already stopping, idle
+        sessions to passivate). The requests in the queue take them first, in order; the waits
+        beyond them, for running turns, are what ``max_queued_sends`` bounds: so an idle
+        session never makes a send wait or be refused."""
+        wanted -= max(0, self.max_live_sessions - len(self.live))  # free and stopping slots
+        if wanted <= 0:
+            return True
+        if wanted <= 0:
             return True
         for live in self._idle.values():
             if not live.tasks.running():
-                spare -= 1
-                if spare < 0:
+                wanted -= 1
+                if wanted <= 0:
                     return True
         return False
 

@@ -208,6 +208,64 @@ def test_concurrent_new_sessions_take_idle_slots_without_queue_places(workdir: P
     assert [] == [o for o in outcomes if not hasattr(o, "text")]
 
 
+@pytest.mark.parametrize(("cap", "bound"), [(2, 1), (4, 3)])
+@pytest.mark.parametrize("api", ["blocking", "async"])
+def test_idle_sessions_leave_the_whole_queue_bound_to_the_sends_that_wait(
+    workdir: Path, api: str, cap: int, bound: int
+) -> None:
+    """Every slot held by an idle session, then ``cap + bound`` new sends at once whose turns
+    hang: ``cap`` take the idle slots and ``bound`` wait for a running turn, none refused (as
+    with free slots); one more is refused. The idle slots did not count against the bound."""
+    model = Model()
+    outcomes: list[Any] = []
+
+    def burst(agent: LiteAgent) -> None:
+        for i in range(cap):
+            agent.send("go", session_id=f"idle{i}")
+        pool = concurrent.futures.ThreadPoolExecutor(cap + bound)
+        futures = [
+            pool.submit(agent.send, f"hang{i}", session_id=f"new{i}") for i in range(cap + bound)
+        ]
+        assert _until(lambda: cap == len(model.inside))
+        assert _until(lambda: bound == agent.host_stats().queued)
+        try:
+            agent.send("over", session_id="over")
+        except HostSaturatedError as e:
+            outcomes.append(e)
+        model.release.set()
+        outcomes.extend(f.result(WAIT).text for f in futures)
+        pool.shutdown()
+
+    async def burst_async() -> None:
+        async with _async_agent(
+            workdir, model, memory_checkpointer(), max_live_sessions=cap, max_queued_sends=bound
+        ) as agent:
+            for i in range(cap):
+                await agent.send("go", session_id=f"idle{i}")
+            tasks = [
+                asyncio.ensure_future(agent.send(f"hang{i}", session_id=f"new{i}"))
+                for i in range(cap + bound)
+            ]
+            while len(model.inside) < cap or agent.host_stats().queued < bound:
+                await asyncio.sleep(0.01)
+            try:
+                await agent.send("over", session_id="over")
+            except HostSaturatedError as e:
+                outcomes.append(e)
+            model.release.set()
+            outcomes.extend(r.text for r in await asyncio.gather(*tasks))
+
+    if api == "async":
+        asyncio.run(asyncio.wait_for(burst_async(), WAIT))
+    else:
+        with _agent(
+            workdir, model, memory_checkpointer(), max_live_sessions=cap, max_queued_sends=bound
+        ) as agent:
+            burst(agent)
+    assert isinstance(outcomes[0], HostSaturatedError)
+    assert ["ok"] * (cap + bound) == outcomes[1:]
+
+
 def _hold_slots(agent: LiteAgent, model: Model, cap: int) -> list[concurrent.futures.Future[Any]]:
     """Fill every slot with a turn hanging in the model."""
     pool = concurrent.futures.ThreadPoolExecutor(cap)
