@@ -92,6 +92,24 @@ def _run_job(
         future.set_result(result)
 
 
+def _operation_job(
+    future: concurrent.futures.Future[T],
+    fn: Callable[..., T],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Callable[[], None] | None:
+    """On the operation pool's thread: run ``fn`` unless ``future`` was cancelled, and return
+    what completes ``future``, which the pool calls once the job no longer counts as running
+    (so ``host_stats()`` read by the answered caller does not count it)."""
+    if not future.set_running_or_notify_cancel():
+        return None
+    try:
+        result = fn(*args, **kwargs)
+    except BaseException as e:  # noqa: BLE001 -- the caller gets it; the thread serves on
+        return partial(future.set_exception, e)
+    return partial(future.set_result, result)
+
+
 def _handed_over(
     future: concurrent.futures.Future[Any], handover: concurrent.futures.Future[None]
 ) -> None:
@@ -271,7 +289,7 @@ class AgentCore:
         prestarted; :class:`AgentClosedError` after close(). The future's ``cancel()`` keeps a
         job that has not started from ever starting."""
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        job = partial(_run_job, future, fn, args, kwargs)
+        job = partial(_operation_job, future, fn, args, kwargs)
         self._hand(future, partial(self.operations.run, job))
         return future
 

@@ -40,16 +40,19 @@ class OperationPool:
         self.limit = limit
         self.idle_s = idle_s
         self._cond = threading.Condition()
-        self._jobs: deque[Callable[[], None]] = deque()
+        self._jobs: deque[Callable[[], object]] = deque()
         self._threads: set[threading.Thread] = set()
         self._waiting = 0  # threads waiting for a job
+        self._active = 0  # jobs running
         self._closed = False
         self._ids = itertools.count(1)
 
-    def run(self, job: Callable[[], None]) -> None:
+    def run(self, job: Callable[[], object]) -> None:
         """Queue ``job``, which a free thread, a new one (within the limit) or the next thread
         to finish its job runs. ``RuntimeError`` when a thread was needed and none could start
-        (the job is then not queued). A job that raises is logged; its thread goes on."""
+        (the job is then not queued). A job that raises is logged; its thread goes on. A job
+        may return a callable, which the thread calls once the job no longer counts as running
+        (:meth:`load`): a job that answers its caller there is not counted after the answer."""
         with self._cond:
             self._jobs.append(job)
             if self._waiting >= len(self._jobs):  # a waiting thread for it and each before it
@@ -75,7 +78,7 @@ class OperationPool:
     def load(self) -> tuple[int, int]:
         """``(jobs running, jobs queued)`` now (for an operator's metrics)."""
         with self._cond:
-            return len(self._threads) - self._waiting, len(self._jobs)
+            return self._active, len(self._jobs)
 
     def stats(self) -> tuple[int, int]:
         """``(threads, queued jobs)`` now (for tests and metrics)."""
@@ -103,22 +106,31 @@ class OperationPool:
         me = threading.current_thread()
         while True:
             with self._cond:
+                idle_until = time.monotonic() + self.idle_s
                 while not self._jobs:
-                    if self._closed:
-                        self._leave(me)
+                    left = idle_until - time.monotonic()
+                    if self._closed or left <= 0:  # idle for idle_s (counted from its last job,
+                        self._leave(me)  # however often it is woken meanwhile): it ends
                         return
                     self._waiting += 1
-                    woken = self._cond.wait(self.idle_s)
+                    self._cond.wait(left)
                     self._waiting -= 1
-                    if not woken and not self._jobs:  # idle for idle_s: the thread ends
-                        self._leave(me)
-                        return
                 job = self._jobs.popleft()
+                self._active += 1
+            then: object = None
             try:
-                job()
+                then = job()
             except BaseException as e:  # noqa: BLE001 -- the thread serves the next job
                 _log.error("agent.operation_failed", pool=self.name, error=repr(e))
-            del job  # what the job holds is not kept alive while the thread waits
+            finally:
+                with self._cond:
+                    self._active -= 1
+            if callable(then):
+                try:
+                    then()
+                except BaseException as e:  # noqa: BLE001 -- as a job's
+                    _log.error("agent.operation_failed", pool=self.name, error=repr(e))
+            del job, then  # what the job holds is not kept alive while the thread waits
 
     def _leave(self, me: threading.Thread) -> None:
         """Under the lock: ``me`` ends (``close`` waits for it)."""

@@ -372,6 +372,63 @@ def test_idle_threads_end(pool: OperationPool) -> None:
     wait_until(lambda: not _threads("test-ops-"))
 
 
+def test_an_idle_thread_woken_meanwhile_still_ends_after_idle_s(pool: OperationPool) -> None:
+    """A thread's idle time counts from its last job, however often it is woken without a
+    job meanwhile (as every thread that ends wakes the others): poked every 0.05 s, a thread
+    with idle_s 0.2 still ends, long before the pokes stop (each poke restarted its wait)."""
+    ran = threading.Event()
+    pool.run(ran.set)
+    assert ran.wait(GUARD)
+    ended_while_poked = False
+    for _ in range(60):  # 3 s of pokes, 15 times idle_s
+        with pool._cond:
+            pool._cond.notify_all()
+        if not _threads("test-ops-"):
+            ended_while_poked = True
+            break
+        time.sleep(0.05)
+    assert ended_while_poked
+
+
+def test_a_job_answers_its_caller_after_it_stops_counting_as_running(
+    pool: OperationPool,
+) -> None:
+    """What a job returns (callable) runs once the job no longer counts in load(): a caller
+    answered there reads no job running."""
+    seen: list[tuple[int, int]] = []
+    answered = threading.Event()
+
+    def answer() -> None:
+        seen.append(pool.load())
+        answered.set()
+
+    def job() -> Callable[[], None]:
+        seen.append(pool.load())
+        return answer
+
+    pool.run(job)
+    assert answered.wait(GUARD)
+    assert [(1, 0), (0, 0)] == seen
+
+
+def test_operations_are_not_counted_once_awaited(workdir: Path) -> None:
+    """host_stats().operations is 0 right after each awaited operation returns (one after
+    another, nothing else running)."""
+
+    async def main() -> list[int]:
+        counts = []
+        async with create_async_lite_agent(
+            model=scripted([]), model_name="m", workdir=workdir, checkpointer=memory_checkpointer()
+        ) as agent:
+            for _ in range(50):
+                await agent.compact(session_id="s")
+                stats = agent.host_stats()
+                counts.append(stats.operations + stats.queued_operations)
+        return counts
+
+    assert [0] * 50 == asyncio.run(main())
+
+
 def test_close_waits_for_the_queued_jobs_and_joins_the_threads() -> None:
     """close() lets the queued jobs run, then no thread of the pool is left."""
     pool = OperationPool("test-close", limit=1, idle_s=60)
