@@ -370,8 +370,8 @@ def preflight(
             problems.append(
                 (
                     plan.path,
-                    f"it was {what} since the agent last wrote it "
-                    "(by the user, a shell command or another session)",
+                    f"it was {what} since the agent last wrote it (by the user, a shell "
+                    "command, another session, or a tool call that was interrupted)",
                 )
             )
     del seq

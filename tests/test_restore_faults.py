@@ -52,7 +52,10 @@ _IDS = iter(range(10**9))
 
 # The tails of the refusal reasons (_restore_plan.preflight).
 UNAVAILABLE = "; restore with files=False to restore the conversation alone"
-FOREIGN = " since the agent last wrote it (by the user, a shell command or another session)"
+FOREIGN = (
+    " since the agent last wrote it (by the user, a shell command, another session, or a tool "
+    "call that was interrupted)"
+)
 
 
 def reply(text: str) -> AssistantMessage:
