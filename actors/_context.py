@@ -88,7 +88,7 @@ class SessionContext:
             and model_name
             and COMPACT in provider.capabilities
         ):
-            self.planner = provider_compaction_planner(provider, model_name)
+            self.planner = provider_compaction_planner(provider, model_name, tools=tools)
             self.native_planner = True
         self._failed_at = 0  # left-out size at the last planner failure (0: none)
         # The budget the last recovery from a context overflow projected within: the provider

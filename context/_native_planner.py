@@ -26,6 +26,7 @@ from liteagent.eventlog import (
     Message,
     ModelRequest,
     TextBlock,
+    ToolSchema,
 )
 from liteagent.eventlog._shown import shown
 
@@ -46,13 +47,16 @@ class _ProviderCompactionPlanner:
         self,
         model: SummarizerModel,
         model_name: str,
+        *,
         trigger_tokens: int,
         max_tokens: int,
         instructions: str | None,
+        tools: tuple[ToolSchema, ...],
     ) -> None:
         self.model, self.model_name = model, model_name
         self.trigger_tokens, self.max_tokens = trigger_tokens, max_tokens
         self.instructions = instructions
+        self.tools = tools
 
     def __repr__(self) -> str:
         return (
@@ -64,6 +68,7 @@ class _ProviderCompactionPlanner:
         request = ModelRequest(
             model=self.model_name,
             messages=_framed(messages),
+            tools=self.tools,  # the API refuses tool_use and tool_result blocks without them
             max_tokens=self.max_tokens,
             context_edits=(
                 Compact(
@@ -103,12 +108,27 @@ def provider_compaction_planner(
     trigger_tokens: int = 50_000,
     max_tokens: int = 4096,
     instructions: str | None = None,
+    tools: Sequence[ToolSchema] = (),
 ) -> _ProviderCompactionPlanner:
     """A :class:`~liteagent.context.Planner` that lets ``model`` (a provider declaring
-    ``compact``) write the summary (see the module docstring)."""
+    ``compact``) write the summary (see the module docstring). ``tools``: the schemas of the
+    session's tools, sent with the request as with the session's own (the Messages API refuses
+    a request holding ``tool_use`` or ``tool_result`` blocks that defines no tools)."""
     if not callable(getattr(model, "complete", None)):
         raise InvalidArgumentError(f"model must have complete(request), got {type(model).__name__}")
+    given: object = tools
+    if not isinstance(given, (list, tuple)) or not all(isinstance(t, ToolSchema) for t in given):
+        raise InvalidArgumentError(
+            f"tools must be a list or tuple of ToolSchema, got {shown(given)}"
+        )
     for name, value in (("trigger_tokens", trigger_tokens), ("max_tokens", max_tokens)):
         if type(value) is not int or value < 1:
             raise InvalidArgumentError(f"{name} must be an int >= 1, got {shown(value)}")
-    return _ProviderCompactionPlanner(model, model_name, trigger_tokens, max_tokens, instructions)
+    return _ProviderCompactionPlanner(
+        model,
+        model_name,
+        trigger_tokens=trigger_tokens,
+        max_tokens=max_tokens,
+        instructions=instructions,
+        tools=tuple(tools),
+    )

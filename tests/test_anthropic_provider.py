@@ -155,6 +155,12 @@ def test_streamed_tool_use_is_assembled_exactly(server: FakeMessagesServer) -> N
     assert 1 == sum(isinstance(e, ResponseComplete) for e in events)
 
 
+def _tools(*names: str) -> tuple[ToolSchema, ...]:
+    """Schemas of the tools a conversation's calls name (the API refuses tool blocks in a
+    request that defines no tools)."""
+    return tuple(ToolSchema(name=name) for name in names)
+
+
 def test_request_carries_the_conversation_verbatim(server: FakeMessagesServer) -> None:
     """Tool results with is_error, signed thinking and compaction blocks are sent back as given."""
     server.add(message([text("ok")]))
@@ -172,7 +178,7 @@ def test_request_carries_the_conversation_verbatim(server: FakeMessagesServer) -
         ),
         Message("user", (ToolResultBlock("t1", "boom", is_error=True),)),
     )
-    _complete(server, ModelRequest(model=MODEL, messages=convo, cache=False))
+    _complete(server, ModelRequest(model=MODEL, messages=convo, tools=_tools("bash"), cache=False))
     (req,) = server.requests
     assert [
         {"role": "user", "content": [{"type": "text", "text": "go"}]},
@@ -221,7 +227,7 @@ def test_blank_text_and_emptied_messages_are_not_sent(server: FakeMessagesServer
         Message("assistant", (TextBlock("  "),)),
         Message("user", (TextBlock("more"),)),
     )
-    _complete(server, ModelRequest(model=MODEL, messages=convo, cache=False))
+    _complete(server, ModelRequest(model=MODEL, messages=convo, tools=_tools("ls"), cache=False))
     assert [
         {"role": "user", "content": [{"type": "text", "text": "go"}]},
         {
@@ -266,6 +272,7 @@ def test_a_tool_input_the_log_cannot_store_is_kept_as_its_json_text(
                     Message("assistant", got.content),
                     Message("user", (ToolResultBlock("toolu_1", "done"),)),
                 ),
+                tools=_tools("calc"),
                 cache=False,
             )
         )
@@ -297,7 +304,9 @@ def test_values_json_on_the_wire_cannot_carry_go_out_replaced(server: FakeMessag
         kept,
         Message("user", (ToolResultBlock("t1", "r1"), ToolResultBlock("t2", "r2"))),
     )
-    _complete(server, ModelRequest(model=MODEL, messages=convo, cache=False))
+    _complete(
+        server, ModelRequest(model=MODEL, messages=convo, tools=_tools("a", "b"), cache=False)
+    )
     sent = server.requests[0].body["messages"][1]["content"]
     assert [{"s": "x\ufffd", "n": 2**64}, {"f": None}] == [b["input"] for b in sent]
 

@@ -32,6 +32,7 @@ from liteagent.eventlog import (
     SessionState,
     TextBlock,
     ToolResultBlock,
+    ToolSchema,
     ToolUseBlock,
     Usage,
     conversation,
@@ -78,8 +79,10 @@ def reply(text: str, usage: Usage | None = None) -> AssistantMessage:
 
 
 def request_of(messages: Sequence[Message]) -> ModelRequest:
-    """A request carrying ``messages``."""
-    return ModelRequest(model="m", messages=tuple(messages), max_tokens=100)
+    """A request carrying ``messages`` (and the tool its calls name: the API refuses tool
+    blocks in a request that defines no tools)."""
+    tools = (ToolSchema(name="read_file"),)
+    return ModelRequest(model="m", messages=tuple(messages), tools=tools, max_tokens=100)
 
 
 def overflowing(times: int) -> tuple[list[ModelRequest], Callable[[ModelRequest], ModelResponse]]:

@@ -744,6 +744,8 @@ def test_the_providers_compaction_is_the_planner_when_it_declares_compact(tmp_pa
         bodies = [r.body for r in server.requests]
     edits = bodies[k]["context_management"]["edits"]
     assert [("compact_20260112", True)] == [(e["type"], e["pause_after_compaction"]) for e in edits]
+    assert "tool_use" in str(bodies[k]["messages"])  # so it must define the session's tools
+    assert bodies[0]["tools"] == bodies[k]["tools"]
     assert "Summarize the conversation above" in str(bodies[k]["messages"][-1])
     events = list(cp.read(agent.session_id))
     assert ["what happened so far"] == [

@@ -516,3 +516,30 @@ def test_package_imports_without_pytest() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
     )
     assert ("FakeMessagesServer\n", "") == (result.stdout, result.stderr)
+
+
+def test_tool_blocks_without_tools_are_refused_as_the_api_does() -> None:
+    """A request whose messages hold a tool_use or tool_result block but that defines no tools
+    gets the API's 400 invalid_request_error; the script is not consumed, and the same request
+    with its tools gets the scripted answer."""
+    messages = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t", "name": "ls", "input": {}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]},
+    ]
+    with FakeMessagesServer() as server, server.client(max_retries=0) as client:
+        server.add(message([text("fine")]))
+        with pytest.raises(anthropic.BadRequestError, match="must define tools"):
+            client.messages.create(model="m", max_tokens=10, messages=messages)  # type: ignore[arg-type]
+        assert 1 == server.pending
+        tools = [{"name": "ls", "input_schema": {"type": "object"}}]
+        reply = client.messages.create(
+            model="m",
+            max_tokens=10,
+            messages=messages,  # type: ignore[arg-type]
+            tools=tools,  # type: ignore[arg-type]
+        )
+    assert "fine" == reply.content[0].text  # type: ignore[union-attr]

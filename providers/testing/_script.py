@@ -9,6 +9,9 @@ Routing:
   scripted the answer is a 500 whose message says the script was empty, with
   ``x-should-retry: false`` so the SDK fails at once instead of retrying. A
   :class:`StreamResponse` reached by a request without ``"stream": true`` gets a 500 saying so.
+  A request the real API refuses whatever it holds gets its 400 ``invalid_request_error``,
+  and the script is not consumed: messages holding ``tool_use`` or ``tool_result`` blocks
+  without ``tools``.
 - ``POST /v1/messages/count_tokens`` takes the next answer from its own queue; unscripted, it
   counts ``len(json.dumps(body)) // 4``. A request carrying ``context_management`` (the beta
   form with edits) also gets ``context_management.original_input_tokens``.
@@ -146,6 +149,9 @@ class Script:
         """The response for ``request``: the next scripted one, a default, or a loud error."""
         route = (request.method, request.path)
         if route == ("POST", MESSAGES_PATH):
+            refusal = _refused(request)
+            if refusal is not None:
+                return refusal  # as the API does: the script is not consumed
             with self._lock:
                 scripted = self._messages.popleft() if self._messages else None
             if scripted is None:
@@ -175,6 +181,26 @@ class Script:
             f"FakeMessagesServer: no route for {request.method} {request.path}",
             should_retry=False,
         )
+
+
+def _refused(request: RecordedRequest) -> JSONResponse | None:
+    """The 400 the Messages API answers a request it refuses whatever was scripted: one whose
+    messages hold ``tool_use`` or ``tool_result`` blocks without defining ``tools``."""
+    body = request.body
+    if not isinstance(body, dict) or body.get("tools"):
+        return None
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in content
+        ):
+            return error_response(
+                400,
+                "invalid_request_error",
+                "Requests which include `tool_use` or `tool_result` blocks must define tools.",
+                should_retry=False,
+            )
+    return None
 
 
 def _count_tokens(request: RecordedRequest, scripted: _Count | None) -> JSONResponse:
