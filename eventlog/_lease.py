@@ -14,6 +14,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -33,6 +34,7 @@ __all__ = [
     "first_token",
     "live_expiry",
     "mark_lease_lost",
+    "run_renewer",
 ]
 
 MAX_TTL = 86_400.0
@@ -55,6 +57,25 @@ def live_expiry(expires_at: float, now: float) -> bool:
     ahead than a holder can set one (``MAX_TTL``, plus an hour of clock skew between hosts).
     An expiry beyond that, or NaN, is damage: the lease is free rather than held forever."""
     return now < expires_at <= now + MAX_TTL + _CLOCK_SLACK_S
+
+
+def run_renewer(
+    wake: threading.Event, period: Callable[[], float | None], renew: Callable[[], None]
+) -> None:
+    """The loop of a backend's lease renewer thread: ``renew()`` every ``period()`` seconds,
+    counted from the start of the last renewal, until ``period()`` returns None (nothing held,
+    or stopped). ``wake`` set (a lease taken with a shorter ttl, a stop) makes it look at the
+    period again at once: it shortens the wait, and never restarts it, so a holder that keeps
+    taking other leases still renews the ones it holds in time."""
+    last = time.monotonic()
+    while (every := period()) is not None:
+        left = last + every - time.monotonic()
+        if left > 0:
+            if wake.wait(left):
+                wake.clear()
+            continue
+        last = time.monotonic()
+        renew()
 
 
 _MAX_OWNER = 256

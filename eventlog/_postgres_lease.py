@@ -41,7 +41,7 @@ from ._errors import (
     LiteAgentError,
     SessionLeasedError,
 )
-from ._lease import Lease, LeaseInfo, live_expiry, mark_lease_lost
+from ._lease import Lease, LeaseInfo, live_expiry, mark_lease_lost, run_renewer
 from ._liveness import holder_gone, started_self
 from ._logger import get_logger
 from ._postgres_db import classify, translate
@@ -308,16 +308,15 @@ class PostgresLeases:
             self._renewer.start()
 
     def _renew_loop(self) -> None:
-        while True:
-            with self._lock:
-                if self._stopped or not self._held:
-                    self._renewer = None
-                    return
-                wait = min(self._held.values()) / 3
-            if self._wake.wait(wait):
-                self._wake.clear()
-                continue
-            self._renew()
+        run_renewer(self._wake, self._period, self._renew)
+
+    def _period(self) -> float | None:
+        """A third of the shortest ttl held; None (the renewer ends) when nothing is held."""
+        with self._lock:
+            if self._stopped or not self._held:
+                self._renewer = None
+                return None
+            return min(self._held.values()) / 3
 
     def _renew(self) -> None:
         """Push every held lease's expiry forward; mark the ones found taken as lost."""

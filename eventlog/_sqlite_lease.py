@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import apsw
 
 from ._errors import LeaseLostError, LiteAgentError, SessionLeasedError
-from ._lease import Lease, LeaseInfo, first_token, live_expiry
+from ._lease import Lease, LeaseInfo, first_token, live_expiry, run_renewer
 from ._liveness import holder_gone as _holder_gone
 from ._liveness import started_self as _started_self
 from ._logger import get_logger
@@ -240,16 +240,15 @@ class SqliteLeases:
             self._renewer.start()
 
     def _renew_loop(self) -> None:
-        while True:
-            with self._lock:
-                if self._stopped or not (self._held or self._left):
-                    self._renewer = None
-                    return
-                wait = min([*self._held.values(), *(ttl for _, ttl in self._left.values())]) / 3
-            if self._wake.wait(wait):
-                self._wake.clear()
-                continue
-            self._renew()
+        run_renewer(self._wake, self._period, self._renew)
+
+    def _period(self) -> float | None:
+        """A third of the shortest ttl held; None (the renewer ends) when nothing is held."""
+        with self._lock:
+            if self._stopped or not (self._held or self._left):
+                self._renewer = None
+                return None
+            return min([*self._held.values(), *(ttl for _, ttl in self._left.values())]) / 3
 
     def _free_left(self) -> None:
         """Free the leases whose release could not be written (see :meth:`release`)."""

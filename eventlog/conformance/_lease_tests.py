@@ -411,6 +411,27 @@ class DurableLeaseTests:
             assert ["a"] == texts(cp.read("kept"))
 
     @pytest.mark.processes
+    def test_a_holder_that_keeps_taking_other_leases_keeps_the_one_it_holds(
+        self, tmp_path: Path
+    ) -> None:
+        """A lease held with a 1.5 s ttl while its holder takes and releases another lease
+        every 0.1 s for twice that ttl (each acquisition wakes a backend's renewer): it is
+        still held, another process is refused it, and a write under it is accepted."""
+        factory = self.checkpointer_factory(tmp_path / "store")
+        with factory() as cp:
+            lease = cp.acquire_lease("victim", owner="holder", ttl=1.5)
+            deadline = time.monotonic() + 3.0
+            n = 0
+            while time.monotonic() < deadline:
+                cp.acquire_lease(f"other{n % 3}", ttl=1.5).release()
+                n += 1
+                time.sleep(0.1)
+            refused = run_second_process(factory, "victim")
+            assert ("refused", "holder", os.getpid()) == refused
+            assert 1 == cp.append("victim", prompts("still mine"), lease=lease)
+            lease.release()
+
+    @pytest.mark.processes
     def test_sigkill_of_the_holder_frees_the_lease(self, tmp_path: Path) -> None:
         """A process holding the lease is killed with SIGKILL: the lease is free at once (no
         waiting for a ttl: the holder's process is gone) and the next acquire gets a larger
