@@ -157,15 +157,18 @@ class Switch:
         """Files back to their backups (``files``), the branch deleted, and the log cut back
         to what it was before the operation (an undo's brought-back events and the intent
         taken away), so that a restore that failed or was cancelled leaves the session as it
-        was, and the restore before it can still be undone; only when the log moved on since
-        the intent is the rollback recorded instead."""
+        was, and the restore before it can still be undone; when the log moved on since the
+        intent, or cannot be cut, the rollback is recorded instead."""
         cp, sid = self.checkpointer, self.session_id
         paths = self.apply(intent.files, False, None) if files else [f.path for f in intent.files]
         if intent.branch is not None:
             cp.delete(intent.branch)
         cut_to = intent_seq - 1 if intent.rollback_to is None else intent.rollback_to
-        with contextlib.suppress(CheckpointConflictError):
+        try:
             cp.truncate(sid, cut_to, expected_head=intent_seq, lease=self.lease)
+        except LiteAgentError:  # moved on, or a log that cannot be cut: recorded instead
+            pass
+        else:
             return paths
         cp.append(
             sid,
