@@ -10,8 +10,10 @@ from __future__ import annotations
 import abc
 import builtins
 import math
+import os
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, NamedTuple
@@ -59,6 +61,15 @@ __all__ = [
 
 _decoder_for = DECODERS.get
 _log = get_logger("liteagent.eventlog")
+_OPEN: weakref.WeakSet[Checkpointer] = weakref.WeakSet()  # for a forked child to let go of
+
+
+def _forget_in_child() -> None:
+    for cp in list(_OPEN):
+        cp._forget_in_child()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 MAX_SEQ = (1 << 63) - 1
 """The largest seq (and head) any backend stores: a signed 64-bit integer."""
@@ -240,6 +251,23 @@ class Checkpointer(abc.ABC):
         self._leases: set[Lease] = set()
         self._leases_lock = threading.Lock()
         self._deleted_under: set[Lease] = set()  # held leases whose session was deleted
+        _OPEN.add(self)
+
+    def _forget_in_child(self) -> None:
+        """In a forked child: the leases held here are the parent's. Each is marked released
+        and lost in the child, so that nothing the child does (a ``release()``, ``close()``, a
+        ``with`` block ending) gives the parent's lease up, and a write under it is refused;
+        then the backend's :meth:`_forked` hook runs."""
+        self._leases_lock = threading.Lock()  # a parent thread may have held it at the fork
+        for lease in self._leases:
+            lease._forget_in_child()
+        self._leases = set()
+        self._deleted_under = set()
+        self._forked()
+
+    def _forked(self) -> None:  # noqa: B027 -- a hook; nothing by default
+        """In a forked child, after :meth:`_forget_in_child`: let go of what is the parent's
+        (locks, connections, lease bookkeeping) without closing or releasing any of it."""
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -453,6 +481,8 @@ class Checkpointer(abc.ABC):
             raise InvalidArgumentError(
                 f"the lease is on session {lease.session_id!r}, not {session_id!r}"
             )
+        if lease.released or lease.lost:  # never valid again: refused before any I/O
+            check_lease_held(lease)
 
     def _forget_lease(self, lease: Lease) -> None:
         """Release ``lease`` in the backend (called once, by :meth:`Lease.release`)."""

@@ -18,7 +18,6 @@ import os
 import re
 import stat
 import threading
-import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
@@ -151,9 +150,8 @@ class FileCheckpointer(Checkpointer):
         # What evicted handles had verified, so a session coming back is not scanned again.
         self._verified: dict[str, tuple[int, int, int, int]] = {}
         self._blob_store = FileBlobStore(root / "blobs", codec, durability=durability)
-        _OPEN.add(self)
 
-    def _forget_in_child(self) -> None:
+    def _forked(self) -> None:
         """In a forked child: close this process's copies of the open logs without dropping
         their locks (they are the parent's), and start with fresh handles and locks."""
         for h in self._handles.values():
@@ -800,14 +798,3 @@ def file_checkpointer(
             check_path("home", home)
         check_path("workdir", workdir)
     return FileCheckpointer(path, durability, codec)
-
-
-_OPEN: weakref.WeakSet[FileCheckpointer] = weakref.WeakSet()  # for a forked child to let go of
-
-
-def _forget_in_child() -> None:
-    for cp in list(_OPEN):
-        cp._forget_in_child()
-
-
-os.register_at_fork(after_in_child=_forget_in_child)

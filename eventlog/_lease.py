@@ -179,6 +179,13 @@ class Lease:
             self._released = True
         self._checkpointer._forget_lease(self)
 
+    def _forget_in_child(self) -> None:
+        """In a forked child: this lease is the parent's; here it is released (nothing to
+        give up) and lost (writes under it are refused)."""
+        self._lock = threading.Lock()
+        self._released = True
+        self._lost = True
+
     def _mark_lost(self) -> None:
         """Called by a backend that found the lease taken over (through
         :func:`liteagent.eventlog.backend.mark_lease_lost`)."""

@@ -146,6 +146,7 @@ class PostgresCheckpointer(Checkpointer):
         self._db = Database(
             pool, owns_pool=owns, retry_timeout=retry_timeout, is_closed=lambda: self._closed
         )
+        self._fork_closed = False  # closed because this process was forked (see _forked)
         self._lease_rows = PostgresLeases(self)
         self._watcher = Watcher(self)
         self._blob_store = PostgresBlobStore(self)
@@ -411,6 +412,15 @@ class PostgresCheckpointer(Checkpointer):
     def _drop_lease(self, session_id: str) -> None:
         self._lease_rows.drop(session_id)
 
+    def _forked(self) -> None:
+        # PostgreSQL connections do not cross a fork: in the child this checkpointer is closed
+        # without closing anything (closing would end the parent's server sessions), and what
+        # holds the connections is kept for good; the child opens a checkpointer of its own.
+        self._lease_rows.forked()
+        _KEPT_IN_CHILD.append((self._db, self._lease_rows, self._watcher))
+        self._closed = True
+        self._fork_closed = True
+
     def _lease_records(self) -> list[str]:
         return self._lease_rows.records()
 
@@ -438,7 +448,18 @@ class PostgresCheckpointer(Checkpointer):
 
     def _check_open(self) -> None:
         if self._closed:
-            raise CheckpointerClosedError("PostgresCheckpointer is closed")
+            raise CheckpointerClosedError(
+                "PostgresCheckpointer is closed"
+                + (
+                    " in this process: it was opened before this process was forked, and "
+                    "PostgreSQL connections do not cross a fork (open a checkpointer of its own)"
+                    if self._fork_closed
+                    else ""
+                )
+            )
+
+
+_KEPT_IN_CHILD: list[object] = []  # a forked child's copies of its parents' connections
 
 
 def _why(seq: int, last: int, head: int) -> str:

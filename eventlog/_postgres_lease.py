@@ -192,6 +192,14 @@ class PostgresLeases:
 
     # -- the contract -----------------------------------------------------------------------------
 
+    def forked(self) -> None:
+        """In a forked child: the leases held here are the parent's (the child renews and
+        releases none of them), and no renewer runs."""
+        self._held = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._renewer = None
+
     def acquire(self, session_id: str, owner: str, ttl: float) -> Lease:
         """Take the lease of ``session_id`` or raise :class:`SessionLeasedError`."""
         pid, host, started = os.getpid(), socket.gethostname(), started_self()

@@ -177,6 +177,7 @@ class SqliteCheckpointer(Checkpointer):
         self._verified = Verified()
         self._blob_store = SqliteBlobStore(self, self._codec)
         self._lease_table = SqliteLeases(self)
+        _OPEN_STORES.add(self)
         if not self._memory and not self._uri:
             if os.path.isdir(path):
                 raise StorageIOError(
@@ -214,6 +215,27 @@ class SqliteCheckpointer(Checkpointer):
             raise _opening(path, e) from e
         if problem is not None:
             raise CorruptLogError(None, None, problem.detail)
+
+    def _fork_refs(self) -> list[object]:
+        """Before a fork: what of this checkpointer holds SQLite connections (see
+        :func:`_before_fork`)."""
+        with self._conns_lock:
+            return [*self._conns, self._shared, self._writer]
+
+    def _forked(self) -> None:
+        """In a forked child: the connections (and the writer) are the parent's, never used or
+        closed here (SQLite's connections must not cross a fork; closing them could also wait
+        forever on a mutex a parent thread held at the fork). Threads open new ones, through a
+        writer of the child's own; the lease bookkeeping starts empty."""
+        self._local = threading.local()
+        self._conns = weakref.WeakSet()
+        self._conns_lock = threading.Lock()
+        self._mem_lock = threading.RLock()
+        old = self._writer
+        if old is not None and not self._closed:
+            self._writer = REGISTRY.acquire(old.file, old.key, old.path)
+            self._verified = self._writer.verified
+        self._lease_table.forked()
 
     @property
     def file(self) -> str:
@@ -618,3 +640,33 @@ def sqlite_checkpointer(
     codec must be opened with the same one, else reads raise :class:`CodecError`.
     """
     return SqliteCheckpointer(file, synchronous, busy_timeout_ms, integrity_check_on_open, codec)
+
+
+# Connections of a SQLite database must not cross a fork: a forked child neither uses nor closes
+# its copies. CPython frees the other threads' thread-locals in the child (closing their
+# connections there, which can wait forever on a mutex a parent thread held at the fork), so
+# every connection gets one more reference before the fork, which the child keeps for good.
+_OPEN_STORES: weakref.WeakSet[SqliteCheckpointer] = weakref.WeakSet()
+_ACROSS_FORK: list[object] = []  # the references taken before a fork (the parent drops them)
+_KEPT_IN_CHILD: list[object] = []  # a forked child's copies of its parents' connections
+
+
+def _before_fork() -> None:
+    for cp in list(_OPEN_STORES):
+        _ACROSS_FORK.extend(cp._fork_refs())
+
+
+def _after_fork_in_parent() -> None:
+    _ACROSS_FORK.clear()
+
+
+def _after_fork_in_child() -> None:
+    _KEPT_IN_CHILD.extend(_ACROSS_FORK)
+    _ACROSS_FORK.clear()
+
+
+os.register_at_fork(
+    before=_before_fork,
+    after_in_parent=_after_fork_in_parent,
+    after_in_child=_after_fork_in_child,
+)

@@ -74,7 +74,7 @@ class Writer:
         self._leading = False
         self._closing = False
         self._cur: apsw.Cursor | None = None
-        self._path = path  # the database's file name (``file`` may be a URI)
+        self.path = path  # the database's file name (``file`` may be a URI)
         self._gone: StorageIOError | None = None  # why writes are refused (see _moved)
         self._sync = ""
         self._busy_ms = -1
@@ -252,7 +252,7 @@ class Writer:
         if self._gone is not None:
             return self._gone
         try:
-            st = os.stat(self._path)
+            st = os.stat(self.path)
         except (FileNotFoundError, NotADirectoryError):  # its folder too may be gone
             st = None
         except OSError:
@@ -261,7 +261,7 @@ class Writer:
             return None
         self._gone = StorageIOError(
             errno.ESTALE,
-            f"the database file {self._path!r} was deleted, moved or replaced while open: "
+            f"the database file {self.path!r} was deleted, moved or replaced while open: "
             "reads and writes through it are refused (a write it commits meanwhile is not "
             "acknowledged); open the store again",
         )

@@ -8,11 +8,13 @@ and ``":memory:"``. Raw apsw connections inspect or damage the database beside t
 from __future__ import annotations
 
 import _thread
+import contextlib
 import errno
 import json
 import os
 import re
 import shutil
+import signal
 import string
 import subprocess
 import sys
@@ -727,3 +729,55 @@ def test_foreign_database_is_refused_unchanged(tmp_path: Path) -> None:
     with pytest.raises(NotADatabaseError, match="not a liteagent log"):
         sqlite_checkpointer(db)
     assert before == db.read_bytes()
+
+
+@pytest.mark.processes
+def test_children_forked_while_threads_use_the_store_exit(tmp_path: Path) -> None:
+    """Four threads append and read through one checkpointer while the main thread forks 40
+    children that exit at once: every child exits (none waits forever closing a copy of a
+    connection, on a mutex a parent thread held at the fork), and the parent's store is whole
+    and still written."""
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    with sqlite_checkpointer(tmp_path / "log.db") as cp:
+
+        def work(n: int) -> None:
+            try:
+                while not stop.is_set():
+                    cp.append(f"s{n}", prompts("x"))
+                    list(cp.read(f"s{n}"))
+            except BaseException as e:  # noqa: BLE001 -- reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        children = []
+        try:
+            for _ in range(40):
+                pid = os.fork()
+                if pid == 0:  # pragma: no cover -- in the child
+                    os._exit(0)
+                children.append(pid)
+                time.sleep(0.005)
+            deadline = time.monotonic() + 30
+            alive = set(children)
+            while alive and time.monotonic() < deadline:
+                for pid in list(alive):
+                    if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                        alive.discard(pid)
+                time.sleep(0.01)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(30)
+            for pid in children:
+                with contextlib.suppress(ChildProcessError, ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+        assert not alive, f"{len(alive)} forked children never exited"
+        assert [] == errors
+        assert cp.check_integrity().ok
+        heads = [cp.head(f"s{n}") for n in range(4)]
+        assert all(h > 0 for h in heads)
+        assert heads[0] + 1 == cp.append("s0", prompts("after"))

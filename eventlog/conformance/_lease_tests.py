@@ -300,6 +300,44 @@ class DurableLeaseTests:
                 os.kill(child, signal.SIGKILL)
                 os.waitpid(child, 0)
 
+    @pytest.mark.processes
+    @pytest.mark.parametrize("how", ["release", "close", "with"])
+    def test_a_forked_child_gives_up_none_of_its_parents_leases(
+        self, tmp_path: Path, how: str
+    ) -> None:
+        """A child forked while its parent holds a lease releases its copy of the lease,
+        closes its copy of the checkpointer, or leaves a ``with`` block around it: the parent
+        still holds the lease (another process is refused it) and writes under it, and a
+        write under the child's copy is refused (or the child's copy of the checkpointer is
+        closed, for a backend whose connections cannot cross a fork)."""
+        factory = self.checkpointer_factory(tmp_path / "store")
+        with factory() as cp:
+            lease = cp.acquire_lease("s", owner="parent")
+            child = os.fork()
+            if child == 0:  # pragma: no cover -- in the child
+                code = 0
+                try:
+                    if how == "release":
+                        lease.release()
+                    elif how == "with":
+                        with lease:
+                            pass
+                    try:
+                        cp.append("s", prompts("from the child"), lease=lease)
+                        code = 3
+                    except (LeaseLostError, CheckpointerClosedError):  # closed: no connection
+                        pass  # of the parent's may be used in a child (PostgreSQL's)
+                    cp.close()
+                except BaseException:  # noqa: BLE001 -- reported by the exit code
+                    code = 4
+                os._exit(code)
+            _, status = os.waitpid(child, 0)
+            assert 0 == os.waitstatus_to_exitcode(status)
+            assert ("refused", "parent", os.getpid()) == run_second_process(factory, "s")
+            assert 1 == cp.append("s", prompts("from the parent"), lease=lease)
+            lease.release()
+            assert ["from the parent"] == texts(cp.read("s"))
+
     def test_one_holder_at_a_time_while_sessions_are_deleted(self, tmp_path: Path) -> None:
         """Threads on three instances take, hold and release one session's lease while others
         delete the session, with and without its lease (a delete may remove the lease record
