@@ -28,8 +28,8 @@ import os
 import re
 import socket
 import stat
+import threading
 import time
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from ._contract import IntegrityProblem
@@ -52,7 +52,11 @@ __all__ = [
 ]
 
 _RECORD_MAX = 4096
-_HELD: weakref.WeakSet[FileLease] = weakref.WeakSet()  # for a forked child to let go of
+# Every open lease-file descriptor, from its open to its close: a forked child closes its
+# copies at once (closing a copy drops no lock of the parent's). Opens happen under the lock,
+# which a fork waits for, so no descriptor is open and not yet here when the child starts.
+_OPEN_FDS: set[int] = set()
+_OPEN_FDS_LOCK = threading.Lock()
 _NAMING_WAIT = 0.5  # seconds a refused acquire waits for the winner to write its record
 
 
@@ -133,16 +137,7 @@ class FileLease(Lease):
                 if not os.path.lexists(log_path) and _still_named(fd, self.path):
                     os.unlink(self.path)
         finally:
-            close_unlocked(fd)
-
-    def forget_in_child(self) -> None:
-        """In a forked child: close this process's copy of the lease file without dropping
-        the lock (the parent holds the lease), and mark the lease lost here."""
-        fd, self.fd = self.fd, -1
-        if fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-            self._mark_lost()
+            _close_lease_file(fd)
 
 
 def _start_time(pid: int) -> str | None:
@@ -237,15 +232,15 @@ def _open_locked(path: str, session_id: str) -> int:
     while True:
         # Never follow a symlink at the lease path (it could point at another session's log,
         # which the record would overwrite) and never block on a FIFO there.
-        fd = open_regular(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lease_file(path, os.O_RDWR | os.O_CREAT)
         try:
             _lock_or_refuse(fd, session_id)
             if _still_named(fd, path):
                 return fd
         except BaseException:
-            os.close(fd)
+            _close_lease_file(fd, unlock=False)
             raise
-        close_unlocked(fd)
+        _close_lease_file(fd)
 
 
 def acquire_file_lease(
@@ -276,11 +271,9 @@ def acquire_file_lease(
             },
         )
     except BaseException:
-        os.close(fd)
+        _close_lease_file(fd)
         raise
-    lease = FileLease(checkpointer, session_id, info, fd, lease_path(root, session_id))
-    _HELD.add(lease)
-    return lease
+    return FileLease(checkpointer, session_id, info, fd, lease_path(root, session_id))
 
 
 def drop_file_lease(root: str, session_id: str) -> None:
@@ -288,7 +281,7 @@ def drop_file_lease(root: str, session_id: str) -> None:
     passes through)."""
     path = lease_path(root, session_id)
     try:
-        fd = open_regular(path, os.O_RDWR)
+        fd = _open_lease_file(path, os.O_RDWR)
     except FileNotFoundError:
         return
     try:
@@ -299,7 +292,7 @@ def drop_file_lease(root: str, session_id: str) -> None:
         if _still_named(fd, path):
             os.unlink(path)
     finally:
-        close_unlocked(fd)
+        _close_lease_file(fd)
 
 
 def file_lease_holder(root: str, session_id: str) -> LeaseInfo | None:
@@ -314,9 +307,44 @@ def file_lease_holder(root: str, session_id: str) -> LeaseInfo | None:
         os.close(fd)
 
 
-def _forget_in_child() -> None:
-    for lease in list(_HELD):
-        lease.forget_in_child()
+def _open_lease_file(path: str, flags: int) -> int:
+    """Open a lease file (``open_regular``), registered for a forked child to close."""
+    with _OPEN_FDS_LOCK:
+        fd = open_regular(path, flags, 0o644)
+        _OPEN_FDS.add(fd)
+    return fd
 
 
-os.register_at_fork(after_in_child=_forget_in_child)
+def _close_lease_file(fd: int, *, unlock: bool = True) -> None:
+    """Close a descriptor of :func:`_open_lease_file` (``unlock``: dropping its flock first)."""
+    with _OPEN_FDS_LOCK:
+        _OPEN_FDS.discard(fd)
+    if unlock:
+        close_unlocked(fd)
+    else:
+        os.close(fd)
+
+
+def _close_copies_in_child() -> None:
+    """In a forked child: close the copies of the parent's lease files, keeping its locks."""
+    global _OPEN_FDS_LOCK  # noqa: PLW0603 -- a fresh lock in the child
+    for fd in _OPEN_FDS:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _OPEN_FDS.clear()
+    _OPEN_FDS_LOCK = threading.Lock()
+
+
+def _before_fork() -> None:
+    _OPEN_FDS_LOCK.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    _OPEN_FDS_LOCK.release()
+
+
+os.register_at_fork(
+    before=_before_fork,
+    after_in_parent=_after_fork_in_parent,
+    after_in_child=_close_copies_in_child,
+)

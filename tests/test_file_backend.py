@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import json
@@ -11,6 +12,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from liteagent.eventlog import (
     InvalidSessionIdError,
     Position,
     SchemaVersionError,
+    SessionLeasedError,
     StorageIOError,
     file_checkpointer,
     project_dir,
@@ -721,3 +724,45 @@ def test_a_log_this_user_may_only_read_is_read_and_a_write_refused(tmp_path: Pat
         } == json.loads(done.stdout)
     finally:
         shutil.rmtree(folder)
+
+
+@pytest.mark.processes
+def test_a_forked_child_keeps_no_copy_of_a_lease_file(tmp_path: Path) -> None:
+    """A child forked while threads of its parent take and release leases (and one is held)
+    has no descriptor of any lease file open once it runs: a copy would keep the parent's
+    flock alive after the parent died, for as long as the child lives."""
+    stop = threading.Event()
+    with file_checkpointer(root=tmp_path / "store") as cp:
+        held = cp.acquire_lease("held")
+
+        def churn(n: int) -> None:
+            while not stop.is_set():
+                with contextlib.suppress(SessionLeasedError):
+                    cp.acquire_lease(f"s{n}").release()
+
+        threads = [threading.Thread(target=churn, args=(n,)) for n in range(3)]
+        for t in threads:
+            t.start()
+        try:
+            for _ in range(20):
+                read, write = os.pipe()
+                pid = os.fork()
+                if pid == 0:  # pragma: no cover -- in the child
+                    os.close(read)
+                    names = []
+                    for fd in os.listdir("/proc/self/fd"):
+                        with contextlib.suppress(OSError):
+                            names.append(os.readlink(f"/proc/self/fd/{fd}"))
+                    leases = [n for n in names if n.endswith(".lease")]
+                    os.write(write, json.dumps(leases).encode())
+                    os._exit(0)
+                os.close(write)
+                with os.fdopen(read, "rb") as f:
+                    found = json.loads(f.read() or b"null")
+                os.waitpid(pid, 0)
+                assert [] == found
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(30)
+        held.release()
