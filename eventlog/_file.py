@@ -122,6 +122,28 @@ class _Handle:
         self.valid = False
 
 
+def _refuse_cut(
+    session_id: str,
+    verified: tuple[int, int, int, int] | None,
+    ino: int,
+    generation: int,
+    size: int,
+) -> None:
+    """Raise :class:`CorruptLogError` when the log (``ino``, ``generation``) is ``size`` bytes,
+    less than this process ``verified`` whole frames of it: liteagent never shortens a log in
+    place past whole frames (a truncate or a repair writes a new file, with a new generation),
+    so something else cut it, and events that were acknowledged may be gone."""
+    if verified is None or verified[:2] != (ino, generation) or size >= verified[2]:
+        return
+    raise CorruptLogError(
+        session_id,
+        None,
+        f"the log is shorter ({size} bytes) than this process read it whole ({verified[2]} "
+        f"bytes, up to seq {verified[3]}): it was cut by something other than liteagent, and "
+        "events it had acknowledged may be gone",
+    )
+
+
 class FileCheckpointer(Checkpointer):
     """See :func:`file_checkpointer`."""
 
@@ -298,7 +320,8 @@ class FileCheckpointer(Checkpointer):
             generation = read_header(h.fd, session_id).generation
             start, head = FILE_HEADER_SIZE, 0
             v = h.verified
-            if v is not None and v[0] == h.ino and v[1] == generation and v[2] <= size:
+            _refuse_cut(session_id, v, h.ino, generation, size)
+            if v is not None and v[0] == h.ino and v[1] == generation:
                 start, head = v[2], v[3]
             end, head, damage = verify_frames(
                 h.fd, start, head, size, counts=True, codec=self._codec
@@ -413,6 +436,7 @@ class FileCheckpointer(Checkpointer):
             except FileNotFoundError:
                 return
             try:
+                self._check_not_cut(session_id, fd)
                 events = read_log(
                     fd,
                     path,
@@ -428,6 +452,18 @@ class FileCheckpointer(Checkpointer):
             finally:
                 close_unlocked(fd)
             # The file was replaced between open and lock: read the current one.
+
+    def _check_not_cut(self, session_id: str, fd: int) -> None:
+        """Raise :class:`CorruptLogError` when the log open as ``fd`` is shorter than this
+        process read it whole (see :func:`_refuse_cut`)."""
+        h = self._handles.get(session_id)
+        v = h.verified if h is not None else self._verified.get(session_id)
+        if v is None:
+            return
+        st = os.fstat(fd)
+        if st.st_ino == v[0] and st.st_size < v[2]:
+            generation = read_header(fd, session_id).generation
+            _refuse_cut(session_id, v, st.st_ino, generation, st.st_size)
 
     def _replaced(self, session_id: str, generation: int) -> CheckpointConflictError:
         try:
@@ -677,11 +713,30 @@ class FileCheckpointer(Checkpointer):
 
     def _repair_locked(self, h: _Handle, session_id: str) -> RepairReport:
         size = os.fstat(h.fd).st_size
+        cut = ""  # why what this process knew of the log no longer holds
+        try:
+            header = read_header(h.fd, session_id)
+        except CorruptLogError:  # a damaged header: assessed below
+            pass
+        else:
+            try:
+                _refuse_cut(session_id, h.verified, h.ino, header.generation, size)
+            except CorruptLogError as e:
+                cut = e.detail
+        if cut:
+            h.verified = None
+            self._verified.pop(session_id, None)
         found = assess_log(h.fd, size, self._codec, session_id)
         unlink_quietly(self._tmp_path(session_id))
         if found.healthy:
             self._load(h, session_id, size, repair=True)
-            return RepairReport(session_id, False, h.head, h.generation, detail="nothing to repair")
+            return RepairReport(
+                session_id,
+                bool(cut),
+                h.head,
+                h.generation,
+                detail=f"{cut}; kept as it is" if cut else "nothing to repair",
+            )
         new_fd, new_size, generation, quarantine = salvage_log(
             h.fd,
             size,

@@ -78,6 +78,28 @@ def test_torn_tail_is_invisible_to_readers(tmp_path: Path) -> None:
         assert 3 == cp.head(SID)
 
 
+@pytest.mark.parametrize("cut", ["at a frame", "inside a frame"])
+def test_a_log_cut_below_what_this_process_read_is_damage(tmp_path: Path, cut: str) -> None:
+    """Another program cuts a log this checkpointer wrote and read whole (at a frame boundary,
+    or inside a frame): that is not a torn tail of a crashed write but acknowledged events
+    gone, so reads and appends raise CorruptLogError, nothing is written over the cut seqs,
+    and a repair keeps what is left."""
+    with file_checkpointer(tmp_path / "store") as cp:
+        cp.append(SID, prompts("a"))
+        size = cp.path_of(SID).stat().st_size
+        cp.append(SID, prompts("b"))
+        assert ["a", "b"] == texts(cp.read(SID))
+        os.truncate(cp.path_of(SID), size if cut == "at a frame" else size + 5)
+        with pytest.raises(CorruptLogError, match="cut by something other than liteagent"):
+            list(cp.read(SID))
+        with pytest.raises(CorruptLogError):
+            cp.append(SID, prompts("over the cut"))
+        report = cp.repair(SID)
+        assert (True, 1) == (report.repaired, report.kept_head)
+        assert ["a"] == texts(cp.read(SID))
+        assert 2 == cp.append(SID, prompts("after the repair"))
+
+
 def test_torn_tail_is_reported_by_check_integrity(tmp_path: Path) -> None:
     """check_integrity names the session and the torn tail; it repairs nothing."""
     sizes = _three_batches(tmp_path)
