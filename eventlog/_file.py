@@ -275,16 +275,14 @@ class FileCheckpointer(Checkpointer):
                 h.ino = os.fstat(h.fd).st_ino
                 h.valid = False
             fcntl.flock(h.fd, mode)
-            st: os.stat_result | None = os.fstat(h.fd)
-            # One link means the file is still at its path: liteagent replaces a log only by
-            # renaming over it and deletes it by unlinking, both of which drop the old file to
-            # zero links. Any other count (a replaced file, or a hard link made by a backup
-            # tool) is settled by looking the path up.
-            if st is not None and st.st_nlink != 1:
-                try:
-                    st = os.stat(path)
-                except FileNotFoundError:
-                    st = None
+            # The path must still name the file open here: liteagent replaces a log by renaming
+            # over it and deletes it by unlinking; and the store's folder may have been moved
+            # away (then the path names nothing, and nothing is written to the moved file).
+            st: os.stat_result | None
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                st = None
             if st is not None and st.st_ino == h.ino:
                 if load and (not h.valid or st.st_size != h.size or (exclusive and h.torn)):
                     try:
@@ -460,8 +458,8 @@ class FileCheckpointer(Checkpointer):
         v = h.verified if h is not None else self._verified.get(session_id)
         if v is None:
             return
-        st = os.fstat(fd)
-        if st.st_ino == v[0] and st.st_size < v[2]:
+        st = os.fstat(fd)  # (shorter than a header: a new file, or damage read_log reports)
+        if st.st_ino == v[0] and FILE_HEADER_SIZE <= st.st_size < v[2]:
             generation = read_header(fd, session_id).generation
             _refuse_cut(session_id, v, st.st_ino, generation, st.st_size)
 
