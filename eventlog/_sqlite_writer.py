@@ -133,7 +133,7 @@ class Writer:
         tx = Batch(self._cur)
         cur = tx.cur
         try:
-            gone = self.moved()  # nothing is written through a file no longer at its path
+            gone = self.moved(leading=True)  # nothing is written through a moved file
             if gone is not None:
                 raise gone
             cur.execute("BEGIN IMMEDIATE")
@@ -148,7 +148,7 @@ class Writer:
                 raise
             for hook in tx.hooks:
                 hook()
-            moved = self.moved()
+            moved = self.moved(leading=True)
             if moved is not None:
                 raise moved
         except (apsw.Error, OSError, UnicodeError) as e:
@@ -224,7 +224,7 @@ class Writer:
             for it in batch:
                 it.error = e
             return
-        gone = self.moved()  # nothing is written through a file no longer at its path
+        gone = self.moved(leading=True)  # nothing is written through a moved file
         if gone is not None:
             for it in batch:
                 it.error = gone
@@ -239,16 +239,18 @@ class Writer:
         for it in batch:
             if it.own:
                 run_own(conn, it)
-        moved = self.moved()
+        moved = self.moved(leading=True)
         if moved is not None:
             for it in batch:
                 if it.error is None:
                     it.error, it.result = moved, None
 
-    def moved(self) -> StorageIOError | None:
+    def moved(self, *, leading: bool = False) -> StorageIOError | None:
         """Why writes are refused, if the database's path no longer names the file this writer
-        has open (deleted, moved, or replaced by another file); else ``None``. Once found, it
-        stays found: every later write is refused without looking again."""
+        has open (deleted, moved, or replaced by another file), or (looked at by the leader
+        only, ``leading``: it checkpoints through the write connection) its write-ahead log was
+        deleted; else ``None``. Once found, it stays found: every later write is refused
+        without looking again."""
         if self._gone is not None:
             return self._gone
         try:
@@ -257,14 +259,27 @@ class Writer:
             st = None
         except OSError:
             return None  # cannot tell (a permission change): the commit itself succeeded
-        if st is not None and (st.st_dev, st.st_ino) == self.key:
-            return None
-        self._gone = StorageIOError(
-            errno.ESTALE,
-            f"the database file {self.path!r} was deleted, moved or replaced while open: "
-            "reads and writes through it are refused (a write it commits meanwhile is not "
-            "acknowledged); open the store again",
-        )
+        if st is None or (st.st_dev, st.st_ino) != self.key:
+            self._gone = StorageIOError(
+                errno.ESTALE,
+                f"the database file {self.path!r} was deleted, moved or replaced while open: "
+                "reads and writes through it are refused (a write it commits meanwhile is not "
+                "acknowledged); open the store again",
+            )
+        elif leading and self._conn is not None and not os.path.lexists(self.path + "-wal"):
+            # SQLite goes on writing to a write-ahead log unlinked while open, where a crash
+            # loses every commit not yet copied into the database: copy them now (a
+            # checkpoint, through the connection that still has the deleted log open), and
+            # acknowledge nothing more
+            with contextlib.suppress(apsw.Error):
+                self._conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_FULL)
+            self._gone = StorageIOError(
+                errno.ESTALE,
+                f"the write-ahead log {self.path + '-wal'!r} was deleted while the database was "
+                "open: what was committed was copied into the database, and writes are refused "
+                "(one committed to the deleted log meanwhile is not acknowledged); open the "
+                "store again",
+            )
         return self._gone
 
     def _hand_on(self, batch: list[Item], own: Item | None, *, keep: bool) -> list[Item]:

@@ -7,7 +7,10 @@ one."""
 from __future__ import annotations
 
 import errno
+import json
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -197,3 +200,45 @@ def test_concurrent_appends_after_a_replacement_are_never_acknowledged(tmp_path:
     assert [] == late_acks
     assert late_errors
     assert {errno.ESTALE} == set(late_errors)
+
+
+_WAL_CHILD = """
+import json, os, sys, time
+from liteagent.eventlog import StorageIOError, sqlite_checkpointer
+from liteagent.eventlog.conformance import prompts
+db = sys.argv[1]
+cp = sqlite_checkpointer(db)
+acked = [cp.append("s", prompts(f"e{n}")) for n in range(50)]
+os.unlink(db + "-wal")  # as another program would
+try:
+    cp.append("s", prompts("after"))
+    outcome = "acknowledged"
+except StorageIOError as e:
+    outcome = str(e)
+print(json.dumps([acked[-1], outcome]), flush=True)
+time.sleep(60)  # killed here, with the connection (and the deleted log) open
+"""
+
+
+@pytest.mark.processes
+def test_a_deleted_write_ahead_log_loses_nothing_acknowledged_at_a_crash(tmp_path: Path) -> None:
+    """The ``-wal`` file deleted while a process writes (SQLite goes on writing to the deleted
+    log): the next append is refused saying so, what was committed before is copied into the
+    database, and after a SIGKILL of that process every acknowledged event is there."""
+    db = str(tmp_path / "log.db")
+    child = subprocess.Popen(
+        [sys.executable, "-c", _WAL_CHILD, db], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        last, outcome = json.loads(child.stdout.readline())
+    finally:
+        child.kill()
+        child.wait(30)
+        if child.stdout is not None:
+            child.stdout.close()
+    assert 50 == last
+    assert "write-ahead log" in outcome
+    assert "was deleted" in outcome
+    with sqlite_checkpointer(db) as cp:
+        assert [f"e{n}" for n in range(50)] == _texts(cp, "s")
