@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import itertools
+import os
 import secrets
 import threading
 import time
@@ -183,6 +184,7 @@ class AgentCore:
         self._quiet = threading.Condition(self._lock)  # notified when an operation ends
         self._operations: dict[int, int] = {}  # thread id -> operations running in it
         self._closed = False
+        self._pid = os.getpid()  # a forked child's copy of the agent is not an agent
         # done once the first close() has finished: a later close() waits for it
         self.close_done: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._closing = CancelToken()  # fired by close(): cancels the compactions and restores
@@ -459,9 +461,15 @@ class AgentCore:
             self.idle.turn_finished(session_id)
 
     def check_open(self) -> None:
-        """Raise AgentClosedError after close()."""
+        """Raise AgentClosedError after close(), and in a forked child of the agent's process
+        (its actors and threads stayed in the parent)."""
         if self._closed:
             raise AgentClosedError("the agent is closed")
+        if os.getpid() != self._pid:
+            raise AgentClosedError(
+                f"this agent belongs to process {self._pid}, of which this process is a forked "
+                "child (the agent's threads stayed there): create an agent of its own"
+            )
 
     def require_sessions(self, method: str) -> None:
         """Raise SessionsDisabledError when sessions are off."""
@@ -503,6 +511,9 @@ class AgentCore:
         the pool's threads (its jobs have stopped or failed by
         then), and close an owned checkpointer. Not from a thread of the pool (it could not
         join itself). A close() while another runs returns once that one has finished."""
+        if os.getpid() != self._pid:  # a forked child's copy: nothing here to stop or wait for
+            self._closed = True
+            return
         with self._lock:
             first = not self._closed
             self._closed = True

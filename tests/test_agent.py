@@ -517,3 +517,36 @@ def test_cancelling_an_async_restore_cancels_its_token(workdir: Path) -> None:
     head = asyncio.run(main())
     assert token.cancelled
     assert head == cp.head(agent.session_id)
+
+
+@pytest.mark.processes
+def test_a_forked_childs_copy_of_an_agent_refuses_work_and_closes_at_once(
+    tmp_path: Path,
+) -> None:
+    """In a child forked from a process running an agent (its threads stayed in the parent),
+    ``send`` raises AgentClosedError saying why, and ``close()`` returns at once (it waited
+    for the absent threads and then raised); the parent's agent goes on."""
+    import os
+
+    from liteagent.sdk import AgentClosedError
+
+    with create_lite_agent(
+        model=scripted([reply("one"), reply("two")]),
+        model_name="m",
+        workdir=tmp_path,
+        checkpointer=memory_checkpointer(),
+    ) as agent:
+        assert "one" == agent.send("first").text
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover -- in the child
+            code = 1
+            try:
+                agent.send("from the child")
+            except AgentClosedError as e:
+                code = 0 if "forked child" in str(e) else 2
+            started = time.monotonic()
+            agent.close()
+            os._exit(code if time.monotonic() - started < 5 else 3)
+        _, status = os.waitpid(pid, 0)
+        assert 0 == os.waitstatus_to_exitcode(status)
+        assert "two" == agent.send("second").text
