@@ -104,6 +104,10 @@ Optional (the default in brackets):
     backends start them at the time in microseconds); if it can race the removal (an ``flock``
     taken on a file unlinked meanwhile), the acquire must check that it locked the record
     still in place.
+``_forked() -> None``  [do nothing]
+    In a forked child, after the base class marked every lease held here released and lost
+    (the leases are the parent's): let go of the parent's locks, connections and lease
+    bookkeeping without closing or releasing any of them.
 ``_lease_records() -> list[str]``  [none]
     The session ids that have a lease record, held or not. :func:`collect_garbage` calls
     ``_drop_lease`` for those whose session does not exist: the records a holder killed before

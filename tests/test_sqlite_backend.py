@@ -13,12 +13,10 @@ import errno
 import json
 import os
 import re
-import shutil
 import signal
 import string
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -158,31 +156,27 @@ print(json.dumps(out))
 def test_a_store_this_user_may_not_open_says_why(tmp_path: Path) -> None:
     """A database of mode 000, and a new one in a folder this user cannot write: the error
     is the OS's (EACCES, "Permission denied" / which folder), not SQLite's "unable to open
-    database file" as an I/O error. (Run as an unprivileged user: root ignores modes.)"""
-    folder = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's own folders are closed to others
-    try:
-        closed = folder / "closed.db"
-        with sqlite_checkpointer(closed) as cp:
-            cp.append("s", prompts("a"))
-        closed.chmod(0o000)
-        shut = folder / "shut"
-        shut.mkdir(mode=0o555)
-        folder.chmod(0o777)
-        command = [sys.executable, "-c", _OPEN_AS_OTHER, str(closed), str(shut / "new.db")]
-        if os.geteuid() == 0:
-            command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *command]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
-        assert 0 == done.returncode, done.stderr
-        (code, message), (code2, message2) = json.loads(done.stdout)
-        assert (errno.EACCES, errno.EACCES) == (code, code2)
-        assert "Permission denied" in message
-        assert str(closed) in message
-        assert f"cannot create a file in {str(shut)!r}" in message2
-        closed.chmod(0o644)
-        with sqlite_checkpointer(closed) as cp:
-            assert ["a"] == texts(cp.read("s"))
-    finally:
-        shutil.rmtree(folder)
+    database file" as an I/O error. (In a child process without the privileges that let root
+    ignore file modes.)"""
+    closed = tmp_path / "closed.db"
+    with sqlite_checkpointer(closed) as cp:
+        cp.append("s", prompts("a"))
+    closed.chmod(0o000)
+    shut = tmp_path / "shut"
+    shut.mkdir(mode=0o555)
+    command = [sys.executable, "-c", _OPEN_AS_OTHER, str(closed), str(shut / "new.db")]
+    if os.geteuid() == 0:
+        command = ["setpriv", "--inh-caps=-all", "--bounding-set=-all", *command]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert 0 == done.returncode, done.stderr
+    (code, message), (code2, message2) = json.loads(done.stdout)
+    assert (errno.EACCES, errno.EACCES) == (code, code2)
+    assert "Permission denied" in message
+    assert str(closed) in message
+    assert f"cannot create a file in {str(shut)!r}" in message2
+    closed.chmod(0o644)
+    with sqlite_checkpointer(closed) as cp:
+        assert ["a"] == texts(cp.read("s"))
 
 
 # -- 2. schema version -----------------------------------------------------------------------------
