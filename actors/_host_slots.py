@@ -194,8 +194,6 @@ class Slots:
         wanted -= max(0, self.max_live_sessions - len(self.live))  # free and stopping slots
         if wanted <= 0:
             return True
-        if wanted <= 0:
-            return True
         for live in self._idle.values():
             if not live.tasks.running():
                 wanted -= 1

@@ -354,9 +354,7 @@ def preflight(
                 )
             )
             continue
-        unsafe = unsafe_path(
-            workdir, plan.path, removing if plan.target is not None else frozenset()
-        )
+        unsafe = unsafe_path(workdir, plan.path, removing)
         if unsafe:
             problems.append((plan.path, unsafe))
             continue
