@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DAMAGE_PROBLEMS",
     "INFORMATIONAL_PROBLEMS",
+    "KEPT_IN_CHILD",
     "MAX_SEQ",
     "Checkpointer",
     "EncodedEvent",
@@ -57,15 +58,24 @@ __all__ = [
     "check_position",
     "decode_stored",
     "integrity_report",
+    "open_checkpointers",
 ]
 
 _decoder_for = DECODERS.get
 _log = get_logger("liteagent.eventlog")
 _OPEN: weakref.WeakSet[Checkpointer] = weakref.WeakSet()  # for a forked child to let go of
+KEPT_IN_CHILD: list[object] = []
+"""What a forked child keeps referenced for good: its copies of its parents' connections
+(SQLite's, PostgreSQL's), which it must neither use nor close."""
+
+
+def open_checkpointers() -> list[Checkpointer]:
+    """Every checkpointer of this process not yet garbage-collected (closed ones too)."""
+    return list(_OPEN)
 
 
 def _forget_in_child() -> None:
-    for cp in list(_OPEN):
+    for cp in open_checkpointers():
         cp._forget_in_child()
 
 

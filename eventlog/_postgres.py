@@ -28,6 +28,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ._blobs import BlobStore
 from ._codec import Codec, codec_decode, codec_encode
 from ._contract import (
+    KEPT_IN_CHILD,
     Checkpointer,
     EncodedEvent,
     IntegrityReport,
@@ -417,7 +418,7 @@ class PostgresCheckpointer(Checkpointer):
         # without closing anything (closing would end the parent's server sessions), and what
         # holds the connections is kept for good; the child opens a checkpointer of its own.
         self._lease_rows.forked()
-        _KEPT_IN_CHILD.append((self._db, self._lease_rows, self._watcher))
+        KEPT_IN_CHILD.append((self._db, self._lease_rows, self._watcher))
         self._closed = True
         self._fork_closed = True
 
@@ -457,9 +458,6 @@ class PostgresCheckpointer(Checkpointer):
                     else ""
                 )
             )
-
-
-_KEPT_IN_CHILD: list[object] = []  # a forked child's copies of its parents' connections
 
 
 def _why(seq: int, last: int, head: int) -> str:

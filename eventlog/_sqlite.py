@@ -35,6 +35,7 @@ import xxhash
 from ._blobs import BlobStore
 from ._codec import Codec, check_codec, codec_decode, codec_encode
 from ._contract import (
+    KEPT_IN_CHILD,
     Checkpointer,
     EncodedEvent,
     IntegrityReport,
@@ -42,6 +43,7 @@ from ._contract import (
     RepairReport,
     SessionInfo,
     decode_stored,
+    open_checkpointers,
 )
 from ._errors import (
     CheckpointConflictError,
@@ -177,7 +179,6 @@ class SqliteCheckpointer(Checkpointer):
         self._verified = Verified()
         self._blob_store = SqliteBlobStore(self, self._codec)
         self._lease_table = SqliteLeases(self)
-        _OPEN_STORES.add(self)
         if not self._memory and not self._uri:
             if os.path.isdir(path):
                 raise StorageIOError(
@@ -646,14 +647,13 @@ def sqlite_checkpointer(
 # its copies. CPython frees the other threads' thread-locals in the child (closing their
 # connections there, which can wait forever on a mutex a parent thread held at the fork), so
 # every connection gets one more reference before the fork, which the child keeps for good.
-_OPEN_STORES: weakref.WeakSet[SqliteCheckpointer] = weakref.WeakSet()
 _ACROSS_FORK: list[object] = []  # the references taken before a fork (the parent drops them)
-_KEPT_IN_CHILD: list[object] = []  # a forked child's copies of its parents' connections
 
 
 def _before_fork() -> None:
-    for cp in list(_OPEN_STORES):
-        _ACROSS_FORK.extend(cp._fork_refs())
+    for cp in open_checkpointers():
+        if isinstance(cp, SqliteCheckpointer):
+            _ACROSS_FORK.extend(cp._fork_refs())
 
 
 def _after_fork_in_parent() -> None:
@@ -661,7 +661,7 @@ def _after_fork_in_parent() -> None:
 
 
 def _after_fork_in_child() -> None:
-    _KEPT_IN_CHILD.extend(_ACROSS_FORK)
+    KEPT_IN_CHILD.extend(_ACROSS_FORK)
     _ACROSS_FORK.clear()
 
 
