@@ -26,7 +26,8 @@ _DIFF_MAX_BYTES = 1 << 20  # larger files get sizes only
 
 class FileChange(msgspec.Struct, frozen=True, kw_only=True):
     """One file a restore would put back: ``action`` ``"overwrite"``, ``"create"``,
-    ``"delete"`` or ``"none"`` (it is already as it would be put), its size ``now`` and
+    ``"delete"``, ``"none"`` (it is already as it would be put) or ``"unavailable"`` (its
+    snapshot was not kept or cannot be read: the restore refuses it), its size ``now`` and
     ``after`` in bytes (``None``: no file), and for text the lines the restore would add and
     remove (``None`` for binary files, files over 1 MiB, and files that are refused)."""
 
@@ -92,7 +93,9 @@ def _change(workdir: Path, plan: FilePlan, blobs: BlobStore, refused: bool) -> F
         except LiteAgentError:
             after = None
     missing_target = plan.target is not None and after is None
-    if missing_target:
+    if plan.unavailable:
+        action = "unavailable"
+    elif missing_target:
         action = "overwrite" if now is not None else "create"
     elif now is None and after is None:
         action = "none"

@@ -8,12 +8,14 @@ crash can be finished by applying the same plan again, or rolled back by applyin
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import secrets
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from liteagent.eventlog import BlobStore, LiteAgentError, OperationCancelledError, RestoreFile
+from liteagent.tools._paths import printed_name
 
 from ._restore_plan import FilePlan, RestoreRefusedError, read_regular, reason, unreadable
 
@@ -25,20 +27,32 @@ class RestoreFailedError(LiteAgentError):
     they were and the log cut back to what it was before the restore."""
 
 
-_TEMP_MARK = ".liteagent-"
+_TEMP_PREFIX = ".liteagent-put-"
+
+
+def _temp_prefix(name: str) -> str:
+    """The start of the temp names of writes to ``name``: a fixed 31 characters (the name's
+    hash, not the name, so a 255-byte name still has a temp name the file system accepts, and
+    a user's own file that only looks like a temp file of it is never taken for one)."""
+    digest = hashlib.sha256(os.fsencode(name)).hexdigest()[:16]
+    return f"{_TEMP_PREFIX}{digest}-"
 
 
 def _remove_temps(path: Path) -> None:
     """Remove temp files an interrupted write of ``path`` left beside it."""
-    prefix = f".{path.name}{_TEMP_MARK}"
+    prefix = _temp_prefix(path.name)
     try:
         names = os.listdir(path.parent)
     except (FileNotFoundError, NotADirectoryError):
         return
     for name in names:
-        if name.startswith(prefix) and len(name) == len(prefix) + 8:
+        tail = name[len(prefix) :]
+        if name.startswith(prefix) and len(tail) == 8 and all(c in _HEX for c in tail):
             with contextlib.suppress(OSError):
                 os.unlink(path.parent / name)
+
+
+_HEX = frozenset("0123456789abcdef")
 
 
 def put_file(workdir: Path, rel: str, content: bytes | None, mode: int | None = None) -> None:
@@ -56,7 +70,7 @@ def put_file(workdir: Path, rel: str, content: bytes | None, mode: int | None = 
     if path.is_dir() and not path.is_symlink():
         _remove_empty_folders(path)  # emptied by the same operation's deletions (preflight)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}{_TEMP_MARK}{secrets.token_hex(4)}"
+    tmp = path.parent / f"{_temp_prefix(path.name)}{secrets.token_hex(4)}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         try:
@@ -142,12 +156,12 @@ def _put_back(workdir: Path, files: Sequence[RestoreFile], blobs: BlobStore) -> 
         try:
             ready.append((f, None if f.backup is None else blobs.get(f.backup)))
         except Exception as e:  # noqa: BLE001 -- each failure is reported, the rest go on
-            failed.append(f"{f.path} ({reason(e)})")
+            failed.append(f"{printed_name(f.path)} ({reason(e)})")
     for f, backup in _in_order(ready):
         try:
             put_file(workdir, f.path, backup, f.backup_mode)
         except Exception as e:  # noqa: BLE001 -- each failure is reported, the rest go on
-            failed.append(f"{f.path} ({reason(e)})")
+            failed.append(f"{printed_name(f.path)} ({reason(e)})")
     return failed
 
 
@@ -188,7 +202,9 @@ def apply_files(
                 else f"{len(failed)} of the {len(done)} file(s) already changed could not be "
                 f"returned to how they were: {'; '.join(failed)}"
             )
-            raise RestoreFailedError(f"could not put back {f.path}: {reason(e)}; {returned}") from e
+            raise RestoreFailedError(
+                f"could not put back {printed_name(f.path)}: {reason(e)}; {returned}"
+            ) from e
         done.append(f)
         if progress is not None:
             progress(i + 1, len(files))

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import msgspec
 
 from liteagent.eventlog import BlobStore, LiteAgentError, SessionState
+from liteagent.tools._paths import printed_name
 
 __all__ = [
     "Checkpoint",
@@ -58,7 +59,10 @@ class RestoreRefusedError(LiteAgentError):
     def __init__(self, problems: list[tuple[str, str]], operation: str = "restore") -> None:
         self.problems = problems
         self.operation = operation
-        lines = "\n".join(f"  {path or '(session)'}: {reason}" for path, reason in problems)
+        lines = "\n".join(  # a name on one line, as the tools print it
+            f"  {printed_name(path) if path else '(session)'}: {reason}"
+            for path, reason in problems
+        )
         super().__init__(f"{operation} refused, nothing was changed:\n{lines}")
 
 
@@ -279,7 +283,7 @@ def unsafe_path(workdir: Path, rel: str, removing: AbstractSet[str] = frozenset(
     if os.path.isabs(rel) or "\0" in rel:
         return "the path is not relative to the workspace"
     joined = os.path.normpath(os.path.join(workdir, rel))
-    if not (joined == str(workdir) or joined.startswith(str(workdir) + os.sep)):
+    if not (joined == os.fspath(workdir) or joined.startswith(os.path.join(workdir, ""))):
         return "the path is outside the workspace"
     if os.path.realpath(joined) != joined:
         return "a symlink was swapped in on the path since the agent wrote it"
@@ -309,10 +313,20 @@ def unsafe_path(workdir: Path, rel: str, removing: AbstractSet[str] = frozenset(
 
 
 def _emptied(workdir: Path, folder: str, removing: AbstractSet[str]) -> bool:
-    """Whether the folder holds nothing but folders and regular files in ``removing``."""
+    """Whether the operation's deletions empty the folder: it holds nothing but regular files
+    in ``removing`` and folders, and it and every folder in it are on the path of one of
+    those files (folders the agent's file tools made to put a file in). A folder no deleted
+    path goes through, empty or not, is someone else's."""
     if not removing:
         return False
+    on_paths = {os.path.dirname(r) for r in removing}
+    for r in list(on_paths):
+        while r:
+            r = os.path.dirname(r)
+            on_paths.add(r)
     for root, dirs, files in os.walk(folder, onerror=_raise):
+        if os.path.relpath(root, workdir) not in on_paths:
+            return False
         for name in dirs:
             if os.path.islink(os.path.join(root, name)):
                 return False

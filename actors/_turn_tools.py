@@ -116,12 +116,15 @@ def run_one(
     snaps: list[Event] = []
     if pre and snapshot_ref is not None:
         post: list[str | None]
+        known = True
         try:
             post = ask(snapshot_ref, PostHashes(tuple(paths)), timeout=_SNAPSHOT_TIMEOUT)
         except BaseException as e:  # noqa: BLE001 -- unknown after-state: restore refuses
             log.warning("tool.post_hash_failed", tool=call.name, error=repr(e))
-            post = [None] * len(pre)
+            post, known = [None] * len(pre), False
         for p, h in zip(pre, post, strict=True):
+            if known and h == p.sha256:
+                continue  # unchanged (a call that failed, an edit to the same text)
             event = snapshot_event(p, h, call.id, workdir)
             if safe_text(event.path) == event.path:
                 snaps.append(event)

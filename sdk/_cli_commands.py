@@ -34,9 +34,9 @@ from ._cli_output import (
     SessionRow,
     checkpoint_table,
     emit_json,
+    file_names,
     finite_time,
     make_console,
-    printable,
     quiet_console,
     session_rows,
     session_table,
@@ -193,7 +193,7 @@ def cmd_restore(env: CliEnv, args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"session_id": sid, "seq": seq, **to_json(result)})
     else:
-        names = printable(", ".join(result.restored_files)) or "none"
+        names = file_names(result.restored_files) or "none"
         say = renderer.console.print
         say(
             f"restored {len(result.restored_files)} files ({names}); the conversation is back "

@@ -57,6 +57,7 @@ from ._cli_errors import NoApiKeyError, UsageError, one_line, shown_arg
 from ._cli_script import script_provider
 from ._cli_terminal import main_thread_signals
 from ._factory import create_lite_agent
+from ._validate import check_workdir
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -224,6 +225,10 @@ class CliEnv:
         self.workdir = expanded("--workdir", self.workdir).resolve()
         if not self.workdir.is_dir():
             raise UsageError(f"--workdir {self.workdir} is not a folder")
+        try:
+            check_workdir(self.workdir)  # what the agent will check (a path that is not UTF-8)
+        except InvalidArgumentError as e:
+            raise UsageError(f"--workdir: {e}") from e
         for option, value in (("--home", self.home), ("--db", self.db)):
             if value is not None and not value.strip():
                 raise UsageError(f"{option}: an empty path (name a folder or a file)")

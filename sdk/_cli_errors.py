@@ -38,6 +38,7 @@ from liteagent.eventlog import (
     SessionLeasedError,
 )
 from liteagent.providers import ProviderAuthError, ProviderError
+from liteagent.tools._paths import printed_name
 
 __all__ = [
     "NO_API_KEY",
@@ -253,7 +254,10 @@ def _failure(error: BaseException) -> Failure:
     if isinstance(error, HostSaturatedError):
         return Failure("busy", one_line(error))
     if isinstance(error, RestoreRefusedError):
-        refused = [f"{path or 'session'}: {reason}" for path, reason in error.problems]
+        refused = [
+            f"{printed_name(path) if path else 'session'}: {reason}"  # a name on one line
+            for path, reason in error.problems
+        ]
         return Failure(
             "refused",
             f"{error.operation} refused, nothing was changed: " + "; ".join(refused),

@@ -16,6 +16,7 @@ import math
 import re
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -35,6 +36,7 @@ from liteagent.actors._live import (
 from liteagent.actors._restore_plan import Checkpoint
 from liteagent.eventlog import Checkpointer, LiteAgentError, SessionInfo
 from liteagent.providers._contract import TextDelta, ToolInputDelta, ToolUseStart
+from liteagent.tools._paths import BIDI_CONTROLS, printed_name
 
 from ._cli_errors import OutputClosedError, one_line
 
@@ -62,7 +64,8 @@ _SUMMARY = 60
 _BAR_WIDTH = 20
 _ARG_KEYS = ("path", "command", "pattern", "file_path")
 _PLAIN_WIDTH = 1000  # what rich lays tables out in when the output is not a terminal
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
+# control characters but newline and tab, and the bidirectional formatting ones
+_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f{BIDI_CONTROLS}]")
 
 
 class _Console(Console):
@@ -151,13 +154,22 @@ def argument_text(value: object) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` with its control characters (other than newline and tab) shown as ``^X``."""
+    """``text`` with its control characters (other than newline and tab) shown as ``^X`` (or
+    ``\\xNN``), and the bidirectional formatting ones as ``\\uNNNN``."""
 
     def caret(match: re.Match[str]) -> str:
         code = ord(match.group())
-        return f"^{chr(code ^ 0x40)}" if code < 0x80 else f"\\x{code:02x}"
+        if code < 0x80:
+            return f"^{chr(code ^ 0x40)}"
+        return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
     return _CONTROL.sub(caret, text)
+
+
+def file_names(paths: Iterable[str]) -> str:
+    """File names on one line, comma-separated, each as the tools print it (a newline in a
+    name as ``\\x0a``: a name never breaks or reorders the line it is on)."""
+    return ", ".join(printed_name(p) for p in paths)
 
 
 def finite_time(ts: object) -> float | None:
@@ -259,9 +271,9 @@ def checkpoint_table(console: Console, checkpoints: list[Checkpoint]) -> Table |
         return "no checkpoints"
     table = _table(console, "seq", "time", "prompt", "effects", "files")
     for cp in checkpoints:
-        files = printable(", ".join(cp.files)) if cp.files else "-"
+        files = file_names(cp.files) if cp.files else "-"
         if cp.unavailable_files:
-            files += f" (cannot restore: {printable(', '.join(cp.unavailable_files))})"
+            files += f" (cannot restore: {file_names(cp.unavailable_files)})"
         effects = str(cp.side_effects) if cp.side_effects else "-"
         table.add_row(str(cp.seq), when(cp.ts), short(cp.prompt, 40), effects, files)
     return table

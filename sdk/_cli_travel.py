@@ -26,6 +26,7 @@ from ._cli_errors import UsageError, cli_words, one_line
 from ._cli_output import (
     LiveRenderer,
     emit_json,
+    file_names,
     make_console,
     make_table,
     printable,
@@ -84,13 +85,14 @@ def say_preview(console: Console, preview: RestorePreview) -> None:
             lines = ", binary"
         elif c.added_lines is not None:
             lines = f", +{c.added_lines} -{c.removed_lines} lines"
-        sizes = f"{_size(c.size_now)} → {_size(c.size_after)}{lines}"
-        say(f"  {c.action:<9} {printable(c.path)} ({sizes})")
+        after = "?" if c.action == "unavailable" else _size(c.size_after)
+        sizes = f"{_size(c.size_now)} → {after}{lines}"
+        say(f"  {c.action:<9} {file_names([c.path])} ({sizes})")
     if preview.files and not preview.changes:
         say("  put back no file (no file tool changed one since)")
     for path, reason in preview.refused:
         why = printable(cli_words(reason))
-        say(f"  refuse    {printable(path or 'the session')}: {why}", style="red")
+        say(f"  refuse    {file_names([path]) if path else 'the session'}: {why}", style="red")
     if preview.side_effects:
         say(f"it cannot undo {len(preview.side_effects)} side effects since:", style="yellow")
         for e in preview.side_effects:
@@ -131,7 +133,7 @@ def undo(agent: LiteAgent, sid: str, branch: str | None, as_json: bool) -> int:
     if as_json:
         emit_json({"session_id": sid, **to_json(result)})
     else:
-        names = printable(", ".join(result.restored_files)) or "none"
+        names = file_names(result.restored_files) or "none"
         renderer.console.print(
             f"undone: put back {len(result.restored_files)} files ({names}); "
             f"`lite-agent restore --undo {sid}` undoes this too"
@@ -151,7 +153,7 @@ def branch_table(console: Console, branches: list[Branch]) -> Table | str:
             printable(b.made_by),
             str(b.at_seq),
             str(b.events),
-            printable(", ".join(b.files)) or "-",
+            file_names(b.files) or "-",
             "available" if b.available else short(b.reason, 60),
         )
     return table

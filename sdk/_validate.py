@@ -157,6 +157,13 @@ def check_workdir(value: object) -> Path:
         raise InvalidArgumentError(f"workdir {shown(str(checked))} cannot be used: {reason}") from e
     if not is_dir:
         raise InvalidArgumentError(f"workdir {shown(str(root))} is not a folder")
+    try:
+        str(root).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(
+            f"workdir {shown(str(root))} is not valid UTF-8: the session log keeps the "
+            "workspace's path and its files' names as text; use a folder whose path is UTF-8"
+        ) from None
     return root
 
 

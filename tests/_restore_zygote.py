@@ -236,7 +236,7 @@ def simulate(files: dict[str, bytes], prompts: list[list[Any]]) -> dict[str, byt
     return out
 
 
-_TEMP = ".liteagent-"  # in put_file's temp names: .<name>.liteagent-<8 hex>
+_TEMP = ".liteagent-put-"  # put_file's temp names: .liteagent-put-<16 hex of the name>-<8 hex>
 
 
 def files_of(work: Path) -> dict[str, bytes]:

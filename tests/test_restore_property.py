@@ -70,7 +70,8 @@ def draw_plan(data: st.DataObject) -> Plan:
             name, input = draw_call(data, names, files)
             pre = files.get(input["path"])
             apply(files, name, input)
-            touches.append(Touch(session, index, input["path"], pre, files.get(input["path"])))
+            if files.get(input["path"]) != pre:  # a call that changed nothing records nothing
+                touches.append(Touch(session, index, input["path"], pre, files.get(input["path"])))
             prompt_calls.append((name, input))
         calls.append(prompt_calls)
     return Plan(initial, sessions, calls, touches, before, dict(files))

@@ -103,7 +103,8 @@ def do_prompt(w: World, data: st.DataObject, sid: str) -> None:
         name, input = draw_call(data, list(NAMES[:5]), w.files)
         pre = w.files.get(input["path"])
         apply(w.files, name, input)
-        touches.append((input["path"], pre, w.files.get(input["path"])))
+        if w.files.get(input["path"]) != pre:  # a call that changed nothing records nothing
+            touches.append((input["path"], pre, w.files.get(input["path"])))
         w.queue.append(call(name, input))
     w.queue.append(reply("done"))
     w.prompts_sent += 1

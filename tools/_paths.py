@@ -79,12 +79,17 @@ def resolve_in_workspace(workdir: str | os.PathLike[str], path: str | os.PathLik
 
 
 # a byte that is not UTF-8 (\udc80-\udcff); a control character (\x01-\x1f, \x7f-\x9f; never
-# NUL); a line or paragraph separator (\u2028, \u2029)
+# NUL); a line or paragraph separator (\u2028, \u2029) or a bidirectional formatting character
 _PRINTED = re.compile(
     r"\\(?:udc([89a-fA-F][0-9a-fA-F])|x(0[1-9a-fA-F]|1[0-9a-fA-F]|7[fF]|[89][0-9a-fA-F])"
-    r"|u(202[89]))"
+    r"|u(202[89a-eA-E]|200[eEfF]|206[6-9]|061[cC]))"
 )
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # every line break str.splitlines knows
+#: The bidirectional formatting characters, as a regular expression's class body: they reorder
+#: the line they are on as a terminal shows it ("Trojan Source"), so a name must not hold them
+#: unescaped.
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+# and every line break str.splitlines knows
+_CONTROL = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{BIDI_CONTROLS}]")
 
 
 def _byte(m: re.Match[str]) -> str:
@@ -101,8 +106,9 @@ def _escape(m: re.Match[str]) -> str:
 
 def printed_name(rel: str) -> str:
     """A file name as the tools print it: each control character (a newline, a tab, an
-    escape, U+0085...) written as ``\\xNN`` and a line or paragraph separator as ``\\u2028``
-    / ``\\u2029``, so that one name stays on one line of a listing (a byte that is not UTF-8
+    escape, U+0085...) written as ``\\xNN``, and a line or paragraph separator or a
+    bidirectional formatting character as ``\\uXXXX`` (``\\u2028``, ``\\u202e``...), so that
+    one name stays on one line of a listing and reads as it is (a byte that is not UTF-8
     is written ``\\udcXX`` when the output is stored). Either spelling,
     given back to a tool, names the file (:func:`resolve_in_workspace`)."""
     return _CONTROL.sub(_escape, rel)
