@@ -37,6 +37,8 @@ import msgspec
 import pykka
 
 from liteagent.eventlog import CancelToken
+from liteagent.eventlog._branches import branch_prefix
+from liteagent.eventlog._lease import check_lease_held
 from liteagent.eventlog._logger import get_logger
 
 from ._envelope import ActorStoppedError, ActorTimeoutError, Dispatcher
@@ -237,10 +239,18 @@ class SessionHost:
 
     def delete(self, session_id: str) -> None:
         """Delete the session: under its lease (:class:`AgentBusyError` while this or another
-        process runs it), its actors stopped first, then its log."""
-        with session_lease(self.config.checkpointer, session_id, "deleting it"):
+        process runs it), its actors stopped first, then its log, fenced by the lease (a
+        lease lost meanwhile, to a process that took the session over while this one was
+        paused, raises :class:`LeaseLostError` and deletes nothing), then its branches."""
+        cp = self.config.checkpointer
+        with session_lease(cp, session_id, "deleting it") as lease:
             self.forget(session_id)
-            self.config.checkpointer.delete(session_id)
+            cp.delete(session_id, lease=lease)
+            prefix = branch_prefix(session_id)
+            for info in cp.list():
+                if info.id.startswith(prefix):
+                    check_lease_held(lease)
+                    cp.delete(info.id)
 
     def close(self) -> None:
         """Refuse new requests and fail the waiting ones, cancel running turns and background

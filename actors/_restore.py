@@ -188,6 +188,7 @@ class Restorer:
                 ApplyRestore(session_id, tuple(files), to_target),
                 timeout=_ASK_TIMEOUT,
                 cancel=cancel,
+                lease=lease,  # no file is written once the lease may be another's
             )
 
         return Switch(self.checkpointer, session_id, lease, apply)

@@ -14,7 +14,14 @@ import secrets
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from liteagent.eventlog import BlobStore, LiteAgentError, OperationCancelledError, RestoreFile
+from liteagent.eventlog import (
+    BlobStore,
+    Lease,
+    LiteAgentError,
+    OperationCancelledError,
+    RestoreFile,
+)
+from liteagent.eventlog._lease import check_lease_fresh
 from liteagent.tools._paths import printed_name
 
 from ._restore_plan import FilePlan, RestoreRefusedError, read_regular, reason, unreadable
@@ -147,9 +154,12 @@ def _check_stop(stop: Callable[[], str | None] | None) -> None:
         raise OperationCancelledError(reason)
 
 
-def _put_back(workdir: Path, files: Sequence[RestoreFile], blobs: BlobStore) -> list[str]:
+def _put_back(
+    workdir: Path, files: Sequence[RestoreFile], blobs: BlobStore, lease: Lease | None
+) -> list[str]:
     """Put each file back to its backup, going on past failures; return one line per file
-    that could not be put back (its path and why)."""
+    that could not be put back (its path and why). Raises :class:`LeaseLostError` (and puts
+    nothing more back) once the session's lease may be another holder's."""
     failed: list[str] = []
     ready: list[tuple[RestoreFile, bytes | None]] = []
     for f in files:
@@ -158,6 +168,8 @@ def _put_back(workdir: Path, files: Sequence[RestoreFile], blobs: BlobStore) -> 
         except Exception as e:  # noqa: BLE001 -- each failure is reported, the rest go on
             failed.append(f"{printed_name(f.path)} ({reason(e)})")
     for f, backup in _in_order(ready):
+        if lease is not None:
+            check_lease_fresh(lease)
         try:
             put_file(workdir, f.path, backup, f.backup_mode)
         except Exception as e:  # noqa: BLE001 -- each failure is reported, the rest go on
@@ -173,14 +185,19 @@ def apply_files(
     to_target: bool,
     progress: Callable[[int, int], None] | None = None,
     stop: Callable[[], str | None] | None = None,
+    lease: Lease | None = None,
 ) -> list[str]:
     """Put every file to its target (``to_target``) or back to its backup; return the paths.
 
     If a write fails (or ``stop()`` returns a reason) while going to the targets, the files
     already written are put back to their backups and :class:`RestoreFailedError` is raised.
+    Before each file, the session's ``lease`` must still be this process's
+    (:func:`~liteagent.eventlog._lease.check_lease_fresh`): once it may be another holder's,
+    nothing more is written, nothing is put back (the new holder settles the restore), and
+    :class:`LeaseLostError` is raised.
     """
     if not to_target:
-        failed = _put_back(workdir, files, blobs)
+        failed = _put_back(workdir, files, blobs, lease)
         if failed:
             raise RestoreFailedError(
                 f"could not return {len(failed)} of {len(files)} file(s) to how they were: "
@@ -190,12 +207,14 @@ def apply_files(
     contents = [None if f.target is None else blobs.get(f.target) for f in files]
     done: list[RestoreFile] = []
     for i, (f, content) in enumerate(_in_order(list(zip(files, contents, strict=True)))):
+        if lease is not None:
+            check_lease_fresh(lease)
         try:
             _check_stop(stop)
             # put_file is looked up at call time (tests inject faults)
             put_file(workdir, f.path, content, f.target_mode)
         except Exception as e:
-            failed = _put_back(workdir, list(reversed(done)), blobs)
+            failed = _put_back(workdir, list(reversed(done)), blobs, lease)
             returned = (
                 f"the {len(done)} file(s) already changed were returned to how they were"
                 if not failed

@@ -319,11 +319,12 @@ def _emptied(workdir: Path, folder: str, removing: AbstractSet[str]) -> bool:
     path goes through, empty or not, is someone else's."""
     if not removing:
         return False
-    on_paths = {os.path.dirname(r) for r in removing}
-    for r in list(on_paths):
-        while r:
-            r = os.path.dirname(r)
-            on_paths.add(r)
+    on_paths: set[str] = set()
+    for path in removing:
+        folder_of = os.path.dirname(path)
+        while folder_of and folder_of not in on_paths:
+            on_paths.add(folder_of)
+            folder_of = os.path.dirname(folder_of)
     for root, dirs, files in os.walk(folder, onerror=_raise):
         if os.path.relpath(root, workdir) not in on_paths:
             return False

@@ -52,7 +52,7 @@ class PostHashes(ActorMessage, tag="post_hashes", frozen=True):
 class ApplyRestore(ActorMessage, tag="apply_restore", frozen=True):
     """Put ``files`` to their targets (``to_target``) or back to their backups; reply with the
     paths. A failed write while going to the targets rolls back and raises RestoreFailedError.
-    The restore's cancel token travels beside the message."""
+    The restore's cancel token and session lease travel beside the message."""
 
     session_id: str
     files: tuple[RestoreFile, ...]
@@ -107,6 +107,7 @@ class FileSnapshotActor(ActorBase):
             stop=(lambda: cancel.reason or "cancelled" if cancel.cancelled else None)
             if cancel is not None
             else None,
+            lease=envelope.lease,
         )
 
     def _progress(self, session_id: str, done: int, total: int) -> None:

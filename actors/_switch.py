@@ -18,7 +18,10 @@ events go again) or records the rollback. A writer that appended after the inten
 truncate conflict: a restore then rolls back; an undo, whose events and files are in place,
 records its completion instead. A conclusion the store refuses otherwise (an I/O error, damage)
 rolls back too, as far as the store lets it, and raises that error: what the rollback cannot
-record stays an interrupted restore.
+record stays an interrupted restore. A lease lost meanwhile (this process was stopped for
+longer than its ttl, and another took the session over) stops the operation where it is, with
+no rollback: the session is the new holder's, which finds the interrupted restore and settles
+it; no file is written and nothing deleted once the lease may be another's.
 """
 
 from __future__ import annotations
@@ -39,8 +42,10 @@ from liteagent.eventlog import (
     RestoreFile,
     RestoreFinished,
     RestoreStarted,
+    SessionLeasedError,
     StoredEvent,
 )
+from liteagent.eventlog._lease import check_lease_fresh
 
 from ._branches import branch_for, touch_refs, write_branch
 from ._restore_plan import reason
@@ -90,6 +95,8 @@ class Switch:
         try:
             self._write_branch(log, intent_seq, intent)
             restored = self.apply(intent.files, True, cancel)
+        except SessionLeasedError:  # another holder has the session: it settles the restore
+            raise
         except Exception as e:  # the files were put back (or never changed)
             self._roll_back(intent_seq, intent, reason(e), files=False)
             if cancel is not None and cancel.cancelled:
@@ -102,6 +109,7 @@ class Switch:
         self, log: Sequence[StoredEvent], intent_seq: int, intent: RestoreStarted
     ) -> None:
         if intent.branch is not None:
+            check_lease_fresh(self.lease)  # a rollback elsewhere may have deleted it already
             header, removed = branch_for(self.session_id, log, intent_seq, intent)
             write_branch(self.checkpointer, intent.branch, header, removed)
 
@@ -139,6 +147,8 @@ class Switch:
                 intent_seq, intent, "another writer appended to the session during the restore"
             )
             raise
+        except SessionLeasedError:  # another holder has the session: it settles the restore
+            raise
         except LiteAgentError as e:  # the files are in place, but the log cannot say so
             with contextlib.suppress(LiteAgentError):  # what it cannot record stays pending
                 self._roll_back(intent_seq, intent, f"the log could not be concluded: {e}")
@@ -162,6 +172,7 @@ class Switch:
         cp, sid = self.checkpointer, self.session_id
         paths = self.apply(intent.files, False, None) if files else [f.path for f in intent.files]
         if intent.branch is not None:
+            check_lease_fresh(self.lease)  # the branch is the new holder's if the lease is
             cp.delete(intent.branch)
         cut_to = intent_seq - 1 if intent.rollback_to is None else intent.rollback_to
         try:

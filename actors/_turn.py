@@ -60,6 +60,7 @@ from liteagent.eventlog import (
     UserPrompt,
 )
 from liteagent.eventlog import Message as ConvMessage
+from liteagent.eventlog._lease import check_lease_fresh
 from liteagent.eventlog._logger import get_logger
 from liteagent.eventlog._messages import merge_adjacent, message_text
 from liteagent.providers import ContextOverflowError, ModelProvider
@@ -498,6 +499,8 @@ class SessionCore(SessionLog):
             if cancel.cancelled:
                 results.extend(interrupted_results(calls[i:], cancel.reason or "cancelled"))
                 break
+            if self.lease is not None:  # no tool runs once another may hold the session
+                check_lease_fresh(self.lease)
             ctx = ToolContext(
                 self.config.workdir,
                 self.session_id,

@@ -34,7 +34,7 @@ from ._eventcodec import DECODERS, encode_body
 from ._events import Event, OpaqueEvent, StoredEvent
 from ._follow import DEFAULT_MAX_STALENESS, Follower
 from ._ids import validate_session_id
-from ._lease import Lease, LeaseInfo, check_lease_args, check_lease_held
+from ._lease import Lease, LeaseInfo, check_lease_args, check_lease_held, lease_clock
 from ._logger import get_logger
 from ._shown import shown
 
@@ -465,7 +465,10 @@ class Checkpointer(abc.ABC):
         self._check_open()
         sid = validate_session_id(session_id)
         owner, ttl = check_lease_args(owner, ttl)
+        since = lease_clock()
         lease = self._acquire_lease(sid, owner, ttl)
+        if lease.info.expires_at is not None:
+            lease._expires(ttl, since)  # the lease's bookkeeping for check_lease_fresh
         with self._leases_lock:
             self._leases.add(lease)
             closed = self._closed
@@ -528,12 +531,18 @@ class Checkpointer(abc.ABC):
         infos.sort(key=lambda i: (-i.mtime, i.id))
         return infos
 
-    def delete(self, session_id: str) -> None:
+    def delete(self, session_id: str, *, lease: Lease | None = None) -> None:
         """Remove the session's events and record; a no-op for an unknown session. A damaged
-        session can be deleted too (a session created afterwards starts clean)."""
+        session can be deleted too (a session created afterwards starts clean). ``lease``
+        fences the delete as it fences :meth:`append`: a lease lost meanwhile raises
+        :class:`LeaseLostError` and nothing is deleted."""
         self._check_open()
         sid = validate_session_id(session_id)
-        self._delete(sid)
+        self._check_lease_arg(sid, lease)
+        if lease is not None:
+            self._delete_leased(sid, lease=lease)
+        else:
+            self._delete(sid)
         with self._damaged_lock:
             self._damaged.pop(sid, None)
         with self._leases_lock:
@@ -716,6 +725,11 @@ class Checkpointer(abc.ABC):
         """A truncate fenced by ``lease`` (as :meth:`_append_leased`)."""
         self._check_held(lease)
         return self._truncate(session_id, to_seq, expected_head, expected_generation)
+
+    def _delete_leased(self, session_id: str, *, lease: Lease) -> None:
+        """A delete fenced by ``lease`` (as :meth:`_append_leased`)."""
+        self._check_held(lease)
+        self._delete(session_id)
 
     def _release_lease(self, lease: Lease) -> None:  # noqa: B027 -- a hook; nothing by default
         """Give ``lease`` up (called once per lease, also after close); backends override."""

@@ -29,11 +29,14 @@ __all__ = [
     "Lease",
     "LeaseInfo",
     "check_lease_args",
+    "check_lease_fresh",
     "check_lease_held",
     "default_owner",
     "first_token",
+    "lease_clock",
     "live_expiry",
     "mark_lease_lost",
+    "note_lease_renewed",
     "run_renewer",
 ]
 
@@ -41,6 +44,16 @@ MAX_TTL = 86_400.0
 """The longest lease time-to-live accepted (seconds)."""
 
 _CLOCK_SLACK_S = 3_600.0  # how far ahead another host's clock may be
+
+
+def lease_clock() -> float:
+    """Seconds on the clock a holder times its own lease with: it counts while the process is
+    stopped and while the machine sleeps (``CLOCK_BOOTTIME`` where there is one), and never
+    jumps with the wall clock."""
+    return time.clock_gettime(_CLOCK)
+
+
+_CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
 
 
 def first_token() -> int:
@@ -135,6 +148,14 @@ class Lease:
         self._lock = threading.Lock()
         self._released = False
         self._lost = False
+        self._ttl: float | None = None  # set for leases that expire (see _expires)
+        self._renewed = 0.0  # lease_clock() when the write that last set its expiry began
+
+    def _expires(self, ttl: float, since: float) -> None:
+        """This lease expires ``ttl`` seconds after each renewal; the write that took it began
+        at ``since`` (:func:`lease_clock`)."""
+        self._ttl = ttl
+        self._renewed = since
 
     @property
     def checkpointer(self) -> Checkpointer:
@@ -216,6 +237,33 @@ def check_lease_held(lease: Lease) -> None:
         raise LeaseLostError(lease.session_id, None, "was released")
     if lease.lost:
         raise LeaseLostError(lease.session_id, None, "was taken by another holder")
+
+
+def check_lease_fresh(lease: Lease) -> None:
+    """:func:`check_lease_held`, and for a lease that expires also that its holder renewed it
+    within its ttl, so that nobody can have taken it since: the check before a side effect no
+    write fences (a tool call, a file a restore puts back). A process that was stopped (or
+    whose renewals failed) for longer than the ttl may have lost the lease without knowing:
+    :class:`LeaseLostError`, although the lease may still be its own (a fenced write under
+    it still succeeds then, and renewal goes on)."""
+    check_lease_held(lease)
+    ttl = lease._ttl  # the lease's own bookkeeping, kept for this check
+    if ttl is None:
+        return
+    quiet = lease_clock() - lease._renewed
+    if quiet > ttl:
+        raise LeaseLostError(
+            lease.session_id,
+            None,
+            f"may have been taken: it was last renewed {quiet:.1f} s ago, beyond its ttl of "
+            f"{ttl:g} s (this process was stopped, or could not renew it)",
+        )
+
+
+def note_lease_renewed(lease: Lease, since: float) -> None:
+    """Record a renewal of ``lease`` by a write that began at ``since``
+    (:func:`lease_clock`), for :func:`check_lease_fresh`."""
+    lease._renewed = max(lease._renewed, since)
 
 
 def mark_lease_lost(lease: Lease) -> None:

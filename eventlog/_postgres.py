@@ -394,7 +394,11 @@ class PostgresCheckpointer(Checkpointer):
         return self._writes.truncate(session_id, to_seq, expected, lease)
 
     def _delete(self, session_id: str) -> None:
-        self._writes.delete(session_id)
+        self._writes.delete(session_id, None)
+
+    def _delete_leased(self, session_id: str, *, lease: Lease) -> None:
+        self._check_held(lease)
+        self._writes.delete(session_id, lease)
 
     # -- integrity, leases, follow, blobs ---------------------------------------------------------
 

@@ -41,7 +41,15 @@ from ._errors import (
     LiteAgentError,
     SessionLeasedError,
 )
-from ._lease import Lease, LeaseInfo, live_expiry, mark_lease_lost, run_renewer
+from ._lease import (
+    Lease,
+    LeaseInfo,
+    lease_clock,
+    live_expiry,
+    mark_lease_lost,
+    note_lease_renewed,
+    run_renewer,
+)
 from ._liveness import holder_gone, started_self
 from ._logger import get_logger
 from ._postgres_db import classify, translate
@@ -341,8 +349,13 @@ class PostgresLeases:
                     lost.append(lease)
             return lost
 
+        since = lease_clock()
         with contextlib.suppress(LiteAgentError):  # a server that cannot be reached: next time
-            for lease in self._run(renew, "renew leases"):
+            lost = set(self._run(renew, "renew leases"))
+            for lease, _ in held:
+                if lease not in lost:
+                    note_lease_renewed(lease, since)
+            for lease in lost:
                 mark_lease_lost(lease)
                 with self._lock:
                     self._held.pop(lease, None)

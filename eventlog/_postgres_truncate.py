@@ -123,13 +123,16 @@ class Truncator:
         cp._verified.replace(session_id, done[0], to_seq)
         return to_seq
 
-    def delete(self, session_id: str) -> None:
-        """The contract's delete: the sessions row, then the events."""
+    def delete(self, session_id: str, lease: Lease | None) -> None:
+        """The contract's delete (fenced by ``lease`` when given): the sessions row, then the
+        events."""
         cp = self._cp
         op_id = uuid.uuid4()
 
         def delete(conn: Conn, tries: int) -> None:
             with conn.transaction():
+                if lease is not None:
+                    cp._lease_rows.check_mine(conn, lease, lock=True)
                 # The row lock waits for a running append, or for a try of this delete whose
                 # answer was lost: a session created again since is not deleted by the retry.
                 conn.execute(self._lock_row, (session_id,))

@@ -498,6 +498,11 @@ class SqliteCheckpointer(Checkpointer):
     def _delete(self, session_id: str) -> None:
         self._submit(delete_op(session_id, self._verified), session_id)
 
+    def _delete_leased(self, session_id: str, *, lease: Lease) -> None:
+        self._check_held(lease)
+        fence = self._lease_table.fence(lease)
+        self._submit(delete_op(session_id, self._verified, fence=fence), session_id)
+
     def _truncate(
         self,
         session_id: str,

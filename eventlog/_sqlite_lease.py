@@ -28,7 +28,15 @@ from typing import TYPE_CHECKING, Any
 import apsw
 
 from ._errors import LeaseLostError, LiteAgentError, SessionLeasedError
-from ._lease import Lease, LeaseInfo, first_token, live_expiry, run_renewer
+from ._lease import (
+    Lease,
+    LeaseInfo,
+    first_token,
+    lease_clock,
+    live_expiry,
+    note_lease_renewed,
+    run_renewer,
+)
 from ._liveness import holder_gone as _holder_gone
 from ._liveness import started_self as _started_self
 from ._logger import get_logger
@@ -300,8 +308,13 @@ class SqliteLeases:
                     lost.append(lease)
             return lost
 
+        since = lease_clock()
         with contextlib.suppress(LiteAgentError):  # a store that cannot be written: next time
-            for lease in self._cp._submit(renew, None):
+            lost = set(self._cp._submit(renew, None))
+            for lease, _ in held:
+                if lease not in lost:
+                    note_lease_renewed(lease, since)
+            for lease in lost:
                 lease._mark_lost()  # the hook Lease offers backends
                 with self._lock:
                     self._held.pop(lease, None)

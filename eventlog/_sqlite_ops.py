@@ -248,8 +248,10 @@ def truncate_op(
     return op
 
 
-def delete_op(session_id: str, verified: Verified) -> WriteOp:
+def delete_op(session_id: str, verified: Verified, *, fence: Fence | None = None) -> WriteOp:
     def op(conn: apsw.Connection, tx: Batch) -> None:
+        if fence is not None:
+            fence(tx.cur)
         conn.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
         conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
         tx.after_commit(lambda: verified.forget(session_id))

@@ -87,9 +87,12 @@ Optional (the default in brackets):
     object included (leases are not reentrant). At most one live holder across every process
     sharing the store; a holder that dies (SIGKILL included) must free it, by the kernel
     (``flock``) or by expiry after ``ttl`` seconds (then ``expires_at`` is set and the backend
-    renews its held leases itself). ``token`` increases on every acquisition of the session's
-    lease, across processes and releases. The base class registers the lease, so ``close()``
-    releases it.
+    renews its held leases itself, calling :func:`note_lease_renewed` with the
+    :func:`lease_clock` time at which each successful renewal's write began: the holder's side
+    effects no write fences, a tool call or a file a restore puts back, stop when a lease has
+    gone unrenewed for longer than its ttl). ``token`` increases on every acquisition of the
+    session's lease, across processes and releases. The base class registers the lease, so
+    ``close()`` releases it.
 ``_release_lease(lease) -> None``  [do nothing]
     Give the lease up; called exactly once per lease, by ``lease.release()`` or ``close()``,
     possibly after ``_close()`` when a close raced an acquire.
@@ -118,13 +121,14 @@ Optional (the default in brackets):
     return early on a cheaper change signal of your store (a notification, a file's size). A
     hint is only a hint: the follower reads the position again after every return, so
     returning too early costs a read and never an event.
-``_append_leased(..., *, lease)`` / ``_truncate_leased(..., *, lease)``  [``check_lease_held``
-then ``_append`` / ``_truncate``]
-    A write fenced by ``lease`` (``append(..., lease=)``): refuse it with
+``_append_leased(..., *, lease)`` / ``_truncate_leased(..., *, lease)`` /
+``_delete_leased(session_id, *, lease)``  [``check_lease_held`` then ``_append`` /
+``_truncate`` / ``_delete``]
+    A write fenced by ``lease`` (``append(..., lease=)``, ``delete(..., lease=)``): refuse it with
     :class:`LeaseLostError` when the lease is no longer held. The default checks
     :func:`check_lease_held` just before the write, which is exact for leases that cannot be
     taken over while their holder lives (an ``flock``). A backend whose leases expire overrides
-    both to check the holder inside the write's own transaction, calls
+    all three to check the holder inside the write's own transaction, calls
     :func:`mark_lease_lost` when another holder took the lease, and raises
     :class:`LeaseLostError`.
 
@@ -204,7 +208,7 @@ from ._contract import (
     decode_stored,
     integrity_report,
 )
-from ._lease import check_lease_held, mark_lease_lost
+from ._lease import check_lease_held, lease_clock, mark_lease_lost, note_lease_renewed
 
 __all__ = [
     "BLOB_REF_PATTERN",
@@ -220,7 +224,9 @@ __all__ = [
     "check_position",
     "decode_stored",
     "integrity_report",
+    "lease_clock",
     "mark_lease_lost",
+    "note_lease_renewed",
     "parse_blob_ref",
     "verify_blob",
 ]

@@ -42,7 +42,7 @@ from liteagent.eventlog import (
     collect_garbage,
     validate_session_id,
 )
-from liteagent.eventlog._branches import branch_prefix, is_branch_session
+from liteagent.eventlog._branches import is_branch_session
 from liteagent.eventlog._logger import get_logger
 from liteagent.providers import ModelProvider
 from liteagent.tools import Tool
@@ -419,10 +419,6 @@ class AgentCore:
         the deletion still had to ask."""
         with self._until_closed(None):
             self.host.delete(session_id)
-            prefix = branch_prefix(session_id)
-            for info in self.checkpointer.list():
-                if info.id.startswith(prefix):
-                    self.checkpointer.delete(info.id)
 
     def _held(self, session_id: str, held: bool) -> None:
         """The maintenance lock of ``session_id`` changed hands (told by its actor)."""

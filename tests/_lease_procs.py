@@ -241,18 +241,72 @@ def _agent(job: dict[str, Any], cp: Checkpointer) -> LiteAgent:
     )
 
 
+def _short_leases(cp: Checkpointer, ttl: float) -> None:
+    """Make the leases the agent takes on ``cp`` expire after ``ttl`` seconds unrenewed (the
+    agent takes them with the default ttl)."""
+    acquire = cp.acquire_lease
+
+    def acquire_lease(session_id: str, *, owner: str | None = None, ttl: float = ttl) -> Any:
+        return acquire(session_id, owner=owner, ttl=ttl)
+
+    cp.acquire_lease = acquire_lease  # type: ignore[method-assign]
+
+
+def _pause_in(job: dict[str, Any], cp: Checkpointer) -> None:
+    """``pause``: ``[module, function, n, when]``: the ``n``-th call of ``module.function``
+    (module ``"checkpointer"``: of the child's checkpointer's method) signals ``paused`` and
+    waits for ``resume`` (a test stops the process there) ``"before"`` it runs or ``"after"``
+    it returned."""
+    if not job.get("pause"):
+        return
+    module_name, function, n, when = job["pause"]
+    module: Any = cp if module_name == "checkpointer" else sys.modules[module_name]
+    original = getattr(module, function)
+    calls = [0]
+    folder = Path(job["dir"])
+
+    def pause() -> None:
+        signal_file(folder, "paused")
+        wait_file(folder, "resume")
+
+    def paused(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == n and when == "before":
+            pause()
+        value = original(*args, **kwargs)
+        if calls[0] == n and when == "after":
+            pause()
+        return value
+
+    setattr(module, function, paused)
+
+
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """Run one child's job: open the store, make the agent, optionally meet the others at the
-    barrier (signal ``ready-<name>``, wait for ``go``), send the prompt; report the outcome."""
+    barrier (signal ``ready-<name>``, wait for ``go``), then do the job's ``op``: ``send``
+    the prompt (the default), ``delete`` the session, or ``restore`` it to its first
+    checkpoint; report the outcome. ``lease_ttl`` shortens the leases the agent takes;
+    ``pause`` (see :func:`_pause_in`) stops the child at a chosen call."""
     folder, name = Path(job["dir"]), job["name"]
     cp = _checkpointer(job)
+    if job.get("lease_ttl"):
+        _short_leases(cp, job["lease_ttl"])
+    _pause_in(job, cp)
     try:
         with _agent(job, cp) as agent:
             agent.resume(job["session"])
             if job.get("barrier"):
                 signal_file(folder, f"ready-{name}")
                 wait_file(folder, "go")
+            op = job.get("op", "send")
             try:
+                if op == "delete":
+                    agent.delete_session(job["session"])
+                    return {"outcome": "ok", "text": "deleted"}
+                if op == "restore":
+                    seq = agent.list_checkpoints()[0].seq
+                    done = agent.restore(job["session"], seq)
+                    return {"outcome": "ok", "text": ",".join(done.restored_files)}
                 answer = agent.send(job["prompt"])
             except Exception as e:  # noqa: BLE001 -- reported to the test, which judges it
                 return {"outcome": "error", "type": type(e).__name__, "message": str(e)}

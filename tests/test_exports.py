@@ -147,7 +147,9 @@ BACKEND = {
     "check_position",
     "decode_stored",
     "integrity_report",
+    "lease_clock",
     "mark_lease_lost",
+    "note_lease_renewed",
     "parse_blob_ref",
     "verify_blob",
 }

@@ -164,8 +164,9 @@ def test_a_holder_whose_connection_is_gone_loses_the_lease_and_is_fenced(
     postgres_server: Server, schema: str
 ) -> None:
     """The server no longer has the holder's lease connection (as when its host died): the
-    lease is free for another checkpointer at once, and the old holder's writes under it are
-    refused with LeaseLostError; nothing of them is written."""
+    lease is free for another checkpointer at once, and the old holder's writes under it
+    (a delete, an append, a truncate) are refused with LeaseLostError; nothing of them is
+    written or deleted."""
     dsn = postgres_server.dsn
     with (
         postgres_checkpointer(dsn, schema=schema) as a,
@@ -182,11 +183,13 @@ def test_a_holder_whose_connection_is_gone_loses_the_lease_and_is_fenced(
         new = b.acquire_lease("s", owner="host-b")
         assert old.token < new.token
         assert new.info == a.lease_holder("s")
+        with pytest.raises(LeaseLostError):  # found inside its transaction: deletes nothing
+            a.delete("s", lease=old)
+        assert old.lost
         with pytest.raises(LeaseLostError):
             a.append("s", prompts("late"), lease=old)
         with pytest.raises(LeaseLostError):
             a.truncate("s", 0, lease=old)
-        assert old.lost
         assert 2 == b.append("s", prompts("by b"), lease=new)
         assert ["by a", "by b"] == texts(b.read("s"))
 

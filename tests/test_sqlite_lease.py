@@ -24,6 +24,7 @@ from liteagent.eventlog import (
     UserPrompt,
     sqlite_checkpointer,
 )
+from liteagent.eventlog._lease import check_lease_fresh, check_lease_held
 from liteagent.eventlog._sqlite_lease import _started_self
 from liteagent.eventlog.conformance._processes import mp_context
 
@@ -172,6 +173,19 @@ def test_writes_under_a_lease_taken_over_are_refused_before_the_renewer_notices(
         assert (2, True) == (cp.head("s"), lease.lost)
 
 
+def test_a_delete_under_a_lease_taken_over_deletes_nothing(db: Path) -> None:
+    """A delete fenced by a lease whose row another holder took raises LeaseLostError from
+    inside its transaction (the lease was not known lost) and deletes nothing."""
+    with sqlite_checkpointer(db) as cp:
+        lease = cp.acquire_lease("s", ttl=3600)
+        cp.append("s", [_prompt("a"), _prompt("b")], lease=lease)
+        put_row(db, token=lease.token + 1)
+        assert False is lease.lost
+        with pytest.raises(LeaseLostError, match="another holder"):
+            cp.delete("s", lease=lease)
+        assert (2, True) == (cp.head("s"), lease.lost)
+
+
 def test_a_fenced_append_fails_alone_in_a_group_commit(db: Path) -> None:
     """Appends committed together with one whose lease was taken over succeed; only the
     fenced one fails."""
@@ -254,3 +268,44 @@ def test_stopped_holder_loses_its_lease_to_another_process(db: Path) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGCONT)  # type: ignore[arg-type]
         proc.join(30)
+
+
+def test_a_lease_its_holder_could_not_renew_for_its_ttl_is_not_fresh(db: Path) -> None:
+    """While another connection holds the database's write lock the holder's renewals wait;
+    once its ttl has passed since the last renewal began, ``check_lease_fresh`` (the check
+    before a tool call, or a file a restore writes) refuses it, though no one took it. When
+    the lock goes, the renewal goes through and the lease is fresh again, and all along
+    ``check_lease_held`` (and the fenced writes) accept it."""
+    with sqlite_checkpointer(db) as cp:
+        lease = cp.acquire_lease("s", ttl=0.5)
+        check_lease_fresh(lease)
+        blocker = apsw.Connection(str(db))
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            wait_for(lambda: _stale(lease), "the lease to go stale")
+            check_lease_held(lease)
+            with pytest.raises(LeaseLostError, match=r"last renewed .* beyond its ttl"):
+                check_lease_fresh(lease)
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        wait_for(lambda: not _stale(lease), "the lease to be renewed")
+        holder = cp.lease_holder("s")
+        assert holder is not None
+        assert (lease.owner, lease.token) == (holder.owner, holder.token)
+        assert 1 == cp.append("s", [_prompt("still mine")], lease=lease)
+
+
+def _stale(lease: Any) -> bool:
+    try:
+        check_lease_fresh(lease)
+    except LeaseLostError:
+        return True
+    return False
+
+
+def wait_for(condition: Any, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)

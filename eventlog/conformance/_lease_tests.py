@@ -165,11 +165,14 @@ class LeaseTests:
         assert ["a"] == texts(cp.read("new"))
 
     def test_writes_under_a_held_lease_are_written(self, cp: Checkpointer) -> None:
-        """append and truncate with ``lease=`` (held) behave as without it."""
+        """append, truncate and delete with ``lease=`` (held) behave as without it."""
         with cp.acquire_lease("s") as lease:
             assert 2 == cp.append("s", prompts("a", "b"), lease=lease)
             assert 1 == cp.truncate("s", 1, lease=lease)
         assert ["a"] == texts(cp.read("s"))
+        with cp.acquire_lease("s") as lease:
+            cp.delete("s", lease=lease)
+        assert (0, []) == (cp.head("s"), [i.id for i in cp.list()])
 
     def test_writes_under_a_released_lease_are_refused(self, cp: Checkpointer) -> None:
         """append and truncate under a lease released meanwhile raise LeaseLostError (a
@@ -182,16 +185,21 @@ class LeaseTests:
             cp.append("s", prompts("c"), lease=lease)
         with pytest.raises(SessionLeasedError):
             cp.truncate("s", 0, lease=lease)
+        with pytest.raises(LeaseLostError):
+            cp.delete("s", lease=lease)
         assert before == list(cp.read("s"))
 
     def test_writes_under_a_lease_now_held_by_another_are_refused(self, cp: Checkpointer) -> None:
         """A released lease stays refused after another acquire took the session."""
         old = cp.acquire_lease("s")
         old.release()
+        cp.append("s", prompts("first"))
         with cp.acquire_lease("s"):
             with pytest.raises(LeaseLostError):
                 cp.append("s", prompts("late"), lease=old)
-            assert 0 == cp.head("s")
+            with pytest.raises(LeaseLostError):
+                cp.delete("s", lease=old)
+            assert ["first"] == texts(cp.read("s"))
 
     def test_a_lease_of_another_session_is_refused(self, cp: Checkpointer) -> None:
         """``lease=`` must be a lease of the session written: InvalidArgumentError otherwise,
