@@ -116,10 +116,11 @@ class _Handle:
         self.verified: tuple[int, int, int, int] | None = None
 
     def close_fd(self) -> None:
-        if self.fd >= 0:
-            close_unlocked(self.fd)
-            self.fd = -1
-        self.valid = False
+        # The handle lets go of the number first: an interrupt (Ctrl-C) in the close must not
+        # leave it naming a number the next open of another log may be given.
+        fd, self.fd, self.valid = self.fd, -1, False
+        if fd >= 0:
+            close_unlocked(fd)
 
 
 def _refuse_cut(
@@ -578,8 +579,8 @@ class FileCheckpointer(Checkpointer):
     def _replace_fd(h: _Handle, new_fd: int, size: int, head: int, generation: int) -> None:
         """Point ``h`` at the file that was just renamed over the log (closing the old one
         releases its lock: its waiters find it replaced and retry)."""
-        old_fd = h.fd
-        h.fd, h.ino, h.size = new_fd, os.fstat(new_fd).st_ino, size
+        old_fd, ino = h.fd, os.fstat(new_fd).st_ino
+        h.fd, h.ino, h.size = new_fd, ino, size
         h.head, h.generation, h.valid, h.torn = head, generation, True, False
         h.verified = (h.ino, generation, size, head)
         close_unlocked(old_fd)

@@ -300,8 +300,8 @@ class SqliteCheckpointer(Checkpointer):
     def _snapshot(self, session_id: str | None) -> Iterator[apsw.Connection]:
         """A short read transaction: the statements inside see one snapshot."""
         with self._conn() as conn, translate(session_id):
-            conn.execute("BEGIN")
-            try:
+            try:  # the BEGIN inside: an interrupt right after it must not leave it open
+                conn.execute("BEGIN")
                 yield conn
             finally:
                 if conn.in_transaction:

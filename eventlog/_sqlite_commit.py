@@ -17,10 +17,23 @@ from typing import Any
 import apsw
 
 from ._errors import LiteAgentError
+from ._shown import shown
 from ._sqlite_batch import Batch, BatchConflict, WriteOp
 from ._sqlite_db import map_error
 
-__all__ = ["LOCAL", "Item", "Waiter", "commit_batch", "outcome", "run_alone", "run_own", "waiter"]
+__all__ = [
+    "LOCAL",
+    "Item",
+    "Waiter",
+    "WriteInterruptedError",
+    "commit_batch",
+    "interrupted",
+    "outcome",
+    "run_alone",
+    "run_own",
+    "unsettled",
+    "waiter",
+]
 
 
 class Item:
@@ -110,10 +123,10 @@ def _attempt_one(conn: apsw.Connection, it: Item) -> None:
     """The transaction of a lone write (what :func:`_attempt` does for one, without the
     bookkeeping of a batch)."""
     batch = Batch(conn.cursor())
-    it.error = it.result = None
     try:
-        batch.cur.execute("BEGIN IMMEDIATE")
         try:
+            batch.cur.execute("BEGIN IMMEDIATE")
+            it.error = it.result = None  # only once inside the transaction (see interrupted)
             it.result = it.op(conn, batch)
             batch.flush()
             batch.cur.execute("COMMIT")
@@ -140,10 +153,10 @@ def _one_by_one(conn: apsw.Connection, items: list[Item]) -> None:
 def _begin(conn: apsw.Connection, items: list[Item], batch: Batch) -> bool:
     """Start the batch's transaction and read its sessions rows ahead; False (every write
     failed) when that fails."""
-    for it in items:
-        it.error = it.result = None
     try:
         batch.cur.execute("BEGIN IMMEDIATE")
+        for it in items:  # only once inside the transaction (see interrupted)
+            it.error = it.result = None
         if len(items) > 1:
             keys = [k for k in (getattr(it.op, "batched_session", None) for it in items) if k]
             if len(keys) > 1:
@@ -225,6 +238,33 @@ def _finish(
         return
     for hook in batch.hooks:
         hook()
+
+
+class WriteInterruptedError(LiteAgentError):
+    """Raised to the callers of writes whose transaction an exception that is not an error
+    (an interrupt: Ctrl-C in the thread committing them) cut short; none of them was
+    committed."""
+
+
+def unsettled(items: list[Item]) -> None:
+    """Before committing ``items``: each is a failure until its transaction settles it."""
+    for it in items:
+        it.error, it.result = WriteInterruptedError("the write was interrupted before it ran"), None
+
+
+def interrupted(conn: apsw.Connection, items: list[Item], cause: BaseException) -> None:
+    """An exception escaped the commit of ``items`` (an interrupt between two statements):
+    roll back what is open, so that no transaction keeps the database locked, and fail every
+    write of it (the ones no transaction settled yet still carry :func:`unsettled`'s
+    error)."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+        for it in items:
+            if it.error is None:
+                it.error = WriteInterruptedError(
+                    f"the write was rolled back: its commit was interrupted ({shown(cause)})"
+                )
+                it.result = None
 
 
 def outcome(item: Item) -> Any:

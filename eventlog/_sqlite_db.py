@@ -204,19 +204,19 @@ def _ensure_schema(conn: apsw.Connection, file: str) -> None:
     if version == SCHEMA_VERSION:
         return
     deadline = time.monotonic() + _CREATE_WAIT_S
-    while True:
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            break
-        except apsw.BusyError:
-            # Another process holds the write lock past our busy timeout: it may be creating
-            # the schema and writing on at once. Done when it has set the version.
-            if time.monotonic() > deadline:
-                raise
-            if conn.pragma("user_version") == SCHEMA_VERSION:
-                return
-            time.sleep(0.01)
-    try:
+    try:  # the BEGIN inside: an interrupt right after it must not leave it open
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                break
+            except apsw.BusyError:
+                # Another process holds the write lock past our busy timeout: it may be
+                # creating the schema and writing on at once. Done when it has set the version.
+                if time.monotonic() > deadline:
+                    raise
+                if conn.pragma("user_version") == SCHEMA_VERSION:
+                    return
+                time.sleep(0.01)
         version = conn.pragma("user_version")
         _refuse_unsupported(version, file)
         if version == 0:
@@ -263,8 +263,8 @@ def _refuse_unsupported_or_foreign(conn: apsw.Connection, file: str) -> None:
     """Refuse a database of a schema version this liteagent does not read, or of another
     program (unversioned, with tables), before anything in it is changed. Both are read in
     one snapshot."""
-    conn.execute("BEGIN")
-    try:
+    try:  # the BEGIN inside: an interrupt right after it must not leave it open
+        conn.execute("BEGIN")
         version = conn.pragma("user_version")
         names = sorted(
             str(row[0])

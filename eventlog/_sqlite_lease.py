@@ -182,12 +182,14 @@ class SqliteLeases:
 
         try:
             self._cp._submit(free, lease.session_id)
-        except LiteAgentError as e:
-            _log.warning("lease_release_failed", session_id=lease.session_id, error=str(e))
+        except BaseException as e:  # an interrupt (Ctrl-C) too: the renewer frees it then
+            _log.warning("lease_release_failed", session_id=lease.session_id, error=repr(e))
             with self._lock:
                 self._left[lease.session_id] = (info, 30.0 if ttl is None else ttl)
                 self._start_renewer()
             self._wake.set()
+            if not isinstance(e, LiteAgentError):
+                raise
 
     def drop(self, session_id: str) -> None:
         """Delete the leases row of a deleted session unless a live holder has it (a read

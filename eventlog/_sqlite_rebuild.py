@@ -107,20 +107,21 @@ def rebuild_damaged(conn: apsw.Connection) -> list[str]:
     it starts over).
     """
     for _ in range(5):
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        try:  # the BEGIN inside: an interrupt right after it must not leave it open
+            conn.execute("BEGIN IMMEDIATE")
             version = conn.pragma("data_version")
             damaged = damaged_tables(conn, thorough=True)
             salvaged = {t: _salvage(conn, t) for t in damaged}
         finally:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
         if not damaged:
             return []
         reindexed = _reindex(conn, damaged, version)
         if reindexed is not None:
             return reindexed
-        conn.execute("BEGIN IMMEDIATE")
         try:
+            conn.execute("BEGIN IMMEDIATE")
             if conn.pragma("data_version") != version:
                 conn.execute("ROLLBACK")
                 continue
@@ -149,8 +150,8 @@ def rebuild_damaged(conn: apsw.Connection) -> list[str]:
 def _reindex(conn: apsw.Connection, damaged: list[str], version: int) -> list[str] | None:
     """Rebuild the indexes of ``damaged`` from their tables; what was done, or None when that
     does not make them whole (their own pages are damaged)."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    try:  # the BEGIN inside: an interrupt right after it must not leave it open
+        conn.execute("BEGIN IMMEDIATE")
         if conn.pragma("data_version") != version:
             return None
         for table in damaged:

@@ -39,7 +39,16 @@ import apsw
 
 from ._errors import CheckpointerClosedError, StorageIOError
 from ._sqlite_batch import Batch, WriteOp
-from ._sqlite_commit import LOCAL, Item, commit_batch, outcome, run_own, waiter
+from ._sqlite_commit import (
+    LOCAL,
+    Item,
+    commit_batch,
+    interrupted,
+    outcome,
+    run_own,
+    unsettled,
+    waiter,
+)
 from ._sqlite_db import map_error, open_connection, set_busy_wait
 from ._sqlite_rows import Verified
 
@@ -136,8 +145,8 @@ class Writer:
             gone = self.moved(leading=True)  # nothing is written through a moved file
             if gone is not None:
                 raise gone
-            cur.execute("BEGIN IMMEDIATE")
             try:
+                cur.execute("BEGIN IMMEDIATE")
                 result = op(conn, tx)
                 if tx.pending:
                     tx.flush()
@@ -235,7 +244,12 @@ class Writer:
         if grouped:
             self.batches += 1
             self.writes += len(grouped)
-            commit_batch(conn, grouped)
+            unsettled(grouped)
+            try:
+                commit_batch(conn, grouped)
+            except BaseException as e:  # an interrupt (Ctrl-C) between two statements
+                interrupted(conn, grouped, e)
+                raise
         for it in batch:
             if it.own:
                 run_own(conn, it)
