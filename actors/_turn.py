@@ -76,6 +76,7 @@ from ._live import ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished
 from ._restore_plan import InterruptedRestoreError
 from ._turn_log import SessionLog
 from ._turn_tools import (
+    answerable,
     describe_error,
     interrupted_results,
     run_one,
@@ -161,6 +162,7 @@ class SessionCore(SessionLog):
         self.context: SessionContext | None = None
         self._tool_schemas = config.tool_schemas()
         self._before: list[tuple[Callable[..., ModelRequest], bool]] = []
+        self._ids: tuple[int, int, set[str]] = (0, 0, set())  # see _tool_ids
         self._wraps: list[Callable[..., ModelResponse]] = []
         for mw in config.middleware:
             hook = getattr(mw, "before_model", None)
@@ -397,17 +399,34 @@ class SessionCore(SessionLog):
         answer as recorded (its storable form when it held values the log cannot store)."""
         with held():
             events = self._request_record(final, view, level, notes, response)
-        message = response.message
+            seen = self._tool_ids()
+            message = answerable(response.message, seen)  # (adds the answer's ids to seen)
         try:
             self.append([*events, message])
         except CodecError:
             stored = storable_reply(message)  # the same answer, in the form the log can hold
+            mine = {b.id for b in message.content if type(b) is ToolUseBlock}
+            stored = answerable(stored, seen - mine)
             if stored == message:
                 raise
             self.log.warning("turn.reply_stored_losslessly")
             self.append([*events, stored])
             message = stored
         return message
+
+    def _tool_ids(self) -> set[str]:
+        """The ids of every tool call in the conversation (kept up to date as it grows; made
+        again when the log was cut back or replaced)."""
+        entries = self.state.entries
+        upto, last, ids = self._ids
+        if upto > len(entries) or (upto and entries[upto - 1].seq != last):
+            upto, ids = 0, set()
+        for i in range(upto, len(entries)):
+            for b in entries[i].message.content:
+                if type(b) is ToolUseBlock:
+                    ids.add(b.id)
+        self._ids = (len(entries), entries[-1].seq if len(entries) else 0, ids)
+        return ids
 
     def _request_record(
         self,

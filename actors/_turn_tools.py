@@ -12,28 +12,39 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
+import re
+import secrets
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pykka
 
 from liteagent.eventlog import (
     AssistantMessage,
     Event,
+    RawBlock,
     ToolResult,
     ToolResultBlock,
     ToolUseBlock,
     Usage,
 )
 from liteagent.eventlog import Message as ConvMessage
-from liteagent.eventlog._interchange import message_from_dict, message_to_dict
+from liteagent.eventlog._interchange import (
+    canonical_json,
+    message_from_dict,
+    message_to_dict,
+    unstorable,
+)
 from liteagent.tools import Tool, ToolContext, ToolOutput
 
 from ._envelope import ask
 from ._snapshots import PostHashes, PreImage, PreImages, snapshot_event
 
 __all__ = [
+    "answerable",
     "checked_output",
     "describe_error",
     "interrupted_results",
@@ -193,6 +204,67 @@ def storable_reply(message: AssistantMessage) -> AssistantMessage:
         stop_reason=safe_text(stop) if isinstance(stop, str) else None,
         model=safe_text(model) if isinstance(model, str) else None,
     )
+
+
+_TOOL_ID = re.compile(r"[A-Za-z0-9_-]{1,200}")  # what the Messages API accepts as a tool_use id
+
+
+def answerable(message: AssistantMessage, seen: set[str]) -> AssistantMessage:
+    """``message`` with each tool call one the next request can carry and the turn can
+    answer: an id the API accepts (letters, digits, ``_`` and ``-``) and no other call of the
+    conversation has (``seen``: the ids so far; the ids of ``message`` are added), else a new
+    one; a name without surrogate code points; and a call the log could only keep as a raw
+    block (a value it cannot store in its id, its name or a field beside its input) as a plain
+    call without those fields. A model (or a proxy in front of one) that repeats ids, or sends
+    one the API refuses, would otherwise make every later request of the session fail."""
+    content: list[Any] = []
+    changed = False
+    for block in message.content:
+        call = _raw_call(block) if type(block) is RawBlock else block
+        if type(call) is ToolUseBlock:
+            name = safe_text(call.name)
+            ident = call.id
+            if not _TOOL_ID.fullmatch(ident) or ident in seen:
+                ident = _fresh_id(seen)
+            if (ident, name) != (call.id, call.name):
+                call = msgspec.structs.replace(call, id=ident, name=name)
+            seen.add(ident)
+        changed = changed or call is not block
+        content.append(call)
+    if not changed:
+        return message
+    return msgspec.structs.replace(message, content=tuple(content))
+
+
+def _raw_call(block: RawBlock) -> Any:
+    """A tool call kept as a raw block (see :func:`answerable`) as a call that does not run;
+    any other raw block as it is."""
+    if block.data.get("type") != "tool_use" or not isinstance(block.json, str):
+        return block
+    try:
+        whole = json.loads(block.json)
+    except ValueError:
+        return block
+    if not isinstance(whole, dict):
+        return block
+    ident, name, given = whole.get("id"), whole.get("name"), whole.get("input")
+    if not isinstance(given, dict):
+        return block
+    call = ToolUseBlock(
+        ident if isinstance(ident, str) else "", name if isinstance(name, str) else "", {}
+    )
+    if unstorable(given) is None:  # the id, the name or another field was what the log refused
+        return msgspec.structs.replace(call, input=given)
+    return msgspec.structs.replace(
+        call, input_json=canonical_json(given, where="the model's tool call")
+    )
+
+
+def _fresh_id(seen: set[str]) -> str:
+    while True:
+        ident = f"toolu_liteagent_{secrets.token_hex(12)}"
+        if ident not in seen:
+            return ident
 
 
 def checked_output(output: object) -> ToolOutput:

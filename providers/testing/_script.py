@@ -11,7 +11,8 @@ Routing:
   :class:`StreamResponse` reached by a request without ``"stream": true`` gets a 500 saying so.
   A request the real API refuses whatever it holds gets its 400 ``invalid_request_error``,
   and the script is not consumed: messages holding ``tool_use`` or ``tool_result`` blocks
-  without ``tools``.
+  without ``tools``, two ``tool_use`` blocks with one id, a ``tool_use`` id the API's
+  pattern refuses.
 - ``POST /v1/messages/count_tokens`` takes the next answer from its own queue; unscripted, it
   counts ``len(json.dumps(body)) // 4``. A request carrying ``context_management`` (the beta
   form with edits) also gets ``context_management.original_input_tokens``.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 import time
 from collections import deque
@@ -185,22 +187,40 @@ class Script:
 
 def _refused(request: RecordedRequest) -> JSONResponse | None:
     """The 400 the Messages API answers a request it refuses whatever was scripted: one whose
-    messages hold ``tool_use`` or ``tool_result`` blocks without defining ``tools``."""
+    messages hold ``tool_use`` or ``tool_result`` blocks without defining ``tools``, two
+    ``tool_use`` blocks with one id, or a ``tool_use`` id of other characters than letters,
+    digits, ``_`` and ``-``."""
     body = request.body
-    if not isinstance(body, dict) or body.get("tools"):
+    if not isinstance(body, dict):
         return None
-    for message in body.get("messages") or ():
+    seen: set[str] = set()
+    for i, message in enumerate(body.get("messages") or ()):
         content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list) and any(
-            isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in content
-        ):
-            return error_response(
-                400,
-                "invalid_request_error",
-                "Requests which include `tool_use` or `tool_result` blocks must define tools.",
-                should_retry=False,
-            )
+        for j, b in enumerate(content if isinstance(content, list) else ()):
+            kind = b.get("type") if isinstance(b, dict) else None
+            if kind in ("tool_use", "tool_result") and not body.get("tools"):
+                return _invalid(
+                    "Requests which include `tool_use` or `tool_result` blocks must define tools."
+                )
+            if kind != "tool_use":
+                continue
+            ident = b.get("id")
+            if not isinstance(ident, str) or not _TOOL_ID.fullmatch(ident):
+                return _invalid(
+                    f"messages.{i}.content.{j}.tool_use.id: String should match pattern "
+                    "'^[a-zA-Z0-9_-]+$'"
+                )
+            if ident in seen:
+                return _invalid(f"messages.{i}.content.{j}: `tool_use` ids must be unique")
+            seen.add(ident)
     return None
+
+
+_TOOL_ID = re.compile(r"[a-zA-Z0-9_-]+")
+
+
+def _invalid(message: str) -> JSONResponse:
+    return error_response(400, "invalid_request_error", message, should_retry=False)
 
 
 def _count_tokens(request: RecordedRequest, scripted: _Count | None) -> JSONResponse:
