@@ -400,13 +400,13 @@ class SessionCore(SessionLog):
         with held():
             events = self._request_record(final, view, level, notes, response)
             seen = self._tool_ids()
-            message = answerable(response.message, seen)  # (adds the answer's ids to seen)
+            message = answerable(response.message, seen, self.state.head)  # (adds its ids)
         try:
             self.append([*events, message])
         except CodecError:
             stored = storable_reply(message)  # the same answer, in the form the log can hold
             mine = {b.id for b in message.content if type(b) is ToolUseBlock}
-            stored = answerable(stored, seen - mine)
+            stored = answerable(stored, seen - mine, self.state.head)
             if stored == message:
                 raise
             self.log.warning("turn.reply_stored_losslessly")

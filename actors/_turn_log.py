@@ -57,12 +57,28 @@ class SessionLog:
         self.lease: Lease | None = None  # held while a turn, restore or compaction runs
 
     def refresh(self) -> None:
-        """Fold the log again before the next use when another process moved it since this
-        one last wrote or read it (it may have run a turn under the session's lease)."""
-        if self.loaded:
-            head, generation = self.checkpointer.position(self.session_id)
-            if head != self.state.head or (head and generation != self.generation):
+        """Take in what another process appended since this one last wrote or read the log
+        (it may have run a turn under the session's lease): the new events are folded onto the
+        state, so a session that two processes take turns on costs each turn only what the
+        other appended. A log cut back or replaced since (a new generation) is folded again
+        whole before the next use."""
+        if not self.loaded:
+            return
+        cp = self.checkpointer
+        head, generation = cp.position(self.session_id)
+        if head == self.state.head and (not head or generation == self.generation):
+            return
+        if self.state.head and head > self.state.head and generation == self.generation:
+            try:
+                state = fold(cp.read(self.session_id, self.state.head), self.state)
+                again = cp.position(self.session_id)
+            except BaseException:
                 self.loaded = False
+                raise
+            if again.generation == generation:  # a prefix of the same history: appends conflict
+                self.state = state  # if the log moved on again meanwhile, and fold it then
+                return
+        self.loaded = False
 
     def load(self) -> None:
         """Fold the session's log (resuming after a restart, a passivation or a conflict)."""

@@ -11,10 +11,11 @@ recorded in its lossless form (:func:`storable_reply`).
 from __future__ import annotations
 
 import copy
+import hashlib
 import inspect
+import itertools
 import json
 import re
-import secrets
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -209,23 +210,25 @@ def storable_reply(message: AssistantMessage) -> AssistantMessage:
 _TOOL_ID = re.compile(r"[A-Za-z0-9_-]{1,200}")  # what the Messages API accepts as a tool_use id
 
 
-def answerable(message: AssistantMessage, seen: set[str]) -> AssistantMessage:
+def answerable(message: AssistantMessage, seen: set[str], at: int = 0) -> AssistantMessage:
     """``message`` with each tool call one the next request can carry and the turn can
     answer: an id the API accepts (letters, digits, ``_`` and ``-``) and no other call of the
     conversation has (``seen``: the ids so far; the ids of ``message`` are added), else a new
     one; a name without surrogate code points; and a call the log could only keep as a raw
     block (a value it cannot store in its id, its name or a field beside its input) as a plain
     call without those fields. A model (or a proxy in front of one) that repeats ids, or sends
-    one the API refuses, would otherwise make every later request of the session fail."""
+    one the API refuses, would otherwise make every later request of the session fail. A new
+    id is a function of the old one, its place in ``message`` and ``at`` (the log's head), so
+    the same log always gets the same ids."""
     content: list[Any] = []
     changed = False
-    for block in message.content:
+    for index, block in enumerate(message.content):
         call = _raw_call(block) if type(block) is RawBlock else block
         if type(call) is ToolUseBlock:
             name = safe_text(call.name)
             ident = call.id
             if not _TOOL_ID.fullmatch(ident) or ident in seen:
-                ident = _fresh_id(seen)
+                ident = _fresh_id(seen, f"{at}:{index}:{ident}")
             if (ident, name) != (call.id, call.name):
                 call = msgspec.structs.replace(call, id=ident, name=name)
             seen.add(ident)
@@ -260,11 +263,13 @@ def _raw_call(block: RawBlock) -> Any:
     )
 
 
-def _fresh_id(seen: set[str]) -> str:
-    while True:
-        ident = f"toolu_liteagent_{secrets.token_hex(12)}"
+def _fresh_id(seen: set[str], basis: str) -> str:
+    for n in itertools.count():
+        digest = hashlib.sha256(f"{basis}:{n}".encode("utf-8", "surrogatepass")).hexdigest()
+        ident = f"toolu_liteagent_{digest[:24]}"
         if ident not in seen:
             return ident
+    raise AssertionError  # unreachable: count() never ends
 
 
 def checked_output(output: object) -> ToolOutput:
