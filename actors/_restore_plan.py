@@ -188,20 +188,45 @@ def checkpoints(
 ) -> list[Checkpoint]:
     """Every checkpoint of the session, oldest first, with the files a restore would put back
     and the count of side effects after it (``untracked``: the sorted seqs of the untracked
-    tool results)."""
-    out = []
-    for mark in state.checkpoints:
-        plans = plan_files(state, mark.seq, blobs)
+    tool results).
+
+    One pass over the recorded changes, newest first, for all the checkpoints (what
+    :func:`plan_files` finds for one): a listing costs the changes plus what it lists, and each
+    snapshot's presence in the blob store is looked up once."""
+    changes = _changes_after(state, 0)
+    first: dict[str, _Change] = {}
+    order: list[str] = []  # the paths of first, sorted
+    present: dict[str, bool] = {}
+    left = len(changes)
+    out: list[Checkpoint] = []
+    for mark in reversed(state.checkpoints):
+        while left and changes[left - 1][0] > mark.seq:
+            left -= 1
+            _, path, change = changes[left]
+            if path not in first:
+                bisect.insort(order, path)
+            first[path] = change  # an earlier change of the path: the first after the mark
+        files: list[str] = []
+        unavailable: list[str] = []
+        for path in order:
+            change = first[path]
+            missing = False
+            if change.pre is not None and blobs is not None and not change.truncated:
+                if change.pre not in present:
+                    present[change.pre] = blobs.has(change.pre)
+                missing = not present[change.pre]
+            (unavailable if change.truncated or missing else files).append(path)
         out.append(
             Checkpoint(
                 seq=mark.seq,
                 prompt=mark.prompt,
                 ts=mark.ts,
-                files=tuple(p.path for p in plans if not p.unavailable),
-                unavailable_files=tuple(p.path for p in plans if p.unavailable),
+                files=tuple(files),
+                unavailable_files=tuple(unavailable),
                 side_effects=len(untracked) - bisect.bisect_right(untracked, mark.seq),
             )
         )
+    out.reverse()
     return out
 
 

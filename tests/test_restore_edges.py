@@ -7,7 +7,9 @@ would break or reorder the lines the CLI prints."""
 from __future__ import annotations
 
 import os
+import random
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +17,14 @@ import pytest
 from _cli_runner import Cli
 from _restore_model import call, reply
 
+from liteagent.actors._restore_plan import checkpoints, plan_files
 from liteagent.actors._snapshots import MAX_SNAPSHOT_BYTES
-from liteagent.eventlog import InvalidArgumentError, file_checkpointer, memory_checkpointer
+from liteagent.eventlog import (
+    InvalidArgumentError,
+    file_checkpointer,
+    fold,
+    memory_checkpointer,
+)
 from liteagent.providers import scripted
 from liteagent.sdk import LiteAgent, RestoreRefusedError, create_lite_agent
 from liteagent.tools import bash, delete_file, edit_file, resolve_in_workspace, write_file
@@ -290,3 +298,49 @@ def test_the_cli_prints_each_name_on_one_line_as_it_is(cli: Cli) -> None:
     assert "\n  delete    src/main.py" not in refused.err
     # the printed spelling names the file, given back to a tool
     assert resolve_in_workspace(cli.work, shown[1]) == (cli.work / RLO).resolve()
+
+
+def test_the_checkpoint_listing_agrees_with_each_checkpoints_plan(tmp_path: Path) -> None:
+    """``list_checkpoints`` finds the files of every checkpoint in one pass over the changes
+    (it planned each checkpoint's restore on its own: quadratic in the session's length, a
+    minute at 11,000 turns). Over writes, deletes, files-only restores and a snapshot missing
+    from the blob store, each checkpoint lists what its own plan finds."""
+    work = tmp_path / "work"
+    work.mkdir()
+    rng = random.Random(7)
+    script: list[Any] = []
+    for i in range(40):
+        path = f"d{rng.randrange(3)}/f{rng.randrange(6)}.txt"
+        if rng.random() < 0.25:
+            script.append(call("delete_file", {"path": path}))
+        else:
+            script.append(call("write_file", {"path": path, "content": f"v{i}"}))
+        script.append(reply(f"turn {i}"))
+    cp = file_checkpointer(tmp_path / "store")
+    with _agent(work, *script, store=tmp_path / "store") as agent:
+        agent.resume("s")
+        for i in range(40):
+            agent.send(f"prompt {i}")
+            if i in (12, 30):
+                agent.restore("s", agent.list_checkpoints("s")[i - 5].seq, conversation=False)
+        listed = agent.list_checkpoints("s")
+    state = fold(cp.read("s"))
+    refs = sorted({s.pre_image for _, s in state.snapshots if s.pre_image is not None})
+    gone = cp.blobs.delete_blobs([refs[len(refs) // 2]], written_before=time.time() + 60)
+    assert 1 == len(gone)  # a snapshot missing from the store: its file is unavailable
+    assert any(c.unavailable_files for c in checkpoints(state, cp.blobs))
+    for blobs in (cp.blobs, None):
+        expected = []
+        for mark in state.checkpoints:
+            plans = plan_files(state, mark.seq, blobs)
+            expected.append(
+                (
+                    tuple(p.path for p in plans if not p.unavailable),
+                    tuple(p.path for p in plans if p.unavailable),
+                )
+            )
+        assert expected == [(c.files, c.unavailable_files) for c in checkpoints(state, blobs)]
+    assert [(c.seq, c.files) for c in listed] == [
+        (c.seq, c.files) for c in checkpoints(state, None)
+    ]
+    cp.close()
