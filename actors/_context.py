@@ -62,6 +62,8 @@ __all__ = ["LogArchiveReader", "SessionContext"]
 
 _log = get_logger("liteagent.context")
 _READERS = frozenset({"context", "read_spilled"})  # what they return is already archived
+_MAX_SHRINK = 4  # a recovery projects within no less than a quarter of the refused request
+_PROBE_AFTER = 20  # answers within the ceiling before it goes (see answered())
 
 
 class SessionContext:
@@ -94,6 +96,7 @@ class SessionContext:
         # The budget the last recovery from a context overflow projected within: the provider
         # refused more than that, so later requests start there (see project()).
         self.ceiling: int | None = None
+        self._under_ceiling = 0  # answers in a row to requests projected within the ceiling
         self.settings = options.settings(
             max_tokens=max_tokens,
             fixed_tokens=request_overhead_tokens(system, tools),
@@ -207,11 +210,28 @@ class SessionContext:
     ) -> int | None:
         """A smaller budget after ``error``, or ``None`` when it cannot be smaller."""
         fit = fit_after_overflow(view.tokens_after, error, max_tokens)
+        if fit is not None:  # never below a quarter at once: a count that far from the
+            fit = max(fit, view.tokens_after // _MAX_SHRINK)  # estimate is more likely wrong
         target = min(view.tokens_after // 2 if fit is None else fit, view.tokens_after - 1)
         if target <= 0:
             return None
         self.ceiling = target if self.ceiling is None else min(self.ceiling, target)
+        self._under_ceiling = 0
         return target
+
+    def answered(self, view: ContextView) -> None:
+        """The provider answered a request of ``view``. After :data:`_PROBE_AFTER` answers
+        in a row within the :attr:`ceiling`, the ceiling goes (the next request is projected
+        within the configured budget again): an overflow reported once (a provider's glitch, a
+        wrong count) no longer keeps the session's requests small for good, at the price of
+        one refused request in every :data:`_PROBE_AFTER` (recovered within the same call, and
+        the ceiling is set again) where the window really is smaller than the budget."""
+        if self.ceiling is None or view.budget != self.ceiling:
+            return
+        self._under_ceiling += 1
+        if self._under_ceiling >= _PROBE_AFTER:
+            self._under_ceiling = 0
+            self.ceiling = None
 
     # -- the planner --------------------------------------------------------------------------
 

@@ -376,7 +376,9 @@ class SessionCore(SessionLog):
                 retry, smaller = self._request(budget)
             except ContextBudgetError:
                 raise e from None  # nothing left to cut: the provider's error stands
-            if smaller is None or smaller.digest == view.digest:
+            if smaller is None or (
+                smaller.digest == view.digest and retry.context_edits == request.context_edits
+            ):  # the same request again (a smaller one may differ in its edits alone)
                 raise
             notes.append(
                 f"recover: the provider reported a context overflow ({e}); "
@@ -385,6 +387,8 @@ class SessionCore(SessionLog):
             request, view = retry, smaller
             level = "recover"
             response = self._call(request, sent, cancel)
+        if view is not None and self.context is not None:
+            self.context.answered(view)
         return self._record(sent[-1] if sent else request, view, level, notes, response)
 
     def _record(

@@ -21,6 +21,7 @@ Regressions of the defects the adversary found are pinned one by one below it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import re
@@ -63,7 +64,7 @@ from liteagent.eventlog import (
     memory_checkpointer,
     sqlite_checkpointer,
 )
-from liteagent.providers import ContextOverflowError, scripted
+from liteagent.providers import CLEAR_TOOL_USES, ContextOverflowError, scripted
 from liteagent.providers._contract import ModelRequest, ModelResponse
 from liteagent.providers.testing import (
     FakeMessagesServer,
@@ -968,3 +969,90 @@ def test_hundreds_of_turns_in_a_tiny_budget(tmp_path: Path) -> None:
     report = verify_replay(before)
     assert report.ok, report.mismatches[:3]
     assert 200 <= len(report.checks)
+
+
+def test_an_overflow_whose_smaller_request_differs_only_in_its_edits_is_retried(
+    tmp_path: Path,
+) -> None:
+    """With native context edits, the request projected within a smaller budget after an
+    overflow can hold the same messages with a ``clear_tool_uses`` edit added. That retry was
+    skipped (only the messages were compared) and the overflow raised: one failed send per
+    overflow on the Anthropic provider, whose edits are on by default. The model here has a
+    window of 12,000 estimated tokens, and the edit (applied by the server) clears three
+    quarters of a request."""
+    seen: list[ModelRequest] = []
+
+    def model(request: ModelRequest) -> AssistantMessage:
+        seen.append(request)
+        est = estimate_tokens(request.messages)
+        if request.context_edits:
+            est //= 4
+        if est > 12_000:
+            raise ContextOverflowError("prompt is too long", tokens=est, maximum=12_000)
+        last = request.messages[-1]
+        calls = sum(1 for m in request.messages[-8:] if m.role == "assistant")
+        if any(type(b) is TextBlock for b in last.content) or calls < 3:
+            n = len(seen)
+            return AssistantMessage(
+                content=(ToolUseBlock(f"toolu_{n}", "emit", {"seed": n, "size": 2_400}),),
+                stop_reason="tool_use",
+            )
+        return _reply(f"fine at {est}")
+
+    cp = memory_checkpointer()
+    with create_lite_agent(
+        model=scripted([model] * 200, capabilities={CLEAR_TOOL_USES}),
+        model_name="m",
+        workdir=tmp_path,
+        tools=[emit],
+        checkpointer=cp,
+        context={"budget_tokens": 200_000},
+        max_tokens=256,
+    ) as agent:
+        for i in range(8):
+            assert agent.send(f"call {i}").text.startswith("fine at")
+        events = list(cp.read(agent.session_id))
+    retried = [
+        (before, after)
+        for before, after in itertools.pairwise(seen)
+        if not before.context_edits and after.context_edits
+    ]
+    assert retried
+    assert all(before.messages == after.messages for before, after in retried)
+    assert verify_replay(events).ok
+
+
+def test_one_bogus_overflow_does_not_shrink_the_session_for_good(tmp_path: Path) -> None:
+    """A provider reports once, wrongly, a request of 5,000,000 tokens over a 200,000 window.
+    The retry is projected within no less than a quarter of the request (it was scaled to
+    2 % of it: nothing fitted, and the send failed; with more history, the session then sent
+    3 messages of it), and after 20 answers within
+    that ceiling the requests are projected within the whole budget again (they never were
+    again, in a new process neither)."""
+    sizes: list[int] = []
+    glitch = [True]
+
+    def model(request: ModelRequest) -> AssistantMessage:
+        est = estimate_tokens(request.messages)
+        if len(request.messages) > 60 and glitch[0]:
+            glitch[0] = False
+            raise ContextOverflowError("prompt is too long", tokens=5_000_000, maximum=200_000)
+        sizes.append(est)
+        return _reply(f"fine at {est}")
+
+    with create_lite_agent(
+        model=scripted([model] * 90),
+        model_name="m",
+        workdir=tmp_path,
+        tools=[],
+        checkpointer=memory_checkpointer(),
+        context={"budget_tokens": 200_000},
+        max_tokens=256,
+    ) as agent:
+        for i in range(80):
+            agent.send(f"part {i}: " + "y" * 400)
+    before = sizes[29]  # a healthy request, before the glitch
+    glitched = next(i for i, s in enumerate(sizes) if i > 0 and s < sizes[i - 1])
+    assert sizes[glitched] >= sizes[glitched - 1] // 8  # (the budget counts more than these)
+    assert sizes[-1] > sizes[glitched] * 2
+    assert sizes[-1] > before
