@@ -62,6 +62,7 @@ class IdleCompaction:
         self._heap: list[tuple[float, str]] = []
         self._closed = False
         self._running: dict[str, CancelToken] = {}  # the compactions in progress
+        self._started: set[CancelToken] = set()  # those of them that began on a pool thread
         # where each session's last send left its log (see turn_left)
         self._left: dict[str, tuple[int, int] | None] = {}
         self._thread = threading.Thread(target=self._run, name="liteagent-idle", daemon=True)
@@ -78,6 +79,10 @@ class IdleCompaction:
             if token is None:
                 return False
             token.cancel("a turn or restore of the session is starting")
+            if token not in self._started:  # still queued on the operation pool: it will do
+                del self._running[session_id]  # nothing when it runs (the caller may be
+                self._cond.notify_all()  # holding the pool's last free place)
+                return False
             if wait:
                 self._cond.wait_for(
                     lambda: self._running.get(session_id) is not token, timeout=_STOP_WAIT_S
@@ -154,6 +159,10 @@ class IdleCompaction:
                 self._ended(session_id, token)
 
     def _fire(self, session_id: str, cancel: CancelToken, left: tuple[int, int] | None) -> None:
+        with self._cond:
+            if self._running.get(session_id) is not cancel:
+                return  # cancelled while it was queued (see turn_started)
+            self._started.add(cancel)
         try:
             cancel.raise_if_cancelled()
             if left is None:  # the send failed before it knew where the log is: not this time
@@ -185,6 +194,7 @@ class IdleCompaction:
 
     def _ended(self, session_id: str, token: CancelToken) -> None:
         with self._cond:
+            self._started.discard(token)
             if self._running.get(session_id) is token:
                 del self._running[session_id]
             self._cond.notify_all()

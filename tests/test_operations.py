@@ -554,3 +554,54 @@ def test_a_job_that_raises_does_not_cost_the_pool_its_thread(pool: OperationPool
     pool.run(ran.set)
     assert ran.wait(GUARD)
     wait_until(lambda: pool.load() == (0, 0))
+
+
+def test_a_restore_does_not_wait_for_an_idle_compaction_queued_behind_it(
+    tmp_path: Path,
+) -> None:
+    """A restore queued on a full operation pool, then an idle compaction of the same session
+    queued behind it: the restore, once it runs, cancels the queued compaction and goes on. It
+    waited up to 30 s for that compaction to stop, which could not start before the restore
+    gave its place up."""
+    started = threading.Event()
+
+    class Slow(Compactor):
+        def maybe_compact(
+            self,
+            messages: Sequence[Message],
+            usage: Any = None,
+            instructions: str | None = None,
+            *,
+            cancel: Any = None,
+        ) -> CompactResult:
+            started.set()
+            time.sleep(1.0)
+            return CompactResult(
+                messages=list(messages), changed=False, tokens_before=1, tokens_after=1
+            )
+
+    async def main() -> float:
+        async with create_async_lite_agent(
+            model=scripted([reply("one"), reply("two"), reply("three")]),
+            model_name="m",
+            workdir=tmp_path,
+            checkpointer=memory_checkpointer(),
+            compactor=Slow(),
+            max_operations=1,
+            context={"idle_compact_after": 0.2},
+        ) as agent:
+            await agent.send("hello", session_id="x")
+            await agent.send("first", session_id="s")
+            await agent.send("second", session_id="s")
+            seq = (await agent.list_checkpoints("s"))[-1].seq
+            start = time.monotonic()
+            busy = asyncio.create_task(agent.compact(session_id="x"))  # the pool's one place
+            await asyncio.sleep(0.05)
+            restore = asyncio.create_task(agent.restore("s", seq))  # queued behind it, and
+            await busy  # the idle compaction of "s", due at 0.2 s, queued behind the restore
+            await restore
+            assert started.is_set()
+            return time.monotonic() - start
+
+    took = asyncio.run(asyncio.wait_for(main(), 120))
+    assert took < 20, took  # a hang guard: the stall this prevents lasted 30 s
