@@ -17,6 +17,7 @@ import asyncio
 import collections
 import contextlib
 import threading
+import weakref
 from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
@@ -230,12 +231,20 @@ class AsyncSubscription(_Inbox):
 
 
 class EventHub:
-    """Delivers live events to every current subscriber of their session."""
+    """Delivers live events to every current subscriber of their session.
+
+    Subscribers are kept by weak reference: a subscription its owner dropped without closing
+    it (a handler that failed before its ``close()``) is gone with its last reference, and no
+    event is buffered for it any more. Subscribing and closing cost the same however many
+    subscriptions there are; a publish goes over a snapshot of its session's subscribers, made
+    again only after they changed."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()  # held to change the tuples below, never to publish
-        self._everyone: tuple[_Inbox, ...] = ()
-        self._by_session: dict[str, tuple[_Inbox, ...]] = {}
+        self._lock = threading.Lock()  # held to change the groups, never to publish
+        # the subscribers of every session (key None) and of each session, by id()
+        self._groups: dict[str | None, dict[int, weakref.ref[_Inbox]]] = {}
+        self._views: dict[str | None, tuple[weakref.ref[_Inbox], ...]] = {}  # snapshots
+        self._dead: collections.deque[tuple[str | None, int]] = collections.deque()
         self._closed = False
 
     @staticmethod
@@ -264,39 +273,72 @@ class EventHub:
         return sub
 
     def _add(self, sub: _Inbox) -> None:
+        key = sub.session_id
+        dead = self._dead
+
+        def gone(_: weakref.ref[_Inbox], entry: tuple[str | None, int] = (key, id(sub))) -> None:
+            dead.append(entry)  # only that: it may run inside any allocation, lock held or not
+
         with self._lock:
+            self._purge()
             if not self._closed:
-                if sub.session_id is None:
-                    self._everyone = (*self._everyone, sub)
-                else:
-                    sid = sub.session_id
-                    self._by_session[sid] = (*self._by_session.get(sid, ()), sub)
+                self._groups.setdefault(key, {})[id(sub)] = weakref.ref(sub, gone)
+                self._views.pop(key, None)
                 return
         sub.close()  # the agent is closed: the subscription ends at once
 
+    def _purge(self) -> None:
+        """Forget the subscriptions collected since (call with ``_lock`` held)."""
+        while self._dead:
+            key, ident = self._dead.popleft()
+            group = self._groups.get(key)
+            ref = None if group is None else group.get(ident)
+            if ref is not None and ref() is None:
+                self._drop(key, ident)
+
+    def _drop(self, key: str | None, ident: int) -> None:
+        group = self._groups.get(key)
+        if group is not None and group.pop(ident, None) is not None:
+            self._views.pop(key, None)
+            if not group:
+                del self._groups[key]
+
+    def _view(self, key: str | None) -> tuple[weakref.ref[_Inbox], ...]:
+        view = self._views.get(key)
+        if view is None:
+            with self._lock:
+                self._purge()
+                group = self._groups.get(key)
+                view = () if group is None else tuple(group.values())
+                if group is not None:
+                    self._views[key] = view
+        return view
+
     def publish(self, event: LiveEvent) -> None:
         """Offer ``event`` to every subscriber of its session; never blocks on a slow one."""
-        for sub in self._everyone:
-            sub._offer(event)
-        for sub in self._by_session.get(event.session_id, ()):
-            sub._offer(event)
+        for key in (None, event.session_id):
+            if key in self._groups:
+                for ref in self._view(key):
+                    sub = ref()
+                    if sub is not None:
+                        sub._offer(event)
 
     def _remove(self, sub: _Inbox) -> None:
         with self._lock:
-            if sub.session_id is None:
-                self._everyone = tuple(s for s in self._everyone if s is not sub)
-                return
-            rest = tuple(s for s in self._by_session.get(sub.session_id, ()) if s is not sub)
-            if rest:
-                self._by_session[sub.session_id] = rest
-            else:
-                self._by_session.pop(sub.session_id, None)
+            group = self._groups.get(sub.session_id)
+            ref = None if group is None else group.get(id(sub))
+            if ref is not None and ref() is sub:
+                self._drop(sub.session_id, id(sub))
+            self._purge()
 
     def close(self) -> None:
         """Close every subscription (and each one made from now on)."""
         with self._lock:
             self._closed = True
-            subs = [*self._everyone, *(s for group in self._by_session.values() for s in group)]
-            self._everyone, self._by_session = (), {}
-        for sub in subs:
-            sub.close()
+            refs = [r for group in self._groups.values() for r in group.values()]
+            self._groups, self._views = {}, {}
+            self._dead.clear()
+        for ref in refs:
+            sub = ref()
+            if sub is not None:
+                sub.close()
