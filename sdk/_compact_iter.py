@@ -138,8 +138,8 @@ class AsyncCompactIterator:
         self._future.cancel()  # one that has not started never starts
         cancel_off_loop(self._core, self._token, "the compaction's iterator was closed")
         inner = asyncio.wrap_future(self._future)
+        inner.add_done_callback(retrieve)  # first: a second cancellation may end the wait
         await asyncio.wait({inner}, timeout=SETTLE_TIMEOUT)
-        inner.add_done_callback(retrieve)
 
     def __aiter__(self) -> AsyncCompactIterator:
         return self

@@ -7,6 +7,8 @@ thread can start the caller gets an error instead of a wait that never ends."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -605,3 +607,58 @@ def test_a_restore_does_not_wait_for_an_idle_compaction_queued_behind_it(
 
     took = asyncio.run(asyncio.wait_for(main(), 120))
     assert took < 20, took  # a hang guard: the stall this prevents lasted 30 s
+
+
+def test_a_task_following_iter_compact_cancelled_twice_leaves_no_unretrieved_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A task iterating ``AsyncLiteAgent.iter_compact`` cancelled twice (a TaskGroup, a
+    shutdown): the compaction's outcome is retrieved; asyncio logged "Future exception was
+    never retrieved" at ERROR, with a traceback."""
+
+    class Slow(Compactor):
+        def maybe_compact(
+            self,
+            messages: Sequence[Message],
+            usage: Any = None,
+            instructions: str | None = None,
+            *,
+            cancel: Any = None,
+        ) -> CompactResult:
+            gate = threading.Event()
+            cancel.on_cancel(gate.set)
+            gate.wait(10)
+            time.sleep(0.2)  # takes a moment to stop
+            cancel.raise_if_cancelled()
+            return CompactResult(
+                messages=list(messages), changed=False, tokens_before=1, tokens_after=1
+            )
+
+    async def main() -> None:
+        async with create_async_lite_agent(
+            model=scripted([reply("hello")]),
+            model_name="m",
+            workdir=tmp_path,
+            checkpointer=memory_checkpointer(),
+            compactor=Slow(),
+        ) as agent:
+            await agent.send("hello", session_id="s")
+
+            async def follow() -> None:
+                async for _ in agent.iter_compact(session_id="s"):
+                    pass
+
+            task = asyncio.create_task(follow())
+            await asyncio.sleep(0.3)
+            task.cancel()
+            await asyncio.sleep(0)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await asyncio.sleep(1)  # the compaction ends meanwhile
+            gc.collect()
+            await asyncio.sleep(0.1)
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        asyncio.run(asyncio.wait_for(main(), 60))
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
