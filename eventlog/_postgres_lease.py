@@ -131,7 +131,7 @@ class PostgresLeases:
         self._row, self._insert, self._take = q(_ROW, s), q(_INSERT, s), q(_TAKE, s)
         self._renew_q, self._release_q = q(_RENEW, s), q(_RELEASE, s)
         self._drop_q = q("DELETE FROM {s}.leases WHERE session_id = %s", s)
-        self._is_mine, self._row_for_update = q(_IS_MINE, s), q(_ROW + " FOR UPDATE OF l", s)
+        self._is_mine, self._row_for_update = q(_IS_MINE, s), q(_ROW + " FOR UPDATE OF l NOWAIT", s)
         self._held: dict[Lease, float] = {}
         self._lock = threading.Lock()
         self._conn: Conn | None = None
@@ -219,8 +219,15 @@ class PostgresLeases:
             params = self._params(
                 session_id, owner=owner, pid=pid, host=host, started=started, ttl=ttl
             )
+            if tries == 1:  # a live holder is refused at once, without waiting on its row
+                holder = _holder(conn.execute(self._row, (session_id,)).fetchone())
+                if holder is not None:
+                    raise SessionLeasedError(session_id, holder)
             with conn.transaction():
-                row = conn.execute(self._row_for_update, (session_id,)).fetchone()
+                try:  # NOWAIT: a holder's fenced write locks the row (it may be stopped there)
+                    row = conn.execute(self._row_for_update, (session_id,)).fetchone()
+                except psycopg.errors.LockNotAvailable as e:
+                    raise SessionLeasedError(session_id, None) from e
                 if row is None:
                     got = conn.execute(self._insert, params).fetchone()
                     if got is None:

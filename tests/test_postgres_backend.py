@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -331,3 +332,39 @@ def test_a_lock_timeout_is_retried(postgres_server: Server, schema: str) -> None
             finally:
                 release.join()
         assert ["a", "b"] == texts(cp.read("s"))
+
+
+def test_an_acquire_never_waits_on_a_holder_stopped_inside_its_fenced_write(
+    postgres_server: Server, schema: str
+) -> None:
+    """A holder stopped inside a fenced write (its transaction share-locks its leases row):
+    another checkpointer's acquire of that session is refused at once with
+    SessionLeasedError, also once the lease has expired, and an acquire of another session
+    is not held up. It waited on the row lock (the lock timeout, again and again, until the
+    server ended the stopped transaction: ~30 s), holding up the process's other leases."""
+    dsn = postgres_server.dsn
+    with (
+        postgres_checkpointer(dsn, schema=schema) as a,
+        postgres_checkpointer(dsn, schema=schema) as b,
+    ):
+        held = a.acquire_lease("s", ttl=1.0)
+        a.append("s", prompts("by a"), lease=held)
+        with (
+            psycopg.connect(dsn, autocommit=True) as stopped,
+            stopped.transaction(),  # what a's fenced write holds while a is stopped
+        ):
+            stopped.execute(
+                f'SELECT 1 FROM "{schema}".leases WHERE session_id = %s FOR SHARE', ("s",)
+            )
+            start = time.monotonic()
+            with pytest.raises(SessionLeasedError):
+                b.acquire_lease("s")
+            a._lease_rows._held.clear()  # a stops renewing: its lease expires
+            time.sleep(1.5)
+            with pytest.raises(SessionLeasedError):
+                b.acquire_lease("s")
+            with b.acquire_lease("other"):
+                pass
+            assert time.monotonic() - start < 4.5  # a hang guard: the lock timeout is 5 s
+        with b.acquire_lease("s") as taken:  # the write ended: the expired lease is free
+            assert held.token < taken.token
