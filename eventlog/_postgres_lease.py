@@ -132,6 +132,7 @@ class PostgresLeases:
         self._renew_q, self._release_q = q(_RENEW, s), q(_RELEASE, s)
         self._drop_q = q("DELETE FROM {s}.leases WHERE session_id = %s", s)
         self._is_mine, self._row_for_update = q(_IS_MINE, s), q(_ROW + " FOR UPDATE OF l NOWAIT", s)
+        self._row_unless_locked = q(_ROW + " FOR UPDATE OF l SKIP LOCKED", s)
         self._held: dict[Lease, float] = {}
         self._lock = threading.Lock()
         self._conn: Conn | None = None
@@ -158,10 +159,12 @@ class PostgresLeases:
                             return fn(conn)
                     return fn(self._connection())
             except psycopg.Error as e:
-                if classify(e) == "fatal" or time.monotonic() + delay > deadline:
+                kind = classify(e)
+                if kind == "fatal" or time.monotonic() + delay > deadline:
                     raise translate(e, what) from e
-                with self._conn_lock:
-                    self._drop_connection()
+                if kind == "lost":  # only then: dropping the connection that vouches for the
+                    with self._conn_lock:  # leases held here frees every one of them
+                        self._drop_connection()
             time.sleep(delay)
             delay = min(delay * 2, 2.0)
 
@@ -276,8 +279,8 @@ class PostgresLeases:
         """Delete the leases row of a deleted session unless a live holder has it."""
 
         def drop(conn: Conn) -> None:
-            with conn.transaction():
-                row = conn.execute(self._row_for_update, (session_id,)).fetchone()
+            with conn.transaction():  # a row someone locks (takes, writes under) stays
+                row = conn.execute(self._row_unless_locked, (session_id,)).fetchone()
                 if row is not None and _holder(row) is None:
                     conn.execute(self._drop_q, (session_id,))
 

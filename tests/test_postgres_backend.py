@@ -368,3 +368,49 @@ def test_an_acquire_never_waits_on_a_holder_stopped_inside_its_fenced_write(
             assert time.monotonic() - start < 4.5  # a hang guard: the lock timeout is 5 s
         with b.acquire_lease("s") as taken:  # the write ended: the expired lease is free
             assert held.token < taken.token
+
+
+def test_a_lock_timeout_on_the_lease_connection_keeps_every_lease(
+    postgres_server: Server, schema: str
+) -> None:
+    """A renewal that waits on its row past the lock timeout (another connection share-locks
+    it: a fenced write of a stopped holder) is retried on the same connection. The connection
+    was dropped, and with it the backend that vouches for every lease this checkpointer holds:
+    each of them was free for any other host to take."""
+    dsn = postgres_server.dsn
+    with (
+        postgres_checkpointer(dsn, schema=schema) as a,
+        postgres_checkpointer(dsn, schema=schema) as b,
+    ):
+        held = a.acquire_lease("s", owner="a")
+        other = a.acquire_lease("t", owner="a")
+        locked, done = threading.Event(), threading.Event()
+
+        def lock_the_row() -> None:
+            with (
+                psycopg.connect(dsn, autocommit=True) as conn,
+                conn.transaction(),
+            ):
+                conn.execute(
+                    f'SELECT 1 FROM "{schema}".leases WHERE session_id = %s FOR SHARE', ("s",)
+                )
+                locked.set()
+                done.wait(30)
+
+        locker = threading.Thread(target=lock_the_row)
+        locker.start()
+        assert locked.wait(30)
+        renewer = threading.Thread(target=a._lease_rows._renew)  # what the renewer runs
+        renewer.start()
+        try:
+            time.sleep(5.8)  # past the 5 s lock timeout of the renewal's UPDATE
+            for sid in ("s", "t"):
+                holder = b.lease_holder(sid)
+                assert holder is not None, sid
+                assert "a" == holder.owner
+        finally:
+            done.set()
+            locker.join(30)
+            renewer.join(30)
+        assert not held.lost
+        assert not other.lost
