@@ -53,7 +53,7 @@ from ._filelease import (
 )
 from ._filerepair import assess_log, salvage_log
 from ._filerewrite import new_generation, rewrite_log, unlink_quietly
-from ._filescan import check_log, read_header, read_log, verify_frames
+from ._filescan import Tail, check_log, read_header, read_log, verify_frames
 from ._follow import poll_for_change
 from ._frames import (
     FILE_HEADER_SIZE,
@@ -75,6 +75,7 @@ _log = get_logger("liteagent.eventlog")
 Durability = Literal["normal", "full"]
 _MAX_OPEN_HANDLES = 128
 _MAX_VERIFIED = 16384  # verified prefixes remembered for sessions whose handle was evicted
+_MAX_TAILS = 16384  # where reads of a log last found a frame to end, per session
 _RO = os.O_RDONLY | os.O_CLOEXEC
 _RW = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
 _LEFTOVER_TRIES = 5  # looks at a log replaced while it is looked at
@@ -172,6 +173,7 @@ class FileCheckpointer(Checkpointer):
         self._handles_lock = threading.Lock()
         # What evicted handles had verified, so a session coming back is not scanned again.
         self._verified: dict[str, tuple[int, int, int, int]] = {}
+        self._tails: dict[str, Tail] = {}  # where reads of each log found a frame to end
         self._blob_store = FileBlobStore(root / "blobs", codec, durability=durability)
 
     def _forked(self) -> None:
@@ -444,6 +446,8 @@ class FileCheckpointer(Checkpointer):
                     codec=self._codec,
                     check_open=self._check_open,
                     replaced=lambda generation: self._replaced(session_id, generation),
+                    tail=self._tails.get(session_id),
+                    read_to=lambda tail: self._read_to(session_id, tail),
                 )
                 if events is not None:
                     yield from events
@@ -451,6 +455,16 @@ class FileCheckpointer(Checkpointer):
             finally:
                 close_unlocked(fd)
             # The file was replaced between open and lock: read the current one.
+
+    def _read_to(self, session_id: str, tail: Tail) -> None:
+        """A read found a whole frame ending at ``tail``: the next read after its seq starts
+        there (a live tail no longer walks the whole log for each new event)."""
+        known = self._tails.get(session_id)
+        if known is None or known[:2] != tail[:2] or known.seq < tail.seq:
+            if len(self._tails) >= _MAX_TAILS and session_id not in self._tails:
+                with contextlib.suppress(RuntimeError, StopIteration, KeyError):  # (raced)
+                    self._tails.pop(next(iter(self._tails)))  # the oldest: it stays small
+            self._tails[session_id] = tail
 
     def _check_not_cut(self, session_id: str, fd: int) -> None:
         """Raise :class:`CorruptLogError` when the log open as ``fd`` is shorter than this

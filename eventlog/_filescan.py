@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 from ._checkread import unknown_kinds
 from ._codec import Codec
@@ -30,7 +31,7 @@ from ._frames import (
 )
 from ._fsutil import open_regular
 
-__all__ = ["check_log", "read_header", "read_log", "snapshot_size", "verify_frames"]
+__all__ = ["Tail", "check_log", "read_header", "read_log", "snapshot_size", "verify_frames"]
 
 _CHECK_EVERY = 1 << 20  # while reading, look for a replaced file after each MiB
 
@@ -88,18 +89,39 @@ def read_log(
     codec: Codec | None,
     check_open: Callable[[], None],
     replaced: Callable[[int], CheckpointConflictError],
+    tail: Tail | None = None,
+    read_to: Callable[[Tail], None] | None = None,
 ) -> Iterator[StoredEvent] | None:
     """Return an iterator over the events of the open log ``fd`` after ``since``, or None when
     ``path`` no longer names that file (the caller opens the current one and retries).
 
     ``check_open`` raises when the checkpointer was closed; ``replaced(generation)`` builds the
     conflict raised when the file is truncated or deleted while the caller iterates.
+
+    ``tail`` is where an earlier read of this file found a whole frame to end (see
+    :class:`Tail`): a read after its seq starts there instead of walking every frame header
+    from the start (a live tail reads each new event so). ``read_to`` is told where each
+    frame read ends.
     """
     ino = os.fstat(fd).st_ino
     end = snapshot_size(fd, path, ino)
     if end is None:
         return None
-    return _events(fd, path, ino, end, session_id, since, codec, check_open, replaced)
+    return _events(
+        fd, path, ino, end, session_id, since, codec, check_open, replaced, tail, read_to
+    )
+
+
+class Tail(NamedTuple):
+    """Where a whole frame of a log file ends: the file (inode, generation), the frame's last
+    seq, and the offset just after it. A log is never changed in place before its end (a
+    truncate or a repair writes a new file, with a new generation), so a later read of the
+    same file may start there."""
+
+    ino: int
+    generation: int
+    seq: int
+    offset: int
 
 
 def _events(  # noqa: PLR0917 -- the private body of read_log
@@ -112,6 +134,8 @@ def _events(  # noqa: PLR0917 -- the private body of read_log
     codec: Codec | None,
     check_open: Callable[[], None],
     replaced: Callable[[int], CheckpointConflictError],
+    tail: Tail | None,
+    read_to: Callable[[Tail], None] | None,
 ) -> Iterator[StoredEvent]:
     if end == 0:
         return
@@ -121,6 +145,13 @@ def _events(  # noqa: PLR0917 -- the private body of read_log
         )
     generation = read_header(fd, session_id).generation
     expected, offset, checked = 1, FILE_HEADER_SIZE, FILE_HEADER_SIZE
+    if (
+        tail is not None
+        and (tail.ino, tail.generation) == (ino, generation)
+        and tail.seq <= since
+        and FILE_HEADER_SIZE <= tail.offset <= end
+    ):
+        expected, offset, checked = tail.seq + 1, tail.offset, tail.offset
     while True:
         torn = False
         for item in FrameScanner(fd, offset, end, skip_through=since):
@@ -136,6 +167,8 @@ def _events(  # noqa: PLR0917 -- the private body of read_log
             expected = item.last_seq + 1
             offset = item.end
             if item.last_seq <= since:
+                if read_to is not None:
+                    read_to(Tail(ino, generation, item.last_seq, offset))
                 continue
             if offset - checked >= _CHECK_EVERY:
                 checked = offset
@@ -147,6 +180,8 @@ def _events(  # noqa: PLR0917 -- the private body of read_log
             bad = _count_damage(item, len(records))
             if bad is not None:
                 raise CorruptLogError(session_id, first, bad.reason)
+            if read_to is not None:
+                read_to(Tail(ino, generation, item.last_seq, offset))
             if first <= since:
                 records = records[since - first + 1 :]
                 first = since + 1

@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -784,3 +785,39 @@ def test_a_forked_child_keeps_no_copy_of_a_lease_file(tmp_path: Path) -> None:
             for t in threads:
                 t.join(30)
         held.release()
+
+
+def test_a_read_after_what_was_read_starts_where_that_read_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read after the seq an earlier read of the same log reached starts at the end of that
+    read's last frame: a live tail of a long log walked every frame header from the start
+    for each new event (0.3 s an event at 300,000 events). A truncate or a delete (a new file,
+    a new generation) is read from the start again, and gives what is there."""
+    from liteagent.eventlog import _filescan
+
+    starts: list[int] = []
+    scanner = _filescan.FrameScanner
+
+    def recorded(fd: int, offset: int, end: int, **kw: Any) -> Any:
+        starts.append(offset)
+        return scanner(fd, offset, end, **kw)
+
+    monkeypatch.setattr(_filescan, "FrameScanner", recorded)
+    with file_checkpointer(tmp_path / "s") as cp, file_checkpointer(tmp_path / "s") as reader:
+        cp.append("a", prompts(*(f"p{i}" for i in range(50))))
+        assert 50 == len(list(reader.read("a")))
+        for i in range(50, 60):
+            cp.append("a", prompts(f"p{i}"))
+            starts.clear()
+            assert [f"p{i}"] == texts(reader.read("a", i))
+            assert starts
+            assert min(starts) > FILE_HEADER_SIZE
+        cp.truncate("a", 5)
+        cp.append("a", prompts("after"))
+        assert ["after"] == texts(reader.read("a", 5))
+        assert ["p0", "p1", "p2", "p3", "p4", "after"] == texts(reader.read("a"))
+        cp.delete("a")
+        cp.append("a", prompts("new"))
+        assert ["new"] == texts(reader.read("a", 0))
+        assert [] == texts(reader.read("a", 1))
