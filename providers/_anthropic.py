@@ -2,9 +2,12 @@
 
 Each call opens ``messages.stream`` (``beta.messages.stream`` when the request carries native
 context edits), forwards the live deltas, and ends with the SDK's accumulated final message
-converted to liteagent's types. The SDK retries 429/5xx/529 itself (``max_retries``) before the
-stream starts; a stream that breaks after it started is never retried and never returns a
-partial message. The API key is read from ``api_key=`` or ``ANTHROPIC_API_KEY`` and never
+converted to liteagent's types. What the SDK would retry (429, 5xx, 529, a lost connection;
+the client's ``max_retries`` times) is retried here, before the stream starts, after the wait
+the server asks for (at most a minute: a longer one is raised at once, for the caller to
+decide) or a backoff; a cancel ends the wait at once (the SDK's own retries slept where no
+cancel reached them). A stream that breaks after it started is never retried and never
+returns a partial message. The API key is read from ``api_key=`` or ``ANTHROPIC_API_KEY`` and never
 logged or shown in a repr.
 """
 
@@ -14,6 +17,7 @@ import contextlib
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -29,7 +33,7 @@ from ._anthropic_convert import (
     count_tokens_params,
     request_params,
 )
-from ._anthropic_errors import map_error
+from ._anthropic_errors import map_error, retry_after
 from ._contract import (
     CLEAR_THINKING,
     CLEAR_TOOL_USES,
@@ -60,6 +64,10 @@ class AnthropicProvider(ModelProvider):
     def __init__(self, client: anthropic.Anthropic, betas: Sequence[str]) -> None:
         self._client = client
         self._betas = tuple(betas)
+        # The streams open without the SDK's retries, which sleep where no cancel reaches
+        # them, as long as a server's retry-after says (up to ~49 days): see _enter.
+        self._max_retries = max(int(getattr(client, "max_retries", 2)), 0)
+        self._once = client.with_options(max_retries=0)
 
     @property
     def name(self) -> str:
@@ -81,21 +89,44 @@ class AnthropicProvider(ModelProvider):
         betas = sorted({*betas, *self._betas})
         return self._stream(params, betas, cancel)
 
-    def _open(self, params: dict[str, Any], betas: list[str]) -> Any:
+    def _open(self, params: dict[str, Any], betas: list[str], tries: int = 0) -> Any:
+        if tries:  # the header the SDK's own retries send
+            params = {**params, "extra_headers": {"x-stainless-retry-count": str(tries)}}
         if betas:
-            return self._client.beta.messages.stream(**params, betas=betas)
-        return self._client.messages.stream(**params)
+            return self._once.beta.messages.stream(**params, betas=betas)
+        return self._once.messages.stream(**params)
+
+    def _enter(
+        self, params: dict[str, Any], betas: list[str], cancel: CancelToken | None
+    ) -> tuple[Any, Any]:
+        """Open the stream (the HTTP request happens here), retrying what the SDK would retry
+        (429, 5xx, 529, a lost connection; ``max_retries`` times) after the wait the server
+        asks for (or a backoff), which a cancel ends at once. A server that asks for more
+        than :data:`_MAX_RETRY_WAIT_S` gets its error raised at once (a
+        :class:`~liteagent.providers.RateLimitError` carries the wait as ``retry_after``):
+        the caller decides whether to wait that long."""
+        tries = 0
+        while True:
+            manager = self._open(params, betas, tries)
+            try:
+                return manager, manager.__enter__()
+            except BaseException as e:
+                wait = _retry_wait(e, tries, self._max_retries)
+                if wait is None or (cancel is not None and cancel.cancelled):
+                    raise _translated(e, streaming=False, cancel=cancel) from e
+                _log.info("anthropic.retry", attempt=tries + 1, wait_s=round(wait, 3))
+            tries += 1
+            if cancel is None:
+                time.sleep(wait)
+            elif cancel.wait(wait):
+                raise OperationCancelledError(cancel.reason or "cancelled")
 
     def _stream(
         self, params: dict[str, Any], betas: list[str], cancel: CancelToken | None
     ) -> Iterator[StreamEvent]:
         if cancel is not None:
             cancel.raise_if_cancelled()
-        manager = self._open(params, betas)
-        try:
-            stream = manager.__enter__()  # the HTTP request (and the SDK's retries) happen here
-        except BaseException as e:
-            raise _translated(e, streaming=False, cancel=cancel) from e
+        manager, stream = self._enter(params, betas, cancel)
         interrupt = _Interrupt(stream)
         unregister = cancel.on_cancel(interrupt) if cancel is not None else (lambda: None)
         finished = False
@@ -190,6 +221,31 @@ class _Interrupt:
                     sock.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(Exception):
                 self._stream.close()
+
+
+_MAX_RETRY_WAIT_S = 60.0  # a longer wait a server asks for is the caller's to make
+_FIRST_BACKOFF_S, _MAX_BACKOFF_S = 0.5, 8.0  # the SDK's backoff, without its jitter
+
+
+def _retry_wait(e: BaseException, tries: int, max_retries: int) -> float | None:
+    """Seconds to wait before trying again after ``e`` (the ``tries``-th retry would be
+    next), or None when it is not to be retried."""
+    if tries >= max_retries:
+        return None
+    backoff = min(_FIRST_BACKOFF_S * 2.0**tries, _MAX_BACKOFF_S)
+    if isinstance(e, anthropic.APIStatusError):
+        should = e.response.headers.get("x-should-retry")
+        if should == "false":
+            return None
+        if should != "true" and not (e.status_code in (408, 409, 429) or e.status_code >= 500):
+            return None
+        asked = retry_after(e.response.headers)
+        if asked is None or not asked > 0:  # (NaN too)
+            return backoff
+        return None if asked > _MAX_RETRY_WAIT_S else asked
+    if isinstance(e, anthropic.APIConnectionError):  # a timeout too
+        return backoff
+    return None
 
 
 def _translated(e: BaseException, *, streaming: bool, cancel: CancelToken | None) -> BaseException:

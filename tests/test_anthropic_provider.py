@@ -58,6 +58,7 @@ from liteagent.providers._contract import (
 )
 from liteagent.providers.testing import (
     FakeMessagesServer,
+    api_error,
     authentication_error,
     compaction,
     context_overflow,
@@ -672,3 +673,42 @@ def test_outbound_messages_are_the_interchange_shape(messages: list[Message], ca
     params, _ = request_params(ModelRequest(model=MODEL, messages=tuple(messages), cache=cache))
     assert messages_to_dicts(messages) == _strip_cache(params["messages"])
     assert messages == messages_from_dicts(_strip_cache(params["messages"]))
+
+
+def test_a_retry_after_beyond_a_minute_is_raised_at_once(server: FakeMessagesServer) -> None:
+    """A 429 asking to wait an hour is a RateLimitError at once, carrying the wait, for the
+    caller to decide: the SDK slept as long as the server said (up to ~49 days), where no
+    cancel reached it."""
+    server.add(rate_limited(retry_after_ms=None, retry_after=3600))
+    start = time.monotonic()
+    with pytest.raises(RateLimitError) as info:
+        _events(_provider(server, max_retries=2), _request())
+    assert 3600 == info.value.retry_after
+    assert 1 == len(server.requests)
+    assert time.monotonic() - start < 30  # a hang guard: the server asked for an hour
+
+
+def test_a_cancel_ends_the_wait_before_a_retry(server: FakeMessagesServer) -> None:
+    """A cancel while waiting the 20 s a 529 asked for raises OperationCancelledError at
+    once; nothing is sent again."""
+    server.add(overloaded(retry_after_ms=20_000), message([text("late")]))
+    cancel = CancelToken()
+    timer = threading.Timer(0.3, cancel.cancel)
+    timer.start()
+    start = time.monotonic()
+    try:
+        with pytest.raises(OperationCancelledError):
+            _events(_provider(server, max_retries=2), _request(), cancel=cancel)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - start < 10  # a hang guard: the wait asked for is 20 s
+    assert 1 == len(server.requests)
+
+
+def test_retries_follow_the_clients_max_retries(server: FakeMessagesServer) -> None:
+    """Retries happen as the SDK's did: ``max_retries`` times, each request carrying its
+    retry count, the last error raised."""
+    server.add(*(api_error() for _ in range(3)), message([text("never")]))
+    with pytest.raises(ProviderUnavailableError):
+        _events(_provider(server, max_retries=2), _request())
+    assert [0, 1, 2] == [r.retry_count for r in server.requests]
