@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import inspect
-import itertools
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -264,12 +263,13 @@ def _raw_call(block: RawBlock) -> Any:
 
 
 def _fresh_id(seen: set[str], basis: str) -> str:
-    for n in itertools.count():
+    n = 0
+    while True:
         digest = hashlib.sha256(f"{basis}:{n}".encode("utf-8", "surrogatepass")).hexdigest()
         ident = f"toolu_liteagent_{digest[:24]}"
         if ident not in seen:
             return ident
-    raise AssertionError  # unreachable: count() never ends
+        n += 1
 
 
 def checked_output(output: object) -> ToolOutput:
