@@ -45,6 +45,9 @@ def _agent(cp: Checkpointer, work: Path, n: int, name: str) -> LiteAgent:
 
 @pytest.mark.parametrize("kind", ["file", "sqlite"])
 def test_turns_taken_in_turn_fold_only_what_the_other_appended(kind: str, tmp_path: Path) -> None:
+    """Six turns each, alternating: after its first fold of the whole log, each agent reads
+    only from where it was (every later read starts after seq 0), and the log holds every
+    prompt in order."""
     with _store(kind, tmp_path) as one, _store(kind, tmp_path) as two:
         seen_one, seen_two = _reads(one), _reads(two)
         with _agent(one, tmp_path, 6, "a") as a, _agent(two, tmp_path, 6, "b") as b:

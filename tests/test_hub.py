@@ -25,6 +25,8 @@ def _held(hub: EventHub) -> int:
 
 
 def test_a_dropped_subscription_is_released() -> None:
+    """Subscriptions nobody references any more (blocking and async, of all sessions and of
+    one) leave the hub; the one kept still gets its events, and leaves when closed."""
     hub = EventHub()
     kept = hub.subscribe(maxsize=4)
     for i in range(100):
@@ -64,6 +66,8 @@ def test_many_subscriptions_each_get_their_sessions_events() -> None:
 
 
 def test_an_agents_dropped_subscriptions_no_longer_take_its_events(tmp_path: Path) -> None:
+    """200 subscriptions an agent's caller dropped: the agent's hub holds only the one still
+    in use while a turn runs."""
     with create_lite_agent(
         model=scripted([reply(str(i)) for i in range(3)]),
         model_name="m",
