@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _lease_procs import ForkServer, result, signal_file, wait_file, wait_until
+from _lease_procs import ForkServer, fork_server, result, signal_file, wait_file, wait_until
 from _restore_model import call, reply
 
 from liteagent.eventlog import Checkpointer, sqlite_checkpointer
@@ -32,18 +32,17 @@ SESSION = "s"
 
 
 @pytest.fixture(scope="module")
-def fork_server() -> Iterator[ForkServer]:
-    server = ForkServer()
-    try:
-        yield server
-    finally:
-        server.close()
+def server() -> Iterator[ForkServer]:
+    """One fork server per module (importing liteagent takes seconds)."""
+    with fork_server() as s:
+        yield s
 
 
 @pytest.fixture
-def procs(fork_server: ForkServer) -> Iterator[ForkServer]:
-    yield fork_server
-    fork_server.kill_all()
+def procs(server: ForkServer) -> Iterator[ForkServer]:
+    """The fork server; children a failed test left behind are killed afterwards."""
+    yield server
+    server.kill_all()
 
 
 class Scene:

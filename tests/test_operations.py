@@ -57,11 +57,13 @@ def first_text(messages: Sequence[Message]) -> str:
 
 
 class Gated(Compactor):
-    """Calls ``wait`` with the session's first prompt, then reports nothing to reduce; counts
-    the compactions running at once and records the order they started in."""
+    """Calls ``wait`` with the session's first prompt (and with ``with_cancel``, the
+    compaction's cancel token), then reports nothing to reduce; counts the compactions
+    running at once and records the order they started in."""
 
-    def __init__(self, wait: Callable[[str], object]) -> None:
+    def __init__(self, wait: Callable[..., object], *, with_cancel: bool = False) -> None:
         self.wait = wait
+        self.with_cancel = with_cancel
         self.lock = threading.Lock()
         self.running = 0
         self.peak = 0
@@ -85,7 +87,10 @@ class Gated(Compactor):
             self.peak = max(self.peak, self.running)
             self.started.append(name)
         try:
-            self.wait(name)
+            if self.with_cancel:
+                self.wait(name, cancel)
+            else:
+                self.wait(name)
         finally:
             with self.lock:
                 self.running -= 1
@@ -565,22 +570,7 @@ def test_a_restore_does_not_wait_for_an_idle_compaction_queued_behind_it(
     queued behind it: the restore, once it runs, cancels the queued compaction and goes on. It
     waited up to 30 s for that compaction to stop, which could not start before the restore
     gave its place up."""
-    started = threading.Event()
-
-    class Slow(Compactor):
-        def maybe_compact(
-            self,
-            messages: Sequence[Message],
-            usage: Any = None,
-            instructions: str | None = None,
-            *,
-            cancel: Any = None,
-        ) -> CompactResult:
-            started.set()
-            time.sleep(1.0)
-            return CompactResult(
-                messages=list(messages), changed=False, tokens_before=1, tokens_after=1
-            )
+    slow = Gated(lambda name: time.sleep(1.0))
 
     async def main() -> float:
         async with create_async_lite_agent(
@@ -588,7 +578,7 @@ def test_a_restore_does_not_wait_for_an_idle_compaction_queued_behind_it(
             model_name="m",
             workdir=tmp_path,
             checkpointer=memory_checkpointer(),
-            compactor=Slow(),
+            compactor=slow,
             max_operations=1,
             context={"idle_compact_after": 0.2},
         ) as agent:
@@ -602,7 +592,7 @@ def test_a_restore_does_not_wait_for_an_idle_compaction_queued_behind_it(
             restore = asyncio.create_task(agent.restore("s", seq))  # queued behind it, and
             await busy  # the idle compaction of "s", due at 0.2 s, queued behind the restore
             await restore
-            assert started.is_set()
+            assert ["hello"] == slow.started
             return time.monotonic() - start
 
     took = asyncio.run(asyncio.wait_for(main(), 120))
@@ -616,23 +606,12 @@ def test_a_task_following_iter_compact_cancelled_twice_leaves_no_unretrieved_err
     shutdown): the compaction's outcome is retrieved; asyncio logged "Future exception was
     never retrieved" at ERROR, with a traceback."""
 
-    class Slow(Compactor):
-        def maybe_compact(
-            self,
-            messages: Sequence[Message],
-            usage: Any = None,
-            instructions: str | None = None,
-            *,
-            cancel: Any = None,
-        ) -> CompactResult:
-            gate = threading.Event()
-            cancel.on_cancel(gate.set)
-            gate.wait(10)
-            time.sleep(0.2)  # takes a moment to stop
-            cancel.raise_if_cancelled()
-            return CompactResult(
-                messages=list(messages), changed=False, tokens_before=1, tokens_after=1
-            )
+    def stops_slowly(name: str, cancel: CancelToken) -> None:
+        gate = threading.Event()
+        cancel.on_cancel(gate.set)
+        gate.wait(10)
+        time.sleep(0.2)  # takes a moment to stop
+        cancel.raise_if_cancelled()
 
     async def main() -> None:
         async with create_async_lite_agent(
@@ -640,7 +619,7 @@ def test_a_task_following_iter_compact_cancelled_twice_leaves_no_unretrieved_err
             model_name="m",
             workdir=tmp_path,
             checkpointer=memory_checkpointer(),
-            compactor=Slow(),
+            compactor=Gated(stops_slowly, with_cancel=True),
         ) as agent:
             await agent.send("hello", session_id="s")
 
