@@ -6,10 +6,12 @@ Three paths that grew with the size before (each a defect found at a million eve
   files): per checkpoint it cost O(N) (each checkpoint planned its own restore), so the
   listing was quadratic. Reported: seconds per checkpoint at N small and N large, and their
   ratio (1.0: linear listing; N_large/N_small: quadratic).
-- A live tail (``follow``) of a file-backend log of E events, from another checkpointer (as a
-  second process would): each new event walked every frame header from the start. Reported:
+- A live tail (``follow``) of a file-backend log of E events appended two at a time, from
+  another checkpointer (as a second process would): each new event walked every frame
+  header from the start. Reported:
   the median latency from an append to its delivery at E small and E large, and the ratio.
-- ``subscribe`` and ``close`` of S live-event subscriptions: each copied every subscriber.
+- ``subscribe`` and ``close`` of S live-event subscriptions (each to every session): each
+  copied every subscriber.
   Reported: microseconds per subscription (subscribe and close) at S small and S large.
 
 Candidate and baseline sizes are measured in the same run, interleaved by rounds.
@@ -76,13 +78,19 @@ def _prompt(i: int) -> UserPrompt:
     return UserPrompt(content=(TextBlock(f"event {i} " + "x" * 200),))
 
 
-def _follow_latency(root: Path, events: int, probes: int) -> float:
-    """The median seconds from an append to its delivery to a follower of a log of
-    ``events`` events, read through another checkpointer."""
-    store = root / f"follow-{events}"
+def _log_of(store: Path, events: int) -> None:
+    """A file-backend session "s" of ``events`` events, appended two at a time (as a turn
+    appends them: one frame per append)."""
+    with file_checkpointer(store, durability="normal") as writer:
+        for start in range(0, events, 2):
+            writer.append("s", [_prompt(i) for i in range(start, min(start + 2, events))])
+
+
+def _follow_latency(store: Path, probes: int) -> float:
+    """The median seconds from an append to its delivery to a follower of the log at
+    ``store``, read through another checkpointer."""
     with file_checkpointer(store) as writer, file_checkpointer(store) as reader:
-        for start in range(0, events, 1000):
-            writer.append("s", [_prompt(i) for i in range(start, min(start + 1000, events))])
+        events = writer.head("s")
         follower = reader.follow("s", since=events)
         got: list[float] = []
         done = threading.Event()
@@ -113,7 +121,7 @@ def _subscription_us(count: int) -> tuple[float, float]:
     """Microseconds per subscribe and per close, with ``count`` subscriptions."""
     hub = EventHub()
     start = time.perf_counter()
-    subs = [hub.subscribe(maxsize=8, session_id=f"s{i % 50}") for i in range(count)]
+    subs = [hub.subscribe(maxsize=8) for _ in range(count)]  # each to every session
     mid = time.perf_counter()
     for sub in subs:
         sub.close()
@@ -154,11 +162,13 @@ def main() -> None:
             f"{turns[1] / turns[0]:.1f})"
         )
 
+        for e in events:
+            _log_of(root / f"follow-{e}", e)
         lat: dict[int, list[float]] = {e: [] for e in events}
         for r in range(rounds):
             order = events if r % 2 == 0 else tuple(reversed(events))
             for e in order:
-                lat[e].append(_follow_latency(root / f"r{r}", e, 20))
+                lat[e].append(_follow_latency(root / f"follow-{e}", 20))
         small, large = (statistics.median(lat[e]) for e in events)
         print(
             f"follow (file backend, another checkpointer): {events[0]} events "
