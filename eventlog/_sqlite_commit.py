@@ -246,10 +246,14 @@ class WriteInterruptedError(LiteAgentError):
     committed."""
 
 
+_NOT_RUN = WriteInterruptedError("the write was interrupted before it ran")  # a marker only
+
+
 def unsettled(items: list[Item]) -> None:
-    """Before committing ``items``: each is a failure until its transaction settles it."""
+    """Before committing ``items``: each is a failure until its transaction settles it (the
+    marker is never raised itself: :func:`outcome` raises a new error for it)."""
     for it in items:
-        it.error, it.result = WriteInterruptedError("the write was interrupted before it ran"), None
+        it.error, it.result = _NOT_RUN, None
 
 
 def interrupted(conn: apsw.Connection, items: list[Item], cause: BaseException) -> None:
@@ -273,6 +277,8 @@ def outcome(item: Item) -> Any:
     if e is None:
         return item.result
     item.error = None
+    if e is _NOT_RUN:
+        raise WriteInterruptedError("the write was interrupted before it ran")
     if isinstance(e, (apsw.Error, OSError, UnicodeError)):
         raise map_error(e, item.session_id) from e
     raise e

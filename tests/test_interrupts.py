@@ -28,6 +28,14 @@ from liteagent.eventlog import (
     file_checkpointer,
     sqlite_checkpointer,
 )
+from liteagent.eventlog._sqlite_commit import (
+    Item,
+    WriteInterruptedError,
+    interrupted,
+    outcome,
+    unsettled,
+    waiter,
+)
 from liteagent.providers import scripted
 from liteagent.sdk import create_lite_agent
 
@@ -146,3 +154,24 @@ def test_an_interrupt_as_the_maintenance_lock_is_granted_frees_it(
         monkeypatch.setattr(_maintenance, "ask", real_ask)
         assert "three" == agent.send("after the Ctrl-C", session_id="s").text
         agent.restore("s", agent.list_checkpoints("s")[0].seq)
+
+
+def test_the_writes_of_a_batch_an_interrupt_cut_short_fail(tmp_path: Path) -> None:
+    """The writes of other threads in a batch whose leader was interrupted (between two
+    statements, with its transaction open or before it began) are rolled back and fail with
+    WriteInterruptedError: none is reported written, and the database is not left locked."""
+    conn = apsw.Connection(str(tmp_path / "x.db"))
+    conn.execute("CREATE TABLE t (x)")
+    items = [Item(lambda c, tx: c.execute("INSERT INTO t VALUES (1)"), "s", "", 0, waiter())]
+    items += [Item(lambda c, tx: None, "s", "", 0, waiter()) for _ in range(2)]
+    unsettled(items)
+    conn.execute("BEGIN IMMEDIATE")  # the batch's transaction began: its writes reset
+    items[0].error = items[1].error = None
+    items[0].op(conn, None)
+    interrupted(conn, items, KeyboardInterrupt())
+    assert not conn.in_transaction
+    for it in items:
+        with pytest.raises(WriteInterruptedError):
+            outcome(it)
+    assert [] == list(conn.execute("SELECT x FROM t"))
+    conn.close()
