@@ -38,7 +38,7 @@ _TEMP_PREFIX = ".liteagent-put-"
 
 
 def _temp_prefix(name: str) -> str:
-    """The start of the temp names of writes to ``name``: a fixed 31 characters (the name's
+    """The start of the temp names of writes to ``name``: a fixed 32 characters (the name's
     hash, not the name, so a 255-byte name still has a temp name the file system accepts, and
     a user's own file that only looks like a temp file of it is never taken for one)."""
     digest = hashlib.sha256(os.fsencode(name)).hexdigest()[:16]
