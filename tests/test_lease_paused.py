@@ -147,14 +147,23 @@ def test_a_delete_stopped_past_its_lease_deletes_nothing(procs: ForkServer, scen
         assert events == list(scene.cp.read(SESSION))
 
 
+@pytest.mark.parametrize(
+    "pause",
+    [
+        ["liteagent.actors._restore_files", "put_file", 1, "after"],
+        ["checkpointer", "truncate", 1, "before"],
+    ],
+    ids=["after-the-first-file", "before-the-conclusion"],
+)
 def test_a_restore_stopped_past_its_lease_changes_no_file_and_keeps_the_branch(
-    procs: ForkServer, scene: Scene
+    procs: ForkServer, scene: Scene, pause: list[Any]
 ) -> None:
-    """The child's restore is stopped after putting back the first of two files; another
-    process finishes the interrupted restore (which keeps a branch) and writes both files
-    again; continued, the child writes no file, puts none back and deletes no branch: before,
-    it wrote its second file, then "rolled back" both over the new holder's and deleted the
-    branch the new holder's undo needs."""
+    """The child's restore is stopped after putting back the first of two files (or with
+    both put back, before the truncate that concludes it); another process finishes the
+    interrupted restore (which keeps a branch) and writes both files again; continued, the
+    child writes no file, puts none back and deletes no branch: before, it wrote its second
+    file, then "rolled back" both over the new holder's and deleted the branch the new
+    holder's undo needs."""
     for name in ("a.txt", "b.txt"):
         (scene.work / name).write_text("v0")
     writes = [
@@ -164,7 +173,6 @@ def test_a_restore_stopped_past_its_lease_changes_no_file_and_keeps_the_branch(
     ]
     with scene.agent(*writes) as b:
         b.send("write v1", session_id=SESSION)
-    pause = ["liteagent.actors._restore_files", "put_file", 1, "after"]
     pid = procs.start(**scene.job(op="restore", pause=pause))
     stopped_past_its_lease(scene, pid, "paused")
     again = [
