@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import builtins
+import contextlib
 import math
 import os
 import threading
@@ -76,7 +77,10 @@ def open_checkpointers() -> list[Checkpointer]:
 
 def _forget_in_child() -> None:
     for cp in open_checkpointers():
-        cp._forget_in_child()
+        # One whose construction failed halfway (still referenced by its traceback) has
+        # nothing of the parent's to let go of; a fork hook must never raise.
+        with contextlib.suppress(Exception):
+            cp._forget_in_child()
 
 
 os.register_at_fork(after_in_child=_forget_in_child)

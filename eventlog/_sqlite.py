@@ -220,7 +220,10 @@ class SqliteCheckpointer(Checkpointer):
     def _fork_refs(self) -> list[object]:
         """Before a fork: what of this checkpointer holds SQLite connections (see
         :func:`_before_fork`)."""
-        with self._conns_lock:
+        lock = getattr(self, "_conns_lock", None)
+        if lock is None:  # its construction failed before it opened anything
+            return []
+        with lock:
             return [*self._conns, self._shared, self._writer]
 
     def _forked(self) -> None:
@@ -658,7 +661,10 @@ _ACROSS_FORK: list[object] = []  # the references taken before a fork (the paren
 def _before_fork() -> None:
     for cp in open_checkpointers():
         if isinstance(cp, SqliteCheckpointer):
-            _ACROSS_FORK.extend(cp._fork_refs())
+            # (one whose construction failed halfway holds no connection; a fork hook must
+            # never raise)
+            with contextlib.suppress(Exception):
+                _ACROSS_FORK.extend(cp._fork_refs())
 
 
 def _after_fork_in_parent() -> None:

@@ -107,3 +107,42 @@ def test_a_forked_child_does_not_share_its_parents_locks(tmp_path: Path) -> None
         lease.release()
     finally:
         cp.close()
+
+
+_HALF_BUILT = textwrap.dedent(
+    """
+    import os, sys
+    from liteagent.eventlog import InvalidArgumentError, file_checkpointer, sqlite_checkpointer
+    kept = []
+    for make in (
+        lambda: sqlite_checkpointer(sys.argv[1] + "/x.db", synchronous="bogus"),
+        lambda: file_checkpointer(sys.argv[1] + "/f", durability="bogus"),
+    ):
+        try:
+            make()
+        except InvalidArgumentError as e:
+            kept.append(e)  # its traceback keeps the half-built checkpointer alive
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    with sqlite_checkpointer(sys.argv[1] + "/ok.db") as cp:  # the process goes on as usual
+        cp.append("s", [])
+    print("done")
+    """
+)
+
+
+def test_a_fork_beside_a_checkpointer_whose_construction_failed_is_quiet(tmp_path: Path) -> None:
+    """A checkpointer whose construction failed halfway (kept alive by the traceback of its
+    error) is registered for the fork hooks: a fork then raised in the hooks, before the fork
+    in the parent and after it in the child ("Exception ignored in _before_fork"), which
+    under warnings-as-errors failed every test that forked a process afterwards."""
+    out = subprocess.run(
+        [sys.executable, "-W", "error", "-c", _HALF_BUILT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (0, "done\n", "") == (out.returncode, out.stdout, out.stderr)
