@@ -25,15 +25,15 @@ import secrets
 import socket
 import threading
 
-from liteagent.eventlog import (
+from liteagent.eventlog import SessionState
+from liteagent.eventlog._liveness import holder_gone, started_self
+from liteagent.eventlog.types import (
     BackgroundCompleted,
     BackgroundStarted,
     Event,
-    SessionState,
     TextBlock,
     UserPrompt,
 )
-from liteagent.eventlog._liveness import holder_gone, started_self
 
 from ._turn_tools import safe_text
 

@@ -20,17 +20,10 @@ from collections.abc import Sequence
 
 import msgspec
 
-from liteagent.eventlog import (
-    BlobStore,
-    BranchCreated,
-    Checkpointer,
-    RestoreFinished,
-    RestoreStarted,
-    StoredEvent,
-    UserPrompt,
-)
+from liteagent.eventlog import BlobStore, Checkpointer, StoredEvent
 from liteagent.eventlog._branches import branch_prefix, log_digest
 from liteagent.eventlog._gc import blob_refs
+from liteagent.eventlog.types import BranchCreated, RestoreFinished, RestoreStarted, UserPrompt
 
 from ._restore_plan import NoBranchError
 

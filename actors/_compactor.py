@@ -30,24 +30,22 @@ import pykka
 
 from liteagent.context import Compactor, CompactResult
 from liteagent.context._view import ConversationView
-from liteagent.eventlog import (
-    CancelToken,
+from liteagent.eventlog import CancelToken, Checkpointer, Lease, Position, SessionState
+from liteagent.eventlog._messages import merge_adjacent
+from liteagent.eventlog.errors import (
     CheckpointConflictError,
-    Checkpointer,
-    Compaction,
     InvalidArgumentError,
-    Lease,
     LiteAgentError,
-    Message,
     OperationCancelledError,
+)
+from liteagent.eventlog.types import (
+    Compaction,
+    Message,
     PassRecord,
-    Position,
-    SessionState,
     ToolResultBlock,
     ToolUseBlock,
     Usage,
 )
-from liteagent.eventlog._messages import merge_adjacent
 
 from ._envelope import ActorBase, ActorMessage, Envelope, ask, ask_or_cancel, start_actor
 from ._host_slots import HostSaturatedError

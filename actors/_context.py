@@ -34,26 +34,26 @@ from liteagent.context._engine import left_out_note
 from liteagent.context._llm import SUMMARY_HEADER
 from liteagent.context._tokens import fit_after_overflow, request_overhead_tokens
 from liteagent.context._turns import is_prompt
-from liteagent.eventlog import (
+from liteagent.eventlog import BlobStore, CancelToken, SessionState
+from liteagent.eventlog._logger import get_logger
+from liteagent.eventlog.errors import (
     BlobNotFoundError,
-    BlobStore,
-    CancelToken,
+    CodecError,
+    LiteAgentError,
+    OperationCancelledError,
+)
+from liteagent.eventlog.types import (
     ClearThinking,
     ClearToolUses,
-    CodecError,
     Compaction,
     ContentArchived,
     ContextEdit,
     ContextStatus,
-    LiteAgentError,
     Message,
-    OperationCancelledError,
     PassRecord,
-    SessionState,
     TextBlock,
     ToolResult,
 )
-from liteagent.eventlog._logger import get_logger
 from liteagent.providers import COMPACT, ContextOverflowError, ModelProvider
 from liteagent.providers._contract import ToolSchema
 from liteagent.tools import UnknownReferenceError

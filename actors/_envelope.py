@@ -32,14 +32,9 @@ from typing import Any, TypeVar
 import msgspec
 import pykka
 
-from liteagent.eventlog import (
-    CancelToken,
-    InvalidArgumentError,
-    Lease,
-    LiteAgentError,
-    OperationCancelledError,
-)
+from liteagent.eventlog import CancelToken, Lease
 from liteagent.eventlog._logger import get_logger
+from liteagent.eventlog.errors import InvalidArgumentError, LiteAgentError, OperationCancelledError
 
 from ._pool import ThreadPool
 from ._reply import Reply

@@ -16,15 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from liteagent.eventlog import (
-    Checkpointer,
-    Forked,
-    LiteAgentError,
-    RestoreFile,
-    SessionState,
-    StoredEvent,
-    fold,
-)
+from liteagent.eventlog import Checkpointer, SessionState, StoredEvent, fold
+from liteagent.eventlog.errors import LiteAgentError
+from liteagent.eventlog.types import Forked, RestoreFile
 
 from ._background import lost_records
 from ._branches import touch_refs

@@ -23,8 +23,9 @@ from typing import Any, Literal
 
 import pykka
 
-from liteagent.eventlog import CancelToken, LiteAgentError, OperationCancelledError
+from liteagent.eventlog import CancelToken
 from liteagent.eventlog._logger import get_logger
+from liteagent.eventlog.errors import LiteAgentError, OperationCancelledError
 
 from ._envelope import ActorMessage, ActorStoppedError, complete, fail, start_actor, tell
 from ._errors import AgentBusyError

@@ -24,8 +24,9 @@ from typing import Any
 
 import msgspec
 
-from liteagent.eventlog import InvalidArgumentError, validate_session_id
+from liteagent.eventlog import validate_session_id
 from liteagent.eventlog._shown import shown
+from liteagent.eventlog.errors import InvalidArgumentError
 
 __all__ = ["AsyncSubscription", "EventHub", "LiveEvent", "Missed", "Subscription"]
 

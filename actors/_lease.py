@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from liteagent.eventlog import Checkpointer, Lease, LeaseInfo, SessionLeasedError
+from liteagent.eventlog import Checkpointer, Lease, LeaseInfo
+from liteagent.eventlog.errors import SessionLeasedError
 
 from ._errors import AgentBusyError
 

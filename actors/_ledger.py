@@ -15,10 +15,10 @@ from typing import Any
 
 import msgspec
 
-from liteagent.eventlog import (
+from liteagent.eventlog import StoredEvent
+from liteagent.eventlog.types import (
     AssistantMessage,
     BackgroundCompleted,
-    StoredEvent,
     TextBlock,
     ToolResult,
     ToolUseBlock,

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import msgspec
 
-from liteagent.eventlog import BlobStore, LiteAgentError, SessionState, StoredEvent
+from liteagent.eventlog import BlobStore, SessionState, StoredEvent
+from liteagent.eventlog.errors import LiteAgentError
 
 from ._ledger import SideEffect, side_effects
 from ._restore_plan import FilePlan, plan_files, preflight, read_regular, unsafe_path

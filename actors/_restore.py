@@ -26,19 +26,10 @@ from typing import Any
 import msgspec
 import pykka
 
-from liteagent.eventlog import (
-    CancelToken,
-    CheckpointConflictError,
-    Checkpointer,
-    Lease,
-    LiteAgentError,
-    RestoreFile,
-    RestoreStarted,
-    SessionState,
-    StoredEvent,
-    fold,
-)
+from liteagent.eventlog import CancelToken, Checkpointer, Lease, SessionState, StoredEvent, fold
 from liteagent.eventlog._branches import new_branch_id
+from liteagent.eventlog.errors import CheckpointConflictError, LiteAgentError
+from liteagent.eventlog.types import RestoreFile, RestoreStarted
 
 from ._branches import Branch, list_branches, read_branch
 from ._envelope import ask

@@ -14,14 +14,10 @@ import secrets
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from liteagent.eventlog import (
-    BlobStore,
-    Lease,
-    LiteAgentError,
-    OperationCancelledError,
-    RestoreFile,
-)
+from liteagent.eventlog import BlobStore, Lease
 from liteagent.eventlog._lease import check_lease_fresh
+from liteagent.eventlog.errors import LiteAgentError, OperationCancelledError
+from liteagent.eventlog.types import RestoreFile
 from liteagent.tools._paths import printed_name
 
 from ._restore_plan import FilePlan, RestoreRefusedError, read_regular, reason, unreadable

@@ -14,7 +14,8 @@ from typing import NamedTuple
 
 import msgspec
 
-from liteagent.eventlog import BlobStore, LiteAgentError, SessionState
+from liteagent.eventlog import BlobStore, SessionState
+from liteagent.eventlog.errors import LiteAgentError
 from liteagent.tools._paths import printed_name
 
 __all__ = [

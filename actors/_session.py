@@ -18,16 +18,10 @@ from typing import Any
 import msgspec
 import pykka
 
-from liteagent.eventlog import (
-    BackgroundCompleted,
-    CancelToken,
-    CheckpointConflictError,
-    Compaction,
-    SessionState,
-    TextBlock,
-    UserPrompt,
-)
+from liteagent.eventlog import CancelToken, SessionState
 from liteagent.eventlog._logger import get_logger
+from liteagent.eventlog.errors import CheckpointConflictError
+from liteagent.eventlog.types import BackgroundCompleted, Compaction, TextBlock, UserPrompt
 from liteagent.tools import ToolError, ToolOutput
 
 from . import _background as background

@@ -15,7 +15,8 @@ from typing import Any
 
 import msgspec
 
-from liteagent.eventlog import BlobStore, FileSnapshot, RestoreFile
+from liteagent.eventlog import BlobStore
+from liteagent.eventlog.types import FileSnapshot, RestoreFile
 
 from ._envelope import ActorBase, ActorMessage, Envelope
 from ._hub import EventHub, LiveEvent

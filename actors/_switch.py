@@ -30,22 +30,21 @@ import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from liteagent.eventlog import (
-    CancelToken,
+from liteagent.eventlog import CancelToken, Checkpointer, Lease, StoredEvent
+from liteagent.eventlog._lease import check_lease_fresh
+from liteagent.eventlog.errors import (
     CheckpointConflictError,
-    Checkpointer,
-    Event,
-    Lease,
     LiteAgentError,
-    OpaqueEvent,
     OperationCancelledError,
+    SessionLeasedError,
+)
+from liteagent.eventlog.types import (
+    Event,
+    OpaqueEvent,
     RestoreFile,
     RestoreFinished,
     RestoreStarted,
-    SessionLeasedError,
-    StoredEvent,
 )
-from liteagent.eventlog._lease import check_lease_fresh
 
 from ._branches import branch_for, touch_refs, write_branch
 from ._restore_plan import reason

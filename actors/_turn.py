@@ -10,7 +10,7 @@ A turn never leaves the session unusable. Whatever stops it — a provider error
 the budget, a failing tool, middleware, planner or store, any exception at all — is recorded as
 a turn-aborted event (with synthetic "interrupted" results for dangling tool calls) whose notice
 closes the turn in the conversation, so the next prompt starts a turn of its own, and the log
-still folds. The caller gets a :class:`~liteagent.eventlog.LiteAgentError`: liteagent's own
+still folds. The caller gets a :class:`~liteagent.eventlog.errors.LiteAgentError`: liteagent's own
 errors as they are, anything else as :class:`TurnFailedError` with the original as its cause.
 What the model returned is stored losslessly even when it holds values the log cannot store
 natively (see :func:`liteagent.eventlog.message_from_dict`); such a tool call is not run and
@@ -37,20 +37,23 @@ from liteagent.context import (
 from liteagent.context._tokens import request_overhead_tokens
 from liteagent.context._view import ConversationView
 from liteagent.context._viewhash import combine_view_hash, message_digest, messages_digest
-from liteagent.eventlog import (
-    AssistantMessage,
-    CancelToken,
-    Checkpointer,
+from liteagent.eventlog import CancelToken, Checkpointer, SessionState
+from liteagent.eventlog._lease import check_lease_fresh
+from liteagent.eventlog._logger import get_logger
+from liteagent.eventlog._messages import merge_adjacent, message_text
+from liteagent.eventlog.errors import (
     CodecError,
+    InvalidArgumentError,
+    LiteAgentError,
+    OperationCancelledError,
+)
+from liteagent.eventlog.types import (
+    AssistantMessage,
     Compaction,
     ContextEdit,
     Event,
-    InvalidArgumentError,
-    LiteAgentError,
     ModelRequestRecord,
-    OperationCancelledError,
     SessionStarted,
-    SessionState,
     TextBlock,
     ToolResult,
     ToolResultBlock,
@@ -59,10 +62,7 @@ from liteagent.eventlog import (
     Usage,
     UserPrompt,
 )
-from liteagent.eventlog import Message as ConvMessage
-from liteagent.eventlog._lease import check_lease_fresh
-from liteagent.eventlog._logger import get_logger
-from liteagent.eventlog._messages import merge_adjacent, message_text
+from liteagent.eventlog.types import Message as ConvMessage
 from liteagent.providers import ContextOverflowError, ModelProvider
 from liteagent.providers._contract import ModelRequest, ModelResponse, ResponseComplete, ToolSchema
 from liteagent.tools import Tool, ToolContext, ToolOutput

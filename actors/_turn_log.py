@@ -5,7 +5,7 @@ Every append is conditional on the position the session knows (head and generati
 fails is remembered: when the turn is then recorded as aborted, the log is looked at first, so a
 store that wrote and then reported an error has its events adopted instead of being written
 over, and a log another writer moved is left alone. The abort record's notice closes the turn in
-the conversation (see :class:`~liteagent.eventlog.TurnAborted`), so the next prompt starts a
+the conversation (see :class:`~liteagent.eventlog.types.TurnAborted`), so the next prompt starts a
 turn of its own.
 """
 
@@ -15,21 +15,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from liteagent.eventlog import (
-    CheckpointConflictError,
-    Checkpointer,
-    CodecError,
-    Event,
-    Lease,
-    SessionLeasedError,
-    SessionState,
-    StoredEvent,
-    ToolUseBlock,
-    TurnAborted,
-    fold,
-)
+from liteagent.eventlog import Checkpointer, Lease, SessionState, StoredEvent, fold
 from liteagent.eventlog._eventcodec import kind_of
 from liteagent.eventlog._fold import apply_all
+from liteagent.eventlog.errors import CheckpointConflictError, CodecError, SessionLeasedError
+from liteagent.eventlog.types import Event, ToolUseBlock, TurnAborted
 
 from ._background import lost, lost_records
 from ._turn_tools import interrupted_results, safe_text

@@ -22,7 +22,13 @@ from typing import Any
 import msgspec
 import pykka
 
-from liteagent.eventlog import (
+from liteagent.eventlog._interchange import (
+    canonical_json,
+    message_from_dict,
+    message_to_dict,
+    unstorable,
+)
+from liteagent.eventlog.types import (
     AssistantMessage,
     Event,
     RawBlock,
@@ -31,13 +37,7 @@ from liteagent.eventlog import (
     ToolUseBlock,
     Usage,
 )
-from liteagent.eventlog import Message as ConvMessage
-from liteagent.eventlog._interchange import (
-    canonical_json,
-    message_from_dict,
-    message_to_dict,
-    unstorable,
-)
+from liteagent.eventlog.types import Message as ConvMessage
 from liteagent.tools import Tool, ToolContext, ToolOutput
 
 from ._envelope import ask
@@ -180,7 +180,7 @@ def storable_reply(message: AssistantMessage) -> AssistantMessage:
     """``message`` in the form the log can store: blocks holding values msgpack cannot store
     kept as their exact JSON text (``message_from_dict`` of the API shape), usage numbers
     bounded, text fields without surrogate code points. Raises
-    :class:`~liteagent.eventlog.InvalidMessageError` for content that is not JSON data."""
+    :class:`~liteagent.eventlog.errors.InvalidMessageError` for content that is not JSON data."""
     content = message_from_dict(
         message_to_dict(ConvMessage("assistant", message.content)), where="the model's answer"
     ).content

@@ -30,7 +30,8 @@ from typing import Any
 
 from msgspec import UNSET
 
-from liteagent.eventlog import (
+from liteagent.eventlog._eventcodec import encode_body
+from liteagent.eventlog.types import (
     AssistantMessage,
     ContextStatus,
     Event,
@@ -43,7 +44,6 @@ from liteagent.eventlog import (
     Usage,
     UserPrompt,
 )
-from liteagent.eventlog._eventcodec import encode_body
 
 __all__ = [
     "EventFactory",

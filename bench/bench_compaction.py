@@ -92,18 +92,17 @@ from liteagent.context import (
     token_budget_compactor,
     tool_result_budget_pass,
 )
-from liteagent.eventlog import (
+from liteagent.eventlog import CancelToken, messages_from_dicts
+from liteagent.eventlog._messages import message_text
+from liteagent.eventlog.types import (
     AssistantMessage,
-    CancelToken,
     Message,
     ModelRequest,
     ModelResponse,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
-    messages_from_dicts,
 )
-from liteagent.eventlog._messages import message_text
 
 TARGET = 2.3  # t(x2) <= 2.3 x t(x1)
 REPO = Path(__file__).resolve().parent.parent

@@ -92,7 +92,11 @@ from msgspec import UNSET
 
 from liteagent.context import ContextEngine, ContextOptions, ContextView, project_context
 from liteagent.context._archive import archive_ref
-from liteagent.eventlog import (
+from liteagent.eventlog import SessionState, StoredEvent, fold
+from liteagent.eventlog._eventcodec import kind_of
+from liteagent.eventlog._fold import apply_all
+from liteagent.eventlog._pvec import PVec
+from liteagent.eventlog.types import (
     AssistantMessage,
     ContentArchived,
     ContextSettings,
@@ -101,19 +105,13 @@ from liteagent.eventlog import (
     FileSnapshot,
     ModelRequestRecord,
     SessionStarted,
-    SessionState,
-    StoredEvent,
     TextBlock,
     ToolResult,
     ToolResultBlock,
     ToolUseBlock,
     Usage,
     UserPrompt,
-    fold,
 )
-from liteagent.eventlog._eventcodec import kind_of
-from liteagent.eventlog._fold import apply_all
-from liteagent.eventlog._pvec import PVec
 
 TARGET = 1.3  # per-request projection at 10,000 events <= 1.3 x at 100 events
 SIZES = (100, 1_000, 10_000)

@@ -38,7 +38,8 @@ from typing import Any
 from _common import environment, library_fingerprint
 
 from liteagent.actors._hub import AsyncSubscription
-from liteagent.eventlog import AssistantMessage, TextBlock, Usage, sqlite_checkpointer
+from liteagent.eventlog import sqlite_checkpointer
+from liteagent.eventlog.types import AssistantMessage, TextBlock, Usage
 from liteagent.providers import scripted
 from liteagent.providers._contract import ModelRequest
 from liteagent.sdk import (

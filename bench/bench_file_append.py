@@ -38,8 +38,9 @@ from _common import (
     timed_loop,
 )
 
-from liteagent.eventlog import Event, file_checkpointer
+from liteagent.eventlog import file_checkpointer
 from liteagent.eventlog._eventcodec import encode_body
+from liteagent.eventlog.types import Event
 
 try:  # internals, for the decomposition only; the benchmark runs without them
     from liteagent.eventlog._contract import EncodedEvent

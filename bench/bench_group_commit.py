@@ -37,8 +37,9 @@ from _common import (
     small_events,
 )
 
-from liteagent.eventlog import Checkpointer, Event, sqlite_checkpointer
+from liteagent.eventlog import Checkpointer, sqlite_checkpointer
 from liteagent.eventlog._sqlite_writer import Writer, set_group_commit
+from liteagent.eventlog.types import Event
 
 TARGET = 5.0  # batching on >= 5x the events/s of batching off
 

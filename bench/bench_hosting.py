@@ -52,13 +52,13 @@ from typing import Any
 from _common import environment, library_fingerprint
 
 from liteagent.actors._gate import GATE
-from liteagent.eventlog import (
+from liteagent.eventlog import sqlite_checkpointer
+from liteagent.eventlog.types import (
     AssistantMessage,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
     Usage,
-    sqlite_checkpointer,
 )
 from liteagent.providers import scripted
 from liteagent.providers._contract import ModelRequest

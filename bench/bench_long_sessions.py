@@ -32,14 +32,8 @@ from pathlib import Path
 from _common import add_common_args, print_header
 
 from liteagent.actors import EventHub
-from liteagent.eventlog import (
-    AssistantMessage,
-    TextBlock,
-    ToolUseBlock,
-    UserPrompt,
-    file_checkpointer,
-    sqlite_checkpointer,
-)
+from liteagent.eventlog import file_checkpointer, sqlite_checkpointer
+from liteagent.eventlog.types import AssistantMessage, TextBlock, ToolUseBlock, UserPrompt
 from liteagent.providers import scripted
 from liteagent.sdk import LiteAgent, create_lite_agent
 

@@ -28,14 +28,8 @@ from collections.abc import Sequence
 from _common import environment, library_fingerprint
 
 from liteagent.context import Compactor, CompactResult, estimate_tokens
-from liteagent.eventlog import (
-    AssistantMessage,
-    CancelToken,
-    Message,
-    TextBlock,
-    Usage,
-    sqlite_checkpointer,
-)
+from liteagent.eventlog import CancelToken, sqlite_checkpointer
+from liteagent.eventlog.types import AssistantMessage, Message, TextBlock, Usage
 from liteagent.providers import scripted
 from liteagent.sdk import AsyncLiteAgent, create_async_lite_agent
 from liteagent.sdk._core import MAX_OPERATIONS

@@ -47,9 +47,10 @@ from _common import (
     timed_loop,
 )
 
-from liteagent.eventlog import Checkpointer, Event, postgres_checkpointer, sqlite_checkpointer
+from liteagent.eventlog import Checkpointer, postgres_checkpointer, sqlite_checkpointer
 from liteagent.eventlog._contract import decode_stored
 from liteagent.eventlog._eventcodec import encode_body
+from liteagent.eventlog.types import Event
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from _postgres_server import start_server  # the tests' throwaway server

@@ -26,8 +26,9 @@ import msgspec
 import xxhash
 from _common import EventFactory, add_common_args, print_header
 
-from liteagent.eventlog import Event, StoredEvent, sqlite_checkpointer
+from liteagent.eventlog import StoredEvent, sqlite_checkpointer
 from liteagent.eventlog._eventcodec import DECODERS
+from liteagent.eventlog.types import Event
 
 SID = "bench"
 _DECODE = msgspec.msgpack.Decoder(Event).decode

@@ -49,8 +49,9 @@ from _common import (
     profile_top,
 )
 
-from liteagent.eventlog import Event, file_checkpointer, fold, sqlite_checkpointer
+from liteagent.eventlog import file_checkpointer, fold, sqlite_checkpointer
 from liteagent.eventlog._eventcodec import encode_body
+from liteagent.eventlog.types import Event
 
 TARGET = 1.5  # resume <= 1.5x raw
 SID = "bench-resume"

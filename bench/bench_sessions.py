@@ -41,7 +41,8 @@ from typing import Any
 from _common import environment, library_fingerprint
 from bench_turn import kernel_fingerprint
 
-from liteagent.eventlog import AssistantMessage, TextBlock, Usage, file_checkpointer
+from liteagent.eventlog import file_checkpointer
+from liteagent.eventlog.types import AssistantMessage, TextBlock, Usage
 from liteagent.providers import scripted
 from liteagent.sdk import create_lite_agent
 

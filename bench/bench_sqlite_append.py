@@ -36,8 +36,9 @@ from _common import (
     timed_loop,
 )
 
-from liteagent.eventlog import Event, sqlite_checkpointer
+from liteagent.eventlog import sqlite_checkpointer
 from liteagent.eventlog._eventcodec import encode_body
+from liteagent.eventlog.types import Event
 
 TARGET_1 = 0.7  # 1-event append >= 0.7x raw apsw
 SID = "bench-session"

@@ -58,9 +58,15 @@ from _common import (
 
 from liteagent.actors._turn import SessionCore
 from liteagent.eventlog import (
-    AssistantMessage,
     CancelToken,
     Checkpointer,
+    file_checkpointer,
+    fold,
+    memory_checkpointer,
+)
+from liteagent.eventlog import conversation as conversation_of
+from liteagent.eventlog.types import (
+    AssistantMessage,
     ContextSettings,
     ContextStatus,
     Event,
@@ -69,11 +75,7 @@ from liteagent.eventlog import (
     TextBlock,
     Usage,
     UserPrompt,
-    file_checkpointer,
-    fold,
-    memory_checkpointer,
 )
-from liteagent.eventlog import conversation as conversation_of
 from liteagent.providers import ScriptItem, scripted
 from liteagent.providers._contract import ModelRequest
 from liteagent.sdk import LiteAgent, create_lite_agent

@@ -3,7 +3,7 @@ compaction passes and compactors, spill stores, the archive's marker and slice f
 model-call middleware.
 
 This layer imports only :mod:`liteagent.eventlog`. Its functions raise
-:class:`~liteagent.eventlog.InvalidArgumentError` for arguments of the wrong type or shape
+:class:`~liteagent.eventlog.errors.InvalidArgumentError` for arguments of the wrong type or shape
 (see :mod:`._boundary`).
 """
 

@@ -51,9 +51,9 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from liteagent.eventlog import InvalidArgumentError
 from liteagent.eventlog._blobs import BLOB_REF_PATTERN, blob_ref
 from liteagent.eventlog._shown import shown
+from liteagent.eventlog.errors import InvalidArgumentError
 
 from ._spill import SPILL_PREFIX
 
@@ -97,7 +97,7 @@ def archive_marker(ref: str, text: str, *, preview_chars: int = 400) -> str:
     """What the model sees instead of the archived ``text`` stored under ``ref``: the header
     line (module docstring), then a preview of at most ``preview_chars`` characters and ``…``
     when the text goes on. Deterministic; raises
-    :class:`~liteagent.eventlog.InvalidArgumentError` (a ``ValueError``) for a negative
+    :class:`~liteagent.eventlog.errors.InvalidArgumentError` (a ``ValueError``) for a negative
     ``preview_chars``."""
     if type(preview_chars) is not int or preview_chars < 0:
         raise InvalidArgumentError(f"preview_chars must be an int >= 0, got {shown(preview_chars)}")
@@ -129,8 +129,8 @@ def slice_text(text: str, offset: int, limit: int) -> tuple[str, int | None]:
     boundary (module docstring), so it may be shorter than ``limit``, and it is longer only when
     one grapheme alone exceeds the limit. A slice from an offset before the end is never empty.
     ``offset == len(text)`` gives ``("", None)``. Raises
-    :class:`~liteagent.eventlog.InvalidArgumentError` (a ``ValueError``) when ``offset`` is not
-    an int in ``0..len(text)`` or ``limit`` not an int >= 1.
+    :class:`~liteagent.eventlog.errors.InvalidArgumentError` (a ``ValueError``) when ``offset``
+    is not an int in ``0..len(text)`` or ``limit`` not an int >= 1.
     """
     total = len(text)
     if type(offset) is not int or not 0 <= offset <= total:
@@ -158,7 +158,7 @@ def render_slice(ref: str, text: str, offset: int, limit: int) -> str:
     labelled header and the fenced slice of :func:`slice_text` (module docstring). Surrogate
     code points cannot travel as UTF-8: in the data a high+low pair shows as the character it
     encodes and a lone one as U+FFFD; the offsets always count the stored text's code points.
-    Raises :class:`~liteagent.eventlog.InvalidArgumentError` like :func:`slice_text`."""
+    Raises :class:`~liteagent.eventlog.errors.InvalidArgumentError` like :func:`slice_text`."""
     part, following = slice_text(text, offset, limit)
     fence = ref.removeprefix("sha256:")[:16]
     after = "none (end)" if following is None else str(following)

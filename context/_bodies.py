@@ -1,9 +1,9 @@
 """Tool-result bodies: their size, their text, and rewriting them in place.
 
-The *body* of a :class:`~liteagent.eventlog.ToolResultBlock` is its ``content``: a string, a tuple
-of blocks (text, images as raw blocks), or ``UNSET`` (no body). Sizes are UTF-8 bytes: a string
-counts its encoded length; a tuple counts the encoded text of its text blocks plus the JSON of any
-other block; ``UNSET`` counts 0.
+The *body* of a :class:`~liteagent.eventlog.types.ToolResultBlock` is its ``content``: a string,
+a tuple of blocks (text, images as raw blocks), or ``UNSET`` (no body). Sizes are UTF-8 bytes:
+a string counts its encoded length; a tuple counts the encoded text of its text blocks plus the
+JSON of any other block; ``UNSET`` counts 0.
 
 A body that a pass already replaced (a spill marker, starting with
 :data:`~._spill.SPILL_PREFIX`, or a cleared placeholder, starting with :data:`CLEARED_PREFIX`) is
@@ -18,7 +18,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import msgspec
 from msgspec import UNSET
 
-from liteagent.eventlog import Block, InvalidArgumentError, Message, TextBlock, ToolResultBlock
+from liteagent.eventlog.errors import InvalidArgumentError
+from liteagent.eventlog.types import Block, Message, TextBlock, ToolResultBlock
 
 from ._archive import archive_ref
 from ._spill import SPILL_PREFIX

@@ -5,7 +5,7 @@ an argument of the wrong type or shape (a ``None`` where messages belong, an int
 does, a string no UTF-8 can carry) makes Python raise ``TypeError``, ``AttributeError``,
 ``ValueError`` (``UnicodeError`` included), ``OverflowError``, ``KeyError``, ``IndexError`` or
 ``RecursionError`` somewhere inside. :func:`public` wraps each exported function so that those
-reach the caller as :class:`~liteagent.eventlog.InvalidArgumentError` (a ``ValueError``),
+reach the caller as :class:`~liteagent.eventlog.errors.InvalidArgumentError` (a ``ValueError``),
 naming the function, with the original as its cause; liteagent's own errors pass unchanged.
 Inside the package the unwrapped functions are used, so the hot paths pay nothing.
 """
@@ -16,7 +16,7 @@ import functools
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from liteagent.eventlog import InvalidArgumentError, LiteAgentError
+from liteagent.eventlog.errors import InvalidArgumentError, LiteAgentError
 
 __all__ = ["public"]
 

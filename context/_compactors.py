@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from liteagent.eventlog import CancelToken, InvalidArgumentError, Message, Usage
+from liteagent.eventlog import CancelToken
+from liteagent.eventlog.errors import InvalidArgumentError
+from liteagent.eventlog.types import Message, Usage
 
 from ._contract import Compactor, CompactResult, Pass
 from ._passes import micro_pass, snip_pass, tool_result_budget_pass
@@ -72,7 +74,7 @@ def default_compactor(
     ``max_tokens=None`` makes snip and micro act on every call. ``budget_bytes``,
     ``max_tokens`` and ``store`` only configure the default passes and are unused when
     ``passes`` is given. Invalid settings raise
-    :class:`~liteagent.eventlog.InvalidArgumentError`.
+    :class:`~liteagent.eventlog.errors.InvalidArgumentError`.
     """
     if passes is None:
         spill = memory_spill_store() if store is None else store
@@ -135,6 +137,6 @@ def token_budget_compactor(max_tokens: int) -> Compactor:
     turns (M messages) were removed to save context]``, leads the first kept assistant step, or
     is an assistant message of its own between the first prompt and a kept prompt (both stay
     verbatim; see :mod:`._splice`).
-    ``max_tokens`` must be at least 1 (:class:`~liteagent.eventlog.InvalidArgumentError`).
+    ``max_tokens`` must be at least 1 (:class:`~liteagent.eventlog.errors.InvalidArgumentError`).
     """
     return _TokenBudgetCompactor(max_tokens)

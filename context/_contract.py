@@ -29,7 +29,8 @@ from typing import Any, Protocol
 
 import msgspec
 
-from liteagent.eventlog import CancelToken, Message, ToolResultBlock, Usage
+from liteagent.eventlog import CancelToken
+from liteagent.eventlog.types import Message, ToolResultBlock, Usage
 
 from ._archive import archive_ref
 from ._bodies import body_text
@@ -120,7 +121,8 @@ class Compactor(abc.ABC):
         """Compact ``messages`` if needed. ``usage`` is the last response's usage when known (a
         compactor may trust it over its estimate); ``instructions`` steer a summarizing
         compactor (structural ones ignore them); ``cancel`` is passed to every model call, and
-        a cancelled compaction raises :class:`~liteagent.eventlog.OperationCancelledError`."""
+        a cancelled compaction raises
+        :class:`~liteagent.eventlog.errors.OperationCancelledError`."""
 
     def run(
         self,
@@ -131,8 +133,8 @@ class Compactor(abc.ABC):
         cancel: CancelToken | None = None,
     ) -> CompactResult:
         """Call :meth:`maybe_compact`, with ``cancel`` when it takes one (module docstring);
-        raise :class:`~liteagent.eventlog.OperationCancelledError` when ``cancel`` fired before
-        or during the compaction."""
+        raise :class:`~liteagent.eventlog.errors.OperationCancelledError` when ``cancel`` fired
+        before or during the compaction."""
         if cancel is not None:
             cancel.raise_if_cancelled()
         if cancel is not None and accepts_cancel(self.maybe_compact):

@@ -4,8 +4,9 @@ Per request the engine measures the estimated tokens (:func:`~._tokens.estimate_
 messages, plus the fixed part: system prompt and tools) against the budget and escalates only as
 far as needed:
 
-1. **externalize** — always: archived tool results (:class:`~liteagent.eventlog.ContentArchived`)
-   show a reference and a preview (:func:`~._archive.archive_marker`) instead of their body;
+1. **externalize** — always: archived tool results
+   (:class:`~liteagent.eventlog.types.ContentArchived`) show a reference and a preview
+   (:func:`~._archive.archive_marker`) instead of their body;
 2. **normalize** — over budget: old tool results (all but ``keep_recent_results`` and those of
    the current turn) become one-line placeholders (an archived one keeps its reference line),
    and reads of a file read again or changed later are left out;
@@ -30,13 +31,9 @@ import bisect
 import functools
 from collections.abc import Callable, Sequence
 
-from liteagent.eventlog import (
-    ContextSettings,
-    InvalidArgumentError,
-    Message,
-    SessionState,
-    TextBlock,
-)
+from liteagent.eventlog import SessionState
+from liteagent.eventlog.errors import InvalidArgumentError
+from liteagent.eventlog.types import ContextSettings, Message, TextBlock
 
 from ._engine_base import EngineBase
 from ._engine_options import ContextBudgetError, ContextOptions, ContextView

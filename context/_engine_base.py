@@ -7,7 +7,8 @@ role merged into one message), which it follows message by message. For every ba
 keeps:
 
 - the *externalized* message: every tool result whose body was archived
-  (:class:`~liteagent.eventlog.ContentArchived`) shows :func:`~._archive.archive_marker` instead;
+  (:class:`~liteagent.eventlog.types.ContentArchived`) shows :func:`~._archive.archive_marker`
+  instead;
 - the *normalized* message: besides, the tool results the normalize level clears (old ones) or
   drops (superseded reads) show a one-line placeholder;
 - token estimates and digests of both, and prefix sums of the estimates.
@@ -27,13 +28,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from liteagent.eventlog import (
-    ContentArchived,
-    Message,
-    SessionState,
-    ToolResultBlock,
-    ToolUseBlock,
-)
+from liteagent.eventlog import SessionState
+from liteagent.eventlog.types import ContentArchived, Message, ToolResultBlock, ToolUseBlock
 
 from ._archive import ARCHIVE_PREFIX, archive_marker, archive_ref
 from ._bodies import body_bytes, cleared_marker

@@ -9,14 +9,10 @@ from typing import Any, Protocol
 
 import msgspec
 
-from liteagent.eventlog import (
-    CancelToken,
-    ContextSettings,
-    InvalidArgumentError,
-    LiteAgentError,
-    Message,
-)
+from liteagent.eventlog import CancelToken
 from liteagent.eventlog._shown import shown
+from liteagent.eventlog.errors import InvalidArgumentError, LiteAgentError
+from liteagent.eventlog.types import ContextSettings, Message
 
 __all__ = [
     "LEVELS",

@@ -32,11 +32,11 @@ model call.
 
 Cancellation: ``maybe_compact(..., cancel=token)`` passes ``token`` to every summarizer call
 (and to the ``base`` compactor), so cancelling stops the model call in flight; the compaction
-then raises :class:`~liteagent.eventlog.OperationCancelledError` and nothing is remembered. A
+then raises :class:`~liteagent.eventlog.errors.OperationCancelledError` and nothing is remembered. A
 ``model`` whose ``complete`` takes no ``cancel`` is only stopped between calls.
 
 Failures never raise and never block a run: a summarizer call that raises (any ``Exception``
-except :class:`~liteagent.eventlog.OperationCancelledError`, which propagates) or returns no
+except :class:`~liteagent.eventlog.errors.OperationCancelledError`, which propagates) or returns no
 text is a failure, and the compactor returns the base result. After ``max_failures``
 consecutive failures the circuit opens: the compactor makes no more model calls for the rest of
 its life and returns the base result with a ``circuit_open`` report. A successful
@@ -65,20 +65,12 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Protocol
 
-from liteagent.eventlog import (
-    CancelToken,
-    InvalidArgumentError,
-    LiteAgentError,
-    Message,
-    ModelRequest,
-    ModelResponse,
-    OperationCancelledError,
-    TextBlock,
-    Usage,
-)
+from liteagent.eventlog import CancelToken
 from liteagent.eventlog._logger import get_logger
 from liteagent.eventlog._messages import merge_adjacent, message_text
 from liteagent.eventlog._shown import shown
+from liteagent.eventlog.errors import InvalidArgumentError, LiteAgentError, OperationCancelledError
+from liteagent.eventlog.types import Message, ModelRequest, ModelResponse, TextBlock, Usage
 
 from ._contract import Compactor, CompactResult, PassReport, accepts_cancel
 from ._render import cut_text, render_turn, text_tokens

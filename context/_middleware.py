@@ -18,10 +18,12 @@ from typing import Any
 
 import msgspec
 
-from liteagent.eventlog import (
-    CancelToken,
-    ContextLimitError,
-    InvalidArgumentError,
+from liteagent.eventlog import CancelToken
+from liteagent.eventlog._logger import get_logger
+from liteagent.eventlog._messages import merge_adjacent
+from liteagent.eventlog._shown import shown
+from liteagent.eventlog.errors import ContextLimitError, InvalidArgumentError
+from liteagent.eventlog.types import (
     Message,
     ModelRequest,
     ModelResponse,
@@ -29,9 +31,6 @@ from liteagent.eventlog import (
     ToolResultBlock,
     Usage,
 )
-from liteagent.eventlog._logger import get_logger
-from liteagent.eventlog._messages import merge_adjacent
-from liteagent.eventlog._shown import shown
 
 from ._contract import Compactor
 from ._tokens import (
@@ -149,7 +148,7 @@ def reactive_compaction(*, floor_tokens: int = 1024) -> ReactiveCompaction:
     """Middleware that recovers once from a context overflow.
 
     ``wrap_model_call(request, call)`` returns ``call(request)``. When that raises
-    :class:`~liteagent.eventlog.ContextLimitError` (providers raise it before anything has
+    :class:`~liteagent.eventlog.errors.ContextLimitError` (providers raise it before anything has
     streamed; ``liteagent.providers.ContextOverflowError`` is one), it:
 
     1. computes a target size for the messages, in estimated tokens: with the reported

@@ -17,18 +17,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from liteagent.eventlog import (
-    CancelToken,
+from liteagent.eventlog import CancelToken
+from liteagent.eventlog._shown import shown
+from liteagent.eventlog.errors import InvalidArgumentError, LiteAgentError
+from liteagent.eventlog.types import (
     Compact,
     CompactionBlock,
-    InvalidArgumentError,
-    LiteAgentError,
     Message,
     ModelRequest,
     TextBlock,
     ToolSchema,
 )
-from liteagent.eventlog._shown import shown
 
 from ._llm import SummarizerModel
 

@@ -15,14 +15,15 @@ All three keep the contract's invariants (:mod:`._contract`):
   by a shorter one; a snip that would cost more in marker than it saves does nothing);
 - when there is nothing to do, the input comes back unchanged with detail ``""``.
 
-Invalid settings raise :class:`~liteagent.eventlog.InvalidArgumentError` at construction.
+Invalid settings raise :class:`~liteagent.eventlog.errors.InvalidArgumentError` at construction.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from liteagent.eventlog import InvalidArgumentError, Message, ToolResultBlock
+from liteagent.eventlog.errors import InvalidArgumentError
+from liteagent.eventlog.types import Message, ToolResultBlock
 
 from ._bodies import (
     body_bytes,

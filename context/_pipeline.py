@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from liteagent.eventlog import CancelToken, Message
+from liteagent.eventlog import CancelToken
+from liteagent.eventlog.types import Message
 
 from ._contract import CompactResult, Pass, PassReport
 from ._tokens import estimate_tokens
@@ -16,8 +17,8 @@ def run_pipeline(
     messages: Sequence[Message], passes: Sequence[Pass], *, cancel: CancelToken | None = None
 ) -> CompactResult:
     """Apply ``passes`` in order; report each one's effect on the estimated tokens. With
-    ``cancel``, raise :class:`~liteagent.eventlog.OperationCancelledError` before a pass once it
-    fired."""
+    ``cancel``, raise :class:`~liteagent.eventlog.errors.OperationCancelledError` before a pass
+    once it fired."""
     current = list(messages)
     before = tokens = estimate_tokens(current)
     reports = []

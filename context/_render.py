@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import msgspec
 from msgspec import UNSET
 
-from liteagent.eventlog import (
+from liteagent.eventlog.types import (
     Block,
     CompactionBlock,
     Message,

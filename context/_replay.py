@@ -1,9 +1,9 @@
 """Replay verification: re-project every recorded request from the log and compare hashes.
 
-A session records, per model call, a :class:`~liteagent.eventlog.ModelRequestRecord` with the
+A session records, per model call, a :class:`~liteagent.eventlog.types.ModelRequestRecord` with the
 hash of the exact request (:func:`~._viewhash.view_hash`) and ``request_digest``, the hash of
 its non-message part, and, when the ContextEngine projected it, a
-:class:`~liteagent.eventlog.ContextStatus` (just before it, in the same append) with the
+:class:`~liteagent.eventlog.types.ContextStatus` (just before it, in the same append) with the
 settings and the budget it projected with. :func:`verify_replay` folds the log once and, at
 each record, projects the view again from the state before it — with an engine for those
 settings, or as the raw folded conversation (:class:`~._view.ConversationView`, what the
@@ -17,14 +17,9 @@ from collections.abc import Iterable
 
 import msgspec
 
-from liteagent.eventlog import (
-    ContextSettings,
-    ContextStatus,
-    ModelRequestRecord,
-    SessionState,
-    StoredEvent,
-)
+from liteagent.eventlog import SessionState, StoredEvent
 from liteagent.eventlog._fold import apply_all
+from liteagent.eventlog.types import ContextSettings, ContextStatus, ModelRequestRecord
 
 from ._engine import ContextEngine
 from ._engine_options import ContextBudgetError

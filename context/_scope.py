@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
-from liteagent.eventlog import Message
+from liteagent.eventlog.types import Message
 
 from ._turns import is_prompt, opens_turn
 

@@ -10,7 +10,8 @@ import abc
 import hashlib
 import threading
 
-from liteagent.eventlog import BlobNotFoundError, BlobStore, CodecError
+from liteagent.eventlog import BlobStore
+from liteagent.eventlog.errors import BlobNotFoundError, CodecError
 
 __all__ = [
     "SPILL_PREFIX",
@@ -40,7 +41,7 @@ class SpillStore(abc.ABC):
     @abc.abstractmethod
     def get(self, key: str) -> str:
         """The text stored under ``key``; raises
-        :class:`~liteagent.eventlog.BlobNotFoundError` (a ``KeyError``) if there is none."""
+        :class:`~liteagent.eventlog.errors.BlobNotFoundError` (a ``KeyError``) if there is none."""
 
 
 class _MemorySpillStore(SpillStore):

@@ -38,8 +38,8 @@ from typing import NamedTuple
 
 import msgspec
 
-from liteagent.eventlog import Message, TextBlock, ToolResultBlock
 from liteagent.eventlog._messages import Role
+from liteagent.eventlog.types import Message, TextBlock, ToolResultBlock
 
 from ._scope import Scope
 from ._tokens import estimate_tokens

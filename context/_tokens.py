@@ -15,10 +15,10 @@ from collections.abc import Iterable, Sequence
 import msgspec
 from msgspec import UNSET
 
-from liteagent.eventlog import (
+from liteagent.eventlog.errors import ContextLimitError
+from liteagent.eventlog.types import (
     Block,
     CompactionBlock,
-    ContextLimitError,
     Message,
     RedactedThinkingBlock,
     TextBlock,

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import pairwise
 
-from liteagent.eventlog import Message, ToolResultBlock
+from liteagent.eventlog.types import Message, ToolResultBlock
 
 __all__ = ["is_prompt", "opens_turn", "split_turns", "turn_starts"]
 

@@ -26,8 +26,9 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from liteagent.eventlog import ConversationEntry, Message, SessionState
+from liteagent.eventlog import SessionState
 from liteagent.eventlog._messages import merge_adjacent
+from liteagent.eventlog.types import ConversationEntry, Message
 
 from ._tokens import estimate_tokens
 from ._viewhash import message_digest

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from liteagent.eventlog import Message, ModelRequest
+from liteagent.eventlog.types import Message, ModelRequest
 
 __all__ = ["combine_view_hash", "message_digest", "messages_digest", "request_digest", "view_hash"]
 

@@ -1,11 +1,14 @@
-"""liteagent.eventlog — the source of truth: events, messages, the Checkpointer contract and its
-backends, the blob store and the fold.
+"""liteagent.eventlog — the source of truth: the Checkpointer contract and its backends, the
+blob store, the fold and the interchange format.
 
-This package imports nothing else of liteagent. The conformance suite for backends lives in
+This package imports nothing else of liteagent. Its value types (messages, model calls, the
+persisted events) are in :mod:`liteagent.eventlog.types`, its errors in
+:mod:`liteagent.eventlog.errors`. The conformance suite for backends lives in
 :mod:`liteagent.eventlog.conformance` (it needs the ``test`` extra: pytest and hypothesis), and
 what a backend of your own needs beyond this package in :mod:`liteagent.eventlog.backend`.
 """
 
+from . import errors, types
 from ._blobs import BlobInfo, BlobStore
 from ._cancel import CancelToken
 from ._codec import Codec, zlib_codec
@@ -19,182 +22,35 @@ from ._contract import (
     RepairReport,
     SessionInfo,
 )
-from ._errors import (
-    BlobCollectionUnsupportedError,
-    BlobError,
-    BlobNotFoundError,
-    CheckpointConflictError,
-    CheckpointerClosedError,
-    CheckpointerError,
-    CodecError,
-    ContextLimitError,
-    CorruptBlobError,
-    CorruptLogError,
-    InvalidArgumentError,
-    InvalidBlobRefError,
-    InvalidEventError,
-    InvalidMessageError,
-    InvalidSessionIdError,
-    LeaseLostError,
-    LiteAgentError,
-    NotADatabaseError,
-    OperationCancelledError,
-    SchemaVersionError,
-    SessionLeasedError,
-    StorageIOError,
-    TruncateRangeError,
-)
-from ._events import (
-    AssistantMessage,
-    BackgroundCompleted,
-    BackgroundStarted,
-    BranchCreated,
-    Compaction,
-    ContentArchived,
-    ContextSettings,
-    ContextStatus,
-    Event,
-    FileSnapshot,
-    Forked,
-    ModelRequestRecord,
-    OpaqueEvent,
-    PassRecord,
-    RestoreFile,
-    RestoreFinished,
-    RestoreStarted,
-    SessionStarted,
-    StoredEvent,
-    ToolResult,
-    TranscriptImported,
-    TurnAborted,
-    Usage,
-    UserPrompt,
-)
+from ._events import StoredEvent
 from ._file import file_checkpointer
-from ._fold import ConversationEntry, SessionState, apply, conversation, fold
+from ._fold import SessionState, apply, conversation, fold
 from ._follow import Follower
 from ._gc import GarbageReport, collect_garbage
 from ._ids import validate_session_id
 from ._interchange import messages_from_dicts, messages_to_dicts
 from ._memory import memory_checkpointer
-from ._messages import (
-    Block,
-    CompactionBlock,
-    Message,
-    RawBlock,
-    RedactedThinkingBlock,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-)
-from ._model import (
-    AppliedEdit,
-    ClearThinking,
-    ClearToolUses,
-    Compact,
-    ContextEdit,
-    ModelRequest,
-    ModelResponse,
-    ResponseComplete,
-    StreamEvent,
-    TextDelta,
-    ThinkingDelta,
-    ToolInputDelta,
-    ToolSchema,
-    ToolUseStart,
-)
 from ._paths import project_dir
 from ._postgres_api import postgres_checkpointer
 from ._sqlite import sqlite_checkpointer
 
 __all__ = [
-    "AppliedEdit",
-    "AssistantMessage",
-    "BackgroundCompleted",
-    "BackgroundStarted",
-    "BlobCollectionUnsupportedError",
-    "BlobError",
     "BlobInfo",
-    "BlobNotFoundError",
     "BlobStore",
-    "Block",
-    "BranchCreated",
     "CancelToken",
-    "CheckpointConflictError",
     "Checkpointer",
-    "CheckpointerClosedError",
-    "CheckpointerError",
-    "ClearThinking",
-    "ClearToolUses",
     "Codec",
-    "CodecError",
-    "Compact",
-    "Compaction",
-    "CompactionBlock",
-    "ContentArchived",
-    "ContextEdit",
-    "ContextLimitError",
-    "ContextSettings",
-    "ContextStatus",
-    "ConversationEntry",
-    "CorruptBlobError",
-    "CorruptLogError",
-    "Event",
-    "FileSnapshot",
     "Follower",
-    "Forked",
     "GarbageReport",
     "IntegrityProblem",
     "IntegrityReport",
-    "InvalidArgumentError",
-    "InvalidBlobRefError",
-    "InvalidEventError",
-    "InvalidMessageError",
-    "InvalidSessionIdError",
     "Lease",
     "LeaseInfo",
-    "LeaseLostError",
-    "LiteAgentError",
-    "Message",
-    "ModelRequest",
-    "ModelRequestRecord",
-    "ModelResponse",
-    "NotADatabaseError",
-    "OpaqueEvent",
-    "OperationCancelledError",
-    "PassRecord",
     "Position",
-    "RawBlock",
-    "RedactedThinkingBlock",
     "RepairReport",
-    "ResponseComplete",
-    "RestoreFile",
-    "RestoreFinished",
-    "RestoreStarted",
-    "SchemaVersionError",
     "SessionInfo",
-    "SessionLeasedError",
-    "SessionStarted",
     "SessionState",
-    "StorageIOError",
     "StoredEvent",
-    "StreamEvent",
-    "TextBlock",
-    "TextDelta",
-    "ThinkingBlock",
-    "ThinkingDelta",
-    "ToolInputDelta",
-    "ToolResult",
-    "ToolResultBlock",
-    "ToolSchema",
-    "ToolUseBlock",
-    "ToolUseStart",
-    "TranscriptImported",
-    "TruncateRangeError",
-    "TurnAborted",
-    "Usage",
-    "UserPrompt",
     "apply",
     "collect_garbage",
     "conversation",
@@ -209,3 +65,16 @@ __all__ = [
     "validate_session_id",
     "zlib_codec",
 ]
+
+_MOVED = dict.fromkeys(errors.__all__, errors) | dict.fromkeys(types.__all__, types)
+
+
+def __getattr__(name: str) -> object:
+    """Resolve the spelling of before the value types and errors had their own namespaces
+    (``liteagent.eventlog.UserPrompt`` for :class:`liteagent.eventlog.types.UserPrompt`), so
+    code written against it keeps running. These names are not this package's API: they are
+    not in ``__all__`` or the reference, and a type checker sees them as ``object``."""
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(home, name)

@@ -23,7 +23,8 @@ Every error liteagent raises derives from :class:`LiteAgentError`; the storage l
     └── BlobError
         ├── InvalidBlobRefError      (also ValueError)
         ├── BlobNotFoundError        (also KeyError)
-        └── CorruptBlobError
+        ├── CorruptBlobError
+        └── BlobCollectionUnsupportedError
 
 Foreign exceptions (apsw, OSError, msgspec, a codec's own errors) are translated at exactly one
 boundary per backend, with ``raise ... from e``.

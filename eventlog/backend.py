@@ -4,10 +4,10 @@ A backend is a subclass of ``liteagent.eventlog.Checkpointer`` that implements t
 hooks below. The hooks are the documented, stable extension points (underscored so that they
 stay out of the user's API: a user calls ``append``, the base class calls ``_append``); this
 module adds the helpers a hook uses (``blob_ref`` among them: it is exported here only). The
-types the hooks take and return and the errors they raise are the user-facing ones, imported
-from ``liteagent.eventlog`` (``Checkpointer``, ``Position``, ``SessionInfo``, ``StoredEvent``,
-``IntegrityProblem``, ``IntegrityReport``, ``RepairReport``, ``Lease``, ``LeaseInfo``,
-``BlobStore``, ``BlobInfo`` and the errors). ``examples/session_files_backend.py`` is a complete
+types the hooks take and return are the user-facing ones, imported from ``liteagent.eventlog``
+(``Checkpointer``, ``Position``, ``SessionInfo``, ``StoredEvent``, ``IntegrityProblem``,
+``IntegrityReport``, ``RepairReport``, ``Lease``, ``LeaseInfo``, ``BlobStore``, ``BlobInfo``),
+and the errors they raise are those of ``liteagent.eventlog.errors``. ``examples/session_files_backend.py`` is a complete
 backend that imports nothing else; ``tests/test_backend_example.py`` runs the conformance suite
 against it.
 

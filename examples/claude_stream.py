@@ -1,5 +1,5 @@
-from liteagent.eventlog import (
-    CancelToken,
+from liteagent.eventlog import CancelToken
+from liteagent.eventlog.types import (
     Message,
     ModelRequest,
     ResponseComplete,

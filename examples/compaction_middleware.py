@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from liteagent.context import SPILL_PREFIX
-from liteagent.eventlog import AssistantMessage, ModelRequest, TextBlock, ToolUseBlock
+from liteagent.eventlog.types import AssistantMessage, ModelRequest, TextBlock, ToolUseBlock
 from liteagent.providers import scripted
 
 

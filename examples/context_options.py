@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import tempfile
 
-from liteagent.eventlog import AssistantMessage, ContextStatus, TextBlock, file_checkpointer
+from liteagent.eventlog import file_checkpointer
+from liteagent.eventlog.types import AssistantMessage, ContextStatus, TextBlock
 from liteagent.providers import scripted
 
 os.chdir(tempfile.mkdtemp())  # the agent's workspace: create_lite_agent's workdir is "."

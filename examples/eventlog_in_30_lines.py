@@ -1,13 +1,7 @@
 import tempfile
 
-from liteagent.eventlog import (
-    TextBlock,
-    UserPrompt,
-    conversation,
-    file_checkpointer,
-    fold,
-    messages_to_dicts,
-)
+from liteagent.eventlog import conversation, file_checkpointer, fold, messages_to_dicts
+from liteagent.eventlog.types import TextBlock, UserPrompt
 
 with file_checkpointer(tempfile.mkdtemp()) as cp:
     head = cp.append("s1", [UserPrompt(content=(TextBlock("hello"),))])  # -> 1

@@ -10,8 +10,15 @@ import tempfile
 from pathlib import Path
 
 from liteagent.eventlog import (
+    conversation,
+    file_checkpointer,
+    fold,
+    messages_to_dicts,
+    sqlite_checkpointer,
+)
+from liteagent.eventlog.errors import CheckpointConflictError
+from liteagent.eventlog.types import (
     AssistantMessage,
-    CheckpointConflictError,
     SessionStarted,
     TextBlock,
     ToolResult,
@@ -19,11 +26,6 @@ from liteagent.eventlog import (
     ToolUseBlock,
     Usage,
     UserPrompt,
-    conversation,
-    file_checkpointer,
-    fold,
-    messages_to_dicts,
-    sqlite_checkpointer,
 )
 
 

@@ -1,4 +1,4 @@
-from liteagent.eventlog import Message, ModelRequest, TextBlock
+from liteagent.eventlog.types import Message, ModelRequest, TextBlock
 from liteagent.providers import AnthropicProvider
 from liteagent.providers.testing import FakeMessagesServer, message, overloaded, text
 

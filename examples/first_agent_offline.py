@@ -1,6 +1,6 @@
 import tempfile
 
-from liteagent.eventlog import AssistantMessage, TextBlock, ToolUseBlock
+from liteagent.eventlog.types import AssistantMessage, TextBlock, ToolUseBlock
 from liteagent.providers import scripted
 from liteagent.sdk import create_lite_agent
 

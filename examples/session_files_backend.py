@@ -41,21 +41,14 @@ from typing import Any
 
 from liteagent.eventlog import (
     BlobStore,
-    CheckpointConflictError,
     Checkpointer,
-    CheckpointerClosedError,
-    CodecError,
-    CorruptLogError,
     IntegrityProblem,
     IntegrityReport,
     Lease,
     LeaseInfo,
     Position,
     SessionInfo,
-    SessionLeasedError,
-    StorageIOError,
     StoredEvent,
-    TruncateRangeError,
 )
 from liteagent.eventlog.backend import (
     EncodedEvent,
@@ -63,6 +56,15 @@ from liteagent.eventlog.backend import (
     check_position,
     decode_stored,
     integrity_report,
+)
+from liteagent.eventlog.errors import (
+    CheckpointConflictError,
+    CheckpointerClosedError,
+    CodecError,
+    CorruptLogError,
+    SessionLeasedError,
+    StorageIOError,
+    TruncateRangeError,
 )
 
 __all__ = ["SessionFilesCheckpointer", "session_files_checkpointer"]

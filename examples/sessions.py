@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tempfile
 
-from liteagent.eventlog import AssistantMessage, TextBlock
+from liteagent.eventlog.types import AssistantMessage, TextBlock
 from liteagent.providers import scripted
 from liteagent.sdk import create_lite_agent
 

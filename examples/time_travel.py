@@ -9,7 +9,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from liteagent.eventlog import AssistantMessage, TextBlock, ToolUseBlock, memory_checkpointer
+from liteagent.eventlog import memory_checkpointer
+from liteagent.eventlog.types import AssistantMessage, TextBlock, ToolUseBlock
 from liteagent.providers import scripted
 from liteagent.sdk import RestoreRefusedError, create_lite_agent
 

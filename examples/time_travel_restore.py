@@ -10,7 +10,7 @@ import itertools
 import tempfile
 from pathlib import Path
 
-from liteagent.eventlog import AssistantMessage, TextBlock, ToolUseBlock
+from liteagent.eventlog.types import AssistantMessage, TextBlock, ToolUseBlock
 from liteagent.providers import scripted
 from liteagent.sdk import create_lite_agent
 

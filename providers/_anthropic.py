@@ -24,8 +24,9 @@ from typing import Any
 import anthropic
 import httpx2
 
-from liteagent.eventlog import CancelToken, OperationCancelledError
+from liteagent.eventlog import CancelToken
 from liteagent.eventlog._logger import get_logger
+from liteagent.eventlog.errors import OperationCancelledError
 
 from ._anthropic_convert import (
     applied_edits,

@@ -11,8 +11,8 @@ signature, and a message left empty by that (its neighbours, then of one role, a
 Values JSON on the wire cannot carry, which only a tool input or a block kept as JSON text can
 hold, go out replaced: a surrogate code point as U+FFFD, a non-finite number as ``null`` (the
 log keeps them exactly; the SDK's encoder would fail the whole request otherwise).
-Inbound, a response message becomes an :class:`~liteagent.eventlog.AssistantMessage` with usage
-and stop reason, in a form the log can store (values msgpack cannot hold are kept as their
+Inbound, a response message becomes an :class:`~liteagent.eventlog.types.AssistantMessage` with
+usage and stop reason, in a form the log can store (values msgpack cannot hold are kept as their
 exact JSON text; usage numbers are bounded to 63 bits; a surrogate code point in the stop reason
 or model name is replaced), and the edits the API reports applying become :class:`AppliedEdit`
 values.
@@ -27,7 +27,9 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
-from liteagent.eventlog import (
+from liteagent.eventlog import messages_to_dicts
+from liteagent.eventlog._interchange import message_from_dict
+from liteagent.eventlog.types import (
     AssistantMessage,
     Block,
     Message,
@@ -37,9 +39,7 @@ from liteagent.eventlog import (
     ToolResultBlock,
     ToolUseBlock,
     Usage,
-    messages_to_dicts,
 )
-from liteagent.eventlog._interchange import message_from_dict
 
 from ._contract import (
     AppliedEdit,

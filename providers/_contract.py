@@ -2,8 +2,8 @@
 
 A provider turns a :class:`ModelRequest` into a stream of live :data:`StreamEvent` values that
 ends with exactly one :class:`ResponseComplete` carrying the whole assistant message (as the
-persisted :class:`~liteagent.eventlog.AssistantMessage` event). Live deltas are for display only;
-the final message is what is stored. Optional capabilities are declared in
+persisted :class:`~liteagent.eventlog.types.AssistantMessage` event). Live deltas are for
+display only; the final message is what is stored. Optional capabilities are declared in
 :attr:`ModelProvider.capabilities`; using one that is not declared raises
 :class:`CapabilityNotSupportedError`.
 """
@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, Final
 
-from liteagent.eventlog import (
+from liteagent.eventlog import CancelToken
+from liteagent.eventlog.types import (
     AppliedEdit,
-    CancelToken,
     ClearThinking,
     ClearToolUses,
     Compact,
@@ -75,8 +75,8 @@ class ModelProvider(abc.ABC):
 
     :meth:`stream` yields live events and ends with exactly one :class:`ResponseComplete`. It
     raises :class:`~liteagent.providers.ProviderError` subclasses for failures and
-    :class:`~liteagent.eventlog.OperationCancelledError` when ``cancel`` fires; in both cases no
-    response is produced. Providers are safe to use from several threads at once.
+    :class:`~liteagent.eventlog.errors.OperationCancelledError` when ``cancel`` fires; in both
+    cases no response is produced. Providers are safe to use from several threads at once.
     """
 
     #: The optional capabilities this provider has (``TOKEN_COUNTING``, ``CLEAR_TOOL_USES``,

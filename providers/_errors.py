@@ -23,7 +23,7 @@ that breaks never yields a partial assistant message as if it were complete.
 
 from __future__ import annotations
 
-from liteagent.eventlog import ContextLimitError, LiteAgentError
+from liteagent.eventlog.errors import ContextLimitError, LiteAgentError
 
 __all__ = [
     "CapabilityNotSupportedError",
@@ -58,7 +58,7 @@ class ContextOverflowError(ProviderError, ContextLimitError):
 
     ``tokens`` is the prompt's size and ``maximum`` the window, as the provider reported them
     (``None`` when it did not say). Raised before anything streamed, so a caller can trim the
-    request and retry. It is also a :class:`liteagent.eventlog.ContextLimitError`, which the
+    request and retry. It is also a :class:`liteagent.eventlog.errors.ContextLimitError`, which the
     context layer's reactive compaction catches.
     """
 

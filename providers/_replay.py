@@ -2,7 +2,7 @@
 
 ``replay(events)`` takes a session log (``StoredEvent`` values as a checkpointer reads them, or
 bare event bodies) and answers call *k* (0-based) with the *k*-th recorded
-:class:`~liteagent.eventlog.AssistantMessage`, streamed exactly like
+:class:`~liteagent.eventlog.types.AssistantMessage`, streamed exactly like
 :func:`~liteagent.providers._scripted.scripted` does. Calls beyond the recorded responses raise
 :class:`UnexpectedRequestError`; :meth:`ReplayProvider.assert_all_used` raises
 :class:`UnusedResponsesError` while recorded responses remain. Cancellation, capability checks
@@ -39,20 +39,20 @@ from typing import Any, TypeAlias
 
 from msgspec import UNSET
 
-from liteagent.eventlog import (
+from liteagent.eventlog import StoredEvent
+from liteagent.eventlog._interchange import message_from_dict
+from liteagent.eventlog.types import (
     AssistantMessage,
     Block,
     Event,
     Message,
     OpaqueEvent,
-    StoredEvent,
     TextBlock,
     ToolResult,
     ToolResultBlock,
     TurnAborted,
     UserPrompt,
 )
-from liteagent.eventlog._interchange import message_from_dict
 
 from ._contract import ModelRequest, ModelResponse
 from ._errors import ReplayMismatchError

@@ -1,18 +1,19 @@
 """The scripted provider: answers calls from a fixed script, and fails loudly when used otherwise.
 
 ``scripted([...])`` answers call *k* with script item *k*, in call order across all threads. An
-item is an :class:`~liteagent.eventlog.AssistantMessage` (or a whole :class:`ModelResponse`), a
-function of the :class:`ModelRequest` returning one of those, or an exception instance that the
-call raises instead of streaming (to script provider failures such as
+item is an :class:`~liteagent.eventlog.types.AssistantMessage` (or a whole
+:class:`ModelResponse`), a function of the :class:`ModelRequest` returning one of those, or an
+exception instance that the call raises instead of streaming (to script provider failures such as
 :class:`ContextOverflowError`). A call after the script ran out raises
 :class:`UnexpectedRequestError`; :meth:`ScriptedProvider.assert_all_used` raises
 :class:`UnusedResponsesError` while items are left.
 
 One :meth:`~ScriptedProvider.stream` call, in order:
 
-1. raise :class:`~liteagent.eventlog.OperationCancelledError` if ``cancel`` is already cancelled,
-   and :class:`CapabilityNotSupportedError` if the request uses a context edit the provider does
-   not declare. Such a call never reached the "model": it takes no item and is not recorded.
+1. raise :class:`~liteagent.eventlog.errors.OperationCancelledError` if ``cancel`` is already
+   cancelled, and :class:`CapabilityNotSupportedError` if the request uses a context edit the
+   provider does not declare. Such a call never reached the "model": it takes no item and is not
+   recorded.
 2. take the next item (atomically) and record the request in :attr:`~ScriptedProvider.requests`
    (also when no item is left, so a test can look at the unexpected request);
 3. resolve the item: raise it if it is an exception, call it if it is a function (its exceptions
@@ -39,20 +40,19 @@ from typing import TypeAlias
 
 import msgspec
 
-from liteagent.eventlog import (
+from liteagent.eventlog import CancelToken
+from liteagent.eventlog._interchange import message_from_dict, message_to_dict
+from liteagent.eventlog._shown import shown
+from liteagent.eventlog.errors import InvalidArgumentError, InvalidMessageError
+from liteagent.eventlog.types import (
     AssistantMessage,
     Block,
-    CancelToken,
-    InvalidArgumentError,
-    InvalidMessageError,
     Message,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
-from liteagent.eventlog._interchange import message_from_dict, message_to_dict
-from liteagent.eventlog._shown import shown
 
 from ._contract import (
     CLEAR_THINKING,

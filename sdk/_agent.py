@@ -38,18 +38,13 @@ from liteagent.actors._restore import RestoreResult
 from liteagent.actors._restore_plan import Checkpoint
 from liteagent.actors._session import BackgroundTask
 from liteagent.actors._turn import LiteAgentResult
-from liteagent.eventlog import (
-    CancelToken,
-    GarbageReport,
-    InvalidSessionIdError,
-    RestoreStarted,
-    SessionInfo,
-    validate_session_id,
-)
+from liteagent.eventlog import CancelToken, GarbageReport, SessionInfo, validate_session_id
 from liteagent.eventlog._branches import is_branch_session
 from liteagent.eventlog._gc import DEFAULT_GRACE
 from liteagent.eventlog._ids import SESSION_ID_PATTERN
 from liteagent.eventlog._shown import shown
+from liteagent.eventlog.errors import InvalidSessionIdError
+from liteagent.eventlog.types import RestoreStarted
 
 from ._compact_iter import CompactIterator
 from ._core import AgentCore, new_session_id

@@ -29,15 +29,10 @@ from liteagent.actors._preview import RestorePreview
 from liteagent.actors._restore import RestoreResult
 from liteagent.actors._restore_plan import Checkpoint
 from liteagent.actors._session import BackgroundTask
-from liteagent.eventlog import (
-    CancelToken,
-    GarbageReport,
-    LiteAgentError,
-    RestoreStarted,
-    SessionInfo,
-    validate_session_id,
-)
+from liteagent.eventlog import CancelToken, GarbageReport, SessionInfo, validate_session_id
 from liteagent.eventlog._gc import DEFAULT_GRACE
+from liteagent.eventlog.errors import LiteAgentError
+from liteagent.eventlog.types import RestoreStarted
 
 from ._agent import LiteAgent, LiteAgentResult, checked_undo_args, compact_args, send_args
 from ._compact_iter import AsyncCompactIterator

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
-from liteagent.eventlog import InvalidArgumentError
+from liteagent.eventlog.errors import InvalidArgumentError
 
 from ._cli_commands import cmd_checkpoints, cmd_compact, cmd_restore, cmd_run, cmd_sessions
 from ._cli_demo import cmd_demo

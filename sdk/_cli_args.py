@@ -3,8 +3,9 @@ checkpoints (each a usage error, exit code 2, otherwise)."""
 
 from __future__ import annotations
 
-from liteagent.eventlog import InvalidSessionIdError, validate_session_id
+from liteagent.eventlog import validate_session_id
 from liteagent.eventlog._branches import is_branch_session
+from liteagent.eventlog.errors import InvalidSessionIdError
 
 from ._agent import LiteAgent
 from ._cli_env import CliEnv, NoStoreError

@@ -13,12 +13,9 @@ from dataclasses import dataclass
 from rich.console import Console
 
 from liteagent.actors._compactor import CompactStats
-from liteagent.eventlog import (
-    Compaction,
-    InvalidArgumentError,
-    TextBlock,
-)
 from liteagent.eventlog._branches import is_branch_session
+from liteagent.eventlog.errors import InvalidArgumentError
+from liteagent.eventlog.types import Compaction, TextBlock
 
 from ._cli_args import checkpoint_seq, existing_session, not_a_branch, session_id_arg
 from ._cli_env import KEEP_TAIL_TURNS, CliEnv, NoStoreError, SummaryModel

@@ -22,15 +22,9 @@ from typing import TypeVar
 from rich.console import Console
 
 from liteagent.context import blob_spill_store
-from liteagent.eventlog import (
-    AssistantMessage,
-    CancelToken,
-    TextBlock,
-    ToolUseBlock,
-    conversation,
-    fold,
-)
+from liteagent.eventlog import CancelToken, conversation, fold
 from liteagent.eventlog._messages import message_text
+from liteagent.eventlog.types import AssistantMessage, TextBlock, ToolUseBlock
 from liteagent.providers import scripted
 
 from ._agent import LiteAgent

@@ -34,16 +34,8 @@ from typing import Any
 
 import msgspec
 
-from liteagent.eventlog import (
-    Checkpointer,
-    IntegrityProblem,
-    Lease,
-    LiteAgentError,
-    NotADatabaseError,
-    SessionLeasedError,
-    SessionState,
-    fold,
-)
+from liteagent.eventlog import Checkpointer, IntegrityProblem, Lease, SessionState, fold
+from liteagent.eventlog.errors import LiteAgentError, NotADatabaseError, SessionLeasedError
 
 from ._cli_env import CliEnv, NoStoreError
 from ._cli_errors import UsageError, plain_error

@@ -34,19 +34,20 @@ from liteagent.context import (
 from liteagent.eventlog import (
     CancelToken,
     Checkpointer,
-    InvalidArgumentError,
-    InvalidSessionIdError,
-    ModelRequest,
-    NotADatabaseError,
-    OperationCancelledError,
-    StorageIOError,
-    StreamEvent,
     file_checkpointer,
     project_dir,
     sqlite_checkpointer,
     validate_session_id,
 )
 from liteagent.eventlog._messages import message_text
+from liteagent.eventlog.errors import (
+    InvalidArgumentError,
+    InvalidSessionIdError,
+    NotADatabaseError,
+    OperationCancelledError,
+    StorageIOError,
+)
+from liteagent.eventlog.types import ModelRequest, StreamEvent
 from liteagent.providers import ModelProvider, ProviderAuthError, ProviderRequestError, replay
 from liteagent.providers._contract import ModelResponse
 from liteagent.tools import Tool, default_tools

@@ -24,7 +24,7 @@ from liteagent.actors._restore_plan import (
     NoBranchError,
     RestoreRefusedError,
 )
-from liteagent.eventlog import (
+from liteagent.eventlog.errors import (
     BlobError,
     CheckpointConflictError,
     CodecError,

@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from liteagent.eventlog import InvalidMessageError
+from liteagent.eventlog.errors import InvalidMessageError
 
 __all__ = ["check_finite", "strict_loads"]
 

@@ -34,7 +34,8 @@ from liteagent.actors._live import (
     ToolCallStarted,
 )
 from liteagent.actors._restore_plan import Checkpoint
-from liteagent.eventlog import Checkpointer, LiteAgentError, SessionInfo
+from liteagent.eventlog import Checkpointer, SessionInfo
+from liteagent.eventlog.errors import LiteAgentError
 from liteagent.providers._contract import TextDelta, ToolInputDelta, ToolUseStart
 from liteagent.tools._paths import BIDI_CONTROLS, printed_name
 

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from rich.console import Console
 
-from liteagent.eventlog import CancelToken, LiteAgentError, OperationCancelledError
+from liteagent.eventlog import CancelToken
+from liteagent.eventlog.errors import LiteAgentError, OperationCancelledError
 
 from ._agent import LiteAgent
 from ._cli_commands import compaction_outcome, say_compacted

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from liteagent.eventlog import (
+from liteagent.eventlog import StoredEvent, messages_to_dicts
+from liteagent.eventlog.types import (
     AssistantMessage,
     BackgroundCompleted,
     BackgroundStarted,
@@ -23,7 +24,6 @@ from liteagent.eventlog import (
     RestoreFinished,
     RestoreStarted,
     SessionStarted,
-    StoredEvent,
     TextBlock,
     ThinkingBlock,
     ToolResult,
@@ -32,7 +32,6 @@ from liteagent.eventlog import (
     TranscriptImported,
     TurnAborted,
     UserPrompt,
-    messages_to_dicts,
 )
 
 from ._cli_args import existing_session

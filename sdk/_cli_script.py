@@ -23,16 +23,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from liteagent.eventlog import (
-    AssistantMessage,
-    Block,
-    CancelToken,
-    InvalidArgumentError,
-    OperationCancelledError,
-    TextBlock,
-    ToolUseBlock,
-)
+from liteagent.eventlog import CancelToken
 from liteagent.eventlog._interchange import message_from_dict
+from liteagent.eventlog.errors import InvalidArgumentError, OperationCancelledError
+from liteagent.eventlog.types import AssistantMessage, Block, TextBlock, ToolUseBlock
 from liteagent.providers import (
     ContextOverflowError,
     ModelProvider,

@@ -24,7 +24,8 @@ import threading
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
-from liteagent.eventlog import CancelToken, OperationCancelledError
+from liteagent.eventlog import CancelToken
+from liteagent.eventlog.errors import OperationCancelledError
 
 from ._agent import LiteAgent
 from ._cli_errors import OutputClosedError, OutputWriteError, plain_error

@@ -18,7 +18,7 @@ checkpoints and views work like any other. Every line is checked first; each bad
 reported with its number and nothing is written.
 
 A message's keys besides ``role`` and ``content``, and a ``content`` given as a string, are
-recorded in a :class:`~liteagent.eventlog.TranscriptImported` event right after
+recorded in a :class:`~liteagent.eventlog.types.TranscriptImported` event right after
 ``session_started`` (the conversation the model is sent has neither: the Messages API takes no
 other keys, and a string is the one text block it stands for), with a digest of each such
 message's first event: a restore or fork to a checkpoint keeps the shapes of the messages
@@ -47,26 +47,23 @@ from typing import Any
 
 from msgspec import UNSET
 
-from liteagent.eventlog import (
+from liteagent.eventlog import SessionState, StoredEvent, fold
+from liteagent.eventlog._eventcodec import encode_body
+from liteagent.eventlog._interchange import message_from_dict, message_to_dict, unstorable
+from liteagent.eventlog.errors import InvalidArgumentError, LiteAgentError
+from liteagent.eventlog.types import (
     AssistantMessage,
     Block,
     Event,
-    InvalidArgumentError,
-    LiteAgentError,
     Message,
     OpaqueEvent,
     RawBlock,
     SessionStarted,
-    SessionState,
-    StoredEvent,
     ToolResult,
     ToolResultBlock,
     TranscriptImported,
     UserPrompt,
-    fold,
 )
-from liteagent.eventlog._eventcodec import encode_body
-from liteagent.eventlog._interchange import message_from_dict, message_to_dict, unstorable
 
 from ._cli_args import existing_session, not_a_branch, session_id_arg
 from ._cli_env import CliEnv

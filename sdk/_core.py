@@ -37,13 +37,12 @@ from liteagent.eventlog import (
     CancelToken,
     Checkpointer,
     GarbageReport,
-    InvalidSessionIdError,
-    OperationCancelledError,
     collect_garbage,
     validate_session_id,
 )
 from liteagent.eventlog._branches import is_branch_session
 from liteagent.eventlog._logger import get_logger
+from liteagent.eventlog.errors import InvalidSessionIdError, OperationCancelledError
 from liteagent.providers import ModelProvider
 from liteagent.tools import Tool
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from liteagent.eventlog import LiteAgentError
+from liteagent.eventlog.errors import LiteAgentError
 
 __all__ = ["AgentClosedError", "SessionsDisabledError"]
 

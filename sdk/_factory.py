@@ -17,14 +17,9 @@ from liteagent.context import (
     snip_pass,
     tool_result_budget_pass,
 )
-from liteagent.eventlog import (
-    Checkpointer,
-    InvalidArgumentError,
-    LiteAgentError,
-    file_checkpointer,
-    memory_checkpointer,
-)
+from liteagent.eventlog import Checkpointer, file_checkpointer, memory_checkpointer
 from liteagent.eventlog._shown import shown
+from liteagent.eventlog.errors import InvalidArgumentError, LiteAgentError
 from liteagent.providers import ModelProvider
 from liteagent.tools import Tool, ToolEnv, default_tools
 from liteagent.tools import context as context_tool
@@ -368,7 +363,7 @@ def create_lite_agent(
     engine on, or a ``compactor`` that spills (the default one does, unless ``tools`` holds a
     tool of its own named ``context``; see :attr:`~liteagent.context.Compactor.spills`). A
     tool of one's own named ``context`` beside the engine or a spilling ``compactor`` raises
-    :class:`~liteagent.eventlog.InvalidArgumentError`: the markers would name it.
+    :class:`~liteagent.eventlog.errors.InvalidArgumentError`: the markers would name it.
     """
     return LiteAgent(
         _lite_core(
@@ -466,7 +461,7 @@ def create_agent(
     results it moves out are dropped (``tool_result_budget_pass(200_000, None)``), then it
     drops the middle turns and clears old tool results, as ``default_compactor(max_tokens=None)``
     does. A tool of one's own named ``context`` (not ``liteagent.tools.context``) beside any
-    of those raises :class:`~liteagent.eventlog.InvalidArgumentError`: the markers would send
+    of those raises :class:`~liteagent.eventlog.errors.InvalidArgumentError`: the markers would send
     the model to it."""
     return LiteAgent(
         _core(

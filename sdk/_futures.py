@@ -12,7 +12,8 @@ import contextlib
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from liteagent.eventlog import CancelToken, LiteAgentError
+from liteagent.eventlog import CancelToken
+from liteagent.eventlog.errors import LiteAgentError
 
 if TYPE_CHECKING:
     from liteagent.actors._reply import Reply

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from liteagent.eventlog import CancelToken, LiteAgentError
+from liteagent.eventlog import CancelToken
 from liteagent.eventlog._logger import get_logger
+from liteagent.eventlog.errors import LiteAgentError
 
 __all__ = ["MAX_IDLE_COMPACTIONS", "IdleCompaction"]
 

@@ -7,8 +7,8 @@ import sys
 
 import structlog
 
-from liteagent.eventlog import InvalidArgumentError
 from liteagent.eventlog._shown import shown
+from liteagent.eventlog.errors import InvalidArgumentError
 
 __all__ = ["configure_logging"]
 

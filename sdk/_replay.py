@@ -1,6 +1,6 @@
 """Recomputing what the model saw from a session's log, and checking it against the record.
 
-Every model call appends a :class:`~liteagent.eventlog.ModelRequestRecord` holding
+Every model call appends a :class:`~liteagent.eventlog.types.ModelRequestRecord` holding
 :func:`~liteagent.context.view_hash` of the request it sent and ``request_digest``, the hash of
 the request without its messages. The messages are a pure function of the log before that
 record (the folded conversation, with the latest compaction applied, as
@@ -29,13 +29,8 @@ from liteagent.context._replay import NO_DIGEST
 from liteagent.context._tokens import request_overhead_tokens
 from liteagent.context._view import ConversationView
 from liteagent.context._viewhash import combine_view_hash
-from liteagent.eventlog import (
-    ContextStatus,
-    ModelRequestRecord,
-    SessionState,
-    StoredEvent,
-    apply,
-)
+from liteagent.eventlog import SessionState, StoredEvent, apply
+from liteagent.eventlog.types import ContextStatus, ModelRequestRecord
 from liteagent.providers._contract import ModelRequest, ToolSchema
 from liteagent.tools import Tool
 

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from liteagent.eventlog import CancelToken, InvalidArgumentError, validate_session_id
+from liteagent.eventlog import CancelToken, validate_session_id
 from liteagent.eventlog._paths import check_path as eventlog_check_path
 from liteagent.eventlog._shown import shown
+from liteagent.eventlog.errors import InvalidArgumentError
 
 __all__ = [
     "MAX_COUNT",

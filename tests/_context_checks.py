@@ -30,7 +30,7 @@ from liteagent.context import (
     tool_result_budget_pass,
 )
 from liteagent.context._turns import is_prompt
-from liteagent.eventlog import (
+from liteagent.eventlog.types import (
     Block,
     Message,
     RawBlock,

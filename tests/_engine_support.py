@@ -11,19 +11,18 @@ from pathlib import Path
 from liteagent.context import ContextView, estimate_tokens, split_turns
 from liteagent.context._archive import archive_marker, archive_ref
 from liteagent.context._turns import is_prompt
-from liteagent.eventlog import (
+from liteagent.eventlog import StoredEvent, messages_from_dicts
+from liteagent.eventlog._eventcodec import kind_of
+from liteagent.eventlog.types import (
     AssistantMessage,
     ContentArchived,
     Event,
     Message,
-    StoredEvent,
     ToolResult,
     ToolResultBlock,
     ToolUseBlock,
     UserPrompt,
-    messages_from_dicts,
 )
-from liteagent.eventlog._eventcodec import kind_of
 
 THRESHOLD = 16384
 

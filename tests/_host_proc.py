@@ -16,15 +16,8 @@ import threading
 import traceback
 from pathlib import Path
 
-from liteagent.eventlog import (
-    AssistantMessage,
-    Checkpointer,
-    TextBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-    file_checkpointer,
-    sqlite_checkpointer,
-)
+from liteagent.eventlog import Checkpointer, file_checkpointer, sqlite_checkpointer
+from liteagent.eventlog.types import AssistantMessage, TextBlock, ToolResultBlock, ToolUseBlock
 from liteagent.providers import scripted
 from liteagent.providers._contract import ModelRequest
 from liteagent.sdk import AgentBusyError, create_async_lite_agent

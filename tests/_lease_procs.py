@@ -37,14 +37,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from liteagent.eventlog import (
-    AssistantMessage,
-    Checkpointer,
-    TextBlock,
-    ToolUseBlock,
-    file_checkpointer,
-    sqlite_checkpointer,
-)
+from liteagent.eventlog import Checkpointer, file_checkpointer, sqlite_checkpointer
+from liteagent.eventlog.types import AssistantMessage, TextBlock, ToolUseBlock
 from liteagent.providers import scripted
 from liteagent.providers._contract import ModelRequest
 from liteagent.sdk import LiteAgent, create_lite_agent

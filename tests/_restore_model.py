@@ -8,7 +8,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from liteagent.eventlog import AssistantMessage, TextBlock, ToolUseBlock
+from liteagent.eventlog.types import AssistantMessage, TextBlock, ToolUseBlock
 
 __all__ = ["CONTENT", "NAMES", "TEXT", "apply", "call", "draw_call", "reply"]
 

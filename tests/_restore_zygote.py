@@ -46,8 +46,8 @@ ZYGOTE = textwrap.dedent(
     """
     import hashlib, json, os, signal, sys, time
     import msgspec
-    from liteagent.eventlog import (AssistantMessage, TextBlock, ToolUseBlock,
-                                    file_checkpointer, sqlite_checkpointer)
+    from liteagent.eventlog import file_checkpointer, sqlite_checkpointer
+    from liteagent.eventlog.types import AssistantMessage, TextBlock, ToolUseBlock
     from liteagent.providers import scripted
     from liteagent.sdk import create_lite_agent
 

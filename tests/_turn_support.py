@@ -9,15 +9,8 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
-from liteagent.eventlog import (
-    AssistantMessage,
-    BlobStore,
-    CancelToken,
-    Checkpointer,
-    TextBlock,
-    ToolUseBlock,
-    memory_checkpointer,
-)
+from liteagent.eventlog import BlobStore, CancelToken, Checkpointer, memory_checkpointer
+from liteagent.eventlog.types import AssistantMessage, TextBlock, ToolUseBlock
 from liteagent.providers import scripted
 from liteagent.providers._anthropic_convert import request_params
 from liteagent.providers._contract import ModelRequest

@@ -13,21 +13,18 @@ from typing import Any
 import pytest
 
 from liteagent.context import view_hash
-from liteagent.eventlog import (
+from liteagent.eventlog import CancelToken, memory_checkpointer, sqlite_checkpointer
+from liteagent.eventlog.errors import CheckpointConflictError, OperationCancelledError
+from liteagent.eventlog.types import (
     AssistantMessage,
     BackgroundCompleted,
-    CancelToken,
-    CheckpointConflictError,
     FileSnapshot,
-    OperationCancelledError,
     SessionStarted,
     TextBlock,
     ToolResult,
     ToolUseBlock,
     TurnAborted,
     UserPrompt,
-    memory_checkpointer,
-    sqlite_checkpointer,
 )
 from liteagent.providers import ContextOverflowError, scripted
 from liteagent.providers._contract import ModelRequest

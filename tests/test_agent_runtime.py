@@ -17,15 +17,9 @@ from typing import Any
 
 import pytest
 
-from liteagent.eventlog import (
-    AssistantMessage,
-    CancelToken,
-    OperationCancelledError,
-    TextBlock,
-    UserPrompt,
-    memory_checkpointer,
-    sqlite_checkpointer,
-)
+from liteagent.eventlog import CancelToken, memory_checkpointer, sqlite_checkpointer
+from liteagent.eventlog.errors import OperationCancelledError
+from liteagent.eventlog.types import AssistantMessage, TextBlock, UserPrompt
 from liteagent.providers import AnthropicProvider, scripted
 from liteagent.providers._contract import ModelRequest, TextDelta
 from liteagent.providers.testing import (
@@ -136,7 +130,8 @@ def test_cancel_mid_stream(workdir: Path) -> None:
 _CHILD = textwrap.dedent(
     """
     import sys, time
-    from liteagent.eventlog import AssistantMessage, TextBlock, sqlite_checkpointer
+    from liteagent.eventlog import sqlite_checkpointer
+    from liteagent.eventlog.types import AssistantMessage, TextBlock
     from liteagent.providers import scripted
     from liteagent.sdk import create_lite_agent
     db, work, session, mode = sys.argv[1:5]

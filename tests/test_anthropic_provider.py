@@ -15,21 +15,19 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from liteagent.eventlog import (
+from liteagent.eventlog import CancelToken, messages_from_dicts, messages_to_dicts
+from liteagent.eventlog._interchange import message_from_dict
+from liteagent.eventlog.errors import OperationCancelledError
+from liteagent.eventlog.types import (
     AssistantMessage,
-    CancelToken,
     CompactionBlock,
     Message,
-    OperationCancelledError,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
     Usage,
-    messages_from_dicts,
-    messages_to_dicts,
 )
-from liteagent.eventlog._interchange import message_from_dict
 from liteagent.providers import (
     AnthropicProvider,
     ContextOverflowError,

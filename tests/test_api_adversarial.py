@@ -33,23 +33,8 @@ from hypothesis import strategies as st
 from msgspec import UNSET
 
 from liteagent.eventlog import (
-    AssistantMessage,
     CancelToken,
     Checkpointer,
-    CompactionBlock,
-    InvalidArgumentError,
-    InvalidMessageError,
-    InvalidSessionIdError,
-    LiteAgentError,
-    Message,
-    RawBlock,
-    RedactedThinkingBlock,
-    SessionStarted,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-    UserPrompt,
     file_checkpointer,
     fold,
     memory_checkpointer,
@@ -59,6 +44,25 @@ from liteagent.eventlog import (
     validate_session_id,
 )
 from liteagent.eventlog._interchange import message_to_dict
+from liteagent.eventlog.errors import (
+    InvalidArgumentError,
+    InvalidMessageError,
+    InvalidSessionIdError,
+    LiteAgentError,
+)
+from liteagent.eventlog.types import (
+    AssistantMessage,
+    CompactionBlock,
+    Message,
+    RawBlock,
+    RedactedThinkingBlock,
+    SessionStarted,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserPrompt,
+)
 from liteagent.providers import scripted
 from liteagent.sdk import (
     AgentClosedError,

@@ -22,17 +22,16 @@ from typing import Any
 
 import pytest
 
-from liteagent.eventlog import (
+from liteagent.eventlog import fold, sqlite_checkpointer
+from liteagent.eventlog._liveness import started_self
+from liteagent.eventlog.types import (
     AssistantMessage,
     BackgroundCompleted,
     BackgroundStarted,
     TextBlock,
     ToolUseBlock,
     UserPrompt,
-    fold,
-    sqlite_checkpointer,
 )
-from liteagent.eventlog._liveness import started_self
 from liteagent.providers import scripted
 from liteagent.providers._contract import ModelRequest
 from liteagent.sdk import LiteAgent, create_lite_agent
@@ -166,7 +165,8 @@ def test_a_task_running_in_another_agent_of_this_process_is_not_lost(work: Path,
 _CHILD = textwrap.dedent(
     """
     import sys, time
-    from liteagent.eventlog import AssistantMessage, TextBlock, ToolUseBlock, sqlite_checkpointer
+    from liteagent.eventlog import sqlite_checkpointer
+    from liteagent.eventlog.types import AssistantMessage, TextBlock, ToolUseBlock
     from liteagent.providers import scripted
     from liteagent.sdk import create_lite_agent
     from liteagent.tools import bash

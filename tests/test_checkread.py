@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from liteagent.eventlog import CheckpointConflictError, IntegrityProblem, StoredEvent
+from liteagent.eventlog import IntegrityProblem, StoredEvent
 from liteagent.eventlog._checkread import check_read
+from liteagent.eventlog.errors import CheckpointConflictError
 
 
 def test_a_history_replaced_on_every_read_is_left_out_not_reported() -> None:

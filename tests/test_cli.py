@@ -10,7 +10,8 @@ import msgspec
 import pytest
 from _cli_runner import LITE_AGENT, Cli, CliServer, clean_env, two_prompts, write
 
-from liteagent.eventlog import AssistantMessage, Message, TextBlock, file_checkpointer, fold
+from liteagent.eventlog import file_checkpointer, fold
+from liteagent.eventlog.types import AssistantMessage, Message, TextBlock
 from liteagent.providers import scripted
 from liteagent.providers._contract import ModelRequest
 from liteagent.providers.testing import FakeMessagesServer, message, text

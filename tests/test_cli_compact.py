@@ -15,7 +15,8 @@ import pytest
 from _cli_runner import Cli, clean_env, two_prompts, write
 
 from liteagent.context._replay import NO_DIGEST
-from liteagent.eventlog import (
+from liteagent.eventlog import StoredEvent, file_checkpointer
+from liteagent.eventlog.types import (
     AssistantMessage,
     BackgroundCompleted,
     BackgroundStarted,
@@ -32,14 +33,12 @@ from liteagent.eventlog import (
     RestoreFinished,
     RestoreStarted,
     SessionStarted,
-    StoredEvent,
     TextBlock,
     ToolResult,
     ToolResultBlock,
     TranscriptImported,
     TurnAborted,
     UserPrompt,
-    file_checkpointer,
 )
 from liteagent.providers.testing import FakeMessagesServer, message, text
 from liteagent.sdk._cli_replay import describe_event

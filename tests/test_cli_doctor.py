@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from _cli_runner import Cli, two_prompts
 
-from liteagent.eventlog import OpaqueEvent, file_checkpointer, project_dir, sqlite_checkpointer
+from liteagent.eventlog import file_checkpointer, project_dir, sqlite_checkpointer
 from liteagent.eventlog._frames import FILE_HEADER_SIZE, FRAME_HEAD_SIZE, FrameScanner
 from liteagent.eventlog.conformance import damage_file_log, damage_sqlite, prompts
+from liteagent.eventlog.types import OpaqueEvent
 
 pytestmark = pytest.mark.processes
 

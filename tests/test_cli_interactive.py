@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from _cli_runner import LITE_AGENT, Terminal, clean_env, write, write_script
 
-from liteagent.eventlog import UserPrompt, file_checkpointer, project_dir
+from liteagent.eventlog import file_checkpointer, project_dir
+from liteagent.eventlog.types import UserPrompt
 
 pytestmark = pytest.mark.processes
 

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 from _cli_runner import LITE_AGENT, clean_env, write_script
 
-from liteagent.eventlog import AssistantMessage, CancelToken, OperationCancelledError, TextBlock
+from liteagent.eventlog import CancelToken
+from liteagent.eventlog.errors import OperationCancelledError
+from liteagent.eventlog.types import AssistantMessage, TextBlock
 from liteagent.providers import scripted
 from liteagent.sdk import create_lite_agent
 from liteagent.sdk._cli_output import LiveRenderer, make_console, quiet_console

@@ -9,8 +9,9 @@ import pytest
 from _cli_runner import Cli, two_prompts
 
 from liteagent.actors._switch import Switch
-from liteagent.eventlog import Forked, file_checkpointer
+from liteagent.eventlog import file_checkpointer
 from liteagent.eventlog._branches import is_branch_session
+from liteagent.eventlog.types import Forked
 from liteagent.providers import scripted
 from liteagent.sdk import create_lite_agent
 

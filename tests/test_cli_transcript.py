@@ -16,7 +16,8 @@ from _cli_runner import Cli, CliServer
 from hypothesis import HealthCheck, assume, given, settings
 from test_interchange import as_json, transcripts
 
-from liteagent.eventlog import (
+from liteagent.eventlog import file_checkpointer, messages_from_dicts
+from liteagent.eventlog.types import (
     AssistantMessage,
     Compaction,
     ContentArchived,
@@ -30,8 +31,6 @@ from liteagent.eventlog import (
     TranscriptImported,
     TurnAborted,
     UserPrompt,
-    file_checkpointer,
-    messages_from_dicts,
 )
 from liteagent.sdk._cli_transcript import event_digest
 

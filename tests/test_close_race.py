@@ -23,14 +23,8 @@ from typing import Any
 import pytest
 from _restore_model import call, reply
 
-from liteagent.eventlog import (
-    Checkpointer,
-    LiteAgentError,
-    OperationCancelledError,
-    file_checkpointer,
-    fold,
-    sqlite_checkpointer,
-)
+from liteagent.eventlog import Checkpointer, file_checkpointer, fold, sqlite_checkpointer
+from liteagent.eventlog.errors import LiteAgentError, OperationCancelledError
 from liteagent.providers import scripted
 from liteagent.sdk import (
     ActorStoppedError,

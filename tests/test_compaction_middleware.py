@@ -21,25 +21,20 @@ from liteagent.context import (
 )
 from liteagent.context._llm import SUMMARY_HEADER
 from liteagent.context._middleware import trim_messages
-from liteagent.eventlog import (
+from liteagent.eventlog import CancelToken, SessionState, conversation, fold, memory_checkpointer
+from liteagent.eventlog._messages import message_text
+from liteagent.eventlog.errors import ContextLimitError, InvalidArgumentError
+from liteagent.eventlog.types import (
     AssistantMessage,
-    CancelToken,
-    ContextLimitError,
-    InvalidArgumentError,
     Message,
     ModelRequest,
     ModelResponse,
-    SessionState,
     TextBlock,
     ToolResultBlock,
     ToolSchema,
     ToolUseBlock,
     Usage,
-    conversation,
-    fold,
-    memory_checkpointer,
 )
-from liteagent.eventlog._messages import message_text
 from liteagent.providers import (
     AnthropicProvider,
     ContextOverflowError,

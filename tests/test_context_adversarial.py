@@ -47,22 +47,23 @@ from liteagent.context import (
 )
 from liteagent.context._archive import refs_in
 from liteagent.eventlog import (
-    AssistantMessage,
     CancelToken,
     Checkpointer,
+    file_checkpointer,
+    memory_checkpointer,
+    sqlite_checkpointer,
+)
+from liteagent.eventlog.errors import LiteAgentError, OperationCancelledError
+from liteagent.eventlog.types import (
+    AssistantMessage,
     Compaction,
     ContextStatus,
-    LiteAgentError,
     Message,
-    OperationCancelledError,
     TextBlock,
     ThinkingBlock,
     ToolResult,
     ToolResultBlock,
     ToolUseBlock,
-    file_checkpointer,
-    memory_checkpointer,
-    sqlite_checkpointer,
 )
 from liteagent.providers import CLEAR_TOOL_USES, ContextOverflowError, scripted
 from liteagent.providers._contract import ModelRequest, ModelResponse

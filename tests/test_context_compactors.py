@@ -27,7 +27,8 @@ from liteagent.context import (
     snip_pass,
     token_budget_compactor,
 )
-from liteagent.eventlog import InvalidArgumentError, Message, TextBlock, ToolResultBlock, Usage
+from liteagent.eventlog.errors import InvalidArgumentError
+from liteagent.eventlog.types import Message, TextBlock, ToolResultBlock, Usage
 
 
 def big_turns(n: int, size: int = 3000) -> list[Message]:

@@ -26,21 +26,19 @@ from liteagent.context import (
 )
 from liteagent.context._turns import is_prompt
 from liteagent.context._viewhash import combine_view_hash
-from liteagent.eventlog import (
+from liteagent.eventlog import StoredEvent, conversation, fold
+from liteagent.eventlog._fold import apply_all
+from liteagent.eventlog.errors import InvalidArgumentError
+from liteagent.eventlog.types import (
     ContextSettings,
     ContextStatus,
     Event,
-    InvalidArgumentError,
     Message,
     ModelRequestRecord,
-    StoredEvent,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
-    conversation,
-    fold,
 )
-from liteagent.eventlog._fold import apply_all
 
 BUDGETS = (4_000, 8_000, 32_000, 100_000)
 """Budgets for the recorded trajectories: the smallest refuses some requests of most files."""

@@ -23,19 +23,14 @@ from liteagent.context import (
     memory_spill_store,
 )
 from liteagent.context._archive import archive_marker, render_slice, slice_text
-from liteagent.eventlog import (
+from liteagent.eventlog import SessionState, StoredEvent, fold, memory_checkpointer
+from liteagent.eventlog.errors import (
     BlobNotFoundError,
     CodecError,
-    ContentArchived,
     InvalidArgumentError,
     LiteAgentError,
-    Message,
-    SessionState,
-    StoredEvent,
-    TextBlock,
-    fold,
-    memory_checkpointer,
 )
+from liteagent.eventlog.types import ContentArchived, Message, TextBlock
 from liteagent.tools import UnknownReferenceError
 
 MODULES = [

@@ -45,24 +45,25 @@ from liteagent.context import (
 from liteagent.context._archive import archive_ref, refs_in
 from liteagent.context._tokens import request_overhead_tokens
 from liteagent.eventlog import (
-    AssistantMessage,
     CancelToken,
     Checkpointer,
+    StoredEvent,
+    file_checkpointer,
+    memory_checkpointer,
+    sqlite_checkpointer,
+)
+from liteagent.eventlog.errors import LiteAgentError, OperationCancelledError
+from liteagent.eventlog.types import (
+    AssistantMessage,
     Compact,
     CompactionBlock,
     ContextStatus,
-    LiteAgentError,
     Message,
     ModelRequestRecord,
-    OperationCancelledError,
-    StoredEvent,
     TextBlock,
     ThinkingBlock,
     ToolResult,
     ToolUseBlock,
-    file_checkpointer,
-    memory_checkpointer,
-    sqlite_checkpointer,
 )
 from liteagent.providers import ContextOverflowError, scripted
 from liteagent.providers._contract import ModelRequest

@@ -27,13 +27,8 @@ from liteagent.context import (
     tool_result_budget_pass,
 )
 from liteagent.context._spill import spill_marker
-from liteagent.eventlog import (
-    InvalidArgumentError,
-    Message,
-    RawBlock,
-    TextBlock,
-    ToolResultBlock,
-)
+from liteagent.eventlog.errors import InvalidArgumentError
+from liteagent.eventlog.types import Message, RawBlock, TextBlock, ToolResultBlock
 
 
 def body_of(messages: Sequence[Message], index: int, block: int = 0) -> object:

@@ -27,7 +27,8 @@ import pytest
 from _context_checks import Run, compactor_subjects, invariant_problems, pass_subjects
 
 from liteagent.context import estimate_tokens, split_turns
-from liteagent.eventlog import Message, ToolResultBlock, messages_from_dicts
+from liteagent.eventlog import messages_from_dicts
+from liteagent.eventlog.types import Message, ToolResultBlock
 
 pytestmark = pytest.mark.realdata
 

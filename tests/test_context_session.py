@@ -33,24 +33,26 @@ from liteagent.context._archive import ARCHIVE_PREFIX, archive_ref, slice_text
 from liteagent.context._replay import NO_DIGEST
 from liteagent.context._tokens import request_overhead_tokens
 from liteagent.eventlog import (
-    AssistantMessage,
     CancelToken,
-    Compaction,
-    ContentArchived,
-    ContextStatus,
-    Message,
-    ModelRequestRecord,
-    OperationCancelledError,
     StoredEvent,
-    TextBlock,
-    ToolResult,
-    ToolResultBlock,
-    ToolUseBlock,
     file_checkpointer,
     fold,
     memory_checkpointer,
     sqlite_checkpointer,
     zlib_codec,
+)
+from liteagent.eventlog.errors import OperationCancelledError
+from liteagent.eventlog.types import (
+    AssistantMessage,
+    Compaction,
+    ContentArchived,
+    ContextStatus,
+    Message,
+    ModelRequestRecord,
+    TextBlock,
+    ToolResult,
+    ToolResultBlock,
+    ToolUseBlock,
 )
 from liteagent.providers import AnthropicProvider, ContextOverflowError, scripted
 from liteagent.providers.testing import (
@@ -626,7 +628,7 @@ def test_an_idle_session_within_budget_is_left_alone(tmp_path: Path) -> None:
 
 def test_context_options_are_checked_at_creation(tmp_path: Path) -> None:
     """A bad option is refused when the agent is created."""
-    from liteagent.eventlog import InvalidArgumentError
+    from liteagent.eventlog.errors import InvalidArgumentError
 
     with pytest.raises(InvalidArgumentError, match="unknown context option"):
         create_lite_agent(
@@ -761,7 +763,8 @@ def test_the_providers_compaction_is_the_planner_when_it_declares_compact(tmp_pa
 def test_the_log_reader_refuses_unrecorded_and_damaged_references(tmp_path: Path) -> None:
     """LogArchiveReader: a reference not in the session's log raises UnknownReferenceError
     naming it; a recorded one whose blob was damaged raises the store's CorruptBlobError."""
-    from liteagent.eventlog import CorruptBlobError, SessionState
+    from liteagent.eventlog import SessionState
+    from liteagent.eventlog.errors import CorruptBlobError
     from liteagent.tools import UnknownReferenceError
 
     with file_checkpointer(tmp_path) as cp:

@@ -19,7 +19,10 @@ from liteagent.context import (
 from liteagent.context._archive import archive_ref
 from liteagent.context._view import ConversationView
 from liteagent.context._viewhash import combine_view_hash, message_digest, messages_digest
-from liteagent.eventlog import (
+from liteagent.eventlog import SessionState, StoredEvent, fold
+from liteagent.eventlog._eventcodec import kind_of
+from liteagent.eventlog._messages import merge_adjacent
+from liteagent.eventlog.types import (
     AssistantMessage,
     Compaction,
     ContentArchived,
@@ -27,18 +30,13 @@ from liteagent.eventlog import (
     Message,
     ModelRequest,
     ModelRequestRecord,
-    SessionState,
-    StoredEvent,
     TextBlock,
     ToolResult,
     ToolResultBlock,
     ToolUseBlock,
     TurnAborted,
     UserPrompt,
-    fold,
 )
-from liteagent.eventlog._eventcodec import kind_of
-from liteagent.eventlog._messages import merge_adjacent
 
 _IDS = st.sampled_from(["t1", "t2", "t3"])
 _TEXT = st.text(alphabet="ab東\n", max_size=6)

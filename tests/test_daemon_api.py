@@ -21,21 +21,18 @@ from liteagent.actors._envelope import ask
 from liteagent.actors._maintenance import IsHeld, held
 from liteagent.actors._restore_plan import FilePlan
 from liteagent.context import Compactor, CompactResult, PassReport, estimate_tokens
-from liteagent.eventlog import (
+from liteagent.eventlog import CancelToken, Checkpointer, memory_checkpointer, sqlite_checkpointer
+from liteagent.eventlog.errors import OperationCancelledError
+from liteagent.eventlog.types import (
     AssistantMessage,
-    CancelToken,
-    Checkpointer,
     Compaction,
     Message,
-    OperationCancelledError,
     RestoreFinished,
     RestoreStarted,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
     Usage,
-    memory_checkpointer,
-    sqlite_checkpointer,
 )
 from liteagent.providers import scripted
 from liteagent.sdk import (

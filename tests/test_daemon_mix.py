@@ -34,8 +34,14 @@ from test_daemon_api import _is_prompt
 
 from liteagent.context import Compactor, CompactResult, estimate_tokens
 from liteagent.eventlog import (
-    AssistantMessage,
     Checkpointer,
+    file_checkpointer,
+    fold,
+    memory_checkpointer,
+    sqlite_checkpointer,
+)
+from liteagent.eventlog.types import (
+    AssistantMessage,
     Message,
     TextBlock,
     ToolResultBlock,
@@ -43,10 +49,6 @@ from liteagent.eventlog import (
     TurnAborted,
     Usage,
     UserPrompt,
-    file_checkpointer,
-    fold,
-    memory_checkpointer,
-    sqlite_checkpointer,
 )
 from liteagent.providers import scripted
 from liteagent.providers._contract import ModelRequest

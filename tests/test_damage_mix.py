@@ -58,9 +58,6 @@ from liteagent.actors import _restore_files
 from liteagent.actors._restore_plan import plan_files
 from liteagent.eventlog import (
     Checkpointer,
-    LiteAgentError,
-    ModelRequest,
-    StorageIOError,
     StoredEvent,
     file_checkpointer,
     fold,
@@ -73,6 +70,8 @@ from liteagent.eventlog._liveness import started_self
 from liteagent.eventlog.conformance import damage_file_log, prompts, texts
 from liteagent.eventlog.conformance._damage_file import TAIL_LOSS
 from liteagent.eventlog.conformance._damage_sqlite import _ROW_DAMAGE, _file_damage, _rows, _settle
+from liteagent.eventlog.errors import LiteAgentError, StorageIOError
+from liteagent.eventlog.types import ModelRequest
 from liteagent.providers import scripted
 from liteagent.sdk import (
     LiteAgent,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from liteagent.eventlog import LiteAgentError
+from liteagent.eventlog.errors import LiteAgentError
 
 PACKAGES = ("eventlog", "context", "providers", "tools", "actors", "sdk")
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,6 +21,7 @@ ALLOWED_RAISES = {
     # Python protocols: a sequence's __getitem__ raises IndexError, a module's __getattr__
     # AttributeError; callers (for loops, hasattr) depend on exactly these.
     ("liteagent.eventlog._pvec", "IndexError"),
+    ("liteagent.eventlog", "AttributeError"),
     ("liteagent.providers", "AttributeError"),
     ("liteagent.providers.testing", "AttributeError"),
     # An async iterator ends by raising StopAsyncIteration (the async subscription's __anext__).

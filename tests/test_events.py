@@ -12,13 +12,21 @@ import msgspec
 import pytest
 
 from liteagent.eventlog import (
+    Checkpointer,
+    file_checkpointer,
+    memory_checkpointer,
+    sqlite_checkpointer,
+)
+from liteagent.eventlog._contract import decode_stored
+from liteagent.eventlog._eventcodec import EVENT_KINDS, encode_body, kind_of
+from liteagent.eventlog._nesting import MAX_NESTING
+from liteagent.eventlog.errors import CodecError, InvalidEventError
+from liteagent.eventlog.types import (
     AssistantMessage,
     BackgroundCompleted,
     BackgroundStarted,
     Block,
     BranchCreated,
-    Checkpointer,
-    CodecError,
     Compaction,
     CompactionBlock,
     ContentArchived,
@@ -27,7 +35,6 @@ from liteagent.eventlog import (
     Event,
     FileSnapshot,
     Forked,
-    InvalidEventError,
     Message,
     ModelRequestRecord,
     OpaqueEvent,
@@ -47,13 +54,7 @@ from liteagent.eventlog import (
     TurnAborted,
     Usage,
     UserPrompt,
-    file_checkpointer,
-    memory_checkpointer,
-    sqlite_checkpointer,
 )
-from liteagent.eventlog._contract import decode_stored
-from liteagent.eventlog._eventcodec import EVENT_KINDS, encode_body, kind_of
-from liteagent.eventlog._nesting import MAX_NESTING
 
 SID = "s1"
 

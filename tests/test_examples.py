@@ -22,12 +22,7 @@ from typing import TypeVar
 import pytest
 from _postgres_server import Server
 
-from liteagent.eventlog import (
-    UserPrompt,
-    file_checkpointer,
-    postgres_checkpointer,
-    sqlite_checkpointer,
-)
+from liteagent.eventlog import file_checkpointer, postgres_checkpointer, sqlite_checkpointer
 from liteagent.eventlog.conformance import (
     CheckpointerConformance,
     CrashConformance,
@@ -35,6 +30,7 @@ from liteagent.eventlog.conformance import (
     prompts,
     texts,
 )
+from liteagent.eventlog.types import UserPrompt
 from liteagent.providers.testing import FakeMessagesServer, message, text, tool_use
 
 ROOT = Path(__file__).resolve().parent.parent

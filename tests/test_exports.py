@@ -12,81 +12,77 @@ import liteagent.context
 import liteagent.eventlog
 import liteagent.eventlog.backend
 import liteagent.eventlog.conformance
+import liteagent.eventlog.errors
+import liteagent.eventlog.types
 import liteagent.providers
 import liteagent.sdk
 import liteagent.tools
 
 EVENTLOG = {
+    "BlobInfo",
+    "BlobStore",
+    "CancelToken",
+    "Checkpointer",
+    "Codec",
+    "Follower",
+    "GarbageReport",
+    "IntegrityProblem",
+    "IntegrityReport",
+    "Lease",
+    "LeaseInfo",
+    "Position",
+    "RepairReport",
+    "SessionInfo",
+    "SessionState",
+    "StoredEvent",
+    "apply",
+    "collect_garbage",
+    "conversation",
+    "file_checkpointer",
+    "fold",
+    "memory_checkpointer",
+    "messages_from_dicts",
+    "messages_to_dicts",
+    "postgres_checkpointer",
+    "project_dir",
+    "sqlite_checkpointer",
+    "validate_session_id",
+    "zlib_codec",
+}
+# The value types: messages, model calls and the persisted events.
+TYPES = {
     "AppliedEdit",
     "AssistantMessage",
     "BackgroundCompleted",
     "BackgroundStarted",
-    "BlobCollectionUnsupportedError",
-    "BlobError",
-    "BlobInfo",
-    "BlobNotFoundError",
-    "BlobStore",
     "Block",
     "BranchCreated",
-    "CancelToken",
-    "CheckpointConflictError",
-    "Checkpointer",
-    "CheckpointerClosedError",
-    "CheckpointerError",
     "ClearThinking",
     "ClearToolUses",
-    "Codec",
-    "CodecError",
     "Compact",
     "Compaction",
     "CompactionBlock",
     "ContentArchived",
     "ContextEdit",
-    "ContextLimitError",
     "ContextSettings",
     "ContextStatus",
     "ConversationEntry",
-    "CorruptBlobError",
-    "CorruptLogError",
     "Event",
     "FileSnapshot",
     "Forked",
-    "GarbageReport",
-    "Follower",
-    "IntegrityProblem",
-    "IntegrityReport",
-    "InvalidArgumentError",
-    "InvalidBlobRefError",
-    "InvalidEventError",
-    "InvalidMessageError",
-    "InvalidSessionIdError",
-    "Lease",
-    "LeaseInfo",
-    "LeaseLostError",
-    "LiteAgentError",
     "Message",
     "ModelRequest",
     "ModelRequestRecord",
     "ModelResponse",
-    "NotADatabaseError",
     "OpaqueEvent",
-    "OperationCancelledError",
     "PassRecord",
-    "Position",
     "RawBlock",
     "RedactedThinkingBlock",
-    "RepairReport",
     "ResponseComplete",
     "RestoreFile",
     "RestoreFinished",
     "RestoreStarted",
-    "SchemaVersionError",
-    "SessionInfo",
-    "SessionLeasedError",
     "SessionStarted",
-    "SessionState",
-    "StorageIOError",
-    "StoredEvent",
     "StreamEvent",
     "TextBlock",
     "TextDelta",
@@ -94,28 +90,39 @@ EVENTLOG = {
     "ThinkingDelta",
     "ToolInputDelta",
     "ToolResult",
-    "TranscriptImported",
     "ToolResultBlock",
     "ToolSchema",
     "ToolUseBlock",
     "ToolUseStart",
-    "TruncateRangeError",
+    "TranscriptImported",
     "TurnAborted",
     "Usage",
     "UserPrompt",
-    "apply",
-    "collect_garbage",
-    "conversation",
-    "file_checkpointer",
-    "fold",
-    "memory_checkpointer",
-    "postgres_checkpointer",
-    "messages_from_dicts",
-    "messages_to_dicts",
-    "project_dir",
-    "sqlite_checkpointer",
-    "validate_session_id",
-    "zlib_codec",
+}
+ERRORS = {
+    "BlobCollectionUnsupportedError",
+    "BlobError",
+    "BlobNotFoundError",
+    "CheckpointConflictError",
+    "CheckpointerClosedError",
+    "CheckpointerError",
+    "CodecError",
+    "ContextLimitError",
+    "CorruptBlobError",
+    "CorruptLogError",
+    "InvalidArgumentError",
+    "InvalidBlobRefError",
+    "InvalidEventError",
+    "InvalidMessageError",
+    "InvalidSessionIdError",
+    "LeaseLostError",
+    "LiteAgentError",
+    "NotADatabaseError",
+    "OperationCancelledError",
+    "SchemaVersionError",
+    "SessionLeasedError",
+    "StorageIOError",
+    "TruncateRangeError",
 }
 CONFORMANCE = {
     "BAD_SESSION_IDS",
@@ -342,6 +349,44 @@ def test_eventlog_exports() -> None:
     assert EVENTLOG == set(liteagent.eventlog.__all__)
 
 
+def test_types_exports() -> None:
+    """liteagent.eventlog.types exports exactly the value types."""
+    assert TYPES == set(liteagent.eventlog.types.__all__)
+
+
+def test_errors_exports() -> None:
+    """liteagent.eventlog.errors exports exactly the storage layer's errors."""
+    assert ERRORS == set(liteagent.eventlog.errors.__all__)
+
+
+def test_the_six_packages_export_well_under_200_names() -> None:
+    """The six layers' own namespaces stay small: their value types and storage errors live in
+    liteagent.eventlog.types and liteagent.eventlog.errors."""
+    layers = [liteagent.eventlog, liteagent.context, liteagent.providers, liteagent.tools]
+    layers += [liteagent.actors, liteagent.sdk]
+    total = sum(len(m.__all__) for m in layers)
+    assert total == sum(map(len, [EVENTLOG, CONTEXT, PROVIDERS, TOOLS, ACTORS, SDK]))
+    assert total < 180  # 168 when the namespaces were made (238 before)
+
+
+def test_the_old_spelling_of_a_moved_name_resolves_to_its_home() -> None:
+    """``liteagent.eventlog.UserPrompt`` (the spelling before the namespaces) still gives the
+    object of ``liteagent.eventlog.types``, but is neither exported nor listed by ``dir``; an
+    unknown name is an AttributeError as for any module."""
+    for name in TYPES:
+        assert getattr(liteagent.eventlog, name) is getattr(liteagent.eventlog.types, name)
+    for name in ERRORS:
+        assert getattr(liteagent.eventlog, name) is getattr(liteagent.eventlog.errors, name)
+    assert set() == (TYPES | ERRORS) & (
+        set(liteagent.eventlog.__all__) | set(dir(liteagent.eventlog))
+    )
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        liteagent.eventlog.Nope  # noqa: B018
+    from liteagent.eventlog import UserPrompt  # the old spelling, as written before
+
+    assert UserPrompt is liteagent.eventlog.types.UserPrompt
+
+
 def test_conformance_exports() -> None:
     """liteagent.eventlog.conformance exports the suite's classes and helpers."""
     assert CONFORMANCE == set(liteagent.eventlog.conformance.__all__)
@@ -351,13 +396,15 @@ def test_backend_exports() -> None:
     """liteagent.eventlog.backend exports what a backend needs beyond liteagent.eventlog, and
     none of liteagent.eventlog's own names (each name has one home)."""
     assert BACKEND == set(liteagent.eventlog.backend.__all__)
-    assert set() == BACKEND & EVENTLOG
+    assert set() == BACKEND & (EVENTLOG | TYPES | ERRORS)
 
 
 @pytest.mark.parametrize(
     "module",
     [
         "liteagent.eventlog",
+        "liteagent.eventlog.types",
+        "liteagent.eventlog.errors",
         "liteagent.eventlog.backend",
         "liteagent.eventlog.conformance",
         "liteagent.providers",
@@ -376,13 +423,11 @@ def test_every_exported_name_exists(module: str) -> None:
 
 def test_errors_share_one_root() -> None:
     """Every exported error class derives from LiteAgentError."""
-    errors = [
-        getattr(liteagent.eventlog, n)
-        for n in EVENTLOG
-        if n.endswith("Error") and isinstance(getattr(liteagent.eventlog, n), type)
-    ]
+    errors = [getattr(liteagent.eventlog.errors, n) for n in ERRORS]
     assert errors
-    root = liteagent.eventlog.LiteAgentError
+    assert all(n.endswith("Error") for n in ERRORS)
+    assert [] == [n for n in EVENTLOG | TYPES if n.endswith("Error")]
+    root = liteagent.eventlog.errors.LiteAgentError
     assert [] == [e.__name__ for e in errors if not issubclass(e, root)]
 
 
@@ -399,6 +444,8 @@ FACADE = {
 }
 PACKAGES = [
     "liteagent.eventlog",
+    "liteagent.eventlog.types",
+    "liteagent.eventlog.errors",
     "liteagent.eventlog.backend",
     "liteagent.context",
     "liteagent.providers",

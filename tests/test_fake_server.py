@@ -13,7 +13,7 @@ import anthropic
 import httpx2
 import pytest
 
-from liteagent.eventlog import InvalidArgumentError
+from liteagent.eventlog.errors import InvalidArgumentError
 from liteagent.providers import testing
 from liteagent.providers.testing import (
     FakeMessagesServer,

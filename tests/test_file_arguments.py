@@ -12,15 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from liteagent.eventlog import (
-    Checkpointer,
-    LiteAgentError,
-    TextBlock,
-    UserPrompt,
-    file_checkpointer,
-    zlib_codec,
-)
+from liteagent.eventlog import Checkpointer, file_checkpointer, zlib_codec
 from liteagent.eventlog.conformance import prompts
+from liteagent.eventlog.errors import LiteAgentError
+from liteagent.eventlog.types import TextBlock, UserPrompt
 
 _SETTINGS = settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

@@ -18,24 +18,21 @@ from typing import Any
 
 import pytest
 
-from liteagent.eventlog import (
+from liteagent.eventlog import Position, file_checkpointer, project_dir, zlib_codec
+from liteagent.eventlog._file import FileCheckpointer
+from liteagent.eventlog._frames import FILE_HEADER_SIZE, FRAME_HEAD_SIZE
+from liteagent.eventlog._paths import project_hash
+from liteagent.eventlog.conformance import prompts, texts
+from liteagent.eventlog.errors import (
     CodecError,
     CorruptBlobError,
     CorruptLogError,
     InvalidArgumentError,
     InvalidSessionIdError,
-    Position,
     SchemaVersionError,
     SessionLeasedError,
     StorageIOError,
-    file_checkpointer,
-    project_dir,
-    zlib_codec,
 )
-from liteagent.eventlog._file import FileCheckpointer
-from liteagent.eventlog._frames import FILE_HEADER_SIZE, FRAME_HEAD_SIZE
-from liteagent.eventlog._paths import project_hash
-from liteagent.eventlog.conformance import prompts, texts
 
 SID = "s1"
 
@@ -611,7 +608,8 @@ _FILL_TMPFS = """
 import os, subprocess, sys
 target = sys.argv[1]
 subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", target], check=True)
-from liteagent.eventlog import StorageIOError, file_checkpointer
+from liteagent.eventlog import file_checkpointer
+from liteagent.eventlog.errors import StorageIOError
 from liteagent.eventlog.conformance import prompts
 with file_checkpointer(target) as cp:
     big = "x" * 50_000
@@ -709,7 +707,8 @@ the owner of what the test made)."""
 
 _AS_READER = """
 import errno, json, sys
-from liteagent.eventlog import StorageIOError, file_checkpointer
+from liteagent.eventlog import file_checkpointer
+from liteagent.eventlog.errors import StorageIOError
 from liteagent.eventlog.conformance import prompts, texts
 root = sys.argv[1]
 with file_checkpointer(root=root) as cp:

@@ -14,22 +14,18 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from liteagent.eventlog import (
-    CorruptBlobError,
-    CorruptLogError,
-    IntegrityReport,
-    LiteAgentError,
-    StorageIOError,
-    TextBlock,
-    UserPrompt,
-    collect_garbage,
-    file_checkpointer,
-    zlib_codec,
-)
+from liteagent.eventlog import IntegrityReport, collect_garbage, file_checkpointer, zlib_codec
 from liteagent.eventlog._codec import Codec
 from liteagent.eventlog._frames import Record, build_frame, encode_records
 from liteagent.eventlog.conformance import damage_file_log, prompts
 from liteagent.eventlog.conformance._damage_file import file_frames
+from liteagent.eventlog.errors import (
+    CorruptBlobError,
+    CorruptLogError,
+    LiteAgentError,
+    StorageIOError,
+)
+from liteagent.eventlog.types import TextBlock, UserPrompt
 
 _BOUND = 20.0  # seconds: far more than any of these operations needs
 

@@ -18,9 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from liteagent.eventlog import CodecError, LiteAgentError, file_checkpointer, fold, zlib_codec
+from liteagent.eventlog import file_checkpointer, fold, zlib_codec
 from liteagent.eventlog._frames import Record, build_frame, encode_records
 from liteagent.eventlog.conformance import prompts, texts
+from liteagent.eventlog.errors import CodecError, LiteAgentError
 
 SID = "s"
 _PREFIX = ["p0", "p1", "p2"]  # seqs 1-3, one frame each

@@ -12,16 +12,10 @@ from pathlib import Path
 import pytest
 import xxhash
 
-from liteagent.eventlog import (
-    CheckpointConflictError,
-    CorruptLogError,
-    Position,
-    RepairReport,
-    SchemaVersionError,
-    file_checkpointer,
-)
+from liteagent.eventlog import Position, RepairReport, file_checkpointer
 from liteagent.eventlog._frames import FILE_HEADER_SIZE, FRAME_HEAD_SIZE
 from liteagent.eventlog.conformance import prompts, texts
+from liteagent.eventlog.errors import CheckpointConflictError, CorruptLogError, SchemaVersionError
 
 SID = "s1"
 

@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from liteagent.eventlog import (
+from liteagent.eventlog import SessionState, StoredEvent, apply, conversation, fold
+from liteagent.eventlog._eventcodec import kind_of
+from liteagent.eventlog._events import Origin
+from liteagent.eventlog._fold import CheckpointMark
+from liteagent.eventlog._pvec import PVec
+from liteagent.eventlog.errors import InvalidArgumentError
+from liteagent.eventlog.types import (
     AssistantMessage,
     BackgroundCompleted,
     BackgroundStarted,
@@ -19,14 +25,11 @@ from liteagent.eventlog import (
     ConversationEntry,
     Event,
     FileSnapshot,
-    InvalidArgumentError,
     Message,
     ModelRequestRecord,
     OpaqueEvent,
     PassRecord,
     SessionStarted,
-    SessionState,
-    StoredEvent,
     TextBlock,
     ThinkingBlock,
     ToolResult,
@@ -35,14 +38,7 @@ from liteagent.eventlog import (
     TurnAborted,
     Usage,
     UserPrompt,
-    apply,
-    conversation,
-    fold,
 )
-from liteagent.eventlog._eventcodec import kind_of
-from liteagent.eventlog._events import Origin
-from liteagent.eventlog._fold import CheckpointMark
-from liteagent.eventlog._pvec import PVec
 
 Body = Event | OpaqueEvent
 

@@ -11,17 +11,14 @@ from typing import Any
 import pytest
 from _restore_tools import TOOLS, workspace
 
-from liteagent.eventlog import (
+from liteagent.eventlog import Checkpointer, fold, memory_checkpointer, sqlite_checkpointer
+from liteagent.eventlog.types import (
     AssistantMessage,
-    Checkpointer,
     FileSnapshot,
     Forked,
     RestoreStarted,
     TextBlock,
     ToolUseBlock,
-    fold,
-    memory_checkpointer,
-    sqlite_checkpointer,
 )
 from liteagent.providers import scripted
 from liteagent.sdk import (

@@ -15,8 +15,9 @@ import textwrap
 import threading
 from pathlib import Path
 
-from liteagent.eventlog import SessionLeasedError, file_checkpointer
+from liteagent.eventlog import file_checkpointer
 from liteagent.eventlog.conformance import prompts, texts
+from liteagent.eventlog.errors import SessionLeasedError
 
 WAIT = 60.0  # a bound on waiting (never asserted as a timing)
 
@@ -112,7 +113,8 @@ def test_a_forked_child_does_not_share_its_parents_locks(tmp_path: Path) -> None
 _HALF_BUILT = textwrap.dedent(
     """
     import os, sys
-    from liteagent.eventlog import InvalidArgumentError, file_checkpointer, sqlite_checkpointer
+    from liteagent.eventlog import file_checkpointer, sqlite_checkpointer
+    from liteagent.eventlog.errors import InvalidArgumentError
     kept = []
     for make in (
         lambda: sqlite_checkpointer(sys.argv[1] + "/x.db", synchronous="bogus"),

@@ -36,14 +36,9 @@ import pytest
 from _restore_model import call, reply
 from _tmpfs import grow, small_tmpfs
 
-from liteagent.eventlog import (
-    AssistantMessage,
-    Checkpointer,
-    LiteAgentError,
-    StorageIOError,
-    file_checkpointer,
-    sqlite_checkpointer,
-)
+from liteagent.eventlog import Checkpointer, file_checkpointer, sqlite_checkpointer
+from liteagent.eventlog.errors import LiteAgentError, StorageIOError
+from liteagent.eventlog.types import AssistantMessage
 from liteagent.providers import scripted
 from liteagent.sdk import LiteAgent, create_async_lite_agent, create_lite_agent
 from liteagent.tools import bash, delete_file, write_file

@@ -12,22 +12,23 @@ import pytest
 from _restore_tools import TOOLS
 
 from liteagent.eventlog import (
-    AssistantMessage,
-    BlobCollectionUnsupportedError,
     BlobStore,
     CancelToken,
     Checkpointer,
-    CorruptLogError,
-    RestoreStarted,
-    TextBlock,
-    ToolUseBlock,
-    UserPrompt,
     collect_garbage,
     file_checkpointer,
     memory_checkpointer,
     sqlite_checkpointer,
 )
 from liteagent.eventlog._gc import referenced_blobs
+from liteagent.eventlog.errors import BlobCollectionUnsupportedError, CorruptLogError
+from liteagent.eventlog.types import (
+    AssistantMessage,
+    RestoreStarted,
+    TextBlock,
+    ToolUseBlock,
+    UserPrompt,
+)
 from liteagent.providers import scripted
 from liteagent.sdk import (
     InvalidArgumentError,

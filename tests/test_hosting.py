@@ -28,20 +28,20 @@ from liteagent.actors._pool import ThreadPool
 from liteagent.actors._reply import Reply
 from liteagent.actors._turn import LiteAgentResult
 from liteagent.eventlog import (
-    AssistantMessage,
     CancelToken,
     Checkpointer,
-    InvalidArgumentError,
-    LiteAgentError,
-    OperationCancelledError,
+    file_checkpointer,
+    memory_checkpointer,
+    sqlite_checkpointer,
+)
+from liteagent.eventlog.errors import InvalidArgumentError, LiteAgentError, OperationCancelledError
+from liteagent.eventlog.types import (
+    AssistantMessage,
     TextBlock,
     ToolResult,
     ToolResultBlock,
     ToolUseBlock,
     UserPrompt,
-    file_checkpointer,
-    memory_checkpointer,
-    sqlite_checkpointer,
 )
 from liteagent.providers import scripted
 from liteagent.providers._contract import ModelRequest

@@ -26,20 +26,21 @@ from test_hosting import _until, _until_async
 from liteagent.actors import _host_slots
 from liteagent.context import Compactor, CompactResult
 from liteagent.eventlog import (
-    AssistantMessage,
     CancelToken,
     Checkpointer,
-    LiteAgentError,
-    Message,
-    OperationCancelledError,
-    TextBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-    UserPrompt,
     file_checkpointer,
     fold,
     memory_checkpointer,
     sqlite_checkpointer,
+)
+from liteagent.eventlog.errors import LiteAgentError, OperationCancelledError
+from liteagent.eventlog.types import (
+    AssistantMessage,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserPrompt,
 )
 from liteagent.providers import ModelProvider, scripted
 from liteagent.providers._contract import ModelRequest, StreamEvent

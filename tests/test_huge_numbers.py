@@ -10,13 +10,9 @@ from typing import Any
 
 import pytest
 
-from liteagent.eventlog import (
-    AssistantMessage,
-    LiteAgentError,
-    TextBlock,
-    collect_garbage,
-    memory_checkpointer,
-)
+from liteagent.eventlog import collect_garbage, memory_checkpointer
+from liteagent.eventlog.errors import LiteAgentError
+from liteagent.eventlog.types import AssistantMessage, TextBlock
 from liteagent.providers import scripted
 from liteagent.sdk import LiteAgent, create_lite_agent
 

@@ -17,12 +17,20 @@ from hypothesis import strategies as st
 from msgspec import UNSET
 
 from liteagent.eventlog import (
+    Checkpointer,
+    file_checkpointer,
+    memory_checkpointer,
+    messages_from_dicts,
+    messages_to_dicts,
+)
+from liteagent.eventlog._interchange import message_from_dict, message_to_dict
+from liteagent.eventlog._nesting import MAX_MESSAGE_NESTING, nests_deeper
+from liteagent.eventlog.errors import InvalidMessageError
+from liteagent.eventlog.types import (
     AssistantMessage,
     Block,
-    Checkpointer,
     Compaction,
     CompactionBlock,
-    InvalidMessageError,
     Message,
     RawBlock,
     RedactedThinkingBlock,
@@ -31,13 +39,7 @@ from liteagent.eventlog import (
     ToolResultBlock,
     ToolUseBlock,
     UserPrompt,
-    file_checkpointer,
-    memory_checkpointer,
-    messages_from_dicts,
-    messages_to_dicts,
 )
-from liteagent.eventlog._interchange import message_from_dict, message_to_dict
-from liteagent.eventlog._nesting import MAX_MESSAGE_NESTING, nests_deeper
 
 
 def _user(*blocks: dict[str, Any]) -> dict[str, Any]:

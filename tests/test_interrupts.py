@@ -21,13 +21,7 @@ from _restore_model import reply
 
 from liteagent.actors import _maintenance
 from liteagent.actors._maintenance import Acquire
-from liteagent.eventlog import (
-    TextBlock,
-    UserPrompt,
-    _file,
-    file_checkpointer,
-    sqlite_checkpointer,
-)
+from liteagent.eventlog import _file, file_checkpointer, sqlite_checkpointer
 from liteagent.eventlog._sqlite_commit import (
     Item,
     WriteInterruptedError,
@@ -36,6 +30,7 @@ from liteagent.eventlog._sqlite_commit import (
     unsettled,
     waiter,
 )
+from liteagent.eventlog.types import TextBlock, UserPrompt
 from liteagent.providers import scripted
 from liteagent.sdk import create_lite_agent
 

@@ -17,9 +17,7 @@ from _postgres_server import Server
 from structlog.testing import capture_logs
 
 from liteagent.eventlog import (
-    AssistantMessage,
     Checkpointer,
-    TextBlock,
     file_checkpointer,
     memory_checkpointer,
     postgres_checkpointer,
@@ -27,6 +25,7 @@ from liteagent.eventlog import (
 )
 from liteagent.eventlog.conformance import prompts, texts
 from liteagent.eventlog.conformance._lease_processes import run_holder_killed
+from liteagent.eventlog.types import AssistantMessage, TextBlock
 from liteagent.providers import scripted
 from liteagent.sdk import create_lite_agent
 

@@ -20,21 +20,19 @@ from liteagent.context import (
     split_turns,
 )
 from liteagent.context._llm import SUMMARY_HEADER
-from liteagent.eventlog import (
+from liteagent.eventlog import CancelToken, memory_checkpointer
+from liteagent.eventlog._messages import message_text
+from liteagent.eventlog.errors import InvalidArgumentError, OperationCancelledError
+from liteagent.eventlog.types import (
     AssistantMessage,
-    CancelToken,
-    InvalidArgumentError,
     Message,
     ModelRequest,
     ModelResponse,
-    OperationCancelledError,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
     Usage,
-    memory_checkpointer,
 )
-from liteagent.eventlog._messages import message_text
 from liteagent.providers import AnthropicProvider, ScriptedProvider, ScriptItem, scripted
 from liteagent.providers.testing import FakeMessagesServer, message, stalled_stream, text
 from liteagent.sdk import create_lite_agent

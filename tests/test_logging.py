@@ -14,7 +14,7 @@ from pathlib import Path
 
 _SCRIPT = """
 import sys, time
-from liteagent.eventlog import AssistantMessage, TextBlock, ToolUseBlock
+from liteagent.eventlog.types import AssistantMessage, TextBlock, ToolUseBlock
 from liteagent.providers import scripted
 from liteagent.sdk import configure_logging, create_lite_agent
 from liteagent.tools import Tool

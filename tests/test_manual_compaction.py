@@ -13,15 +13,9 @@ from typing import Any
 import pytest
 
 from liteagent.context import Compactor, CompactResult, PassReport, estimate_tokens
-from liteagent.eventlog import (
-    AssistantMessage,
-    CancelToken,
-    Message,
-    OperationCancelledError,
-    TextBlock,
-    Usage,
-    memory_checkpointer,
-)
+from liteagent.eventlog import CancelToken, memory_checkpointer
+from liteagent.eventlog.errors import OperationCancelledError
+from liteagent.eventlog.types import AssistantMessage, Message, TextBlock, Usage
 from liteagent.providers import scripted
 from liteagent.sdk import (
     AgentBusyError,
@@ -122,7 +116,7 @@ def test_compact_records_a_compaction_the_next_request_uses(workdir: Path) -> No
 def test_the_default_compactor_shortens_a_long_task(workdir: Path) -> None:
     """Without a compactor given, compact() drops the middle steps of one long task (real
     file reads), keeps the last steps verbatim, and the next request is smaller."""
-    from liteagent.eventlog import ToolUseBlock
+    from liteagent.eventlog.types import ToolUseBlock
     from liteagent.tools import read_file
 
     for k in range(8):
@@ -224,7 +218,7 @@ def test_cancel_leaves_the_session_as_it_was(workdir: Path) -> None:
 
 def test_compaction_needs_an_idle_session(workdir: Path) -> None:
     """compact() while a background task runs raises AgentBusyError."""
-    from liteagent.eventlog import ToolUseBlock
+    from liteagent.eventlog.types import ToolUseBlock
     from liteagent.tools import bash
 
     provider = scripted(

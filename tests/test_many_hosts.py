@@ -19,15 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from liteagent.eventlog import (
-    AssistantMessage,
-    Checkpointer,
-    StoredEvent,
-    ToolResult,
-    UserPrompt,
-    file_checkpointer,
-    sqlite_checkpointer,
-)
+from liteagent.eventlog import Checkpointer, StoredEvent, file_checkpointer, sqlite_checkpointer
+from liteagent.eventlog.types import AssistantMessage, ToolResult, UserPrompt
 
 HOST = Path(__file__).with_name("_host_proc.py")
 TIMEOUT = 600  # seconds: a hang guard for the whole run, never a performance bound

@@ -30,14 +30,14 @@ from liteagent.context import (
 )
 from liteagent.context._archive import archive_ref
 from liteagent.context._bodies import cleared_marker, spilled_text
-from liteagent.eventlog import (
+from liteagent.eventlog import memory_checkpointer
+from liteagent.eventlog.errors import InvalidArgumentError
+from liteagent.eventlog.types import (
     AssistantMessage,
-    InvalidArgumentError,
     Message,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
-    memory_checkpointer,
 )
 from liteagent.providers import ContextOverflowError, scripted
 from liteagent.providers._contract import ModelRequest

@@ -21,16 +21,9 @@ import pytest
 
 from liteagent.actors import CompactorActor
 from liteagent.context import Compactor, CompactResult
-from liteagent.eventlog import (
-    AssistantMessage,
-    CancelToken,
-    InvalidArgumentError,
-    Message,
-    OperationCancelledError,
-    TextBlock,
-    Usage,
-    memory_checkpointer,
-)
+from liteagent.eventlog import CancelToken, memory_checkpointer
+from liteagent.eventlog.errors import InvalidArgumentError, OperationCancelledError
+from liteagent.eventlog.types import AssistantMessage, Message, TextBlock, Usage
 from liteagent.providers import scripted
 from liteagent.sdk import (
     AsyncLiteAgent,

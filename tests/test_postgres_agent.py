@@ -17,15 +17,9 @@ import psycopg
 from _postgres_server import Server
 
 from liteagent.context import Compactor, CompactResult, estimate_tokens
-from liteagent.eventlog import (
-    AssistantMessage,
-    Message,
-    TextBlock,
-    ToolUseBlock,
-    Usage,
-    postgres_checkpointer,
-)
+from liteagent.eventlog import postgres_checkpointer
 from liteagent.eventlog.conformance._processes import mp_context
+from liteagent.eventlog.types import AssistantMessage, Message, TextBlock, ToolUseBlock, Usage
 from liteagent.providers import scripted
 from liteagent.sdk import create_lite_agent
 

@@ -22,7 +22,11 @@ pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not insta
 import psycopg
 from _postgres_server import Server
 
-from liteagent.eventlog import (
+from liteagent.eventlog import postgres_checkpointer, zlib_codec
+from liteagent.eventlog._postgres_schema import SCHEMA_VERSION
+from liteagent.eventlog.conformance import prompts, texts
+from liteagent.eventlog.conformance._processes import mp_context
+from liteagent.eventlog.errors import (
     CheckpointerError,
     CodecError,
     InvalidArgumentError,
@@ -30,12 +34,7 @@ from liteagent.eventlog import (
     SchemaVersionError,
     SessionLeasedError,
     StorageIOError,
-    postgres_checkpointer,
-    zlib_codec,
 )
-from liteagent.eventlog._postgres_schema import SCHEMA_VERSION
-from liteagent.eventlog.conformance import prompts, texts
-from liteagent.eventlog.conformance._processes import mp_context
 
 
 @pytest.fixture
@@ -285,7 +284,7 @@ import liteagent.eventlog as e  # noqa: E402
 assert "psycopg" not in sys.modules
 try:
     e.postgres_checkpointer("host=/x")
-except e.CheckpointerError as err:
+except e.errors.CheckpointerError as err:
     print("refused:", err)
 """
 

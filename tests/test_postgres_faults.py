@@ -20,15 +20,9 @@ import psycopg
 from _pg_proxy import CutProxy
 from _postgres_server import Server, start_server
 
-from liteagent.eventlog import (
-    CheckpointConflictError,
-    Checkpointer,
-    SessionLeasedError,
-    StoredEvent,
-    _postgres_lease,
-    postgres_checkpointer,
-)
+from liteagent.eventlog import Checkpointer, StoredEvent, _postgres_lease, postgres_checkpointer
 from liteagent.eventlog.conformance import prompts, texts
+from liteagent.eventlog.errors import CheckpointConflictError, SessionLeasedError
 
 _WAIT = 60.0
 

@@ -7,21 +7,23 @@ from collections.abc import Callable
 import pytest
 
 from liteagent.eventlog import (
+    StoredEvent,
+    conversation,
+    fold,
+    memory_checkpointer,
+    messages_to_dicts,
+)
+from liteagent.eventlog.types import (
     AssistantMessage,
     Event,
     Message,
     OpaqueEvent,
     SessionStarted,
-    StoredEvent,
     TextBlock,
     ToolResult,
     ToolResultBlock,
     ToolUseBlock,
     UserPrompt,
-    conversation,
-    fold,
-    memory_checkpointer,
-    messages_to_dicts,
 )
 from liteagent.providers import (
     ModelProvider,

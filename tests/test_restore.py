@@ -10,14 +10,13 @@ import pytest
 
 from liteagent.actors import _restore_files
 from liteagent.actors._restore_plan import FilePlan
-from liteagent.eventlog import (
+from liteagent.eventlog import CancelToken, memory_checkpointer
+from liteagent.eventlog.types import (
     AssistantMessage,
-    CancelToken,
     RestoreStarted,
     TextBlock,
     ToolUseBlock,
     UserPrompt,
-    memory_checkpointer,
 )
 from liteagent.providers import scripted
 from liteagent.sdk import (

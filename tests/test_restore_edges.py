@@ -19,12 +19,8 @@ from _restore_model import call, reply
 
 from liteagent.actors._restore_plan import checkpoints, plan_files
 from liteagent.actors._snapshots import MAX_SNAPSHOT_BYTES
-from liteagent.eventlog import (
-    InvalidArgumentError,
-    file_checkpointer,
-    fold,
-    memory_checkpointer,
-)
+from liteagent.eventlog import file_checkpointer, fold, memory_checkpointer
+from liteagent.eventlog.errors import InvalidArgumentError
 from liteagent.providers import scripted
 from liteagent.sdk import LiteAgent, RestoreRefusedError, create_lite_agent
 from liteagent.tools import bash, delete_file, edit_file, resolve_in_workspace, write_file

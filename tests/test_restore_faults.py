@@ -26,19 +26,21 @@ from _restore_zygote import (
 
 from liteagent.actors import _restore_files
 from liteagent.eventlog import (
-    AssistantMessage,
-    CheckpointConflictError,
     Checkpointer,
-    FileSnapshot,
-    RestoreFinished,
-    TextBlock,
-    ToolUseBlock,
-    UserPrompt,
     file_checkpointer,
     memory_checkpointer,
     sqlite_checkpointer,
 )
 from liteagent.eventlog._blobs import blob_ref
+from liteagent.eventlog.errors import CheckpointConflictError
+from liteagent.eventlog.types import (
+    AssistantMessage,
+    FileSnapshot,
+    RestoreFinished,
+    TextBlock,
+    ToolUseBlock,
+    UserPrompt,
+)
 from liteagent.providers import scripted
 from liteagent.sdk import (
     AgentBusyError,
@@ -339,7 +341,8 @@ def test_restore_after_a_files_only_restore(work: Path) -> None:
 _APPEND = textwrap.dedent(
     """
     import sys
-    from liteagent.eventlog import TextBlock, UserPrompt, sqlite_checkpointer
+    from liteagent.eventlog import sqlite_checkpointer
+    from liteagent.eventlog.types import TextBlock, UserPrompt
     with sqlite_checkpointer(sys.argv[1]) as cp:
         cp.append(sys.argv[2], [UserPrompt(content=(TextBlock("from the other process"),))])
     """

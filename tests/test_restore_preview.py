@@ -11,17 +11,16 @@ import msgspec
 import pytest
 from _restore_tools import TOOLS, workspace
 
-from liteagent.eventlog import (
+from liteagent.eventlog import Checkpointer, memory_checkpointer
+from liteagent.eventlog._branches import is_branch_session
+from liteagent.eventlog.types import (
     AssistantMessage,
-    Checkpointer,
     TextBlock,
     ToolResult,
     ToolResultBlock,
     ToolUseBlock,
     UserPrompt,
-    memory_checkpointer,
 )
-from liteagent.eventlog._branches import is_branch_session
 from liteagent.providers import scripted
 from liteagent.sdk import (
     FileChange,

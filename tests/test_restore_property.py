@@ -22,10 +22,8 @@ from _restore_tools import TOOLS, workspace
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from liteagent.eventlog import (
-    AssistantMessage,
-    memory_checkpointer,
-)
+from liteagent.eventlog import memory_checkpointer
+from liteagent.eventlog.types import AssistantMessage
 from liteagent.providers import scripted
 from liteagent.sdk import LiteAgent, RestoreRefusedError, create_lite_agent
 

@@ -18,12 +18,9 @@ import pytest
 from liteagent.actors import _restore_files
 from liteagent.actors._restore_files import RestoreFailedError, apply_files, backup_files
 from liteagent.actors._restore_plan import FilePlan
-from liteagent.eventlog import (
-    BlobStore,
-    OperationCancelledError,
-    RestoreFile,
-    memory_checkpointer,
-)
+from liteagent.eventlog import BlobStore, memory_checkpointer
+from liteagent.eventlog.errors import OperationCancelledError
+from liteagent.eventlog.types import RestoreFile
 
 _ERRORS = [
     OSError(errno.ENOSPC, "No space left on device"),

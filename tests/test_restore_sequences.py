@@ -18,16 +18,13 @@ from typing import Any
 
 import pytest
 
-from liteagent.eventlog import (
+from liteagent.eventlog import Checkpointer, file_checkpointer, fold, sqlite_checkpointer
+from liteagent.eventlog.types import (
     AssistantMessage,
-    Checkpointer,
     ModelRequest,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
-    file_checkpointer,
-    fold,
-    sqlite_checkpointer,
 )
 from liteagent.providers import scripted
 from liteagent.sdk import NoBranchError, RestoreRefusedError, create_lite_agent

@@ -11,13 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from liteagent.eventlog import (
+from liteagent.eventlog import CancelToken
+from liteagent.eventlog.errors import InvalidArgumentError, OperationCancelledError
+from liteagent.eventlog.types import (
     AssistantMessage,
     Block,
-    CancelToken,
-    InvalidArgumentError,
     Message,
-    OperationCancelledError,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,

@@ -15,14 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from liteagent.context import ContextOptions, default_compactor
-from liteagent.eventlog import (
-    AssistantMessage,
-    CancelToken,
-    InvalidArgumentError,
-    LiteAgentError,
-    TextBlock,
-    memory_checkpointer,
-)
+from liteagent.eventlog import CancelToken, memory_checkpointer
+from liteagent.eventlog.errors import InvalidArgumentError, LiteAgentError
+from liteagent.eventlog.types import AssistantMessage, TextBlock
 from liteagent.providers import scripted
 from liteagent.sdk import (
     AsyncLiteAgent,

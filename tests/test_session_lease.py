@@ -33,21 +33,23 @@ from _lease_procs import (
 )
 
 from liteagent.eventlog import (
-    AssistantMessage,
-    BackgroundCompleted,
     CancelToken,
     Checkpointer,
-    LiteAgentError,
-    RestoreStarted,
     StoredEvent,
+    file_checkpointer,
+    fold,
+    memory_checkpointer,
+)
+from liteagent.eventlog.errors import LiteAgentError
+from liteagent.eventlog.types import (
+    AssistantMessage,
+    BackgroundCompleted,
+    RestoreStarted,
     TextBlock,
     ToolResult,
     ToolUseBlock,
     TurnAborted,
     UserPrompt,
-    file_checkpointer,
-    fold,
-    memory_checkpointer,
 )
 from liteagent.providers import ProviderRequestError, scripted
 from liteagent.providers._contract import ModelRequest

@@ -14,16 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from liteagent.eventlog import (
-    Checkpointer,
-    InvalidArgumentError,
-    LiteAgentError,
-    StorageIOError,
-    TextBlock,
-    UserPrompt,
-    sqlite_checkpointer,
-)
+from liteagent.eventlog import Checkpointer, sqlite_checkpointer
 from liteagent.eventlog.conformance import prompts
+from liteagent.eventlog.errors import InvalidArgumentError, LiteAgentError, StorageIOError
+from liteagent.eventlog.types import TextBlock, UserPrompt
 
 # -- the factory and the blob store refuse bad arguments -------------------------------------------
 

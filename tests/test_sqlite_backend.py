@@ -26,21 +26,19 @@ from typing import Any
 import apsw
 import pytest
 
-from liteagent.eventlog import (
+from liteagent.eventlog import Checkpointer, StoredEvent, sqlite_checkpointer
+from liteagent.eventlog._sqlite import SCHEMA_VERSION
+from liteagent.eventlog.conformance import prompt, prompts, texts
+from liteagent.eventlog.conformance._processes import mp_context
+from liteagent.eventlog.errors import (
     CheckpointConflictError,
-    Checkpointer,
     CorruptBlobError,
     CorruptLogError,
     InvalidArgumentError,
     NotADatabaseError,
     SchemaVersionError,
     StorageIOError,
-    StoredEvent,
-    sqlite_checkpointer,
 )
-from liteagent.eventlog._sqlite import SCHEMA_VERSION
-from liteagent.eventlog.conformance import prompt, prompts, texts
-from liteagent.eventlog.conformance._processes import mp_context
 
 # -- helpers ---------------------------------------------------------------------------------------
 
@@ -141,7 +139,8 @@ def test_a_file_that_cannot_be_opened_is_named(tmp_path: Path) -> None:
 
 _OPEN_AS_OTHER = """
 import json, sys
-from liteagent.eventlog import StorageIOError, sqlite_checkpointer
+from liteagent.eventlog import sqlite_checkpointer
+from liteagent.eventlog.errors import StorageIOError
 out = []
 for path in sys.argv[1:]:
     try:

@@ -19,13 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from liteagent.eventlog import (
-    SessionLeasedError,
-    StorageIOError,
-    TextBlock,
-    UserPrompt,
-    sqlite_checkpointer,
-)
+from liteagent.eventlog import sqlite_checkpointer
+from liteagent.eventlog.errors import SessionLeasedError, StorageIOError
+from liteagent.eventlog.types import TextBlock, UserPrompt
 
 HOG = """
 import apsw, sys, time

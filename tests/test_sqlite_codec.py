@@ -8,14 +8,9 @@ from pathlib import Path
 import apsw
 import pytest
 
-from liteagent.eventlog import (
-    CodecError,
-    CorruptBlobError,
-    InvalidArgumentError,
-    sqlite_checkpointer,
-    zlib_codec,
-)
+from liteagent.eventlog import sqlite_checkpointer, zlib_codec
 from liteagent.eventlog.conformance import prompts, texts
+from liteagent.eventlog.errors import CodecError, CorruptBlobError, InvalidArgumentError
 
 
 class _FailingCodec:

@@ -20,8 +20,6 @@ import pytest
 
 from liteagent.eventlog import (
     Checkpointer,
-    CorruptLogError,
-    LiteAgentError,
     Position,
     StoredEvent,
     _sqlite_rows,
@@ -29,6 +27,7 @@ from liteagent.eventlog import (
 )
 from liteagent.eventlog._sqlite_rows import session_crc
 from liteagent.eventlog.conformance import damage_sqlite, prompts, texts
+from liteagent.eventlog.errors import CorruptLogError, LiteAgentError
 
 # -- helpers ---------------------------------------------------------------------------------------
 

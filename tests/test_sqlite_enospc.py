@@ -19,15 +19,10 @@ import pytest
 from _tmpfs import small_tmpfs as mounted
 from structlog.testing import capture_logs
 
-from liteagent.eventlog import (
-    Checkpointer,
-    SessionLeasedError,
-    StorageIOError,
-    collect_garbage,
-    sqlite_checkpointer,
-)
+from liteagent.eventlog import Checkpointer, collect_garbage, sqlite_checkpointer
 from liteagent.eventlog.conformance import prompts, texts
 from liteagent.eventlog.conformance._lease_processes import run_holder_killed
+from liteagent.eventlog.errors import SessionLeasedError, StorageIOError
 
 
 @pytest.fixture

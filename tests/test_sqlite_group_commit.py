@@ -23,16 +23,11 @@ from typing import Any
 import apsw
 import pytest
 
-from liteagent.eventlog import (
-    CheckpointConflictError,
-    Checkpointer,
-    CorruptLogError,
-    StorageIOError,
-    sqlite_checkpointer,
-)
+from liteagent.eventlog import Checkpointer, sqlite_checkpointer
 from liteagent.eventlog._sqlite_writer import Writer, group_commit, set_group_commit
 from liteagent.eventlog.conformance import prompts, texts
 from liteagent.eventlog.conformance._processes import mp_context
+from liteagent.eventlog.errors import CheckpointConflictError, CorruptLogError, StorageIOError
 
 # -- helpers ---------------------------------------------------------------------------------------
 

@@ -16,17 +16,12 @@ from typing import Any
 import apsw
 import pytest
 
-from liteagent.eventlog import (
-    Checkpointer,
-    LeaseLostError,
-    SessionLeasedError,
-    TextBlock,
-    UserPrompt,
-    sqlite_checkpointer,
-)
+from liteagent.eventlog import Checkpointer, sqlite_checkpointer
 from liteagent.eventlog._lease import check_lease_fresh, check_lease_held
 from liteagent.eventlog._sqlite_lease import _started_self
 from liteagent.eventlog.conformance._processes import mp_context
+from liteagent.eventlog.errors import LeaseLostError, SessionLeasedError
+from liteagent.eventlog.types import TextBlock, UserPrompt
 
 RENEWER = "liteagent-sqlite-lease-renewer"
 

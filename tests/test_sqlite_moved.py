@@ -17,13 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from liteagent.eventlog import (
-    Checkpointer,
-    StorageIOError,
-    TextBlock,
-    UserPrompt,
-    sqlite_checkpointer,
-)
+from liteagent.eventlog import Checkpointer, sqlite_checkpointer
+from liteagent.eventlog.errors import StorageIOError
+from liteagent.eventlog.types import TextBlock, UserPrompt
 
 
 def _prompt(text: str) -> UserPrompt:
@@ -204,7 +200,8 @@ def test_concurrent_appends_after_a_replacement_are_never_acknowledged(tmp_path:
 
 _WAL_CHILD = """
 import json, os, sys, time
-from liteagent.eventlog import StorageIOError, sqlite_checkpointer
+from liteagent.eventlog import sqlite_checkpointer
+from liteagent.eventlog.errors import StorageIOError
 from liteagent.eventlog.conformance import prompts
 db = sys.argv[1]
 cp = sqlite_checkpointer(db)

@@ -13,16 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from liteagent.eventlog import (
-    AssistantMessage,
-    Checkpointer,
-    TextBlock,
-    UserPrompt,
-    file_checkpointer,
-    project_dir,
-    sqlite_checkpointer,
-)
+from liteagent.eventlog import Checkpointer, file_checkpointer, project_dir, sqlite_checkpointer
 from liteagent.eventlog.backend import FileBlobStore
+from liteagent.eventlog.types import AssistantMessage, TextBlock, UserPrompt
 from liteagent.providers import scripted
 from liteagent.sdk import create_lite_agent
 

@@ -41,13 +41,13 @@ from _restore_model import call, reply
 from liteagent.actors._restore_plan import plan_files
 from liteagent.eventlog import (
     Checkpointer,
-    LiteAgentError,
-    ModelRequest,
     file_checkpointer,
     fold,
     memory_checkpointer,
     sqlite_checkpointer,
 )
+from liteagent.eventlog.errors import LiteAgentError
+from liteagent.eventlog.types import ModelRequest
 from liteagent.providers import scripted
 from liteagent.sdk import LiteAgent, RestoreRefusedError, create_lite_agent
 from liteagent.tools import (

@@ -25,7 +25,8 @@ from _restore_tools import TOOLS, workspace
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from liteagent.eventlog import Checkpointer, Forked, ModelRequest, UserPrompt, memory_checkpointer
+from liteagent.eventlog import Checkpointer, memory_checkpointer
+from liteagent.eventlog.types import Forked, ModelRequest, UserPrompt
 from liteagent.providers import scripted
 from liteagent.sdk import LiteAgent, NoBranchError, RestoreRefusedError, create_lite_agent
 

@@ -15,14 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from liteagent.eventlog import (
-    AssistantMessage,
-    CancelToken,
-    InvalidArgumentError,
-    TextBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-)
+from liteagent.eventlog import CancelToken
+from liteagent.eventlog.errors import InvalidArgumentError
+from liteagent.eventlog.types import AssistantMessage, TextBlock, ToolResultBlock, ToolUseBlock
 from liteagent.providers import scripted
 from liteagent.sdk import create_lite_agent
 from liteagent.tools import (

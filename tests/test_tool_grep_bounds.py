@@ -16,13 +16,9 @@ from typing import Any
 
 import pytest
 
-from liteagent.eventlog import (
-    AssistantMessage,
-    CancelToken,
-    OperationCancelledError,
-    TextBlock,
-    ToolUseBlock,
-)
+from liteagent.eventlog import CancelToken
+from liteagent.eventlog.errors import OperationCancelledError
+from liteagent.eventlog.types import AssistantMessage, TextBlock, ToolUseBlock
 from liteagent.providers import scripted
 from liteagent.sdk import create_lite_agent
 from liteagent.tools import ToolContext, ToolOutput, grep, read_file

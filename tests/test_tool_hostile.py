@@ -18,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from liteagent.eventlog import CancelToken, InvalidArgumentError
+from liteagent.eventlog import CancelToken
+from liteagent.eventlog.errors import InvalidArgumentError
 from liteagent.tools import (
     InvalidPathError,
     Tool,

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from liteagent.eventlog import AssistantMessage, ToolUseBlock, file_checkpointer
+from liteagent.eventlog import file_checkpointer
+from liteagent.eventlog.types import AssistantMessage, ToolUseBlock
 from liteagent.providers import AnthropicProvider
 from liteagent.providers.testing import FakeMessagesServer, message, text, tool_use
 from liteagent.sdk import LiteAgent, create_lite_agent

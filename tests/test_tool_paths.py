@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from liteagent.eventlog import LiteAgentError
+from liteagent.eventlog.errors import LiteAgentError
 from liteagent.tools import (
     InvalidPathError,
     PathOutsideWorkspaceError,

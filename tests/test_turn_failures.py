@@ -29,24 +29,25 @@ from _turn_support import (
 from liteagent.actors._turn import TurnFailedError
 from liteagent.context import verify_replay
 from liteagent.eventlog import (
-    AssistantMessage,
-    BackgroundCompleted,
     CancelToken,
-    ContentArchived,
-    LiteAgentError,
-    ModelRequest,
-    ModelResponse,
-    StorageIOError,
-    TextBlock,
-    ToolResult,
-    ToolUseBlock,
-    TurnAborted,
     file_checkpointer,
     fold,
     memory_checkpointer,
     sqlite_checkpointer,
 )
 from liteagent.eventlog._messages import message_text
+from liteagent.eventlog.errors import LiteAgentError, StorageIOError
+from liteagent.eventlog.types import (
+    AssistantMessage,
+    BackgroundCompleted,
+    ContentArchived,
+    ModelRequest,
+    ModelResponse,
+    TextBlock,
+    ToolResult,
+    ToolUseBlock,
+    TurnAborted,
+)
 from liteagent.providers import AnthropicProvider, ModelProvider, scripted
 from liteagent.providers._contract import ResponseComplete, StreamEvent, TextDelta
 from liteagent.providers.testing import FakeMessagesServer, message, text, tool_use
@@ -497,7 +498,7 @@ def test_a_prompt_that_is_not_text_is_refused_before_anything_is_written(tmp_pat
     liteagent error and nothing is written (the Messages API refuses empty text blocks)."""
     from liteagent.actors import SessionConfig
     from liteagent.actors._turn import SessionCore
-    from liteagent.eventlog import InvalidArgumentError
+    from liteagent.eventlog.errors import InvalidArgumentError
 
     cp = memory_checkpointer()
     core = SessionCore(

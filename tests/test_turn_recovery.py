@@ -30,18 +30,9 @@ from liteagent.context import (
     micro_pass,
     verify_replay,
 )
-from liteagent.eventlog import (
-    AssistantMessage,
-    CancelToken,
-    ContextStatus,
-    LiteAgentError,
-    OperationCancelledError,
-    StorageIOError,
-    TextBlock,
-    TurnAborted,
-    fold,
-    memory_checkpointer,
-)
+from liteagent.eventlog import CancelToken, fold, memory_checkpointer
+from liteagent.eventlog.errors import LiteAgentError, OperationCancelledError, StorageIOError
+from liteagent.eventlog.types import AssistantMessage, ContextStatus, TextBlock, TurnAborted
 from liteagent.providers import (
     AnthropicProvider,
     ContextOverflowError,

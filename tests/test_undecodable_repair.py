@@ -17,14 +17,10 @@ import apsw
 import msgspec
 import pytest
 
-from liteagent.eventlog import (
-    Checkpointer,
-    CodecError,
-    sqlite_checkpointer,
-    zlib_codec,
-)
+from liteagent.eventlog import Checkpointer, sqlite_checkpointer, zlib_codec
 from liteagent.eventlog._sqlite_rows import Seeds, row_crc
 from liteagent.eventlog.conformance import prompts, texts
+from liteagent.eventlog.errors import CodecError
 
 SID = "s"
 BODIES = {

@@ -14,22 +14,24 @@ from _restore_tools import TOOLS, workspace
 from liteagent.actors import _restore_files
 from liteagent.actors._switch import Switch
 from liteagent.eventlog import (
-    AssistantMessage,
-    BranchCreated,
     CancelToken,
     Checkpointer,
-    InvalidSessionIdError,
-    RestoreFinished,
     StoredEvent,
-    TextBlock,
-    ToolUseBlock,
-    UserPrompt,
     file_checkpointer,
     memory_checkpointer,
     sqlite_checkpointer,
 )
 from liteagent.eventlog._branches import branch_prefix, is_branch_session
 from liteagent.eventlog._gc import referenced_blobs
+from liteagent.eventlog.errors import InvalidSessionIdError
+from liteagent.eventlog.types import (
+    AssistantMessage,
+    BranchCreated,
+    RestoreFinished,
+    TextBlock,
+    ToolUseBlock,
+    UserPrompt,
+)
 from liteagent.providers import scripted
 from liteagent.sdk import (
     InterruptedRestoreError,

@@ -27,7 +27,7 @@ shell and search tools, the ``@tool`` decorator, and path safety.
 - :func:`resolve_in_workspace` — every path a built-in tool touches goes through it: relative to
   the workspace, symlinks resolved, anything outside refused.
 
-Errors (all under ``liteagent.eventlog.LiteAgentError``)::
+Errors (all under ``liteagent.eventlog.errors.LiteAgentError``)::
 
     ToolError
     ├── InvalidPathError            (also ValueError)
@@ -89,6 +89,7 @@ def default_tools(env: ToolEnv | None = None) -> list[Tool]:
     bash, glob, grep. A new list each call (the tools themselves are shared, stateless
     instances). With ``env`` the ``bash`` tool is ``bash_tool(env)``: its commands get the
     environment that policy builds (``None``: the default policy, :data:`bash`). Raises
-    :class:`~liteagent.eventlog.InvalidArgumentError` when ``env`` is not a :class:`ToolEnv`."""
+    :class:`~liteagent.eventlog.errors.InvalidArgumentError` when ``env`` is not a
+    :class:`ToolEnv`."""
     shell = bash if env is None else bash_tool(env)
     return [read_file, write_file, edit_file, delete_file, shell, glob, grep]

@@ -36,7 +36,8 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from liteagent.eventlog import CancelToken, InvalidArgumentError
+from liteagent.eventlog import CancelToken
+from liteagent.eventlog.errors import InvalidArgumentError
 
 from ._contract import ToolContext, ToolOutput
 from ._decorator import FunctionTool, tool
@@ -56,7 +57,7 @@ _STOPPED = "the command and its processes were stopped"
 def bash_tool(env: ToolEnv | None = None) -> FunctionTool[..., ToolOutput]:
     """A ``bash`` tool whose commands (foreground and background) get the environment ``env``
     builds (``None``: ``ToolEnv()``, the host's less the credential-like variables). Raises
-    :class:`~liteagent.eventlog.InvalidArgumentError` when ``env`` is not a ``ToolEnv``."""
+    :class:`~liteagent.eventlog.errors.InvalidArgumentError` when ``env`` is not a ``ToolEnv``."""
     if env is None:
         env = ToolEnv()
     elif not isinstance(env, ToolEnv):

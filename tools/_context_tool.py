@@ -22,7 +22,7 @@ from typing import Annotated
 from msgspec import Meta
 
 from liteagent.context._archive import REFERENCE_PATTERN, render_slice
-from liteagent.eventlog import (
+from liteagent.eventlog.errors import (
     BlobNotFoundError,
     CodecError,
     CorruptBlobError,

@@ -34,10 +34,11 @@ class ArchiveReader(Protocol):
         """The full text archived under ``ref``, which must be recorded in the current
         session's log. Raises :class:`~liteagent.tools.UnknownReferenceError` when ``ref`` is
         not recorded in this session (another session's, made up) or is malformed; may raise
-        :class:`~liteagent.eventlog.BlobNotFoundError`,
-        :class:`~liteagent.eventlog.CorruptBlobError`, :class:`~liteagent.eventlog.CodecError`
-        or :class:`~liteagent.eventlog.StorageIOError` when the stored blob is missing, damaged
-        or unreadable."""
+        :class:`~liteagent.eventlog.errors.BlobNotFoundError`,
+        :class:`~liteagent.eventlog.errors.CorruptBlobError`,
+        :class:`~liteagent.eventlog.errors.CodecError`
+        or :class:`~liteagent.eventlog.errors.StorageIOError` when the stored blob is missing,
+        damaged or unreadable."""
         ...
 
 

@@ -9,8 +9,8 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
-from liteagent.eventlog import InvalidArgumentError
 from liteagent.eventlog._shown import shown
+from liteagent.eventlog.errors import InvalidArgumentError
 
 __all__ = [
     "PROVIDER_CREDENTIALS",
@@ -194,7 +194,7 @@ def tool_env(
     - ``tool_env(allow=[...])``: only these host variables, by exact name (even withheld ones).
     - ``tool_env(replace={...})``: exactly this environment, nothing from the host.
 
-    Raises :class:`~liteagent.eventlog.InvalidArgumentError` for ``allow`` with ``replace``,
+    Raises :class:`~liteagent.eventlog.errors.InvalidArgumentError` for ``allow`` with ``replace``,
     ``keep``/``deny`` with either, a name that is not a non-empty string without ``=`` or NUL
     (a bare string instead of a list of names is refused too), or a value that is not a string
     a process environment can hold.

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import errno
 
-from liteagent.eventlog import LiteAgentError
+from liteagent.eventlog.errors import LiteAgentError
 
 __all__ = [
     "InvalidPathError",

@@ -23,8 +23,8 @@ import os
 import re
 from pathlib import Path
 
-from liteagent.eventlog import InvalidArgumentError
 from liteagent.eventlog._shown import shown
+from liteagent.eventlog.errors import InvalidArgumentError
 
 from ._errors import InvalidPathError, PathOutsideWorkspaceError
 
@@ -39,7 +39,7 @@ __all__ = [
 
 def workspace_root(workdir: str | os.PathLike[str]) -> Path:
     """The workspace's real path: ``os.path.realpath(workdir)`` (it need not exist). Raises
-    :class:`~liteagent.eventlog.InvalidArgumentError` for a ``workdir`` that is not a ``str``
+    :class:`~liteagent.eventlog.errors.InvalidArgumentError` for a ``workdir`` that is not a ``str``
     path or cannot name a folder (a NUL byte, a character the file system cannot encode)."""
     given = _text(workdir, "workdir")
     problem = _unusable(given)
@@ -61,7 +61,7 @@ def resolve_in_workspace(workdir: str | os.PathLike[str], path: str | os.PathLik
     Raises :class:`InvalidPathError` for a path containing a NUL byte or a character the file
     system encoding cannot carry (a lone surrogate), :class:`PathOutsideWorkspaceError` when the
     resolved path is not the workspace or below it, and
-    :class:`~liteagent.eventlog.InvalidArgumentError` when ``path`` or ``workdir`` is not a
+    :class:`~liteagent.eventlog.errors.InvalidArgumentError` when ``path`` or ``workdir`` is not a
     ``str`` path (bytes included) or ``workdir`` is unusable. Nothing is created or opened.
     """
     given = _text(path, "path")

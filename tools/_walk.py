@@ -10,7 +10,7 @@ case-sensitively:
 - everything else is literal. Names starting with ``.`` are matched like any other.
 
 A pattern must be relative and must not contain a ``..`` component
-(:class:`~liteagent.eventlog.InvalidArgumentError`, a ``ValueError``, otherwise, as for a set
+(:class:`~liteagent.eventlog.errors.InvalidArgumentError`, a ``ValueError``, otherwise, as for a set
 with a reversed range such as ``[z-a]``); ``.`` components and repeated ``/`` are
 dropped.
 
@@ -34,8 +34,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from liteagent.eventlog import InvalidArgumentError
 from liteagent.eventlog._shown import shown
+from liteagent.eventlog.errors import InvalidArgumentError
 
 from ._paths import is_inside
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from liteagent.eventlog import InvalidArgumentError
+from liteagent.eventlog.errors import InvalidArgumentError
 
 from ._failures import error_response
 from ._responses import JSONResponse, MessageResponse, Response, StreamResponse

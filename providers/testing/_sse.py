@@ -30,7 +30,7 @@ import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from liteagent.eventlog import InvalidArgumentError
+from liteagent.eventlog.errors import InvalidArgumentError
 
 __all__ = ["SSEEvent", "encode_event", "stream_events"]
 
