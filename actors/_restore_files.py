@@ -8,9 +8,7 @@ crash can be finished by applying the same plan again, or rolled back by applyin
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import secrets
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from liteagent.eventlog._lease import check_lease_fresh
 from liteagent.eventlog.errors import LiteAgentError, OperationCancelledError
 from liteagent.eventlog.types import RestoreFile
 from liteagent.tools._paths import printed_name
+from liteagent.tools._replace import remove_temps, replace_file
 
 from ._restore_plan import FilePlan, RestoreRefusedError, read_regular, reason, unreadable
 
@@ -30,42 +29,14 @@ class RestoreFailedError(LiteAgentError):
     they were and the log cut back to what it was before the restore."""
 
 
-_TEMP_PREFIX = ".liteagent-put-"
-
-
-def _temp_prefix(name: str) -> str:
-    """The start of the temp names of writes to ``name``: a fixed 32 characters (the name's
-    hash, not the name, so a 255-byte name still has a temp name the file system accepts, and
-    a user's own file that only looks like a temp file of it is never taken for one)."""
-    digest = hashlib.sha256(os.fsencode(name)).hexdigest()[:16]
-    return f"{_TEMP_PREFIX}{digest}-"
-
-
-def _remove_temps(path: Path) -> None:
-    """Remove temp files an interrupted write of ``path`` left beside it."""
-    prefix = _temp_prefix(path.name)
-    try:
-        names = os.listdir(path.parent)
-    except (FileNotFoundError, NotADirectoryError):
-        return
-    for name in names:
-        tail = name[len(prefix) :]
-        if name.startswith(prefix) and len(tail) == 8 and all(c in _HEX for c in tail):
-            with contextlib.suppress(OSError):
-                os.unlink(path.parent / name)
-
-
-_HEX = frozenset("0123456789abcdef")
-
-
 def put_file(workdir: Path, rel: str, content: bytes | None, mode: int | None = None) -> None:
     """Make ``workdir/rel`` hold ``content`` (``None``: not exist), atomically and durably. A
     file that is there keeps its permission bits; one this creates gets ``mode`` (when given;
-    else the default, 0o644 less the umask).
+    else the default, 0o666 less the umask). See :mod:`liteagent.tools._replace`.
 
     Temp files a crashed earlier write of the same path left beside it are removed first."""
     path = workdir / rel
-    _remove_temps(path)
+    remove_temps(path)
     if content is None:  # absent already when a folder on its path is a file, or it is one
         with contextlib.suppress(FileNotFoundError, NotADirectoryError, IsADirectoryError):
             os.unlink(path)
@@ -73,30 +44,7 @@ def put_file(workdir: Path, rel: str, content: bytes | None, mode: int | None = 
     if path.is_dir() and not path.is_symlink():
         _remove_empty_folders(path)  # emptied by the same operation's deletions (preflight)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f"{_temp_prefix(path.name)}{secrets.token_hex(4)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    try:
-        try:
-            view = memoryview(content)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if path.exists():
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        elif mode is not None:
-            os.chmod(tmp, mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    replace_file(path, content, mode)
 
 
 def _remove_empty_folders(folder: Path) -> None:

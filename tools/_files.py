@@ -8,8 +8,10 @@ A file is **binary** when its first 8 KiB contain a NUL byte, or when the part r
 UTF-8. Text is read and written as UTF-8 without newline translation (``\\r\\n`` stays).
 
 Files are opened without blocking and checked again once open, so a file swapped for a FIFO
-after the check cannot hang the call. Content to write is encoded before the file is opened:
-text the file cannot hold (a lone surrogate) is refused and leaves the file as it was. Reading
+after the check cannot hang the call. Content to write is encoded first: text the file cannot
+hold (a lone surrogate) is refused and leaves the file as it was. A write replaces the file
+atomically (a temp file renamed over it, :mod:`._replace`): a crash never leaves it half
+written, and a hard link to a file outside the workspace is broken, never written through. Reading
 checks ``ctx.cancel`` as it goes through a long file.
 """
 
@@ -31,6 +33,7 @@ from ._contract import ToolContext, ToolOutput
 from ._decorator import tool
 from ._errors import InvalidPathError, os_error_message
 from ._paths import relative_display, resolve_in_workspace, workspace_root
+from ._replace import replace_file
 
 __all__ = [
     "MAX_READ_BYTES",
@@ -271,17 +274,13 @@ def write_file(
 
 
 def write_bytes(target: Path, data: bytes) -> None:
-    """Replace the content of the regular file ``target`` (created if missing) with ``data``;
-    raises ``OSError``. Opened without blocking and checked, as for reading."""
-    fd = os.open(
-        target, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o666
-    )
-    with os.fdopen(fd, "wb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        os.set_blocking(fd, True)
-        f.truncate(0)
-        f.write(data)
+    """Replace the content of the file ``target`` (created if missing) with ``data``,
+    atomically and durably, breaking a hard link rather than writing through it (see
+    :mod:`._replace`); raises ``OSError``. A file the process may not write is refused
+    (``EACCES``), as writing it in place would be, although the rename would be allowed."""
+    if os.path.lexists(target) and not os.access(target, os.W_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(target))
+    replace_file(target, data)
 
 
 @tool(name="delete_file", changes_param="path")
