@@ -1,30 +1,7 @@
 """The error tree of liteagent's storage layer.
 
-Every error liteagent raises derives from :class:`LiteAgentError`; the storage layer's errors are::
-
-    LiteAgentError
-    ├── InvalidSessionIdError        (also ValueError)
-    ├── InvalidEventError            (also TypeError)
-    ├── InvalidMessageError          (also ValueError)
-    ├── InvalidArgumentError         (also ValueError)
-    ├── CodecError                   (also ValueError)
-    ├── OperationCancelledError
-    ├── ContextLimitError
-    ├── CheckpointerError
-    │   ├── CheckpointConflictError
-    │   ├── CheckpointerClosedError
-    │   ├── TruncateRangeError       (also ValueError)
-    │   ├── SchemaVersionError
-    │   ├── CorruptLogError
-    │   ├── NotADatabaseError
-    │   ├── SessionLeasedError
-    │   │   └── LeaseLostError
-    │   └── StorageIOError           (also OSError)
-    └── BlobError
-        ├── InvalidBlobRefError      (also ValueError)
-        ├── BlobNotFoundError        (also KeyError)
-        ├── CorruptBlobError
-        └── BlobCollectionUnsupportedError
+Every error liteagent raises derives from :class:`LiteAgentError`; the tree of the storage
+layer's errors is drawn in :mod:`liteagent.eventlog.errors`, their public home.
 
 Foreign exceptions (apsw, OSError, msgspec, a codec's own errors) are translated at exactly one
 boundary per backend, with ``raise ... from e``.
