@@ -279,7 +279,7 @@ def write_bytes(target: Path, data: bytes) -> None:
     :mod:`._replace`); raises ``OSError``. A file the process may not write is refused
     (``EACCES``), as writing it in place would be, although the rename would be allowed."""
     if os.path.lexists(target) and not os.access(target, os.W_OK):
-        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(target))
+        raise OSError(errno.EACCES, os.strerror(errno.EACCES), str(target))  # a PermissionError
     replace_file(target, data)
 
 
