@@ -41,7 +41,7 @@ from ._ledger import untracked_seqs
 from ._live import CheckpointRestore
 from ._maintenance import held
 from ._preview import RestorePreview, preview_restore
-from ._restore_files import backup_files
+from ._restore_files import backup_files, remove_created_folders
 from ._restore_plan import (
     Checkpoint,
     InterruptedRestoreError,
@@ -49,6 +49,7 @@ from ._restore_plan import (
     NoBranchError,
     RestoreRefusedError,
     checkpoints,
+    created_folders,
     current_hash,
     plan_files,
     preflight,
@@ -253,6 +254,8 @@ class Restorer:
                 conclude_to=seq - 1 if conversation else None,
                 cancel=cancel,
             )
+            if plans:
+                remove_created_folders(self.workdir, created_folders(state, seq))
             self._publish(session_id, "done", len(restored), len(restored))
             return RestoreResult(
                 restored_files=tuple(restored),

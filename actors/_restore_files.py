@@ -21,7 +21,13 @@ from liteagent.tools._replace import remove_temps, replace_file
 
 from ._restore_plan import FilePlan, RestoreRefusedError, read_regular, reason, unreadable
 
-__all__ = ["RestoreFailedError", "apply_files", "backup_files", "put_file"]
+__all__ = [
+    "RestoreFailedError",
+    "apply_files",
+    "backup_files",
+    "put_file",
+    "remove_created_folders",
+]
 
 
 class RestoreFailedError(LiteAgentError):
@@ -45,6 +51,19 @@ def put_file(workdir: Path, rel: str, content: bytes | None, mode: int | None = 
         _remove_empty_folders(path)  # emptied by the same operation's deletions (preflight)
     path.parent.mkdir(parents=True, exist_ok=True)
     replace_file(path, content, mode)
+
+
+def remove_created_folders(workdir: Path, folders: Sequence[str]) -> None:
+    """Remove each of ``folders`` (relative, deepest first: folders the agent's file tools
+    created) that is now an empty folder inside the workspace, reached through no symlink.
+    Any other is left as it is: one that holds anything (the user's files, say) is kept."""
+    inside = os.path.join(workdir, "")
+    for rel in folders:
+        path = os.path.normpath(os.path.join(workdir, rel))
+        if os.path.isabs(rel) or not path.startswith(inside) or os.path.realpath(path) != path:
+            continue
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
 
 
 def _remove_empty_folders(folder: Path) -> None:

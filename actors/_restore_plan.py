@@ -27,6 +27,7 @@ __all__ = [
     "RegularFile",
     "RestoreRefusedError",
     "checkpoints",
+    "created_folders",
     "current_hash",
     "plan_files",
     "preflight",
@@ -182,6 +183,18 @@ def plan_files(
             )
         )
     return plans
+
+
+def created_folders(state: SessionState, seq: int) -> list[str]:
+    """The folders the file tools created after the prompt at ``seq`` to hold new files
+    (relative paths), deepest first: what a restore to that prompt removes when empty."""
+    found = {
+        folder
+        for snap_seq, snap in state.snapshots
+        if snap_seq > seq
+        for folder in snap.created_folders
+    }
+    return sorted(found, key=lambda folder: (-folder.count("/"), folder))
 
 
 def checkpoints(

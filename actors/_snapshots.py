@@ -72,6 +72,7 @@ class PreImage(msgspec.Struct, frozen=True):
     sha256: str | None
     truncated: bool = False
     mode: int | None = None
+    missing_folders: tuple[str, ...] = ()  # absent: the folders on its path that are absent
 
 
 class FileSnapshotActor(ActorBase):
@@ -122,7 +123,7 @@ class FileSnapshotActor(ActorBase):
     def _pre_image(self, path: str) -> PreImage:
         now = read_regular(path, self.max_bytes)  # a FIFO is not read: it never blocks
         if now is None:
-            return PreImage(path, None, None)
+            return PreImage(path, None, None, missing_folders=_missing_folders(self.workdir, path))
         if len(now.data) > self.max_bytes:
             return PreImage(path, None, current_hash(path), truncated=True, mode=now.mode)
         return PreImage(
@@ -130,12 +131,29 @@ class FileSnapshotActor(ActorBase):
         )
 
 
+def _missing_folders(workdir: Path, path: str) -> tuple[str, ...]:
+    """The folders between the workspace and the file ``path`` that do not exist, outermost
+    first (a tool that writes the file creates them)."""
+    inside = os.path.join(workdir, "")
+    missing: list[str] = []
+    folder = os.path.dirname(path)
+    while folder.startswith(inside) and not os.path.lexists(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    return tuple(reversed(missing))
+
+
 def snapshot_event(
     pre: PreImage, post_hash: str | None, tool_call_id: str, workdir: Path
 ) -> FileSnapshot:
     """The ``FileSnapshot`` event for one file a tool call changed (path relative to the
-    workspace)."""
+    workspace), with the folders the call created for it."""
     rel = os.path.relpath(pre.path, workdir)
+    created = tuple(
+        os.path.relpath(folder, workdir)
+        for folder in pre.missing_folders
+        if os.path.isdir(folder) and not os.path.islink(folder)
+    )
     return FileSnapshot(
         path=rel,
         tool_call_id=tool_call_id,
@@ -144,4 +162,5 @@ def snapshot_event(
         post_hash=post_hash,
         truncated=pre.truncated,
         pre_mode=pre.mode,
+        created_folders=created,
     )

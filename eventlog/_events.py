@@ -125,7 +125,9 @@ class FileSnapshot(_EventBase, tag="file_snapshot", frozen=True):
     was absent; ``pre_hash`` and ``post_hash`` are SHA-256 hex digests before and after (``None``:
     absent). ``truncated`` marks a pre-image that was not stored in full, which cannot be restored.
     ``pre_mode`` is the file's permission bits before the call (``None``: absent, or not
-    recorded), which a restore that recreates the file gives it back.
+    recorded), which a restore that recreates the file gives it back. ``created_folders`` are
+    the folders (relative paths, outermost first) the call created to hold a file that was
+    absent, which a restore to before the call removes again when they are empty.
     """
 
     path: str
@@ -135,6 +137,7 @@ class FileSnapshot(_EventBase, tag="file_snapshot", frozen=True):
     post_hash: str | None = None
     truncated: bool = False
     pre_mode: int | None = None
+    created_folders: tuple[str, ...] = ()
 
 
 class PassRecord(msgspec.Struct, frozen=True, omit_defaults=True, gc=False, kw_only=True):

@@ -7,9 +7,9 @@ module adds the helpers a hook uses (``blob_ref`` among them: it is exported her
 types the hooks take and return are the user-facing ones, imported from ``liteagent.eventlog``
 (``Checkpointer``, ``Position``, ``SessionInfo``, ``StoredEvent``, ``IntegrityProblem``,
 ``IntegrityReport``, ``RepairReport``, ``Lease``, ``LeaseInfo``, ``BlobStore``, ``BlobInfo``),
-and the errors they raise are those of ``liteagent.eventlog.errors``. ``examples/session_files_backend.py`` is a complete
-backend that imports nothing else; ``tests/test_backend_example.py`` runs the conformance suite
-against it.
+and the errors they raise are those of ``liteagent.eventlog.errors``.
+``examples/session_files_backend.py`` is a complete backend that imports nothing else;
+``tests/test_backend_example.py`` runs the conformance suite against it.
 
 What the base class does before a hook runs
 -------------------------------------------
