@@ -340,14 +340,13 @@ class AsyncLiteAgent:
             else:
                 post(loop, resolve, done)
 
-        def start() -> None:
-            threading.Thread(target=close, name=f"{core.name}-close", daemon=True).start()
-
+        closer = threading.Thread(target=close, name=f"{core.name}-close", daemon=True)
         try:
-            core.host.call_soon(start)
+            core.host.call_soon(closer.start)
         except LiteAgentError:  # the host has stopped: a close() elsewhere is ending it
             close()
         await asyncio.shield(done)
+        await _ended(closer)
 
     async def __aenter__(self) -> AsyncLiteAgent:
         return self
@@ -359,3 +358,12 @@ class AsyncLiteAgent:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+async def _ended(thread: threading.Thread) -> None:
+    """Wait, without blocking the loop, until ``thread`` (not started, or one whose last step
+    resolved what the caller awaited) has ended: a moment at most, bounded by the close wait."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _CLOSE_WAIT
+    while thread.is_alive() and loop.time() < deadline:
+        await asyncio.sleep(0.001)
