@@ -22,6 +22,7 @@ it locked, and starts again when it does not.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -36,7 +37,8 @@ from ._contract import IntegrityProblem
 from ._errors import SessionLeasedError
 from ._fsutil import close_unlocked, open_regular
 from ._ids import SESSION_ID_PATTERN
-from ._lease import Lease, LeaseInfo, first_token
+from ._lease import MAX_TOKEN, Lease, LeaseInfo, next_token
+from ._liveness import MAX_PID
 
 if TYPE_CHECKING:
     from ._contract import Checkpointer
@@ -189,8 +191,10 @@ def _holder(record: dict[str, Any]) -> LeaseInfo | None:
             int(record["token"]),
             None,
         )
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: int(1e400)
         return None
+    if not (0 < info.pid <= MAX_PID and 0 <= info.token <= MAX_TOKEN):
+        return None  # a damaged record names nobody
     if info.host == socket.gethostname() and not _alive(info.pid, record.get("start")):
         return None
     return info
@@ -225,6 +229,26 @@ def _still_named(fd: int, path: str) -> bool:
     return (st.st_dev, st.st_ino) == (here.st_dev, here.st_ino)
 
 
+def _refuse_a_link_to_another_file(fd: int, path: str) -> None:
+    """Raise ``OSError`` when the lease file is a hard link shared with a file that holds
+    something other than a lease record (another session's log, say), which the record would
+    overwrite. A hard link between lease files (a backup made with links) is let be."""
+    if os.fstat(fd).st_nlink < 2:
+        return
+    raw = os.pread(fd, _RECORD_MAX + 1, 0)
+    try:
+        record = json.loads(raw) if raw and len(raw) <= _RECORD_MAX else {}
+    except ValueError:
+        record = None
+    if not isinstance(record, dict) or (raw and not record):
+        raise OSError(
+            errno.EMLINK,
+            "the lease file is a hard link to a file that is not a lease record, which the "
+            "record would overwrite; remove the lease file",
+            path,
+        )
+
+
 def _open_locked(path: str, session_id: str) -> int:
     """Open the lease file at ``path`` (made if missing) and take its lock, or raise
     :class:`SessionLeasedError`; a file unlinked by a delete meanwhile is let go and the path
@@ -234,6 +258,7 @@ def _open_locked(path: str, session_id: str) -> int:
         # which the record would overwrite) and never block on a FIFO there.
         fd = _open_lease_file(path, os.O_RDWR | os.O_CREAT)
         try:
+            _refuse_a_link_to_another_file(fd, path)
             _lock_or_refuse(fd, session_id)
             if _still_named(fd, path):
                 return fd
@@ -256,7 +281,7 @@ def acquire_file_lease(
             owner,
             pid,
             socket.gethostname(),
-            token + 1 if type(token) is int else first_token(),
+            next_token(token),
             None,
         )
         _write_record(

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ._contract import Checkpointer
 
 __all__ = [
+    "MAX_TOKEN",
     "MAX_TTL",
     "Lease",
     "LeaseInfo",
@@ -36,6 +37,7 @@ __all__ = [
     "lease_clock",
     "live_expiry",
     "mark_lease_lost",
+    "next_token",
     "note_lease_renewed",
     "run_renewer",
 ]
@@ -63,6 +65,20 @@ def first_token() -> int:
     of the records before (each acquisition adds one, and acquisitions are more than a
     microsecond apart)."""
     return time.time_ns() // 1000
+
+
+#: Tokens stay below this, so every store keeps them as a 64-bit integer.
+MAX_TOKEN = 2**63 - 2
+
+
+def next_token(previous: object) -> int:
+    """The token of the next lease after one with ``previous``: one more, or
+    :func:`first_token` when ``previous`` is no token (no record, or a damaged one: not an int
+    in ``0..MAX_TOKEN``). A holder whose token a damaged record lost is fenced out all the
+    same: tokens are compared for equality, and the new one differs."""
+    if type(previous) is int and 0 <= previous < MAX_TOKEN:
+        return previous + 1
+    return first_token()
 
 
 def live_expiry(expires_at: float, now: float) -> bool:

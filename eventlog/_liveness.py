@@ -6,7 +6,10 @@ from __future__ import annotations
 import os
 import socket
 
-__all__ = ["holder_gone", "started_self"]
+__all__ = ["MAX_PID", "holder_gone", "started_self"]
+
+#: The largest process id (a ``pid_t``); a record naming another names no process.
+MAX_PID = 2**31 - 1
 
 
 def _read(path: str) -> str:
@@ -60,6 +63,8 @@ def holder_gone(pid: object, host: object, started: object) -> bool:
     machine, _, start = started.rpartition("|")
     if machine != _machine() or machine == "|":
         return False  # another machine, another boot or another pid namespace
+    if not 0 < pid <= MAX_PID:
+        return True  # a damaged record: no process has that id
     if pid == os.getpid():
         return start != (_process_start(pid) or "")
     try:

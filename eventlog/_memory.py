@@ -35,7 +35,7 @@ from ._errors import (
     TruncateRangeError,
 )
 from ._events import StoredEvent
-from ._lease import Lease, LeaseInfo, first_token
+from ._lease import Lease, LeaseInfo, next_token
 
 __all__ = ["MemoryCheckpointer", "memory_checkpointer"]
 
@@ -186,7 +186,7 @@ class MemoryCheckpointer(Checkpointer):
             if held is not None:
                 raise SessionLeasedError(session_id, held.info)
             last = self._tokens.get(session_id)
-            token = first_token() if last is None else last + 1
+            token = next_token(last)
             self._tokens[session_id] = token
             info = LeaseInfo(owner, os.getpid(), socket.gethostname(), token, None)
             lease = self._held[session_id] = Lease(self, session_id, info)

@@ -42,6 +42,7 @@ from ._errors import (
     SessionLeasedError,
 )
 from ._lease import (
+    MAX_TOKEN,
     Lease,
     LeaseInfo,
     lease_clock,
@@ -82,9 +83,10 @@ _INSERT = (
     " extract(epoch from clock_timestamp()) + %(ttl)s, %(bpid)s, %(bstart)s)"
     " ON CONFLICT (session_id) DO NOTHING RETURNING token, expires_at"
 )
-_TAKE = (
+_TAKE = (  # a token out of range (a damaged row) starts again from the clock, as a new row
     "UPDATE {s}.leases SET owner = %(owner)s, pid = %(pid)s, host = %(host)s,"
-    " started = %(started)s, token = token + 1,"
+    " started = %(started)s, token = CASE WHEN token >= 0 AND token < %(max_token)s"
+    " THEN token + 1 ELSE (extract(epoch from clock_timestamp()) * 1000000)::bigint END,"
     " expires_at = extract(epoch from clock_timestamp()) + %(ttl)s,"
     " backend_pid = %(bpid)s, backend_start = %(bstart)s"
     " WHERE session_id = %(sid)s RETURNING token, expires_at"
@@ -239,7 +241,7 @@ class PostgresLeases:
                     holder = _holder(row)
                     if holder is not None and not (tries > 1 and self._lost_take(holder, owner)):
                         raise SessionLeasedError(session_id, holder)
-                    got = conn.execute(self._take, params).fetchone()
+                    got = conn.execute(self._take, params | {"max_token": MAX_TOKEN}).fetchone()
                     assert got is not None  # the row is locked
             return LeaseInfo(owner, pid, host, int(got[0]), float(got[1]))
 

@@ -31,9 +31,9 @@ from ._errors import LeaseLostError, LiteAgentError, SessionLeasedError
 from ._lease import (
     Lease,
     LeaseInfo,
-    first_token,
     lease_clock,
     live_expiry,
+    next_token,
     note_lease_renewed,
     run_renewer,
 )
@@ -148,7 +148,7 @@ class SqliteLeases:
                 holder = _info(row)
                 if holder is not None and not self._left_here(session_id, holder):
                     raise SessionLeasedError(session_id, holder)
-            token = row[4] + 1 if row is not None and type(row[4]) is int else first_token()
+            token = next_token(None if row is None else row[4])
             expires = time.time() + ttl
             conn.execute(_TAKE, (session_id, owner, pid, host, started, token, expires))
             return LeaseInfo(owner, pid, host, token, expires)
