@@ -19,7 +19,7 @@ import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ._blobref import BlobInfo, parse_blob_ref
+from ._blobref import BlobInfo, check_blob_refs, check_written_before, parse_blob_ref
 from ._errors import StorageIOError
 
 __all__ = ["ASIDE", "FileBlobCollection"]
@@ -77,7 +77,7 @@ class FileBlobCollection(abc.ABC):
         return path.exists()
 
     def touch(self, refs: Iterable[str]) -> list[str]:
-        wanted = [(ref, self._path(parse_blob_ref(ref))) for ref in refs]
+        wanted = [(ref, self._path(parse_blob_ref(ref))) for ref in check_blob_refs(refs)]
         return [ref for ref, path in wanted if not self._refresh(path, ref)]
 
     def _folders(self) -> list[Path]:
@@ -108,18 +108,21 @@ class FileBlobCollection(abc.ABC):
     def list_blobs(self) -> Iterator[BlobInfo]:
         for path, name, st in self._entries():
             rest = name.removesuffix(ASIDE)
-            if _REST.fullmatch(rest) is None:
-                continue
+            if _REST.fullmatch(rest) is None or not stat.S_ISREG(st.st_mode):
+                continue  # not a blob (a folder named like one is not ours to delete)
             if rest != name and path.with_name(rest).exists():
                 continue  # set aside, but stored again meanwhile: listed once
             yield BlobInfo(f"sha256:{path.parent.name}{rest}", st.st_mtime, st.st_size)
 
     def delete_blobs(self, refs: Iterable[str], *, written_before: float) -> list[str]:
-        wanted = [(ref, self._path(parse_blob_ref(ref))) for ref in refs]
+        written_before = check_written_before(written_before)
+        wanted = [(ref, self._path(parse_blob_ref(ref))) for ref in check_blob_refs(refs)]
         deleted = []
         for ref, path in wanted:
             aside = self._aside(path)
             try:
+                if _not_a_file(path) or _not_a_file(aside):
+                    continue  # a folder (or FIFO, ...) named like a blob: not a blob
                 try:
                     os.replace(path, aside)
                 except FileNotFoundError:
@@ -156,12 +159,19 @@ class FileBlobCollection(abc.ABC):
     def interrupted_deletes(self) -> list[str]:
         return sorted(
             f"sha256:{path.parent.name}{name.removesuffix(ASIDE)}"
-            for path, name, _ in self._entries()
-            if name.endswith(ASIDE) and _REST.fullmatch(name.removesuffix(ASIDE))
+            for path, name, st in self._entries()
+            if name.endswith(ASIDE)
+            and _REST.fullmatch(name.removesuffix(ASIDE))
+            and stat.S_ISREG(st.st_mode)
         )
 
     def restore_interrupted_deletes(self) -> int:
-        refs = self.interrupted_deletes()
-        for ref in refs:
-            self._put_back(self._path(ref[7:]))
-        return len(refs)
+        return sum(self._put_back(self._path(ref[7:])) for ref in self.interrupted_deletes())
+
+
+def _not_a_file(path: Path) -> bool:
+    """Whether something other than a regular file is at ``path`` (nothing there: False)."""
+    try:
+        return not stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False

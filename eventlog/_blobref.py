@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import re
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from ._errors import CorruptBlobError, InvalidArgumentError, InvalidBlobRefError
@@ -14,6 +16,8 @@ __all__ = [
     "BlobInfo",
     "blob_ref",
     "check_blob_data",
+    "check_blob_refs",
+    "check_written_before",
     "parse_blob_ref",
     "verify_blob",
 ]
@@ -40,6 +44,31 @@ def check_blob_data(data: object) -> bytes:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise InvalidArgumentError(f"blob data must be bytes, got {type(data).__name__}")
     return bytes(data)
+
+
+def check_blob_refs(refs: object) -> list[str]:
+    """``refs`` (what ``touch`` and ``delete_blobs`` take) as a list, each checked with
+    :func:`parse_blob_ref`; :class:`InvalidArgumentError` unless it is an iterable of
+    references (a single ``str`` is not one: it would be taken character by character)."""
+    if isinstance(refs, (str, bytes, bytearray)) or not isinstance(refs, Iterable):
+        raise InvalidArgumentError(
+            f"refs must be an iterable of blob references, got {type(refs).__name__}"
+        )
+    wanted = list(refs)
+    for ref in wanted:
+        parse_blob_ref(ref)
+    return wanted
+
+
+def check_written_before(value: object) -> float:
+    """``written_before`` (``delete_blobs``) as a float; :class:`InvalidArgumentError` unless
+    it is a finite ``int`` or ``float`` (a time in seconds since the epoch). A store must check
+    it before it deletes anything: a text compared with numbers in SQL is greater than all."""
+    if type(value) not in (int, float) or not math.isfinite(value):  # type: ignore[arg-type]
+        raise InvalidArgumentError(
+            f"written_before must be a finite number of seconds, got {shown(value)}"
+        )
+    return float(value)  # type: ignore[arg-type]
 
 
 class BlobInfo(NamedTuple):

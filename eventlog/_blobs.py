@@ -29,6 +29,8 @@ from ._blobref import (
     BlobInfo,
     blob_ref,
     check_blob_data,
+    check_blob_refs,
+    check_written_before,
     parse_blob_ref,
     verify_blob,
 )
@@ -91,7 +93,7 @@ class BlobStore(abc.ABC):
         content would) and return those that are not stored. A writer touches the blobs an
         event will reference without putting them (a copy of events that name them) before it
         appends. The default only checks presence: right for a store that cannot collect."""
-        return [ref for ref in refs if not self.has(ref)]
+        return [ref for ref in check_blob_refs(refs) if not self.has(ref)]
 
     def list_blobs(self) -> Iterator[BlobInfo]:
         """Every stored blob, in any order, with its write time and size."""
@@ -150,7 +152,7 @@ class MemoryBlobStore(BlobStore):
             return ref in self._data
 
     def touch(self, refs: Iterable[str]) -> list[str]:
-        wanted = [ref for ref in refs if parse_blob_ref(ref)]
+        wanted = check_blob_refs(refs)
         now = time.time()
         missing = []
         with self._lock:
@@ -167,7 +169,8 @@ class MemoryBlobStore(BlobStore):
         return iter(infos)
 
     def delete_blobs(self, refs: Iterable[str], *, written_before: float) -> list[str]:
-        wanted = [ref for ref in refs if parse_blob_ref(ref)]
+        written_before = check_written_before(written_before)
+        wanted = check_blob_refs(refs)
         deleted = []
         with self._lock:
             for ref in wanted:

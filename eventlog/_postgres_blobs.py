@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from ._blobref import check_blob_refs, check_written_before
 from ._blobs import BlobInfo, BlobStore, blob_ref, check_blob_data, parse_blob_ref, verify_blob
 from ._codec import codec_decode, codec_encode
 from ._errors import BlobNotFoundError
@@ -84,7 +85,7 @@ class PostgresBlobStore(BlobStore):
     # keeps the blob, or comes after and stores it again) -------------------------------------
 
     def touch(self, refs: Iterable[str]) -> list[str]:
-        wanted = [ref for ref in refs if parse_blob_ref(ref)]
+        wanted = check_blob_refs(refs)
         if not wanted:
             return []
         self._owner._check_open()
@@ -106,7 +107,8 @@ class PostgresBlobStore(BlobStore):
         return iter(self._owner._db.run(op, "list blobs"))
 
     def delete_blobs(self, refs: Iterable[str], *, written_before: float) -> list[str]:
-        wanted = [ref for ref in refs if parse_blob_ref(ref)]
+        written_before = check_written_before(written_before)
+        wanted = check_blob_refs(refs)
         self._owner._check_open()
         deleted: list[str] = []
         for i in range(0, len(wanted), _CHUNK):

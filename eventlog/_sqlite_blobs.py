@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
+from ._blobref import check_blob_refs, check_written_before
 from ._blobs import BlobInfo, BlobStore, blob_ref, parse_blob_ref, verify_blob
 from ._codec import Codec, codec_decode, codec_encode
 from ._errors import BlobNotFoundError, CorruptBlobError, InvalidArgumentError
@@ -97,7 +98,7 @@ class SqliteBlobStore(BlobStore):
     # -- garbage collection ---------------------------------------------------------------------
 
     def touch(self, refs: Iterable[str]) -> list[str]:
-        wanted = [ref for ref in refs if parse_blob_ref(ref)]
+        wanted = check_blob_refs(refs)
         if not wanted:
             return []
         self._owner._check_open()
@@ -124,10 +125,11 @@ class SqliteBlobStore(BlobStore):
                 "SELECT b.ref, COALESCE(t.written, 0.0), length(b.data) FROM blobs b "
                 "LEFT JOIN blob_times t ON t.ref = b.ref"
             ).fetchall()
-        return iter([BlobInfo(str(r[0]), float(r[1] or 0), int(r[2] or 0)) for r in rows])
+        return iter([BlobInfo(str(r[0]), _written(r[1]), int(r[2] or 0)) for r in rows])
 
     def delete_blobs(self, refs: Iterable[str], *, written_before: float) -> list[str]:
-        wanted = [ref for ref in refs if parse_blob_ref(ref)]
+        written_before = check_written_before(written_before)
+        wanted = check_blob_refs(refs)
         self._owner._check_open()
         deleted: list[str] = []
         for i in range(0, len(wanted), _CHUNK):
@@ -149,3 +151,12 @@ class SqliteBlobStore(BlobStore):
 
             deleted.extend(self._write(op))
         return deleted
+
+
+def _written(value: object) -> float:
+    """A ``blob_times.written`` value as a time: a number as it is; a value that is no number
+    (a damaged row) as now, so the blob is kept (the delete's SQL comparison keeps it too, a
+    text or blob being greater than any number) until a ``put`` or ``touch`` writes a time."""
+    if type(value) in (int, float):
+        return float(value)  # type: ignore[arg-type]
+    return time.time()

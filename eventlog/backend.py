@@ -70,7 +70,9 @@ Required (abstract):
     The content-addressed blob store beside the logs, the same object on every call:
     :class:`FileBlobStore` or :class:`MemoryBlobStore`, or a ``BlobStore`` subclass of your own
     built with ``blob_ref``, :func:`parse_blob_ref`, :func:`check_blob_data` and
-    :func:`verify_blob`.
+    :func:`verify_blob` (and, for garbage collection, :func:`check_blob_refs` and
+    :func:`check_written_before`, which ``touch`` and ``delete_blobs`` run on their arguments
+    before anything else).
 ``_close() -> None``
     Release the backend's resources. Called once, after the base class released every lease.
 
@@ -198,6 +200,7 @@ its module must be importable by name when the first of them starts (installed, 
 
 from liteagent.eventlog._blobs import BLOB_REF_PATTERN, blob_ref
 
+from ._blobref import check_blob_refs, check_written_before
 from ._blobs import FileBlobStore, MemoryBlobStore, check_blob_data, parse_blob_ref, verify_blob
 from ._contract import (
     DAMAGE_PROBLEMS,
@@ -220,8 +223,10 @@ __all__ = [
     "MemoryBlobStore",
     "blob_ref",
     "check_blob_data",
+    "check_blob_refs",
     "check_lease_held",
     "check_position",
+    "check_written_before",
     "decode_stored",
     "integrity_report",
     "lease_clock",

@@ -150,6 +150,8 @@ BACKEND = {
     "MemoryBlobStore",
     "blob_ref",
     "check_blob_data",
+    "check_blob_refs",
+    "check_written_before",
     "check_lease_held",
     "check_position",
     "decode_stored",

@@ -13,6 +13,7 @@ import pytest
 from .._blobs import blob_ref
 from .._branches import new_branch_id
 from .._contract import Checkpointer
+from .._errors import InvalidArgumentError, InvalidBlobRefError
 from .._events import (
     BranchCreated,
     ContentArchived,
@@ -82,6 +83,36 @@ class BlobCollectionTests:
         (third,) = (b.written for b in cp.blobs.list_blobs() if b.ref == ref)
         assert third > second
         assert [] == cp.blobs.touch([])
+
+    @pytest.mark.parametrize(
+        "cutoff", ["x", b"x", None, True, float("nan"), float("inf"), [1.0]], ids=repr
+    )
+    def test_delete_blobs_refuses_a_cutoff_that_is_no_time_and_deletes_nothing(
+        self, cp: Checkpointer, cutoff: object
+    ) -> None:
+        """A ``written_before`` that is not a finite number of seconds is an
+        InvalidArgumentError, raised before anything is deleted or set aside (in SQL a text
+        is greater than every number: SQLite used to delete a blob written a moment ago)."""
+        ref = cp.blobs.put(b"kept")
+        with pytest.raises(InvalidArgumentError):
+            cp.blobs.delete_blobs([ref], written_before=cutoff)  # type: ignore[arg-type]
+        assert (b"kept", [ref]) == (cp.blobs.get(ref), [b.ref for b in cp.blobs.list_blobs()])
+
+    @pytest.mark.parametrize(
+        "refs", [None, 5, "sha256:" + "0" * 64, [None], ["not a ref"]], ids=repr
+    )
+    def test_touch_and_delete_blobs_refuse_what_is_no_list_of_references(
+        self, cp: Checkpointer, refs: object
+    ) -> None:
+        """``refs`` must be an iterable of references (one ``str`` is not): anything else is
+        an InvalidArgumentError (or InvalidBlobRefError for a bad reference), and nothing is
+        deleted."""
+        ref = cp.blobs.put(b"kept")
+        with pytest.raises((InvalidArgumentError, InvalidBlobRefError)):
+            cp.blobs.touch(refs)  # type: ignore[arg-type]
+        with pytest.raises((InvalidArgumentError, InvalidBlobRefError)):
+            cp.blobs.delete_blobs(refs, written_before=time.time() + 60)  # type: ignore[arg-type]
+        assert b"kept" == cp.blobs.get(ref)
 
     def test_delete_blobs_deletes_only_what_is_older_than_the_cutoff(
         self, cp: Checkpointer
