@@ -263,8 +263,17 @@ class Slots:
                 on_stopped=partial(self._actor_stopped, stopped, box),
                 pool=self._threads,
             )
-        except Exception as e:  # noqa: BLE001 -- no thread for it (RuntimeError): refuse
+        except RuntimeError as e:  # no thread for it: refuse
             fail(request.reply, HostSaturatedError(f"no actor for session {sid!r}: {e}"))
+            return None
+        except LiteAgentError as e:  # the session cannot be opened (its log is damaged, say)
+            fail(request.reply, e)
+            return None
+        except Exception as e:  # noqa: BLE001 -- the request gets it, the host goes on
+            failure = ActorStoppedError(
+                f"the actor of session {sid!r} could not start: {type(e).__name__}: {e}"
+            )
+            fail(request.reply, failure)
             return None
         live = Live(sid, ref, tasks, stopped)
         box.append(live)

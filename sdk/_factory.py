@@ -8,6 +8,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import msgspec
+
 from liteagent.context import (
     Compactor,
     ContextOptions,
@@ -84,6 +86,14 @@ def _check_tool(tool: Tool, where: str) -> None:
     except (TypeError, ValueError, RecursionError) as e:
         raise InvalidArgumentError(
             f"{where} ({name!r}).input_schema is not JSON: {type(e).__name__}: {e}"
+        ) from None
+    try:  # what each request (and its record in the log) does with it
+        msgspec.msgpack.encode(schema)
+        msgspec.json.encode(schema)
+    except Exception as e:  # noqa: BLE001 -- a str subclass or a key that is no str, say
+        raise InvalidArgumentError(
+            f"{where} ({name!r}).input_schema cannot be sent or recorded (only plain JSON "
+            f"values: str keys, ints of at most 64 bits): {type(e).__name__}: {e}"
         ) from None
 
 

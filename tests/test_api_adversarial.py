@@ -65,9 +65,11 @@ from liteagent.eventlog.types import (
 )
 from liteagent.providers import scripted
 from liteagent.sdk import (
+    ActorStoppedError,
     AgentClosedError,
     AsyncLiteAgent,
     AsyncSubscription,
+    HostSaturatedError,
     LiteAgent,
     Subscription,
     create_agent,
@@ -635,6 +637,11 @@ _OBJECT = {"type": "object"}
         (("t", "d", {"x": math.nan}), "tools[0] ('t').input_schema"),
         (("t", "d", {"type": "object", "\udcff": 1}), "tools[0] ('t').input_schema"),
         (("t", "d", {"type": "object", "default": object()}), "tools[0] ('t').input_schema"),
+        # JSON (json.dumps takes them) that a request or its record cannot hold: every send
+        # used to fail, with HostSaturatedError or a digest's OverflowError
+        (("t", "d", {"type": "object", "properties": {None: {}}}), "tools[0] ('t').input_schema"),
+        (("t", "d", {"type": "object", "maximum": 2**70}), "tools[0] ('t').input_schema"),
+        (("t", "d", {"type": "object", "title": _Str("x")}), "tools[0] ('t').input_schema"),
         (("t", "d", _OBJECT, "yes"), "tools[0] ('t').read_only"),
     ],
 )
@@ -647,6 +654,44 @@ def test_a_tool_the_model_cannot_be_sent_is_refused_by_the_factory(
         factory(model=_provider(), model_name="m", workdir=tmp_path, tools=[_CustomTool(*spec)])
     assert str(caught.value).startswith(named)
     assert len(str(caught.value)) <= MAX_MESSAGE
+
+
+class _SchemaGoneTool(_CustomTool):
+    """A tool whose schema is valid when the agent is made and fails every later read."""
+
+    def __init__(self, failure: Exception) -> None:
+        super().__init__("t", "d", _OBJECT)
+        self.reads = 0
+        self.failure = failure
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        self.reads += 1
+        if self.reads > 1:
+            raise self.failure
+        return dict(_OBJECT)
+
+
+@pytest.mark.parametrize(
+    ("failure", "expected"),
+    [
+        (InvalidArgumentError("schema gone"), InvalidArgumentError),
+        (TypeError("bad"), ActorStoppedError),
+    ],
+)
+def test_a_session_actor_that_cannot_start_says_why_not_that_the_host_is_full(
+    tmp_path: Path, failure: Exception, expected: type[Exception]
+) -> None:
+    """When a session's actor cannot start for another reason than a missing thread, the
+    send gets that reason (a LiteAgentError as it is, anything else as ActorStoppedError
+    naming it), not HostSaturatedError, which says to wait for a free slot."""
+    with create_lite_agent(
+        model=_provider(), model_name="m", workdir=tmp_path, tools=[_SchemaGoneTool(failure)]
+    ) as agent:
+        with pytest.raises(expected) as caught:
+            agent.send("hi", session_id="s1")
+        assert not isinstance(caught.value, HostSaturatedError)
+        assert str(failure) in str(caught.value)
 
 
 def test_a_valid_custom_tool_is_accepted_and_called(tmp_path: Path) -> None:
