@@ -26,6 +26,7 @@ import msgspec
 
 from liteagent.eventlog import validate_session_id
 from liteagent.eventlog._shown import shown
+from liteagent.eventlog._timeout import check_timeout
 from liteagent.eventlog.errors import InvalidArgumentError
 
 __all__ = ["AsyncSubscription", "EventHub", "LiveEvent", "Missed", "Subscription"]
@@ -112,20 +113,10 @@ class Subscription(_Inbox):
     def get(self, timeout: float | None = None) -> LiveEvent | Missed | None:
         """The next event, or None when ``timeout`` passes or the subscription is closed.
         ``timeout`` is None (wait until either) or a number of seconds >= 0."""
-        if timeout is not None:
-            if (
-                isinstance(timeout, bool)
-                or not isinstance(timeout, (int, float))
-                or not timeout >= 0  # NaN fails it
-            ):
-                raise InvalidArgumentError(
-                    f"timeout must be None or a number of seconds >= 0, got {shown(timeout)}"
-                )
-            # compared before float(): an int beyond a float's range is no OverflowError
-            timeout = threading.TIMEOUT_MAX if timeout >= threading.TIMEOUT_MAX else float(timeout)
+        seconds = check_timeout(timeout)
         with self._cond:
             if not self._buffer and not self._missed and not self._closed:
-                self._cond.wait(timeout)
+                self._cond.wait(seconds)
             return self._take()
 
     def __iter__(self) -> Iterator[LiveEvent | Missed]:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from ._errors import OperationCancelledError
 from ._logger import get_logger
+from ._timeout import check_timeout
 
 __all__ = ["CancelToken"]
 
@@ -53,8 +54,10 @@ class CancelToken:
                 _log.exception("cancel_token.callback_failed")
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until cancelled or ``timeout`` seconds pass; return whether it was cancelled."""
-        return self._event.wait(timeout)
+        """Block until cancelled or ``timeout`` seconds pass; return whether it was cancelled.
+        ``timeout`` is None (until cancelled) or a number of seconds >= 0
+        (:class:`InvalidArgumentError` otherwise)."""
+        return self._event.wait(check_timeout(timeout))
 
     def on_cancel(self, fn: Callable[[], None]) -> Callable[[], None]:
         """Call ``fn`` when cancelled (at once if already cancelled); return an unregister

@@ -111,14 +111,28 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
 def apply(state: SessionState, event: StoredEvent) -> SessionState:
     """Return the state after ``event``; ``state`` is unchanged.
 
-    Raises :class:`InvalidArgumentError` when ``event.seq`` is not ``state.head + 1``.
+    Raises :class:`InvalidArgumentError` when ``event.seq`` is not ``state.head + 1`` (or
+    ``state`` is no SessionState, ``event`` no StoredEvent).
     """
-    return apply_all(state, (event,))
+    return apply_all(_checked_state(state), (event,))
 
 
 def fold(events: Iterable[StoredEvent], state: SessionState | None = None) -> SessionState:
-    """Apply ``events`` in order to ``state`` (an empty state by default) and return the result."""
-    return apply_all(SessionState() if state is None else state, events)
+    """Apply ``events`` in order to ``state`` (an empty state by default) and return the result.
+    Raises :class:`InvalidArgumentError` for events that are no iterable of StoredEvents in seq
+    order (and a ``state`` that is no SessionState)."""
+    given: object = events
+    if not isinstance(given, Iterable):
+        raise InvalidArgumentError(
+            f"events must be an iterable of StoredEvent, got {type(given).__name__}"
+        )
+    return apply_all(SessionState() if state is None else _checked_state(state), events)
+
+
+def _checked_state(state: object) -> SessionState:
+    if not isinstance(state, SessionState):
+        raise InvalidArgumentError(f"state must be a SessionState, got {type(state).__name__}")
+    return state
 
 
 def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
@@ -150,6 +164,8 @@ def apply_all(  # noqa: PLR0915 -- one flat dispatch loop is the fast fold
     restores: list[tuple[int, RestoreStarted]] = []
     unknown: set[str] | None = None
     for event in events:
+        if type(event) is not StoredEvent:
+            raise InvalidArgumentError(f"events must be StoredEvents, got {type(event).__name__}")
         seq = event.seq
         if seq != head + 1:
             raise InvalidArgumentError(f"event seq {seq} does not follow the head {head}")
@@ -277,5 +293,6 @@ def conversation(state: SessionState) -> list[Message]:
     """Return the conversation as messages, merging consecutive entries of the same role.
 
     Within a merged user message the blocks keep log order (tool results then, e.g., a reminder).
+    Raises :class:`InvalidArgumentError` when ``state`` is no SessionState.
     """
-    return merge_adjacent(entry.message for entry in state.entries)
+    return merge_adjacent(entry.message for entry in _checked_state(state).entries)

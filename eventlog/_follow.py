@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from ._errors import CheckpointConflictError
 from ._events import StoredEvent
+from ._timeout import check_timeout
 
 if TYPE_CHECKING:
     from ._contract import Checkpointer, Position
@@ -92,8 +93,10 @@ class Follower(Iterator[StoredEvent], AsyncIterator[StoredEvent]):
 
     def get(self, timeout: float | None = None) -> StoredEvent | None:
         """The next event, waiting at most ``timeout`` seconds (``None``: as long as it takes);
-        ``None`` on a timeout or once the follower is closed."""
-        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        ``None`` on a timeout or once the follower is closed. ``timeout`` is None or a number
+        of seconds >= 0 (:class:`InvalidArgumentError` otherwise)."""
+        seconds = check_timeout(timeout)
+        deadline = None if seconds is None else time.monotonic() + seconds
         with self._lock:
             if not self._buffer and not self._fill(deadline, None):
                 return None

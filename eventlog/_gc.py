@@ -211,6 +211,10 @@ def collect_garbage(
     without the hooks, and :class:`CorruptLogError` (or what reading a damaged session raises)
     when the store holds damage: nothing is deleted then.
     """
+    if not isinstance(checkpointer, Checkpointer):
+        raise InvalidArgumentError(
+            f"checkpointer must be a Checkpointer, got {type(checkpointer).__name__}"
+        )
     grace_s = _check_seconds("grace", grace)
     retention = _check_seconds("branch_retention", branch_retention, optional=True)
     if type(dry_run) is not bool:

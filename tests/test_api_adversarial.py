@@ -35,6 +35,10 @@ from msgspec import UNSET
 from liteagent.eventlog import (
     CancelToken,
     Checkpointer,
+    SessionState,
+    apply,
+    collect_garbage,
+    conversation,
     file_checkpointer,
     fold,
     memory_checkpointer,
@@ -1097,3 +1101,78 @@ def test_max_tokens_that_fill_the_window_are_refused_by_the_factory(
             asyncio.run(agent.close())
         else:
             agent.close()
+
+
+class _TouchyFloat(float):
+    """A float subclass whose comparisons raise."""
+
+    def __ge__(self, other: object) -> bool:
+        raise RuntimeError("no comparing")
+
+    def __gt__(self, other: object) -> bool:
+        raise RuntimeError("no comparing")
+
+    def __le__(self, other: object) -> bool:
+        raise RuntimeError("no comparing")
+
+    def __lt__(self, other: object) -> bool:
+        raise RuntimeError("no comparing")
+
+
+BAD_TIMEOUTS = ["1", -1, math.nan, True, b"1", [1], _TouchyFloat(1.0)]
+
+
+@pytest.mark.parametrize("timeout", BAD_TIMEOUTS, ids=repr)
+def test_every_wait_refuses_a_timeout_that_is_no_number_of_seconds(
+    tmp_path: Path, timeout: object
+) -> None:
+    """CancelToken.wait, Follower.get and Subscription.get take the same timeouts (None or
+    seconds >= 0) and refuse anything else with InvalidArgumentError (the first two used to
+    raise TypeError, or take a negative one as 0); a huge one is no OverflowError."""
+    token = CancelToken()
+    with pytest.raises(InvalidArgumentError):
+        token.wait(timeout)  # type: ignore[arg-type]
+    cp = memory_checkpointer()
+    with cp.follow("s") as follower, pytest.raises(InvalidArgumentError):
+        follower.get(timeout)  # type: ignore[arg-type]
+    with create_lite_agent(model=_provider(), model_name="m", workdir=tmp_path) as agent:
+        sub = agent.subscribe()
+        with pytest.raises(InvalidArgumentError):
+            sub.get(timeout)  # type: ignore[arg-type]
+        sub.close()
+    token.cancel()
+    assert token.wait(10**400)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: fold(None),  # type: ignore[arg-type]
+        lambda: fold(5),  # type: ignore[arg-type]
+        lambda: fold([None]),  # type: ignore[list-item]
+        lambda: fold("abc"),  # type: ignore[arg-type]
+        lambda: fold([], state=5),  # type: ignore[arg-type]
+        lambda: apply(None, None),  # type: ignore[arg-type]
+        lambda: apply(SessionState(), "event"),  # type: ignore[arg-type]
+        lambda: conversation(None),  # type: ignore[arg-type]
+        lambda: collect_garbage(None),  # type: ignore[arg-type]
+        lambda: collect_garbage("store"),  # type: ignore[arg-type]
+    ],
+    ids=[
+        "fold-None",
+        "fold-5",
+        "fold-[None]",
+        "fold-str",
+        "fold-state",
+        "apply-None",
+        "apply-str",
+        "conversation-None",
+        "gc-None",
+        "gc-str",
+    ],
+)
+def test_the_fold_and_the_collection_refuse_what_they_cannot_read(call: Any) -> None:
+    """``fold``, ``apply``, ``conversation`` and ``collect_garbage`` check what they are
+    given: InvalidArgumentError, where they used to raise TypeError or AttributeError."""
+    with pytest.raises(InvalidArgumentError):
+        call()
