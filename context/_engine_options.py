@@ -112,7 +112,7 @@ class ContextOptions:
                 f"context must be ContextOptions, a dict of its fields or False, got {shown(value)}"
             )
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(str(k) for k in value if k not in known)
+        unknown = sorted(shown(k) for k in value if type(k) is not str or k not in known)
         if unknown:
             raise InvalidArgumentError(
                 f"unknown context option(s) {unknown}; the options are {sorted(known)}"

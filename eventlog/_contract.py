@@ -37,6 +37,7 @@ from ._follow import DEFAULT_MAX_STALENESS, Follower
 from ._ids import validate_session_id
 from ._lease import Lease, LeaseInfo, check_lease_args, check_lease_held, lease_clock
 from ._logger import get_logger
+from ._numbers import plain_number
 from ._shown import shown
 
 if TYPE_CHECKING:
@@ -365,18 +366,13 @@ class Checkpointer(abc.ABC):
         if type(since) is not int or not 0 <= since <= MAX_SEQ:
             raise InvalidArgumentError(f"since must be an int in 0..{MAX_SEQ}, got {shown(since)}")
         _check_optional_int("expected_generation", expected_generation)
-        if max_staleness is None:
-            max_staleness = DEFAULT_MAX_STALENESS
-        elif (
-            not isinstance(max_staleness, (int, float))
-            or isinstance(max_staleness, bool)
-            or not 0 < max_staleness <= 3600  # NaN fails it; no float() of a huge int
-        ):
+        staleness = DEFAULT_MAX_STALENESS if max_staleness is None else plain_number(max_staleness)
+        if staleness is None or not 0 < staleness <= 3600:  # NaN fails it; no float() of a huge int
             raise InvalidArgumentError(
                 "max_staleness must be a number of seconds in (0, 3600], "
                 f"got {shown(max_staleness)}"
             )
-        return Follower(self, sid, since, expected_generation, float(max_staleness))
+        return Follower(self, sid, since, expected_generation, float(staleness))
 
     def _watched(self, session_id: str, events: Iterator[StoredEvent]) -> Iterator[StoredEvent]:
         """``events``, remembering the session as damaged if reading it finds damage."""

@@ -48,6 +48,7 @@ from ._errors import CheckpointConflictError, CorruptLogError, InvalidArgumentEr
 from ._events import Event, OpaqueEvent
 from ._fold import fold
 from ._ids import is_session_id
+from ._numbers import plain_number
 from ._shown import shown
 
 __all__ = ["GarbageReport", "blob_refs", "collect_garbage", "referenced_blobs"]
@@ -85,17 +86,14 @@ _MAX_SECONDS = 1e300  # beyond any clock: "never", while float() of it stays fin
 def _check_seconds(name: str, value: object, *, optional: bool = False) -> float | None:
     if value is None and optional:
         return None
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        ok = False
-    else:  # a comparison, not isfinite(): an int beyond a float's range is no OverflowError
-        ok = 0 <= value <= _MAX_SECONDS
-    if not ok:
+    seconds = plain_number(value)
+    # a comparison, not isfinite(): an int beyond a float's range is no OverflowError
+    if seconds is None or not 0 <= seconds <= _MAX_SECONDS:
         raise InvalidArgumentError(
             f"{name} must be {'None or ' if optional else ''}a number of seconds >= 0, "
             f"got {shown(value)}"
         )
-    assert isinstance(value, (int, float))
-    return float(value)
+    return float(seconds)
 
 
 def blob_refs(bodies: Iterable[Event | OpaqueEvent]) -> set[str]:

@@ -43,7 +43,7 @@ from typing import Any
 
 from msgspec import UNSET
 
-from ._errors import InvalidMessageError
+from ._errors import InvalidMessageError, LiteAgentError
 from ._messages import (
     Block,
     CompactionBlock,
@@ -529,6 +529,12 @@ def message_from_dict(d: Any, *, where: str = "message") -> Message:
         return _message_from_dict(d, where)
     except RecursionError as e:
         raise InvalidMessageError(f"{where}: nested too deeply") from e
+    except LiteAgentError:
+        raise
+    except Exception as e:  # a value whose own methods raise (a str subclass's __eq__, say)
+        raise InvalidMessageError(
+            f"{where}: a value cannot be read (its own {type(e).__name__})"
+        ) from e
 
 
 def _message_from_dict(d: Any, where: str) -> Message:

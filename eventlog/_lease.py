@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, NamedTuple
 
 from ._errors import InvalidArgumentError, LeaseLostError
+from ._numbers import plain_number
 from ._shown import shown
 
 if TYPE_CHECKING:
@@ -139,15 +140,12 @@ def check_lease_args(owner: object, ttl: object) -> tuple[str, float]:
             f"owner must be None or a printable str of 1-{_MAX_OWNER} characters, "
             f"got {shown(owner)}"
         )
-    if (
-        not isinstance(ttl, (int, float))
-        or isinstance(ttl, bool)
-        or not 0 < ttl <= MAX_TTL  # NaN fails it; no float() of a huge int
-    ):
+    seconds = plain_number(ttl)
+    if seconds is None or not 0 < seconds <= MAX_TTL:  # NaN fails it; no float() of a huge int
         raise InvalidArgumentError(
             f"ttl must be a number of seconds in (0, {MAX_TTL}], got {shown(ttl)}"
         )
-    return owner, float(ttl)
+    return owner, float(seconds)
 
 
 class Lease:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from pathlib import Path
@@ -15,11 +16,21 @@ __all__ = ["check_path", "lite_agent_home", "project_dir", "project_hash"]
 def check_path(name: str, value: object) -> str:
     """Return ``value`` as a str path; raise :class:`InvalidArgumentError` unless it is a
     non-empty str or ``os.PathLike`` of str without NUL characters (``""`` would silently mean
-    the current folder)."""
+    the current folder) that the file system can encode (no lone surrogate it cannot take)."""
+    path: object = None
     if isinstance(value, (str, os.PathLike)):
-        path = os.fspath(value)
-        if isinstance(path, str) and "\0" not in path and path:
-            return path
+        with contextlib.suppress(Exception):  # a path-like whose __fspath__ fails: refused
+            path = os.fspath(value)
+    if isinstance(path, str) and "\0" not in path and path:
+        path = str.__str__(path)  # a plain str: a subclass's methods may be anything
+        try:
+            os.fsencode(path)
+        except UnicodeEncodeError as e:
+            raise InvalidArgumentError(
+                f"{name} contains {path[e.start : e.end]!r}, which the file system cannot "
+                f"encode: {shown(value)}"
+            ) from None
+        return path
     raise InvalidArgumentError(
         f"{name} must be a non-empty path (str or os.PathLike), got {shown(value)}"
     )

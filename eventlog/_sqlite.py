@@ -59,6 +59,7 @@ from ._events import StoredEvent
 from ._follow import poll_for_change
 from ._ids import validate_session_id
 from ._lease import Lease, LeaseInfo
+from ._paths import check_path
 from ._shown import shown
 from ._sqlite_batch import WriteOp
 from ._sqlite_blobs import SqliteBlobStore
@@ -94,15 +95,8 @@ _INSERT = "INSERT INTO events(session_id, seq, ts, kind, body, crc) VALUES (?, ?
 _LAST_SEQ = "SELECT seq FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT 1"
 
 
-def _check_file(file: object) -> str:
-    if isinstance(file, os.PathLike):
-        file = os.fspath(file)
-    if type(file) is not str:
-        raise InvalidArgumentError(
-            f"file must be a str or os.PathLike path of a database file, got {shown(file)}"
-        )
-    if not file or "\x00" in file:
-        raise InvalidArgumentError(f"file must be a non-empty path without NUL, got {shown(file)}")
+def _check_file(given: object) -> str:
+    file = check_path("file", given)  # a plain, non-empty str without NUL
     try:
         file.encode("utf-8")
     except UnicodeEncodeError as e:

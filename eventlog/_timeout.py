@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from ._errors import InvalidArgumentError
+from ._numbers import plain_number
 from ._shown import shown
 
 __all__ = ["check_timeout"]
@@ -16,15 +17,12 @@ def check_timeout(value: object, name: str = "timeout") -> float | None:
     for anything else: a bool, a NaN, a negative number, a number whose comparisons fail."""
     if value is None:
         return None
+    number = plain_number(value)  # compared before float(): a huge int is no OverflowError
     seconds: float | None = None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        try:  # compared before float(): an int beyond a float's range is no OverflowError
-            if value >= threading.TIMEOUT_MAX:
-                seconds = threading.TIMEOUT_MAX
-            elif value >= 0:  # NaN fails it
-                seconds = float(value)
-        except Exception:  # noqa: BLE001,S110 -- a number subclass whose comparisons raise
-            pass
+    if number is not None and number >= threading.TIMEOUT_MAX:
+        seconds = threading.TIMEOUT_MAX
+    elif number is not None and number >= 0:  # NaN fails it
+        seconds = float(number)
     if seconds is None:
         raise InvalidArgumentError(
             f"{name} must be None or a number of seconds >= 0, got {shown(value)}"

@@ -57,6 +57,7 @@ from ._validate import (
     check_seq,
     check_session_id,
     check_text,
+    exact_str,
 )
 
 __all__ = [
@@ -64,17 +65,10 @@ __all__ = [
     "LiteAgentResult",
     "checked_undo_args",
     "compact_args",
-    "exact_str",
     "send_args",
 ]
 
 _BRANCH_ID = re.compile(SESSION_ID_PATTERN)
-
-
-def exact_str(text: str) -> str:
-    """``text`` as a plain ``str``: a subclass of it passes the checks but cannot be recorded
-    (the log encodes plain strings only), so its characters are copied into one."""
-    return text if type(text) is str else str.__str__(text)
 
 
 def send_args(

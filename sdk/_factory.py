@@ -26,7 +26,7 @@ from liteagent.providers import ModelProvider
 from liteagent.tools import Tool, ToolEnv, default_tools
 from liteagent.tools import context as context_tool
 
-from ._agent import LiteAgent, exact_str
+from ._agent import LiteAgent
 from ._async_agent import AsyncLiteAgent
 from ._core import MAX_OPERATIONS, AgentCore
 from ._prompt import DEFAULT_SYSTEM_PROMPT
@@ -149,9 +149,10 @@ def _core(
     """Check every argument (nothing is created before they all pass), then build the core."""
     if not isinstance(model, ModelProvider):
         raise InvalidArgumentError(f"model must be a ModelProvider, got {type(model).__name__}")
-    if not check_text(model_name, "model_name"):
+    checked_name = check_text(model_name, "model_name")  # a plain str
+    if not checked_name:
         raise InvalidArgumentError("model_name must be a non-empty string")
-    model_name = exact_str(model_name)
+    model_name = checked_name
     for name, value in (
         ("max_turns", max_turns),
         ("max_tokens", max_tokens),
@@ -163,8 +164,7 @@ def _core(
     check_count(max_operations, "max_operations")
     idle = check_seconds(idle_timeout_s, "idle_timeout_s")
     check_bool(sessions, "sessions")
-    prompt = check_text(system_prompt, "system_prompt", optional=True)
-    system_prompt = None if prompt is None else exact_str(prompt)
+    system_prompt = check_text(system_prompt, "system_prompt", optional=True)  # a plain str
     checked_tools = _check_tools(tools)
     if tool_env is not None:
         if not isinstance(tool_env, ToolEnv):
@@ -186,7 +186,7 @@ def _core(
         raise InvalidArgumentError(
             f"checkpointer must be a Checkpointer, got {type(checkpointer).__name__}"
         )
-    check_path(home, "home", optional=True)
+    home = check_path(home, "home", optional=True)  # a plain str: fspath is called once
     options = context_options(context)
     if (
         options is not None

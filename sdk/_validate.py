@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from liteagent.eventlog import CancelToken, validate_session_id
+from liteagent.eventlog._numbers import plain_number
 from liteagent.eventlog._paths import check_path as eventlog_check_path
 from liteagent.eventlog._shown import shown
 from liteagent.eventlog.errors import InvalidArgumentError
@@ -28,12 +29,20 @@ __all__ = [
     "check_session_id",
     "check_text",
     "check_workdir",
+    "exact_str",
 ]
 
 MAX_COUNT = 2**31 - 1
 """The largest count (turns, tokens, sessions, queued sends) an argument may give."""
 MAX_SECONDS = 10 * 365 * 24 * 3600.0
 _MAX_SEQ = 2**63 - 1
+
+
+def exact_str(text: str) -> str:
+    """``text`` as a plain ``str``: a subclass of it passes ``isinstance`` but its methods may
+    be anything and the log encodes plain strings only, so its characters are copied into one
+    before anything else looks at it."""
+    return text if type(text) is str else str.__str__(text)
 
 
 def _encodable(value: str, name: str) -> str:
@@ -53,7 +62,7 @@ def check_text(value: object, name: str, *, optional: bool = False) -> str | Non
     if not isinstance(value, str):
         kind = "None or a string" if optional else "a string"
         raise InvalidArgumentError(f"{name} must be {kind}, got {type(value).__name__}")
-    return _encodable(value, name)
+    return _encodable(exact_str(value), name)
 
 
 def check_prompt(value: object) -> str:
@@ -61,6 +70,7 @@ def check_prompt(value: object) -> str:
     empty text blocks, so an empty prompt would break every later request of the session)."""
     if not isinstance(value, str):
         raise InvalidArgumentError(f"the prompt must be a string, got {type(value).__name__}")
+    value = exact_str(value)
     if not value.strip():
         raise InvalidArgumentError("the prompt is empty (or only whitespace); nothing was sent")
     return _encodable(value, "the prompt")
@@ -107,32 +117,27 @@ def check_seconds(value: object, name: str) -> float | None:
     """``None`` or a finite number of seconds > 0 (at most ten years)."""
     if value is None:
         return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not 0 < value <= MAX_SECONDS  # NaN fails it; no float() of a huge int
-    ):
+    seconds = plain_number(value)
+    if seconds is None or not 0 < seconds <= MAX_SECONDS:  # NaN fails it; no float() of a huge int
         raise InvalidArgumentError(
             f"{name} must be None or a number of seconds > 0 (at most ten years), "
             f"got {shown(value)}"
         )
-    return float(value)
+    return float(seconds)
 
 
 def check_grace(value: object, name: str, *, optional: bool = False) -> float | None:
     """A finite number of seconds >= 0 (``None`` too when ``optional``)."""
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        ok = False
-    else:  # a comparison, not isfinite(): an int beyond a float's range is no OverflowError
-        ok = 0 <= value <= MAX_SECONDS
-    if not ok:
+    seconds = plain_number(value)
+    # a comparison, not isfinite(): an int beyond a float's range is no OverflowError
+    if seconds is None or not 0 <= seconds <= MAX_SECONDS:
         raise InvalidArgumentError(
             f"{name} must be {'None or ' if optional else ''}a number of seconds >= 0 (at most "
             f"ten years), got {shown(value)}"
         )
-    return float(value)  # type: ignore[arg-type]
+    return float(seconds)
 
 
 def check_path(
@@ -142,8 +147,7 @@ def check_path(
     too when ``optional``)."""
     if value is None and optional:
         return None
-    eventlog_check_path(name, value)
-    return value  # type: ignore[return-value]  # checked: a str or an os.PathLike of str
+    return eventlog_check_path(name, value)  # a plain str: fspath is called once
 
 
 def check_workdir(value: object) -> Path:

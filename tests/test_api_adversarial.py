@@ -44,6 +44,7 @@ from liteagent.eventlog import (
     memory_checkpointer,
     messages_from_dicts,
     messages_to_dicts,
+    project_dir,
     sqlite_checkpointer,
     validate_session_id,
 )
@@ -1176,3 +1177,108 @@ def test_the_fold_and_the_collection_refuse_what_they_cannot_read(call: Any) -> 
     given: InvalidArgumentError, where they used to raise TypeError or AttributeError."""
     with pytest.raises(InvalidArgumentError):
         call()
+
+
+class _IntPath:
+    """A path-like whose ``__fspath__`` gives an int."""
+
+    def __fspath__(self) -> Any:
+        return 5
+
+
+class _FailingPath:
+    """A path-like whose ``__fspath__`` raises."""
+
+    def __fspath__(self) -> str:
+        raise RuntimeError("no path")
+
+
+@pytest.mark.parametrize("path", ["\ud800", _IntPath(), _FailingPath()], ids=repr)
+def test_every_path_argument_refuses_what_names_no_file(tmp_path: Path, path: object) -> None:
+    """A lone surrogate the file system cannot encode, and a path-like that gives no str or
+    raises, are InvalidArgumentError everywhere a path is taken (they used to escape as
+    UnicodeEncodeError, TypeError or the path-like's own error)."""
+    calls = [
+        lambda: file_checkpointer(path),
+        lambda: file_checkpointer(workdir=path),
+        lambda: sqlite_checkpointer(path),
+        lambda: project_dir(path),
+        lambda: create_lite_agent(model=_provider(), model_name="m", workdir=path),
+        lambda: create_lite_agent(
+            model=_provider(), model_name="m", workdir=tmp_path, home=path, sessions=True
+        ),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidArgumentError):
+            call()
+
+
+def test_number_and_str_subclasses_are_taken_by_their_value(tmp_path: Path) -> None:
+    """A float subclass whose comparisons raise and a str subclass whose methods raise are
+    taken by their value (copied into a plain float or str before anything looks at them),
+    where their own RuntimeError used to escape: lease ttls, follow staleness, grace and idle
+    times, prompts and model names."""
+
+    class Touchy(str):
+        def strip(self, *_: Any) -> str:
+            raise RuntimeError("no strip")
+
+        def encode(self, *_: Any, **__: Any) -> bytes:
+            raise RuntimeError("no encode")
+
+    cp = memory_checkpointer()
+    with cp.acquire_lease("s", ttl=_TouchyFloat(5.0)) as lease:
+        assert lease.info.owner
+    with cp.follow("s", max_staleness=_TouchyFloat(1.0)):
+        pass
+    with create_lite_agent(
+        model=_provider(),
+        model_name=Touchy("m"),
+        workdir=tmp_path,
+        checkpointer=cp,
+        idle_timeout_s=_TouchyFloat(30.0),
+    ) as agent:
+        agent.send(Touchy("hello"), session_id="s1")
+        assert 0 == agent.collect_garbage(grace=_TouchyFloat(0.0)).deleted
+    prompts = [e.body for e in cp.read("s1") if isinstance(e.body, UserPrompt)]
+    assert [str] == [type(b.text) for p in prompts for b in p.content]
+
+
+class _EqRaises(str):
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("no eq")
+
+    __hash__ = str.__hash__
+
+
+class _StrRaises(str):
+    def __str__(self) -> str:
+        raise RuntimeError("no str")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": _EqRaises("user"), "content": "hi"},
+        {"role": "user", "content": [{"type": _StrRaises("text"), "text": "hi"}]},
+        {"role": "user", "content": "hi", _StrRaises("k"): 1},
+    ],
+    ids=["role", "block-type", "key"],
+)
+def test_a_message_dict_whose_values_raise_is_an_invalid_message(message: Any) -> None:
+    """A transcript whose values' own methods raise is InvalidMessageError naming the
+    message, not the value's RuntimeError."""
+    with pytest.raises(InvalidMessageError, match="message 0"):
+        messages_from_dicts([message])
+
+
+def test_context_options_name_a_key_whose_str_raises(tmp_path: Path) -> None:
+    """An unknown context option key that cannot be turned into text is still reported as
+    an unknown option."""
+    with pytest.raises(InvalidArgumentError, match="unknown context option"):
+        create_lite_agent(
+            model=_provider(), model_name="m", workdir=tmp_path, context={_StrRaises("x"): 1}
+        )

@@ -132,7 +132,12 @@ def _as_printed(joined: str, raw: str) -> str:
 
 def _text(value: object, what: str) -> str:
     """``os.fspath(value)`` when that is a ``str``; :class:`InvalidArgumentError` otherwise."""
-    given = os.fspath(value) if isinstance(value, str | os.PathLike) else value
+    given: object = value
+    if isinstance(value, str | os.PathLike):
+        try:
+            given = os.fspath(value)
+        except Exception:  # noqa: BLE001 -- a path-like whose __fspath__ fails: refused
+            given = None
     if not isinstance(given, str):
         raise InvalidArgumentError(
             f"{what} must be a str or os.PathLike[str], got {type(given).__name__}"
