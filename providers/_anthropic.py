@@ -26,7 +26,9 @@ import httpx2
 
 from liteagent.eventlog import CancelToken
 from liteagent.eventlog._logger import get_logger
-from liteagent.eventlog.errors import OperationCancelledError
+from liteagent.eventlog._numbers import plain_number
+from liteagent.eventlog._shown import shown
+from liteagent.eventlog.errors import InvalidArgumentError, OperationCancelledError
 
 from ._anthropic_convert import (
     applied_edits,
@@ -225,6 +227,8 @@ class _Interrupt:
 
 
 _MAX_RETRY_WAIT_S = 60.0  # a longer wait a server asks for is the caller's to make
+_MAX_RETRIES = 100  # more tries than that are a mistake, not a policy
+_MAX_TIMEOUT_S = 86_400.0
 _FIRST_BACKOFF_S, _MAX_BACKOFF_S = 0.5, 8.0  # the SDK's backoff, without its jitter
 
 
@@ -278,18 +282,80 @@ def anthropic_provider(
     SDK's, 600 s with a 5 s connect timeout). ``betas`` are sent on every call, which then goes
     to the beta endpoint. Raises :class:`ProviderAuthError` when no API key is available.
     """
+    _check_args(
+        api_key=api_key,
+        base_url=base_url,
+        max_retries=max_retries,
+        timeout=timeout,
+        http_client=http_client,
+        betas=betas,
+    )
     key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
     if not key:
         raise ProviderAuthError("no Anthropic API key: pass api_key= or set ANTHROPIC_API_KEY")
     kwargs: dict[str, Any] = {"api_key": key, "max_retries": max_retries}
     url = base_url if base_url is not None else os.environ.get("ANTHROPIC_BASE_URL")
     if url:
-        kwargs["base_url"] = url
+        kwargs["base_url"] = _checked_url(url, "base_url" if base_url else "$ANTHROPIC_BASE_URL")
     if timeout is not None:
         kwargs["timeout"] = timeout
     if http_client is not None:
         kwargs["http_client"] = http_client
-    return AnthropicProvider(anthropic.Anthropic(**kwargs), betas)
+    try:
+        client = anthropic.Anthropic(**kwargs)
+    except Exception as e:
+        raise InvalidArgumentError(f"the anthropic client refused its arguments: {e}") from e
+    return AnthropicProvider(client, tuple(betas))
+
+
+def _check_args(
+    *,
+    api_key: object,
+    base_url: object,
+    max_retries: object,
+    timeout: object,
+    http_client: object,
+    betas: object,
+) -> None:
+    """Refuse (:class:`InvalidArgumentError`) what ``anthropic()`` cannot be given."""
+    for name, value in (("api_key", api_key), ("base_url", base_url)):
+        if value is not None and type(value) is not str:
+            raise InvalidArgumentError(f"{name} must be None or a str, got {shown(value)}")
+    if type(max_retries) is not int or not 0 <= max_retries <= _MAX_RETRIES:
+        raise InvalidArgumentError(
+            f"max_retries must be an int from 0 to {_MAX_RETRIES}, got {shown(max_retries)}"
+        )
+    if timeout is not None and not isinstance(timeout, httpx2.Timeout):
+        seconds = plain_number(timeout)
+        if seconds is None or not 0 < seconds <= _MAX_TIMEOUT_S:
+            raise InvalidArgumentError(
+                "timeout must be None, a number of seconds > 0 or an httpx2.Timeout, got "
+                f"{shown(timeout)}"
+            )
+    if http_client is not None and not isinstance(http_client, httpx2.Client):
+        raise InvalidArgumentError(
+            f"http_client must be None or an httpx2.Client, got {shown(http_client)}"
+        )
+    if (
+        isinstance(betas, (str, bytes))
+        or not isinstance(betas, Sequence)
+        or not all(type(b) is str and b for b in betas)
+    ):
+        raise InvalidArgumentError(
+            f"betas must be a sequence of beta names (non-empty strs), got {shown(betas)}"
+        )
+
+
+def _checked_url(url: str, name: str) -> str:
+    """``url`` when it is an absolute http(s) URL httpx can use."""
+    try:
+        parsed = httpx2.URL(url)
+        ok = parsed.scheme in ("http", "https") and bool(parsed.host)
+    except Exception:  # noqa: BLE001 -- httpx's InvalidURL, a UnicodeError, ...
+        ok = False
+    if not ok:
+        raise InvalidArgumentError(f"{name} must be an http(s) URL, got {shown(url)}")
+    return url
 
 
 # Its public name is ``liteagent.providers.anthropic`` (this module imports the SDK as

@@ -56,7 +56,7 @@ from liteagent.eventlog.types import (
 
 from ._contract import ModelRequest, ModelResponse
 from ._errors import ReplayMismatchError
-from ._scripted import ScriptProviderBase, summarize_block, summarize_blocks
+from ._scripted import ScriptProviderBase, items_of, summarize_block, summarize_blocks
 
 __all__ = ["InputKey", "ReplayProvider", "replay", "replay_messages", "request_inputs"]
 
@@ -126,7 +126,7 @@ class ReplayProvider(ScriptProviderBase):
         self.strict = strict
         self._recorded: list[_Recorded] = []
         pending: list[InputKey] = []
-        for position, item in enumerate(events, start=1):
+        for position, item in enumerate(items_of(events, "events"), start=1):
             if isinstance(item, StoredEvent):
                 body, where = item.body, f"seq {item.seq}"
             else:
@@ -199,7 +199,7 @@ def replay_messages(
     message counts as a prompt (its text and tool_result blocks are the inputs), each assistant
     message as a recorded response."""
     events: list[Event] = []
-    for item in messages:
+    for item in items_of(messages, "messages"):
         message = item if isinstance(item, Message) else message_from_dict(item)
         if message.role == "assistant":
             events.append(AssistantMessage(content=message.content))

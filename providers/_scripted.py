@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TypeAlias
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeAlias
 
 import msgspec
 
@@ -71,7 +71,7 @@ from ._contract import (
 )
 from ._errors import ScriptError, UnexpectedRequestError, UnusedResponsesError
 
-__all__ = ["ScriptItem", "ScriptedProvider", "response_events", "scripted"]
+__all__ = ["ScriptItem", "ScriptedProvider", "items_of", "response_events", "scripted"]
 
 ScriptItem: TypeAlias = (
     AssistantMessage
@@ -275,9 +275,9 @@ class ScriptedProvider(ScriptProviderBase):
         capabilities: Iterable[str] = frozenset(),
     ) -> None:
         super().__init__(name=name, stream_chunk=stream_chunk, capabilities=capabilities)
-        for i, item in enumerate(responses):
+        self._items: tuple[ScriptItem, ...] = items_of(responses, "responses")  # once: an
+        for i, item in enumerate(self._items):  # iterator gives its items only once
             _check_item(i, item)
-        self._items: tuple[ScriptItem, ...] = tuple(responses)
 
     def _size(self) -> int:
         return len(self._items)
@@ -327,6 +327,14 @@ def storable(message: AssistantMessage) -> AssistantMessage:
     except InvalidMessageError:
         return message
     return msgspec.structs.replace(message, content=content)
+
+
+def items_of(value: object, name: str) -> tuple[Any, ...]:
+    """The items of ``value`` (a list, tuple or other iterable, read once) as a tuple;
+    :class:`InvalidArgumentError` for what is no such iterable (a str or a mapping is not)."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise InvalidArgumentError(f"{name} must be a list, got {shown(value)}")
+    return tuple(value)
 
 
 def _check_item(index: int, item: object) -> None:

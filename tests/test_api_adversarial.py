@@ -68,7 +68,8 @@ from liteagent.eventlog.types import (
     ToolUseBlock,
     UserPrompt,
 )
-from liteagent.providers import scripted
+from liteagent.providers import anthropic, replay, scripted
+from liteagent.providers._replay import replay_messages
 from liteagent.sdk import (
     ActorStoppedError,
     AgentClosedError,
@@ -1283,3 +1284,53 @@ def test_context_options_name_a_key_whose_str_raises(tmp_path: Path) -> None:
         create_lite_agent(
             model=_provider(), model_name="m", workdir=tmp_path, context={_StrRaises("x"): 1}
         )
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_retries": None},
+        {"max_retries": "3"},
+        {"max_retries": math.inf},
+        {"max_retries": -1},
+        {"base_url": 123},
+        {"base_url": "http://a\nb"},
+        {"base_url": "\ud800"},
+        {"base_url": "ftp://example.com"},
+        {"timeout": (1,)},
+        {"timeout": -1},
+        {"timeout": math.nan},
+        {"http_client": "x"},
+        {"betas": None},
+        {"betas": "beta-1"},
+        {"betas": [5]},
+        {"api_key": 5},
+    ],
+    ids=repr,
+)
+def test_the_anthropic_provider_refuses_arguments_it_cannot_use(kwargs: dict[str, Any]) -> None:
+    """Each argument of ``anthropic()`` is checked before the SDK's client is built: bad ones
+    are InvalidArgumentError naming it (they used to escape from the SDK or httpx as
+    TypeError, OverflowError, IndexError, AttributeError or InvalidURL, or be taken: an int
+    API key, a text retry count)."""
+    given = {"api_key": "k", **kwargs}
+    with pytest.raises(InvalidArgumentError, match=next(iter(kwargs))):
+        anthropic(**given)
+
+
+@pytest.mark.parametrize("script", [None, 5, "abc", {"a": 1}], ids=repr)
+def test_scripted_and_replay_refuse_what_is_no_list(script: object) -> None:
+    """``scripted``, ``replay`` and the transcript replay take lists (any iterable read once),
+    never None, a number, a str or a mapping (TypeError, or a str taken letter by letter,
+    before)."""
+    for factory in (scripted, replay, replay_messages):
+        with pytest.raises(InvalidArgumentError):
+            factory(script)  # type: ignore[arg-type]
+
+
+def test_a_script_given_as_a_generator_keeps_its_items(tmp_path: Path) -> None:
+    """A script read from a generator keeps its items (it was read twice: once to check them,
+    once to keep them, and the second read found nothing, so the first call failed)."""
+    model = scripted(_reply for _ in range(2))
+    with create_lite_agent(model=model, model_name="m", workdir=tmp_path) as agent:
+        assert "ok" == agent.send("hi").text
