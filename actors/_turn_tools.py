@@ -287,7 +287,7 @@ def checked_output(output: object) -> ToolOutput:
         return ToolOutput(
             f"the tool returned a {type(given).__name__} as its content, not text", is_error=True
         )
-    content = safe_text(given)
+    content = safe_text(str.__str__(given))  # a plain str: the log encodes no subclass
     is_error = output.is_error is True
     if content is output.content and is_error is output.is_error:
         return output

@@ -1334,3 +1334,45 @@ def test_a_script_given_as_a_generator_keeps_its_items(tmp_path: Path) -> None:
     model = scripted(_reply for _ in range(2))
     with create_lite_agent(model=model, model_name="m", workdir=tmp_path) as agent:
         assert "ok" == agent.send("hi").text
+
+
+def test_a_tool_default_nested_too_deeply_is_a_definition_error() -> None:
+    """``@tool`` on a function whose default is nested 2,000 levels deep raises
+    ToolDefinitionError (RecursionError escaped from msgspec's error message before)."""
+    deep: list[Any] = []
+    for _ in range(2000):
+        deep = [deep]
+
+    def f(a: Any = deep) -> str:
+        """A tool."""
+        return "x"
+
+    with pytest.raises(ToolDefinitionError, match="nested too deeply"):
+        tool(f)
+
+
+def test_a_tool_output_holding_a_str_subclass_is_recorded_as_text(tmp_path: Path) -> None:
+    """A custom tool returning ``ToolOutput(<str subclass>)`` has its text recorded as a plain
+    str; the turn used to stop with CodecError."""
+
+    class Out(Tool):
+        name = "out"
+        description = "returns a str subclass"
+        input_schema: dict[str, Any] = {"type": "object"}  # noqa: RUF012
+
+        def run(self, input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+            return ToolOutput(_Str("the result"))
+
+    calls = [
+        lambda _: AssistantMessage(
+            content=(ToolUseBlock("toolu_1", "out", {}),), stop_reason="tool_use"
+        ),
+        _reply,
+    ]
+    cp = memory_checkpointer()
+    with create_agent(
+        model=scripted(calls), model_name="m", workdir=tmp_path, tools=[Out()], checkpointer=cp
+    ) as agent:
+        assert "ok" == agent.send("go", session_id="s1").text
+    (result,) = [e.body for e in cp.read("s1") if type(e.body).__name__ == "ToolResult"]
+    assert "the result" == result.block.content  # type: ignore[attr-defined]

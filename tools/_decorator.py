@@ -305,6 +305,8 @@ def _input_struct(fn: Callable[..., object], name: str) -> tuple[type[msgspec.St
         )
     except (TypeError, ValueError) as e:
         raise ToolDefinitionError(f"tool {name!r}: {e}") from e
+    except RecursionError as e:  # a default nested thousands of levels deep
+        raise ToolDefinitionError(f"tool {name!r}: a default is nested too deeply") from e
     return struct, ctx_param
 
 
