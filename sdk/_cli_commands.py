@@ -42,7 +42,7 @@ from ._cli_output import (
 )
 from ._cli_terminal import run_live
 from ._cli_travel import show_preview, undo
-from ._validate import check_prompt
+from ._validate import check_prompt, check_text
 
 __all__ = [
     "CompactionOutcome",
@@ -281,6 +281,11 @@ _NO_MODEL = (
 def cmd_compact(env: CliEnv, args: argparse.Namespace) -> int:
     """Compact a session's context now (the log keeps every event): with a model, older turns
     become a summary written with the instructions; without one, mechanically."""
+    if args.instructions is not None:
+        try:
+            check_text(args.instructions, "INSTRUCTIONS")
+        except InvalidArgumentError as e:
+            raise UsageError(one_line(e), usage=getattr(args, "usage", "")) from e
     sid = existing_session(env, args.session_id)
     no_model: str | None = None
     try:

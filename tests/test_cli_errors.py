@@ -71,6 +71,7 @@ USAGE_ERRORS = [
     (["run", ""], 'PROMPT is empty: give the text to send (lite-agent run "fix the'),
     (["run", " \t\n"], "PROMPT is empty: give the text to send"),
     (["run", "\udcff"], "PROMPT: the prompt is not valid text: a lone surrogate"),
+    (["compact", "s1", "keep \udcff"], "INSTRUCTIONS is not valid text: a lone surrogate"),
     (["import", "/no/such/file.jsonl"], "cannot read '/no/such/file.jsonl': No such file"),
     (["import", "/"], "cannot read '/': Is a directory"),
     (["gc", "--grace", "99999999999999999999d"], "--grace 99999999999999999999d: too long"),
