@@ -12,6 +12,7 @@ import msgspec
 from ._errors import CodecError, InvalidEventError
 from ._events import Event, OpaqueEvent
 from ._nesting import MAX_NESTING, packed_nests_deeper
+from ._shown import shown
 
 __all__ = ["DECODERS", "EVENT_KINDS", "encode_body", "kind_of"]
 
@@ -74,10 +75,26 @@ def encode_body(event: Event | OpaqueEvent) -> tuple[str, bytes]:
     return kind, data
 
 
+_MAX_KIND = 128  # every store keeps a kind as text; liteagent's own are short snake_case
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _encode_opaque(event: OpaqueEvent) -> tuple[str, bytes]:
     kind, data = event.kind, event.data
     if type(kind) is not str or not kind or not isinstance(data, bytes):
         raise InvalidEventError("an OpaqueEvent needs a non-empty str kind and bytes data")
+    if len(kind) > _MAX_KIND or not kind.isprintable() or not _utf8(kind):
+        raise InvalidEventError(
+            f"an OpaqueEvent's kind must be printable text of at most {_MAX_KIND} characters "
+            f"that UTF-8 can encode, got {shown(kind)}"
+        )
     if packed_nests_deeper(data, MAX_NESTING, _ANY_DECODER.decode):
         raise InvalidEventError(f"OpaqueEvent({kind!r}) bytes: {_TOO_DEEP}")
     decoder = _DECODERS.get(kind, _ANY_DECODER)

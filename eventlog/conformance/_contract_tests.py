@@ -477,6 +477,19 @@ class ContractTests:
         assert [OpaqueEvent("future_kind", data)] == [e.body for e in cp.read("t")]
         assert frozenset({"future_kind"}) == fold(events).unknown_kinds
 
+    @pytest.mark.parametrize("kind", ["x\ud800", "a\nb", "k" * 129], ids=repr)
+    def test_an_opaque_kind_no_store_can_keep_is_refused(self, cp: Checkpointer, kind: str) -> None:
+        """An OpaqueEvent whose kind is not printable UTF-8 text of at most 128 characters is
+        InvalidEventError, nothing of the batch is stored, and the session takes the next
+        append (a file store raised UnicodeEncodeError, a SQLite store called the session
+        damaged and refused every later write)."""
+        cp.append("s", [prompt("a")])
+        with pytest.raises(InvalidEventError):
+            cp.append("s", [prompt("b"), OpaqueEvent(kind, b"\x01")])
+        cp.append("s", [prompt("c")])
+        assert ["a", "c"] == texts(cp.read("s"))
+        assert cp.damaged("s") is None
+
     # -- integrity --------------------------------------------------------------------------------
 
     def test_integrity_of_a_healthy_store_is_ok(self, cp: Checkpointer) -> None:
