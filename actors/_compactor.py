@@ -116,16 +116,36 @@ class CompactorActor(ActorBase):
             raise CompactionFailedError(
                 f"the compactor failed: {type(e).__name__}: {e}"[:2000]
             ) from e
-        if not isinstance(result, CompactResult) or not all(
-            isinstance(m, Message) for m in result.messages
-        ):
+        if not isinstance(result, CompactResult):
             raise CompactionFailedError(
                 f"the compactor returned {type(result).__name__}, not a CompactResult of messages"
+            )
+        result = _well_typed(result)
+        if result.changed and not result.messages and message.messages:
+            raise CompactionFailedError(
+                "the compactor's result holds no message (the next request would carry the "
+                "new prompt alone); it was not recorded"
             )
         problem = pairing_problem(result.messages, message.messages) if result.changed else None
         if problem is not None:
             raise CompactionFailedError(f"the compactor's result {problem}; it was not recorded")
         return result
+
+
+_RESULT = msgspec.msgpack.Decoder(CompactResult)
+
+
+def _well_typed(result: CompactResult) -> CompactResult:
+    """``result`` as it reads back from its encoding: a plain copy whose every field has its
+    declared type. :class:`CompactionFailedError` when a field does not (a text block holding
+    an int, a role ``"system"``, ``messages=None``): such a result could not be recorded."""
+    try:
+        return _RESULT.decode(msgspec.msgpack.encode(result))
+    except (msgspec.MsgspecError, TypeError, ValueError, OverflowError, RecursionError) as e:
+        raise CompactionFailedError(
+            f"the compactor returned a CompactResult that does not hold what its fields "
+            f"declare ({e}); it was not recorded"[:2000]
+        ) from e
 
 
 def pairing_problem(messages: Sequence[Message], given: Sequence[Message] = ()) -> str | None:

@@ -39,6 +39,7 @@ from liteagent.context import (
     CompactResult,
     ContextBudgetError,
     ContextOptions,
+    PassReport,
     default_compactor,
     estimate_tokens,
     llm_compactor,
@@ -879,18 +880,48 @@ class _Broken(Compactor):
             "reversed": lambda ms: tuple(reversed(ms)),
             "twice": lambda ms: (*ms, *ms),
             "empty_messages": lambda ms: tuple(Message(m.role, ()) for m in ms),
+            "no_messages": lambda ms: (),
+            "int_text": lambda ms: (*ms[:-1], Message("user", (TextBlock(5),))),  # type: ignore[arg-type]
+            "system_role": lambda ms: (*ms[:-1], Message("system", ms[-1].content)),  # type: ignore[arg-type]
+            "messages_none": lambda ms: None,
         }
         if self.how == "raise":
             raise ValueError("the compactor is broken")
         if self.how == "none":
             return None
+        if self.how == "pass_named_5":
+            report = PassReport(name=5, changed=True, tokens_before=2, tokens_after=1)  # type: ignore[arg-type]
+            return CompactResult(
+                messages=tuple(messages),
+                changed=False,
+                tokens_before=2,
+                tokens_after=2,
+                passes=(report,),
+            )
         return CompactResult(
             messages=shaped[self.how](messages), changed=True, tokens_before=2, tokens_after=1
         )
 
 
 @pytest.mark.parametrize(
-    "how", ["raise", "none", "drop_results", "drop_calls", "reversed", "twice", "empty_messages"]
+    "how",
+    [
+        "raise",
+        "none",
+        "drop_results",
+        "drop_calls",
+        "reversed",
+        "twice",
+        "empty_messages",
+        # ill-typed results (a text block holding an int, a role "system", messages=None, a
+        # pass named 5) let msgspec's ValidationError or a TypeError escape; no message at
+        # all was recorded, so the next request carried the new prompt alone
+        "no_messages",
+        "int_text",
+        "system_role",
+        "messages_none",
+        "pass_named_5",
+    ],
 )
 def test_a_broken_compactor_fails_cleanly_and_records_nothing(tmp_path: Path, how: str) -> None:
     """A compactor that raised a foreign exception or returned no CompactResult made compact()
