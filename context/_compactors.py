@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from liteagent.eventlog import CancelToken
+from liteagent.eventlog._shown import shown
 from liteagent.eventlog.errors import InvalidArgumentError
 from liteagent.eventlog.types import Message, Usage
 
+from ._checks import check_int, check_messages
 from ._contract import Compactor, CompactResult, Pass
 from ._passes import micro_pass, snip_pass, tool_result_budget_pass
 from ._pipeline import run_pipeline
@@ -30,6 +32,9 @@ class _PipelineCompactor(Compactor):
     """See :func:`default_compactor`."""
 
     def __init__(self, passes: Sequence[Pass]) -> None:
+        given: object = passes
+        if not isinstance(given, (list, tuple)) or not all(callable(p) for p in given):
+            raise InvalidArgumentError(f"passes must be a list of passes, got {shown(given)}")
         self.passes: tuple[Pass, ...] = tuple(passes)
 
     def __repr__(self) -> str:
@@ -50,6 +55,7 @@ class _PipelineCompactor(Compactor):
     ) -> CompactResult:
         """Run the passes in order (:func:`~._pipeline.run_pipeline`) and return its result
         (``cancel`` is checked before each pass; the passes make no model call)."""
+        check_messages(messages, repr(self))
         return run_pipeline(messages, self.passes, cancel=cancel)
 
 
@@ -76,6 +82,10 @@ def default_compactor(
     ``passes`` is given. Invalid settings raise
     :class:`~liteagent.eventlog.errors.InvalidArgumentError`.
     """
+    if store is not None and not isinstance(store, SpillStore):
+        raise InvalidArgumentError(f"store must be None or a SpillStore, got {shown(store)}")
+    check_int("budget_bytes", budget_bytes, 0)
+    check_int("max_tokens", max_tokens, 0, optional=True)
     if passes is None:
         spill = memory_spill_store() if store is None else store
         passes = (
@@ -118,8 +128,7 @@ class _TokenBudgetCompactor(_PipelineCompactor):
     """See :func:`token_budget_compactor`: a pipeline of its one cut."""
 
     def __init__(self, max_tokens: int) -> None:
-        if max_tokens < 1:
-            raise InvalidArgumentError(f"max_tokens must be >= 1, got {max_tokens}")
+        check_int("max_tokens", max_tokens, 1)
         super().__init__((_TokenBudgetPass(max_tokens),))
         self.max_tokens = max_tokens
 

@@ -30,10 +30,13 @@ from typing import Any, Protocol
 import msgspec
 
 from liteagent.eventlog import CancelToken
+from liteagent.eventlog._shown import shown
+from liteagent.eventlog.errors import InvalidArgumentError
 from liteagent.eventlog.types import Message, ToolResultBlock, Usage
 
 from ._archive import archive_ref
 from ._bodies import body_text
+from ._checks import check_messages
 from ._spill import SPILL_PREFIX
 
 __all__ = ["CompactResult", "Compactor", "Pass", "PassReport", "accepts_cancel"]
@@ -134,7 +137,11 @@ class Compactor(abc.ABC):
     ) -> CompactResult:
         """Call :meth:`maybe_compact`, with ``cancel`` when it takes one (module docstring);
         raise :class:`~liteagent.eventlog.errors.OperationCancelledError` when ``cancel`` fired
-        before or during the compaction."""
+        before or during the compaction. :class:`~liteagent.eventlog.errors.InvalidArgumentError`
+        for ``messages`` that are no list of messages, or a ``cancel`` that is no CancelToken."""
+        check_messages(messages, repr(self))
+        if cancel is not None and not isinstance(cancel, CancelToken):
+            raise InvalidArgumentError(f"cancel must be None or a CancelToken, got {shown(cancel)}")
         if cancel is not None:
             cancel.raise_if_cancelled()
         if cancel is not None and accepts_cancel(self.maybe_compact):

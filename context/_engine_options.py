@@ -14,6 +14,8 @@ from liteagent.eventlog._shown import shown
 from liteagent.eventlog.errors import InvalidArgumentError, LiteAgentError
 from liteagent.eventlog.types import ContextSettings, Message
 
+from ._checks import check_int
+
 __all__ = [
     "LEVELS",
     "NATIVE_EDITS",
@@ -84,11 +86,11 @@ class ContextOptions:
     native_edits: bool = True
 
     def __post_init__(self) -> None:
-        _check_int("budget_tokens", self.budget_tokens, 1, optional=True)
-        _check_int("archive_threshold_bytes", self.archive_threshold_bytes, 0)
-        _check_int("keep_recent_results", self.keep_recent_results, 0)
-        _check_int("preview_chars", self.preview_chars, 0)
-        _check_int("window_tokens", self.window_tokens, 1)
+        check_int("budget_tokens", self.budget_tokens, 1, optional=True)
+        check_int("archive_threshold_bytes", self.archive_threshold_bytes, 0)
+        check_int("keep_recent_results", self.keep_recent_results, 0)
+        check_int("preview_chars", self.preview_chars, 0)
+        check_int("window_tokens", self.window_tokens, 1)
         for name in ("planner_timeout_s", "idle_compact_after"):
             value = getattr(self, name)
             if value is None and name == "idle_compact_after":
@@ -121,6 +123,7 @@ class ContextOptions:
 
     def budget_for(self, max_tokens: int) -> int:
         """The budget of a request that reserves ``max_tokens`` for the output."""
+        check_int("max_tokens", max_tokens, 0)
         if self.budget_tokens is not None:
             return self.budget_tokens
         return max(self.window_tokens - max_tokens, 1)
@@ -140,16 +143,6 @@ class ContextOptions:
             fixed_tokens=fixed_tokens,
             native_edits=native,
         )
-
-
-_MOST = 2**62  # recorded in every context status: it must stay within msgpack's integers
-
-
-def _check_int(name: str, value: object, least: int, *, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    if type(value) is not int or not least <= value <= _MOST:
-        raise InvalidArgumentError(f"{name} must be an int in {least}..{_MOST}, got {shown(value)}")
 
 
 class ContextView(msgspec.Struct, frozen=True, kw_only=True):

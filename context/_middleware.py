@@ -71,6 +71,8 @@ class CompactionMiddleware:
         """Run the compactor over ``request.messages`` (with the turn's ``cancel`` token);
         return the request with the compacted messages when they changed, else ``request``
         itself."""
+        if not isinstance(request, ModelRequest):
+            raise InvalidArgumentError(f"request must be a ModelRequest, got {shown(request)}")
         usage = getattr(state, "last_usage", None)
         result = self.compactor.run(
             request.messages, usage=usage if isinstance(usage, Usage) else None, cancel=cancel

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from liteagent.eventlog._shown import shown
 from liteagent.eventlog.errors import InvalidArgumentError
 from liteagent.eventlog.types import Message, ToolResultBlock
 
@@ -33,6 +34,7 @@ from ._bodies import (
     replace_bodies,
     tool_results,
 )
+from ._checks import check_int, check_messages
 from ._contract import Pass
 from ._scope import Scope
 from ._spill import SpillStore, spill_marker
@@ -59,8 +61,9 @@ class _ToolResultBudgetPass:
     name: str
 
     def __init__(self, budget_bytes: int, store: SpillStore | None) -> None:
-        if budget_bytes < 0:
-            raise InvalidArgumentError(f"budget_bytes must be >= 0, got {budget_bytes}")
+        check_int("budget_bytes", budget_bytes, 0)
+        if store is not None and not isinstance(store, SpillStore):
+            raise InvalidArgumentError(f"store must be None or a SpillStore, got {shown(store)}")
         self.name = "tool_result_budget"
         self.budget_bytes = budget_bytes
         self.store = store
@@ -80,6 +83,7 @@ class _ToolResultBudgetPass:
         return spill_marker(self.store.put(text), text)
 
     def __call__(self, messages: Sequence[Message]) -> tuple[list[Message], str]:
+        check_messages(messages, repr(self))
         scope = Scope(messages)
         total = 0
         movable: list[tuple[int, int, int, ToolResultBlock, str]] = []
@@ -147,12 +151,9 @@ class _SnipPass:
     spills = False  # see Compactor.spills
 
     def __init__(self, keep_head_turns: int, keep_tail_turns: int, max_tokens: int | None) -> None:
-        if keep_head_turns < 1:
-            raise InvalidArgumentError(f"keep_head_turns must be >= 1, got {keep_head_turns}")
-        if keep_tail_turns < 1:
-            raise InvalidArgumentError(f"keep_tail_turns must be >= 1, got {keep_tail_turns}")
-        if max_tokens is not None and max_tokens < 0:
-            raise InvalidArgumentError(f"max_tokens must be >= 0 or None, got {max_tokens}")
+        check_int("keep_head_turns", keep_head_turns, 1)
+        check_int("keep_tail_turns", keep_tail_turns, 1)
+        check_int("max_tokens", max_tokens, 0, optional=True)
         self.name = "snip"
         self.keep_head_turns = keep_head_turns
         self.keep_tail_turns = keep_tail_turns
@@ -165,6 +166,7 @@ class _SnipPass:
         )
 
     def __call__(self, messages: Sequence[Message]) -> tuple[list[Message], str]:
+        check_messages(messages, repr(self))
         scope = Scope(messages)
         starts = scope.turn_starts
         first_turn = scope.turn_of(scope.first_prompt) if scope.first_prompt is not None else 0
@@ -215,10 +217,8 @@ class _MicroPass:
     spills = False  # see Compactor.spills
 
     def __init__(self, keep_recent: int, max_tokens: int | None) -> None:
-        if keep_recent < 0:
-            raise InvalidArgumentError(f"keep_recent must be >= 0, got {keep_recent}")
-        if max_tokens is not None and max_tokens < 0:
-            raise InvalidArgumentError(f"max_tokens must be >= 0 or None, got {max_tokens}")
+        check_int("keep_recent", keep_recent, 0)
+        check_int("max_tokens", max_tokens, 0, optional=True)
         self.name = "micro"
         self.keep_recent = keep_recent
         self.max_tokens = max_tokens
@@ -227,6 +227,7 @@ class _MicroPass:
         return f"micro_pass(keep_recent={self.keep_recent}, max_tokens={self.max_tokens})"
 
     def __call__(self, messages: Sequence[Message]) -> tuple[list[Message], str]:
+        check_messages(messages, repr(self))
         excess = 0
         if self.max_tokens is not None:
             excess = estimate_tokens(messages) - self.max_tokens

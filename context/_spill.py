@@ -11,7 +11,8 @@ import hashlib
 import threading
 
 from liteagent.eventlog import BlobStore
-from liteagent.eventlog.errors import BlobNotFoundError, CodecError
+from liteagent.eventlog._shown import shown
+from liteagent.eventlog.errors import BlobNotFoundError, CodecError, InvalidArgumentError
 
 __all__ = [
     "SPILL_PREFIX",
@@ -50,6 +51,7 @@ class _MemorySpillStore(SpillStore):
         self._lock = threading.Lock()
 
     def put(self, text: str) -> str:
+        text = _text(text)
         key = "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         with self._lock:
             self._data.setdefault(key, text)
@@ -68,7 +70,7 @@ class _BlobSpillStore(SpillStore):
         self._blobs = blobs
 
     def put(self, text: str) -> str:
-        return self._blobs.put(text.encode("utf-8", "surrogatepass"))
+        return self._blobs.put(_text(text).encode("utf-8", "surrogatepass"))
 
     def get(self, key: str) -> str:
         data = self._blobs.get(key)  # BlobNotFoundError (a KeyError) when absent
@@ -85,4 +87,13 @@ def memory_spill_store() -> SpillStore:
 
 def blob_spill_store(blobs: BlobStore) -> SpillStore:
     """A spill store over a checkpointer's blob store (durable, content-addressed)."""
+    if not isinstance(blobs, BlobStore):
+        raise InvalidArgumentError(f"blobs must be a BlobStore, got {shown(blobs)}")
     return _BlobSpillStore(blobs)
+
+
+def _text(text: object) -> str:
+    """``text`` as a plain str; :class:`InvalidArgumentError` when it is none."""
+    if not isinstance(text, str):
+        raise InvalidArgumentError(f"spilled text must be a str, got {type(text).__name__}")
+    return str.__str__(text)

@@ -182,3 +182,54 @@ def test_public_functions_raise_only_liteagent_errors(name: str, data: st.DataOb
             list(result)
     except LiteAgentError:
         pass
+
+
+_MSGS = [Message("user", (TextBlock("hello"),)), Message("assistant", (TextBlock("hi"),))]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: context.micro_pass()(None),
+        lambda: context.snip_pass()([None]),
+        lambda: context.tool_result_budget_pass(10)("not messages"),
+        lambda: context.token_budget_compactor(5).maybe_compact(None),
+        lambda: context.default_compactor().run(_MSGS, cancel=5),
+        lambda: context.default_compactor().run(None),
+        lambda: memory_spill_store().put(5),
+        lambda: blob_spill_store(None),
+        lambda: ContextOptions().budget_for(None),
+        lambda: context.compaction(context.default_compactor()).before_model(None, None),
+        lambda: context.token_budget_compactor(float("nan")),
+        lambda: context.micro_pass(keep_recent=2.5),
+        lambda: context.snip_pass(keep_head_turns=1.5),
+        lambda: context.default_compactor(store=5),
+        lambda: context.default_compactor(passes=[1]),
+        lambda: context.default_compactor(budget_bytes=-1.0),
+    ],
+    ids=[
+        "micro(None)",
+        "snip([None])",
+        "budget(str)",
+        "token_budget.maybe_compact(None)",
+        "run(cancel=5)",
+        "run(None)",
+        "spill.put(5)",
+        "blob_spill_store(None)",
+        "budget_for(None)",
+        "before_model(None)",
+        "token_budget(nan)",
+        "micro(2.5)",
+        "snip(1.5)",
+        "default(store=5)",
+        "default(passes=[1])",
+        "default(budget=-1.0)",
+    ],
+)
+def test_what_the_factories_return_checks_its_arguments_too(call: Any) -> None:
+    """The passes, compactors, spill stores, middleware and options the public factories
+    return check what they are given (InvalidArgumentError, where TypeError or AttributeError
+    escaped), and the factories take no float, NaN or wrong type for a count or a store (a NaN
+    budget was taken and cut everything)."""
+    with pytest.raises(InvalidArgumentError):
+        call()
