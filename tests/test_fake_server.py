@@ -543,3 +543,46 @@ def test_tool_blocks_without_tools_are_refused_as_the_api_does() -> None:
             tools=tools,  # type: ignore[arg-type]
         )
     assert "fine" == reply.content[0].text  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: testing.JSONResponse(object()),
+        lambda: testing.JSONResponse({"x": float("nan")}),
+        lambda: testing.JSONResponse({}, status=1000),
+        lambda: testing.JSONResponse({}, status=True),
+        lambda: testing.JSONResponse({}, headers={"X": "\ud800"}),
+        lambda: testing.JSONResponse({}, headers={"X": "a\r\nX-Injected: yes"}),
+        lambda: testing.JSONResponse({}, headers={5: "x"}),
+        lambda: testing.JSONResponse({}, delay=-1),
+        lambda: testing.MessageResponse(testing.message("hi"), text_chunk=0),
+        lambda: testing.MessageResponse(None),  # type: ignore[arg-type]
+        lambda: testing.StreamResponse([], status=99),
+        lambda: testing.message(None),  # type: ignore[arg-type]
+        lambda: testing.message([None]),  # type: ignore[list-item]
+    ],
+    ids=[
+        "object-body",
+        "nan-body",
+        "status-1000",
+        "status-bool",
+        "header-surrogate",
+        "header-crlf",
+        "header-int-name",
+        "negative-delay",
+        "text-chunk-0",
+        "message-None",
+        "stream-status-99",
+        "builder-None",
+        "builder-[None]",
+    ],
+)
+def test_a_response_the_server_cannot_send_is_refused_when_it_is_made(make: Any) -> None:
+    """A scripted response the server could not send (a body that is no JSON, a status out of
+    range, a header with CR/LF or a character latin-1 lacks, a text chunk of 0) is refused
+    with InvalidArgumentError when it is made. It used to be queued, the server's handler
+    thread died with a traceback, the client saw a connection error, and a CR/LF header
+    injected another header."""
+    with pytest.raises(InvalidArgumentError):
+        make()

@@ -21,6 +21,9 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from liteagent.eventlog._shown import shown
+from liteagent.eventlog.errors import InvalidArgumentError
+
 __all__ = [
     "DEFAULT_MODEL",
     "compaction",
@@ -156,7 +159,14 @@ def message(
       reply and in the ``message_delta`` event of a stream.
     - ``fields``: other top-level fields, sent verbatim (``container``, ``stop_details``...).
     """
-    blocks = [text(content)] if isinstance(content, str) else [dict(b) for b in content]
+    if isinstance(content, str):
+        blocks = [text(content)]
+    elif isinstance(content, Sequence) and all(isinstance(b, Mapping) for b in content):
+        blocks = [dict(b) for b in content if isinstance(b, Mapping)]
+    else:
+        raise InvalidArgumentError(
+            f"content must be a str or a list of block dicts, got {shown(content)}"
+        )
     if stop_reason is None:
         has_tool = any(b.get("type") in _TOOL_USE_TYPES for b in blocks)
         stop_reason = "tool_use" if has_tool else "end_turn"

@@ -15,9 +15,14 @@ The factory functions in ``_failures`` build the common cases.
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from liteagent.eventlog._shown import shown
+from liteagent.eventlog.errors import InvalidArgumentError
 
 from ._sse import SSEEvent, stream_events
 
@@ -62,6 +67,16 @@ class MessageResponse:
     seed: int = 0
     headers: Mapping[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.message, Mapping):
+            raise InvalidArgumentError(f"message must be a mapping, got {shown(self.message)}")
+        if type(self.text_chunk) is not int or self.text_chunk < 1:
+            raise InvalidArgumentError(
+                f"text_chunk must be an int >= 1, got {shown(self.text_chunk)}"
+            )
+        _check_json(self.message, "message")
+        _check_headers(self.headers)
+
     def events(self) -> list[SSEEvent]:
         """The SSE events this message streams as."""
         return stream_events(
@@ -77,6 +92,10 @@ class StreamResponse:
     status: int = 200
     headers: Mapping[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        _check_status(self.status)
+        _check_headers(self.headers)
+
 
 @dataclass(frozen=True)
 class JSONResponse:
@@ -86,6 +105,48 @@ class JSONResponse:
     status: int = 200
     headers: Mapping[str, str] = field(default_factory=dict)
     delay: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check_status(self.status)
+        _check_headers(self.headers)
+        _check_json(self.body, "body")
+        if type(self.delay) not in (int, float) or not 0 <= self.delay < math.inf:
+            raise InvalidArgumentError(f"delay must be seconds >= 0, got {shown(self.delay)}")
+
+
+def _check_status(status: object) -> None:
+    if type(status) is not int or not 100 <= status <= 599:
+        raise InvalidArgumentError(f"status must be an HTTP status (100-599), got {shown(status)}")
+
+
+def _check_headers(headers: object) -> None:
+    """Header names and values the server can send: str, latin-1, no CR or LF (which would
+    start another header)."""
+    if not isinstance(headers, Mapping):
+        raise InvalidArgumentError(f"headers must be a mapping, got {shown(headers)}")
+    for name, value in headers.items():
+        if not (name and _sendable(name) and _sendable(value)):
+            raise InvalidArgumentError(
+                f"header {shown(name)}: {shown(value)} cannot be sent (str, latin-1, no CR, LF "
+                "or NUL)"
+            )
+
+
+def _sendable(part: object) -> bool:
+    if type(part) is not str or {"\r", "\n", "\0"} & set(part):
+        return False
+    try:
+        part.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_json(value: object, what: str) -> None:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as e:
+        raise InvalidArgumentError(f"{what} cannot be sent as JSON: {e}") from None
 
 
 Response = MessageResponse | StreamResponse | JSONResponse
