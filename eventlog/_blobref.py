@@ -18,6 +18,7 @@ __all__ = [
     "check_blob_data",
     "check_blob_refs",
     "check_written_before",
+    "is_blob_ref",
     "parse_blob_ref",
     "verify_blob",
 ]
@@ -29,6 +30,12 @@ _REF = re.compile(BLOB_REF_PATTERN)
 def blob_ref(data: bytes) -> str:
     """Return the reference a blob store gives ``data``: ``sha256:`` + the hex digest."""
     return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def is_blob_ref(value: object) -> bool:
+    """Whether ``value`` is a blob reference (a store lists nothing else: a row or file of
+    another name is not a blob)."""
+    return type(value) is str and _REF.fullmatch(value) is not None
 
 
 def parse_blob_ref(ref: object) -> str:

@@ -145,7 +145,11 @@ class PostgresCheckpointer(Checkpointer):
             owns = True
         self._listen_dsn = listen_dsn or self._conninfo
         self._db = Database(
-            pool, owns_pool=owns, retry_timeout=retry_timeout, is_closed=lambda: self._closed
+            pool,
+            owns_pool=owns,
+            retry_timeout=retry_timeout,
+            is_closed=lambda: self._closed,
+            configure=None if owns else self._configure,
         )
         self._fork_closed = False  # closed because this process was forked (see _forked)
         self._lease_rows = PostgresLeases(self)

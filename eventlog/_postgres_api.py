@@ -72,7 +72,8 @@ def postgres_checkpointer(
 
     ``target`` is a libpq connection string or URI (``"host=db dbname=app"``,
     ``"postgresql://user@db/app"``) or a ``psycopg_pool.ConnectionPool`` of your own (it is not
-    closed by :meth:`~Checkpointer.close`). Needs the ``postgres`` extra (``pip install
+    closed by :meth:`~Checkpointer.close`; its connections get this checkpointer's settings,
+    timeouts and durability, when it first uses them). Needs the ``postgres`` extra (``pip install
     'liteagent[postgres]'``: psycopg 3 and psycopg_pool).
 
     - ``schema``: the schema holding the store's tables (created under an advisory lock on
@@ -98,7 +99,7 @@ def postgres_checkpointer(
             raise InvalidArgumentError(
                 f"the DSN must be a non-empty str without NUL, got {shown(target)}"
             )
-    elif type(given).__name__ != "ConnectionPool":
+    elif not _is_pool(given):
         raise InvalidArgumentError(
             f"target must be a DSN str or a psycopg_pool.ConnectionPool, got {shown(target)}"
         )
@@ -142,3 +143,13 @@ def postgres_checkpointer(
         retry_timeout=retry_timeout,
         poll_interval=poll_interval,
     )
+
+
+def _is_pool(value: object) -> bool:
+    """Whether ``value`` is a ``psycopg_pool.ConnectionPool`` (a subclass too). psycopg_pool is
+    imported only when the value's class comes from it: this module imports without it."""
+    if not any(c.__module__.startswith("psycopg_pool") for c in type(value).__mro__):
+        return False
+    from psycopg_pool import ConnectionPool  # noqa: PLC0415 -- the optional extra
+
+    return isinstance(value, ConnectionPool)

@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from ._blobref import check_blob_refs, check_written_before
+from ._blobref import check_blob_refs, check_written_before, is_blob_ref
 from ._blobs import BlobInfo, BlobStore, blob_ref, check_blob_data, parse_blob_ref, verify_blob
 from ._codec import codec_decode, codec_encode
 from ._errors import BlobNotFoundError
@@ -102,7 +102,7 @@ class PostgresBlobStore(BlobStore):
 
         def op(conn: Conn, _attempt: int) -> list[BlobInfo]:
             rows = conn.execute(self._list).fetchall()
-            return [BlobInfo(str(r[0]), float(r[1]), int(r[2])) for r in rows]
+            return [BlobInfo(str(r[0]), float(r[1]), int(r[2])) for r in rows if is_blob_ref(r[0])]
 
         return iter(self._owner._db.run(op, "list blobs"))
 

@@ -29,6 +29,7 @@ import errno
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -76,6 +77,10 @@ def translate(e: BaseException, what: str) -> CheckpointerError:
     state = e.sqlstate if isinstance(e, psycopg.Error) else None
     if state is not None and state.startswith("53"):  # insufficient resources (disk full, ...)
         return StorageIOError(errno.ENOSPC, f"PostgreSQL cannot {what} ({state}): {e}")
+    if state in _TRANSIENT:  # a lock or statement timeout, a conflict: retried until now
+        return StorageIOError(
+            errno.EBUSY, f"PostgreSQL could not {what} within the retry time ({state}): {e}"
+        )
     return CheckpointerError(f"PostgreSQL refused {what} (SQLSTATE {state}): {e}")
 
 
@@ -89,9 +94,14 @@ class Database:
         owns_pool: bool,
         retry_timeout: float,
         is_closed: Callable[[], bool],
+        configure: Callable[[Conn], None] | None = None,
     ) -> None:
         self.pool = pool
         self._owns_pool = owns_pool
+        # A pool of the caller's: its connections get the checkpointer's settings (timeouts,
+        # durability) on first use here, as the pool of its own gets them when it connects.
+        self._configure = configure
+        self._configured: weakref.WeakSet[Conn] = weakref.WeakSet()
         self._retry_timeout = retry_timeout
         self._is_closed = is_closed
         self._active = 0  # connections checked out of the pool right now
@@ -109,6 +119,9 @@ class Database:
             with self.pool.connection(timeout=self._retry_timeout) as conn:
                 if not conn.autocommit:  # a pool given by the caller
                     conn.autocommit = True
+                if self._configure is not None and conn not in self._configured:
+                    self._configure(conn)
+                    self._configured.add(conn)
                 yield conn
         finally:
             with self._idle:

@@ -34,7 +34,13 @@ _ORPHANS = (
     " WHERE NOT EXISTS (SELECT 1 FROM {s}.sessions s WHERE s.id = e.session_id)"
 )
 _LOCK = "SELECT head, generation FROM {s}.sessions WHERE id = %s FOR UPDATE"
-_ALL_ROWS = "SELECT seq, ts, kind, body, crc FROM {s}.events WHERE session_id = %s ORDER BY seq"
+# From seq 1: a stray row at a seq below 1 (damage) is set aside with the rest, never the
+# reason the intact prefix after it is thrown away.
+_ALL_ROWS = (
+    "SELECT seq, ts, kind, body, crc FROM {s}.events WHERE session_id = %s AND seq >= 1"
+    " ORDER BY seq"
+)
+_STRAY = "SELECT min(seq), count(*) FROM {s}.events WHERE session_id = %s AND seq < 1"
 _NOT_KEPT = "session_id = %(sid)s AND NOT (seq BETWEEN 1 AND %(kept)s)"
 _QUARANTINE = (
     "INSERT INTO {s}.quarantine (session_id, seq, ts, kind, body, crc, reason, generation,"  # noqa: S608
@@ -129,6 +135,9 @@ def repair_session(cp: PostgresCheckpointer, session_id: str) -> RepairReport:
                 problem = f"the session records head {recorded}; its stored rows end at seq {kept}"
             if problem is None and srow is None and kept > 0:
                 problem = "rows are stored for a session that has no session record"
+            stray = conn.execute(q(_STRAY, s), (sid,)).fetchone()
+            if problem is None and stray is not None and stray[1]:
+                problem = f"{stray[1]} rows are stored at seqs below 1 (the lowest {stray[0]})"
             if problem is None:
                 return RepairReport(sid, False, kept, generation)
             max_seq = max((int(r[0]) for r in rows), default=0)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from ._blobref import check_blob_refs, check_written_before
+from ._blobref import check_blob_refs, check_written_before, is_blob_ref
 from ._blobs import BlobInfo, BlobStore, blob_ref, parse_blob_ref, verify_blob
 from ._codec import Codec, codec_decode, codec_encode
 from ._errors import BlobNotFoundError, CorruptBlobError, InvalidArgumentError
@@ -125,7 +125,9 @@ class SqliteBlobStore(BlobStore):
                 "SELECT b.ref, COALESCE(t.written, 0.0), length(b.data) FROM blobs b "
                 "LEFT JOIN blob_times t ON t.ref = b.ref"
             ).fetchall()
-        return iter([BlobInfo(str(r[0]), _written(r[1]), int(r[2] or 0)) for r in rows])
+        return iter(
+            [BlobInfo(str(r[0]), _written(r[1]), int(r[2] or 0)) for r in rows if is_blob_ref(r[0])]
+        )
 
     def delete_blobs(self, refs: Iterable[str], *, written_before: float) -> list[str]:
         written_before = check_written_before(written_before)

@@ -1,0 +1,162 @@
+"""PostgreSQL: damage and hostile set-ups found by an adversarial hunt. A stray row below seq 1
+never costs the intact history in a repair; junk rows in ``blobs`` do not stop a collection; a
+retried failure still there when the retry time is up is ``StorageIOError``; a pool of the
+caller's gets the checkpointer's settings; a ConnectionPool subclass is a pool."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from _postgres_server import Server
+from psycopg_pool import ConnectionPool, NullConnectionPool
+
+from liteagent.eventlog import collect_garbage, postgres_checkpointer
+from liteagent.eventlog.conformance import prompts, texts
+from liteagent.eventlog.errors import InvalidArgumentError, StorageIOError
+
+
+@pytest.fixture
+def schema(postgres_server: Server) -> Iterator[str]:
+    """A fresh schema, dropped afterwards."""
+    name = "d_" + uuid.uuid4().hex[:16]
+    yield name
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def _sql(dsn: str, query: str, *args: Any) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(query, args or None)
+
+
+@pytest.mark.parametrize("stray", ["extra row at seq 0", "seq 5 damaged to -5"])
+def test_a_row_below_seq_1_never_costs_the_intact_history_in_a_repair(
+    postgres_server: Server, schema: str, stray: str
+) -> None:
+    """A row at seq 0 beside a healthy history 1..5, or the row of seq 5 damaged to -5:
+    ``repair`` used to keep nothing (its walk from seq 1 met the stray row first). It keeps
+    1..5 (or 1..4), sets the stray row aside, and the session takes the next append."""
+    dsn = postgres_server.dsn
+    with postgres_checkpointer(dsn, schema=schema) as cp:
+        cp.append("a", prompts("1", "2", "3", "4", "5"))
+        cp.append("b", prompts("other"))
+        events = f'"{schema}".events'
+        if stray == "extra row at seq 0":
+            _sql(
+                dsn,
+                f"INSERT INTO {events} (session_id, seq, ts, kind, body, crc) "  # noqa: S608
+                f"SELECT session_id, 0, ts, kind, body, crc FROM {events} "
+                "WHERE session_id = 'a' AND seq = 1",
+            )
+            kept = ["1", "2", "3", "4", "5"]
+        else:
+            _sql(dsn, f"UPDATE {events} SET seq = -5 WHERE session_id = 'a' AND seq = 5")  # noqa: S608
+            kept = ["1", "2", "3", "4"]
+        report = cp.repair("a")
+        assert (True, len(kept)) == (report.repaired, report.kept_head)
+        assert report.quarantine is not None
+        assert kept == texts(cp.read("a"))
+        cp.append("a", prompts("after"))
+        assert [*kept, "after"] == texts(cp.read("a"))
+        assert ["other"] == texts(cp.read("b"))
+
+
+def test_junk_rows_in_blobs_do_not_stop_a_collection(postgres_server: Server, schema: str) -> None:
+    """A row of ``blobs`` whose ref is no blob reference made every collection raise
+    InvalidBlobRefError; it is not listed, and the unreferenced blobs around it go."""
+    dsn = postgres_server.dsn
+    with postgres_checkpointer(dsn, schema=schema) as cp:
+        cp.append("s", prompts("a"))
+        garbage = cp.blobs.put(b"unreferenced")
+        _sql(
+            dsn,
+            f'INSERT INTO "{schema}".blobs (ref, data, written) '  # noqa: S608
+            f"SELECT 'junk', data, written FROM \"{schema}\".blobs WHERE ref = %s",
+            garbage,
+        )
+        assert [garbage] == [b.ref for b in cp.blobs.list_blobs()]
+        time.sleep(0.05)
+        assert 1 == collect_garbage(cp, grace=0).deleted
+        assert not cp.blobs.has(garbage)
+
+
+def test_a_lock_held_past_the_retry_time_is_a_storage_error(
+    postgres_server: Server, schema: str
+) -> None:
+    """An append behind a lock held longer than ``retry_timeout``: its lock timeouts are
+    retried, then it raises StorageIOError (as documented), not a CheckpointerError saying
+    PostgreSQL "refused" it."""
+    dsn = postgres_server.dsn
+    with postgres_checkpointer(dsn, schema=schema, retry_timeout=3) as cp:
+        cp.append("s", prompts("a"))
+        with psycopg.connect(dsn) as holder:
+            holder.execute(f'LOCK TABLE "{schema}".sessions IN ACCESS EXCLUSIVE MODE')
+            start = time.monotonic()
+            with pytest.raises(StorageIOError, match="retry time"):
+                cp.append("s", prompts("b"))
+            assert time.monotonic() - start < 30  # a hang guard: 3 s of retries + a lock timeout
+            holder.rollback()
+        assert ["a"] == texts(cp.read("s"))
+
+
+def test_a_pool_of_the_callers_gets_the_checkpointers_settings(
+    postgres_server: Server, schema: str
+) -> None:
+    """With a ConnectionPool of the caller's, the connections the checkpointer uses get its
+    lock and statement timeouts and the durability's synchronous_commit (they used to get
+    none: an append behind a table lock waited with no bound, and ``durability="full"``
+    followed the server's setting). An append behind a lock now ends within the retry time."""
+    dsn = postgres_server.dsn
+    with (
+        ConnectionPool(dsn, min_size=1, max_size=1, open=True) as pool,
+        postgres_checkpointer(pool, schema=schema, retry_timeout=3) as cp,
+    ):
+        cp.append("s", prompts("a"))
+        with pool.connection() as conn:
+            shown = {
+                k: conn.execute(f"SHOW {k}").fetchone()[0]  # type: ignore[index]
+                for k in ("lock_timeout", "statement_timeout", "synchronous_commit")
+            }
+        assert {"lock_timeout": "5s", "statement_timeout": "1min"}.items() <= shown.items()
+        assert "on" == shown["synchronous_commit"]
+        with psycopg.connect(dsn) as holder:
+            holder.execute(f'LOCK TABLE "{schema}".events IN ACCESS EXCLUSIVE MODE')
+            outcome: list[BaseException | int] = []
+
+            def append() -> None:
+                try:
+                    outcome.append(cp.append("s", prompts("b")))
+                except BaseException as e:  # noqa: BLE001 -- looked at below
+                    outcome.append(e)
+
+            worker = threading.Thread(target=append, daemon=True)
+            worker.start()
+            worker.join(30)
+            alive = worker.is_alive()
+            holder.rollback()
+        worker.join(30)
+        assert not alive, "the append waited past 30 s behind the lock"
+        assert [StorageIOError] == [type(o) for o in outcome]
+
+
+def test_a_subclass_of_connection_pool_is_a_pool(postgres_server: Server, schema: str) -> None:
+    """The pool check is isinstance (it compared the class's name: a NullConnectionPool was
+    refused, and any class named ConnectionPool was taken)."""
+
+    class ConnectionPool:  # a look-alike of another library
+        """Not psycopg's."""
+
+    with pytest.raises(InvalidArgumentError):
+        postgres_checkpointer(ConnectionPool(), schema=schema)  # type: ignore[arg-type]
+    with (
+        NullConnectionPool(postgres_server.dsn, max_size=2, open=True) as pool,
+        postgres_checkpointer(pool, schema=schema) as cp,
+    ):
+        cp.append("s", prompts("a"))
+        assert ["a"] == texts(cp.read("s"))
