@@ -17,12 +17,14 @@ row it builds on. Truncates and deletes are in ``_postgres_truncate``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ._blobs import BlobStore
@@ -41,7 +43,9 @@ from ._errors import (
     CheckpointConflictError,
     CheckpointerClosedError,
     CodecError,
+    InvalidArgumentError,
     LiteAgentError,
+    StorageIOError,
 )
 from ._events import StoredEvent
 from ._ids import validate_session_id
@@ -127,6 +131,10 @@ class PostgresCheckpointer(Checkpointer):
             self._conninfo = str(target.conninfo)
             owns = False
         else:
+            try:  # a DSN that cannot be parsed never connects: said now, not after the retries
+                conninfo_to_dict(target)
+            except psycopg.ProgrammingError as e:
+                raise InvalidArgumentError(f"the DSN cannot be parsed: {e}") from None
             self._conninfo = target
             pool = ConnectionPool(
                 target,
@@ -165,7 +173,7 @@ class PostgresCheckpointer(Checkpointer):
                 try:
                     pool.open(wait=True, timeout=retry_timeout)
                 except PoolTimeout as e:
-                    raise translate(e, "connect") from e
+                    raise self._why_not_connected(e) from e
             self._db.run(lambda conn, _: ensure_schema(conn, schema), "open the store")
             self._appender = Appender(self)
         except BaseException:
@@ -185,6 +193,17 @@ class PostgresCheckpointer(Checkpointer):
         except BaseException:
             conn.close()  # the pool does not close a connection its configure step failed on
             raise
+
+    def _why_not_connected(self, timeout: PoolTimeout) -> LiteAgentError:
+        """The error of a pool that never connected: the server's (or libpq's) own reason,
+        from one more direct try (a database or role that does not exist, a refused password,
+        no server there), which the pool's timeout does not carry."""
+        try:
+            conn = psycopg.connect(self._conninfo, **self._connect_kwargs)
+        except psycopg.Error as e:
+            return StorageIOError(errno.ECONNREFUSED, f"PostgreSQL unreachable during connect: {e}")
+        conn.close()
+        return translate(timeout, "connect")
 
     def _connect(self, *, listen: bool = False) -> Conn:
         """A connection of its own (the lease and LISTEN connections), not from the pool."""
