@@ -54,7 +54,7 @@ from ._postgres_append import Appender
 from ._postgres_blobs import PostgresBlobStore
 from ._postgres_db import Conn, Database, translate
 from ._postgres_lease import PostgresLeases
-from ._postgres_repair import check_store, repair_session
+from ._postgres_repair import check_store, damaged_generation, repair_session
 from ._postgres_schema import ensure_schema, q
 from ._postgres_tail import Watcher
 from ._postgres_truncate import Truncator
@@ -326,7 +326,9 @@ class PostgresCheckpointer(Checkpointer):
                 min(last or 0, head) + 1,
                 f"the session records head {head}; its last stored row is seq {last}",
             )
-        return Position(int(head), int(gen or 0))
+        if gen is None or gen < 1:
+            raise corrupt(session_id, None, damaged_generation(gen))
+        return Position(int(head), int(gen))
 
     def _catch_up(self, session_id: str) -> tuple[int, int]:
         """The session's ``(generation, head)`` now, every row up to it verified."""

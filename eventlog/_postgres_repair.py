@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from ._postgres import PostgresCheckpointer
     from ._postgres_db import Conn
 
-__all__ = ["check_rows", "check_store", "repair_session"]
+__all__ = ["check_rows", "check_store", "damaged_generation", "repair_session"]
 
-_SESSIONS = "SELECT id FROM {s}.sessions"
+_SESSIONS = "SELECT id, generation FROM {s}.sessions"
 _ORPHANS = (
     "SELECT DISTINCT session_id FROM {s}.events e"
     " WHERE NOT EXISTS (SELECT 1 FROM {s}.sessions s WHERE s.id = e.session_id)"
@@ -53,6 +53,11 @@ _UPSERT = (
     " %(gen)s, %(now)s) ON CONFLICT (id) DO UPDATE SET head = excluded.head,"
     " generation = excluded.generation, mtime = excluded.mtime"
 )
+
+
+def damaged_generation(generation: object) -> str:
+    """Why a session record's generation is damage: the store gives generations from 1 on."""
+    return f"the session records generation {generation}; a store gives generations from 1 on"
 
 
 def check_rows(session_id: str, rows: list[tuple[Any, ...]], first: int, last: int) -> None:
@@ -87,7 +92,10 @@ def check_store(
         for (sid,) in orphans
     ]
     events = 0
-    for (sid,) in sorted(sessions):
+    for sid, generation in sorted(sessions):
+        if generation is None or generation < 1:
+            problems.append(IntegrityProblem("corrupt", damaged_generation(generation), sid))
+            continue
         events += check_read(read, sid, problems)
     return integrity_report(problems, len(sessions), events)
 
@@ -128,13 +136,15 @@ def repair_session(cp: PostgresCheckpointer, session_id: str) -> RepairReport:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             srow = conn.execute(q(_LOCK, s), (sid,)).fetchone()
             recorded = None if srow is None else int(srow[0])
-            generation = 0 if srow is None else int(srow[1])
+            generation = 0 if srow is None or srow[1] is None else int(srow[1])
             rows = conn.cursor(binary=True).execute(q(_ALL_ROWS, s), (sid,)).fetchall()
             kept, problem = _readable_prefix(sid, rows, recorded, cp.codec)
             if problem is None and recorded is not None and kept < recorded:
                 problem = f"the session records head {recorded}; its stored rows end at seq {kept}"
             if problem is None and srow is None and kept > 0:
                 problem = "rows are stored for a session that has no session record"
+            if problem is None and srow is not None and generation < 1:
+                problem = damaged_generation(generation)
             stray = conn.execute(q(_STRAY, s), (sid,)).fetchone()
             if problem is None and stray is not None and stray[1]:
                 problem = f"{stray[1]} rows are stored at seqs below 1 (the lowest {stray[0]})"

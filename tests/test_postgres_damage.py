@@ -18,7 +18,7 @@ from psycopg_pool import ConnectionPool, NullConnectionPool
 
 from liteagent.eventlog import collect_garbage, postgres_checkpointer
 from liteagent.eventlog.conformance import prompts, texts
-from liteagent.eventlog.errors import InvalidArgumentError, StorageIOError
+from liteagent.eventlog.errors import CorruptLogError, InvalidArgumentError, StorageIOError
 
 
 @pytest.fixture
@@ -170,3 +170,30 @@ def test_a_dsn_that_cannot_work_says_why(postgres_server: Server, schema: str) -
     missing = f"{postgres_server.dsn} dbname=no_such_db_{schema}"
     with pytest.raises(StorageIOError, match=f"no_such_db_{schema}"):
         postgres_checkpointer(missing, schema=schema, retry_timeout=2)
+
+
+@pytest.mark.parametrize("generation", [0, -5])
+def test_a_damaged_generation_is_found_and_repaired(
+    postgres_server: Server, schema: str, generation: int
+) -> None:
+    """A session record whose generation is 0 or negative (hand-made damage; the store gives
+    generations from 1) is CorruptLogError for reads of its position, a finding of the
+    integrity check, and repaired with a new generation, every row kept. It used to be found
+    by nothing: appends failed after a thousand rounds saying "the position kept moving",
+    repair had nothing to do, and the session could never be written again."""
+    dsn = postgres_server.dsn
+    with postgres_checkpointer(dsn, schema=schema) as cp:
+        cp.append("a", prompts("one", "two"))
+        cp.append("b", prompts("other"))
+    _sql(dsn, f'UPDATE "{schema}".sessions SET generation = %s WHERE id = %s', generation, "a")  # noqa: S608
+    with postgres_checkpointer(dsn, schema=schema) as cp:
+        with pytest.raises(CorruptLogError, match="generation"):
+            cp.append("a", prompts("three"))
+        assert [("corrupt", "a")] == [(p.kind, p.session_id) for p in cp.check_integrity().problems]
+        report = cp.repair("a")
+        assert (True, 2, ()) == (report.repaired, report.kept_head, report.lost)
+        assert report.generation >= 1
+        cp.append("a", prompts("three"))
+        assert ["one", "two", "three"] == texts(cp.read("a"))
+        assert ["other"] == texts(cp.read("b"))
+        assert () == cp.check_integrity().problems
