@@ -247,6 +247,11 @@ class PostgresCheckpointer(Checkpointer):
             page: list[StoredEvent] = []
             error: LiteAgentError | None = None
             for seq, ts, kind, body, crc in rows:
+                if not _typed_row(seq, ts, kind, body, crc):  # a column's type changed by hand
+                    error = corrupt(
+                        session_id, last + 1, "a stored value does not have its column's type"
+                    )
+                    break
                 if seq != last + 1 or seq > head or crc != row_crc(seeds[kind], seq, ts, body):
                     error = corrupt(session_id, last + 1, _why(seq, last, head))
                     break
@@ -352,7 +357,11 @@ class PostgresCheckpointer(Checkpointer):
 
     def _list(self) -> list[SessionInfo]:
         rows = self._db.run(lambda conn, _: conn.execute(self._list_q).fetchall(), "list")
-        return [SessionInfo(sid, float(mtime)) for sid, mtime in rows if _valid_id(sid)]
+        return [
+            SessionInfo(sid, float(mtime) if type(mtime) is float else 0.0)
+            for sid, mtime in rows
+            if _valid_id(sid)
+        ]
 
     # -- writes -----------------------------------------------------------------------------------
 
@@ -504,3 +513,15 @@ def _valid_id(session_id: object) -> bool:
     except LiteAgentError:
         return False
     return True
+
+
+def _typed_row(seq: object, ts: object, kind: object, body: object, crc: object) -> bool:
+    """Whether an events row holds the types of its columns (bigint, float8, text, bytea,
+    bigint): a column whose type was changed by hand is damage, read as such."""
+    return (
+        type(seq) is int
+        and type(ts) is float
+        and type(kind) is str
+        and isinstance(body, bytes)
+        and type(crc) is int
+    )

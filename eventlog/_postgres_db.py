@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import errno
 import random
+import struct
 import threading
 import time
 import weakref
@@ -37,7 +38,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ._errors import CheckpointerClosedError, CheckpointerError, StorageIOError
+from ._errors import CheckpointerClosedError, CheckpointerError, LiteAgentError, StorageIOError
 
 __all__ = ["Conn", "Database", "classify", "is_lost", "translate"]
 
@@ -139,6 +140,14 @@ class Database:
             try:
                 with self.connection() as conn:
                     return fn(conn, attempt)
+            except LiteAgentError:
+                raise
+            except (TypeError, ValueError, OverflowError, struct.error) as e:
+                # a stored value that does not have its column's type: a schema changed by hand
+                raise CheckpointerError(
+                    f"PostgreSQL: {what} found a stored value that does not have its column's "
+                    f"type (was the schema changed by hand?): {type(e).__name__}: {e}"
+                ) from e
             except (psycopg.Error, PoolTimeout) as e:
                 kind = classify(e)
                 pause = delay * random.uniform(0.5, 1.0)  # noqa: S311 -- jitter, not security

@@ -18,7 +18,12 @@ from psycopg_pool import ConnectionPool, NullConnectionPool
 
 from liteagent.eventlog import collect_garbage, postgres_checkpointer
 from liteagent.eventlog.conformance import prompts, texts
-from liteagent.eventlog.errors import CorruptLogError, InvalidArgumentError, StorageIOError
+from liteagent.eventlog.errors import (
+    CorruptLogError,
+    InvalidArgumentError,
+    LiteAgentError,
+    StorageIOError,
+)
 
 
 @pytest.fixture
@@ -197,3 +202,47 @@ def test_a_damaged_generation_is_found_and_repaired(
         assert ["one", "two", "three"] == texts(cp.read("a"))
         assert ["other"] == texts(cp.read("b"))
         assert () == cp.check_integrity().problems
+
+
+COLUMN_CHANGES = [
+    (
+        "ALTER TABLE {s}.events ALTER COLUMN body TYPE text USING encode(body, 'escape')",
+        lambda cp: list(cp.read("a")),
+    ),
+    ("ALTER TABLE {s}.events ALTER COLUMN seq TYPE numeric", lambda cp: list(cp.read("a"))),
+    (
+        "ALTER TABLE {s}.leases ALTER COLUMN expires_at TYPE text; "
+        "UPDATE {s}.leases SET expires_at = 'x'",
+        lambda cp: cp.lease_holder("a"),
+    ),
+    (
+        "ALTER TABLE {s}.blobs ALTER COLUMN written TYPE text; UPDATE {s}.blobs SET written = 'x'",
+        collect_garbage,
+    ),
+    (
+        "ALTER TABLE {s}.schema_version ALTER COLUMN version TYPE text; "
+        "UPDATE {s}.schema_version SET version = 'x'",
+        lambda _cp: None,  # opening the store is what fails
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "use"),
+    COLUMN_CHANGES,
+    ids=["body-text", "seq-numeric", "lease-expiry-text", "blob-time-text", "version-text"],
+)
+def test_a_column_whose_type_was_changed_by_hand_is_a_library_error(
+    postgres_server: Server, schema: str, change: str, use: Any
+) -> None:
+    """Values of a column whose type was changed by hand (ALTER TABLE) raised TypeError,
+    struct.error or ValueError; reading them is a LiteAgentError (CorruptLogError for events,
+    CheckpointerError naming the schema change otherwise)."""
+    dsn = postgres_server.dsn
+    with postgres_checkpointer(dsn, schema=schema) as cp:
+        cp.append("a", prompts("one", "two"))
+        cp.acquire_lease("a").release()
+        cp.blobs.put(b"blob")
+    _sql(dsn, change.replace("{s}", f'"{schema}"'))
+    with pytest.raises(LiteAgentError), postgres_checkpointer(dsn, schema=schema) as cp:
+        use(cp)
