@@ -131,10 +131,7 @@ class PostgresCheckpointer(Checkpointer):
             self._conninfo = str(target.conninfo)
             owns = False
         else:
-            try:  # a DSN that cannot be parsed never connects: said now, not after the retries
-                conninfo_to_dict(target)
-            except psycopg.ProgrammingError as e:
-                raise InvalidArgumentError(f"the DSN cannot be parsed: {e}") from None
+            _check_dsn(target, "the DSN")
             self._conninfo = target
             pool = ConnectionPool(
                 target,
@@ -151,6 +148,8 @@ class PostgresCheckpointer(Checkpointer):
                 num_workers=1,
             )
             owns = True
+        if listen_dsn is not None:
+            _check_dsn(listen_dsn, "listen_dsn")
         self._listen_dsn = listen_dsn or self._conninfo
         self._db = Database(
             pool,
@@ -525,3 +524,12 @@ def _typed_row(seq: object, ts: object, kind: object, body: object, crc: object)
         and isinstance(body, bytes)
         and type(crc) is int
     )
+
+
+def _check_dsn(dsn: str, name: str) -> None:
+    """A DSN that cannot be parsed never connects: :class:`InvalidArgumentError` now, not a
+    failure after the retries (or, for the LISTEN connection, followers that poll silently)."""
+    try:
+        conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as e:
+        raise InvalidArgumentError(f"{name} cannot be parsed: {e}") from None

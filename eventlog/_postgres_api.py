@@ -112,9 +112,11 @@ def postgres_checkpointer(
     codec = check_codec(codec)
     notify = _flag("notify", notify)
     pgbouncer = _flag("pgbouncer", pgbouncer)
-    if listen_dsn is not None and (type(listen_dsn) is not str or not listen_dsn):
+    if listen_dsn is not None and (
+        type(listen_dsn) is not str or not listen_dsn or "\x00" in listen_dsn
+    ):
         raise InvalidArgumentError(
-            f"listen_dsn must be None or a non-empty str, got {shown(listen_dsn)}"
+            f"listen_dsn must be None or a non-empty str without NUL, got {shown(listen_dsn)}"
         )
     if type(max_connections) is not int or not 1 <= max_connections <= 1000:
         raise InvalidArgumentError(

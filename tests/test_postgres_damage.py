@@ -172,6 +172,9 @@ def test_a_dsn_that_cannot_work_says_why(postgres_server: Server, schema: str) -
     initialization incomplete")."""
     with pytest.raises(InvalidArgumentError, match="cannot be parsed"):
         postgres_checkpointer("not a dsn", schema=schema)  # before any connection is tried
+    for listen in ("not a dsn", "host=x\x00"):  # it was taken: followers polled, silently
+        with pytest.raises(InvalidArgumentError, match="listen_dsn"):
+            postgres_checkpointer(postgres_server.dsn, schema=schema, listen_dsn=listen)
     missing = f"{postgres_server.dsn} dbname=no_such_db_{schema}"
     with pytest.raises(StorageIOError, match=f"no_such_db_{schema}"):
         postgres_checkpointer(missing, schema=schema, retry_timeout=2)
