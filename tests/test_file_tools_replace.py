@@ -153,3 +153,37 @@ def test_a_write_killed_at_any_moment_leaves_the_old_or_the_new_content(ws: Path
     ctx = ToolContext(workdir=ws, session_id="s1", tool_call_id="c")
     write_file.run({"path": "big.txt", "content": "done"}, ctx)
     assert ("done", []) == ((ws / "big.txt").read_text(), _temps(ws))
+
+
+_RACER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from liteagent.tools import ToolContext, write_file
+
+    ws, me = Path(sys.argv[1]), sys.argv[2]
+    ctx = ToolContext(workdir=ws, session_id=me, tool_call_id="c")
+    outs = [
+        write_file.run({"path": "shared.txt", "content": f"{me} {i}" * 1000}, ctx)
+        for i in range(300)
+    ]
+    failed = [out.content for out in outs if out.is_error]
+    print(len(failed), failed[:1])
+    """
+)
+
+
+def test_two_processes_writing_one_file_never_fail_each_other(ws: Path) -> None:
+    """Two processes write the same file 300 times each: every write succeeds and no temp file
+    is left. A write used to remove the other's temp file while it was being written (taking it
+    for one a crash left), and the other's rename then failed (about 40 % of the writes)."""
+    (ws / "shared.txt").write_text("start")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RACER, str(ws), me], stdout=subprocess.PIPE, text=True
+        )
+        for me in ("A", "B")
+    ]
+    outputs = [p.communicate(timeout=240)[0].strip() for p in procs]
+    assert ["0 []", "0 []"] == outputs
+    assert ["shared.txt"] == os.listdir(ws)

@@ -18,6 +18,7 @@ one (another name, another length) is never removed.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import secrets
@@ -36,7 +37,9 @@ def _temp_prefix(name: str) -> str:
 
 
 def remove_temps(path: Path) -> None:
-    """Remove the temp files an interrupted write of ``path`` left beside it."""
+    """Remove the temp files an interrupted write of ``path`` left beside it. A write in
+    progress (in this process or another) holds an ``flock`` on its temp file until its rename:
+    that one is left alone."""
     prefix = _temp_prefix(path.name)
     try:
         names = os.listdir(path.parent)
@@ -45,32 +48,62 @@ def remove_temps(path: Path) -> None:
     for name in names:
         tail = name[len(prefix) :]
         if name.startswith(prefix) and len(tail) == 8 and all(c in _HEX for c in tail):
-            with contextlib.suppress(OSError):
-                os.unlink(path.parent / name)
+            _remove_if_abandoned(path.parent / name)
+
+
+def _remove_if_abandoned(temp: Path) -> None:
+    try:
+        fd = os.open(temp, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return  # gone meanwhile, or not a file of ours
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+    except OSError:
+        pass  # locked: a write in progress
+    finally:
+        os.close(fd)
+
+
+def _locked_temp(path: Path) -> tuple[Path, int]:
+    """A new temp file beside ``path``, open for writing and ``flock``-ed: no
+    :func:`remove_temps` takes it while it is written. One removed between its creation and
+    the lock (it looked abandoned for that moment) is let go, and another made."""
+    while True:
+        tmp = path.parent / f"{_temp_prefix(path.name)}{secrets.token_hex(4)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # a new file: only such a remover may hold it
+            if os.fstat(fd).st_nlink:
+                return tmp, fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
 
 
 def replace_file(path: Path, data: bytes, mode: int | None = None) -> None:
     """Make the file ``path`` hold ``data``, atomically and durably (module docstring); its
     folder must exist. A file that is there keeps its permission bits, owner and group; one this
     creates gets ``mode`` when given, else 0o666 less the umask. Raises ``OSError``; then the
-    file is as it was and no temp file is left."""
+    file is as it was and no temp file is left. Writers of the same file in other processes
+    do not disturb each other: the last rename wins."""
     remove_temps(path)
-    tmp = path.parent / f"{_temp_prefix(path.name)}{secrets.token_hex(4)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    tmp, fd = _locked_temp(path)
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
         _take_over_attributes(tmp, path, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    finally:
+        os.close(fd)  # after the rename: the lock covered the whole write
     dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(dfd)
