@@ -16,6 +16,7 @@ import msgspec
 
 from liteagent.eventlog import BlobStore, SessionState
 from liteagent.eventlog.errors import LiteAgentError
+from liteagent.eventlog.types import FileSnapshot, RestoreStarted
 from liteagent.tools._paths import printed_name
 
 __all__ = [
@@ -187,14 +188,21 @@ def plan_files(
 
 def created_folders(state: SessionState, seq: int) -> list[str]:
     """The folders the file tools created after the prompt at ``seq`` to hold new files
-    (relative paths), deepest first: what a restore to that prompt removes when empty."""
-    found = {
-        folder
-        for snap_seq, snap in state.snapshots
-        if snap_seq > seq
-        for folder in snap.created_folders
-    }
-    return sorted(found, key=lambda folder: (-folder.count("/"), folder))
+    (relative paths), deepest first: what a restore to that prompt removes when empty.
+
+    Read in log order: a files-only restore (not an undo) to a prompt at ``to`` removed the
+    folders made after ``to``, so a folder of that name found later is not the agent's."""
+    made: dict[str, int] = {}  # folder -> the seq of the snapshot that made it
+    changes: list[tuple[int, FileSnapshot | RestoreStarted]] = [
+        *((at, snap) for at, snap in state.snapshots if at > seq),
+        *((at, r) for at, r in state.file_restores if at > seq and r.undo_of is None),
+    ]
+    for at, change in sorted(changes, key=lambda c: c[0]):
+        if isinstance(change, FileSnapshot):
+            made.update(dict.fromkeys(change.created_folders, at))
+        else:
+            made = {folder: by for folder, by in made.items() if by < change.to_seq}
+    return sorted(made, key=lambda folder: (-folder.count("/"), folder))
 
 
 def checkpoints(

@@ -131,3 +131,31 @@ def test_a_folder_made_by_a_later_turn_goes_only_with_a_restore_before_that_turn
         assert {"p/", "p/one.txt"} == _entries(work)
         agent.restore("s", first.seq)
         assert set() == _entries(work)
+
+
+def test_a_folder_a_files_only_restore_removed_is_not_the_agents_any_more(
+    tmp_path: Path,
+) -> None:
+    """A files-only restore removes the agent's ``a/``; the user then makes a folder ``a/`` of
+    their own; a later restore to the same checkpoint leaves it (it used to remove it: the
+    snapshot still named ``a/`` as made by the agent)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    agent = _agent(
+        work,
+        tmp_path / "store",
+        call("write_file", {"path": "a/f.txt", "content": "x"}),
+        reply("one"),
+        call("write_file", {"path": "z.txt", "content": "z"}),
+        reply("two"),
+    )
+    with agent:
+        agent.resume("s")
+        agent.send("first")
+        agent.send("second")
+        first, _ = agent.list_checkpoints("s")
+        agent.restore("s", first.seq, conversation=False)
+        assert set() == _entries(work)
+        (work / "a").mkdir()  # the user's own
+        agent.restore("s", first.seq)
+        assert {"a/"} == _entries(work)
