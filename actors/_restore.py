@@ -408,6 +408,8 @@ class Restorer:
             restored = self._switch(session_id, lease).finish(
                 events, generation, intent_seq, intent
             )
+            if intent.files and intent.undo_of is None:  # a restore: as restore() ends
+                remove_created_folders(self.workdir, created_folders(state, intent.to_seq))
             return RestoreResult(
                 restored_files=tuple(restored),
                 conversation_restored=intent.conversation,

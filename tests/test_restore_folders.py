@@ -9,8 +9,10 @@ from typing import Any
 
 from _restore_model import call, reply
 
+from liteagent.actors._restore_files import backup_files
+from liteagent.actors._restore_plan import FilePlan
 from liteagent.eventlog import file_checkpointer, fold
-from liteagent.eventlog.types import FileSnapshot
+from liteagent.eventlog.types import FileSnapshot, RestoreStarted
 from liteagent.providers import scripted
 from liteagent.sdk import LiteAgent, create_lite_agent
 from liteagent.tools import delete_file, edit_file, write_file
@@ -159,3 +161,32 @@ def test_a_folder_a_files_only_restore_removed_is_not_the_agents_any_more(
         (work / "a").mkdir()  # the user's own
         agent.restore("s", first.seq)
         assert {"a/"} == _entries(work)
+
+
+def test_finishing_an_interrupted_restore_removes_the_folders_too(tmp_path: Path) -> None:
+    """A restore cut short after it deleted ``a/b/f.txt`` (its intent at the end of the log):
+    ``finish_restore()`` removes the folders the agent made for it as well, as ``restore()``
+    does (they used to stay, empty)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    agent = _agent(
+        work,
+        tmp_path / "store",
+        call("write_file", {"path": "a/b/f.txt", "content": "x"}),
+        reply("done"),
+    )
+    with agent:
+        agent.resume("s")
+        agent.send("make it")
+        (checkpoint,) = agent.list_checkpoints("s")
+    with file_checkpointer(tmp_path / "store") as cp:
+        plan = FilePlan(path="a/b/f.txt", target=None, target_hash=None, last_hash=None)
+        records = backup_files(work, [plan], cp.blobs)
+        intent = RestoreStarted(to_seq=checkpoint.seq, conversation=True, files=tuple(records))
+        cp.append("s", [intent])
+    (work / "a" / "b" / "f.txt").unlink()  # what the restore did before it was cut short
+    with _agent(work, tmp_path / "store") as again:
+        assert again.pending_restore("s") is not None
+        again.finish_restore("s")
+        assert again.pending_restore("s") is None
+    assert set() == _entries(work)
