@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 import pykka
 
+from liteagent.eventlog._eventcodec import is_utf8
 from liteagent.eventlog._interchange import (
     canonical_json,
     message_from_dict,
@@ -90,7 +91,7 @@ def run_one(
         return ToolOutput(safe_text(describe_error(e)), is_error=True), [], False
     pre: list[PreImage] = []
     if paths and snapshot_ref is not None:
-        unnamed = next((p for p in paths if not _utf8(p)), None)
+        unnamed = next((p for p in paths if not is_utf8(p)), None)  # lone surrogates
         if unnamed is not None:
             return (
                 ToolOutput(
@@ -316,12 +317,3 @@ def interrupted_results(calls: Sequence[ToolUseBlock], reason: str) -> list[Even
         )
         for c in calls
     ]
-
-
-def _utf8(path: str) -> bool:
-    """Whether ``path`` is valid text (a name that is not UTF-8 holds lone surrogates)."""
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

@@ -14,7 +14,7 @@ from ._events import Event, OpaqueEvent
 from ._nesting import MAX_NESTING, packed_nests_deeper
 from ._shown import shown
 
-__all__ = ["DECODERS", "EVENT_KINDS", "encode_body", "kind_of"]
+__all__ = ["DECODERS", "EVENT_KINDS", "encode_body", "is_utf8", "kind_of"]
 
 _EVENT_TYPES: tuple[type[Any], ...] = get_args(Event)
 _KIND_BY_TYPE: dict[type[Any], str] = {t: str(t.__struct_config__.tag) for t in _EVENT_TYPES}
@@ -78,7 +78,8 @@ def encode_body(event: Event | OpaqueEvent) -> tuple[str, bytes]:
 _MAX_KIND = 128  # every store keeps a kind as text; liteagent's own are short snake_case
 
 
-def _utf8(text: str) -> bool:
+def is_utf8(text: str) -> bool:
+    """Whether UTF-8 can encode ``text`` (it holds no lone surrogate): what every store keeps."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -90,7 +91,7 @@ def _encode_opaque(event: OpaqueEvent) -> tuple[str, bytes]:
     kind, data = event.kind, event.data
     if type(kind) is not str or not kind or not isinstance(data, bytes):
         raise InvalidEventError("an OpaqueEvent needs a non-empty str kind and bytes data")
-    if len(kind) > _MAX_KIND or not kind.isprintable() or not _utf8(kind):
+    if len(kind) > _MAX_KIND or not kind.isprintable() or not is_utf8(kind):
         raise InvalidEventError(
             f"an OpaqueEvent's kind must be printable text of at most {_MAX_KIND} characters "
             f"that UTF-8 can encode, got {shown(kind)}"
