@@ -143,13 +143,18 @@ class PostgresLeases:
         self._wake = threading.Event()
         self._renewer: threading.Thread | None = None
         self._stopped = False
+        # When a release last failed for good (the server unreachable, say): the releases
+        # right after it are tried once, so closing with many leases held takes one retry
+        # time, not one per lease.
+        self._release_failed_at: float | None = None
 
     # -- the connection ---------------------------------------------------------------------------
 
-    def _run(self, fn: Callable[[Conn], T], what: str) -> T:
-        """``fn`` on the lease connection, retried on a lost connection or a transient error
-        (every lease statement is safe to repeat: each checks the row first)."""
-        deadline = time.monotonic() + self._cp.retry_timeout
+    def _run(self, fn: Callable[[Conn], T], what: str, *, retry: bool = True) -> T:
+        """``fn`` on the lease connection, retried (unless ``retry`` is false) on a lost
+        connection or a transient error (every lease statement is safe to repeat: each checks
+        the row first)."""
+        deadline = time.monotonic() + (self._cp.retry_timeout if retry else 0.0)
         delay = _FIRST_DELAY
         while True:
             try:
@@ -272,10 +277,19 @@ class PostgresLeases:
         with self._lock:
             self._held.pop(lease, None)
         params = self._params(lease)
+        failed_at = self._release_failed_at
+        retry = failed_at is None or time.monotonic() - failed_at > self._cp.retry_timeout
         try:
-            self._run(lambda conn: conn.execute(self._release_q, params), "release a lease")
+            self._run(
+                lambda conn: conn.execute(self._release_q, params), "release a lease", retry=retry
+            )
         except LiteAgentError as e:
-            _log.warning("lease_release_failed", session_id=lease.session_id, error=str(e))
+            self._release_failed_at = time.monotonic()
+            _log.warning(
+                "lease_release_failed", session_id=lease.session_id, error=str(e), retried=retry
+            )
+        else:
+            self._release_failed_at = None
 
     def drop(self, session_id: str) -> None:
         """Delete the leases row of a deleted session unless a live holder has it."""

@@ -19,6 +19,7 @@ pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not insta
 import psycopg
 from _pg_proxy import CutProxy
 from _postgres_server import Server, start_server
+from structlog.testing import capture_logs
 
 from liteagent.eventlog import Checkpointer, StoredEvent, _postgres_lease, postgres_checkpointer
 from liteagent.eventlog.conformance import prompts, texts
@@ -423,3 +424,28 @@ def test_a_conflict_is_not_retried(postgres_server: Server, schema: str) -> None
         with pytest.raises(CheckpointConflictError):
             a.append("s", prompts("stale"), expected_head=1)
         assert ["a", "b"] == texts(a.read("s"))
+
+
+def test_closing_with_the_server_gone_retries_one_release_not_each(own_server: Server) -> None:
+    """Closing a checkpointer that holds several leases while the server is down: the first
+    release is retried for the retry time, the ones right after it are tried once (each
+    used to be retried for the whole retry time: a daemon holding a hundred leases took
+    fifty minutes to close). Every lease is released when the server is back."""
+    dsn = own_server.dsn
+    assert own_server.folder is not None
+    log = str(own_server.folder / "log")
+    cp = postgres_checkpointer(dsn, schema="closing", retry_timeout=1)
+    for n in range(4):
+        cp.acquire_lease(f"s{n}")
+    own_server.pg_ctl("-m", "immediate", "-w", "stop")
+    try:
+        with capture_logs() as logs:
+            cp.close()
+    finally:
+        own_server.pg_ctl("-w", "-l", log, "restart")  # restart: with the first start's options
+    failed = [e for e in logs if e["event"] == "lease_release_failed"]
+    assert [True, False, False, False] == [e["retried"] for e in failed]
+    with postgres_checkpointer(dsn, schema="closing") as again:
+        for n in range(4):
+            with again.acquire_lease(f"s{n}"):  # free: the closed holder's backend is gone
+                pass
